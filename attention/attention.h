@@ -1,0 +1,257 @@
+/* attention.h - libattn, the compute core of attnd: exact, fast multi-head attention on BLAS.
+ *
+ * libattn computes PyTorch nn.MultiheadAttention (batch_first) and scaled dot-product attention
+ * (SDPA) in float32, with causal, padding, boolean and additive masks, and optionally returns the
+ * softmax weights. It knows nothing of HTTP or JSON: it depends on libc, libm, pthreads and BLAS.
+ *
+ * Legend (every shape is outermost dimension first, row-major, contiguous unless stated):
+ *   N  = batch                 L  = query length          S  = key length
+ *   E  = embedding width       H  = heads                 Dh = E / H, the head width
+ *   D  = query/key width (SDPA)  Dv = value width (SDPA)   K  = top-k count
+ *
+ * A job runs in three steps: plan it (sizes, checks, the byte cap), give it one workspace of
+ * plan.workspace_bytes, run it. Nothing is allocated while it runs.
+ *
+ * Worked example: the seed chapter's 4-token SDPA, d_k = 2.
+ *
+ *     float q[4 * 2] = {1, 1, 0, 1, 1, 0, .5f, .5f};   // q is (L=4, D=2); here K = Q
+ *     float v[4 * 2] = {1, 0, 0, 1, 1, 1, .5f, .5f};   // v is (S=4, Dv=2)
+ *     float out[4 * 2], w[4 * 4];                      // out is (L, Dv), w is (L, S)
+ *     attn_sdpa_dims dims = {.n = 1, .h = 1, .l = 4, .s = 4, .d = 2, .dv = 2};
+ *     attn_opts opts = {.weights = ATTN_WEIGHTS_PER_HEAD};
+ *     attn_error err = {0};
+ *     attn_plan plan;
+ *     if (attn_sdpa_plan(&plan, &dims, &opts, NULL, 1, &err) != ATTN_OK)
+ *         return fprintf(stderr, "%s\n", err.msg), 1;
+ *     void *ws = malloc(plan.workspace_bytes);
+ *     attn_weights_out wo = {.values = w};
+ *     attn_sdpa_forward(&plan, ws, out, &wo, q, q, v, NULL, &err);
+ *     free(ws);
+ *     // out row 0 = [0.70, 0.50], w row 0 = [0.40, 0.20, 0.20, 0.20]
+ *
+ * Semantics worth knowing:
+ *   - Masks apply to the scaled logits before the softmax and combine as AND.
+ *   - A query row whose every key is blocked gets all-zero weights and a zero attention vector
+ *     (PyTorch returns NaN there). In MHA its output row is therefore out_proj.bias.
+ *   - Error records: the first error wins. A function writes *err only while err->code is
+ *     ATTN_OK, so zero the record before a sequence of calls. err may be NULL.
+ */
+#ifndef ATTN_ATTENTION_H
+#define ATTN_ATTENTION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum attn_status {
+    ATTN_OK = 0,
+    ATTN_ERR_ARG,      /* a NULL pointer, or an option or mask value out of range */
+    ATTN_ERR_SHAPE,    /* dimensions that do not fit together (a zero dim, E % H != 0, ...) */
+    ATTN_ERR_OVERFLOW, /* a size does not fit in size_t, or a dimension is too big for BLAS */
+    ATTN_ERR_LIMIT,    /* the job needs more bytes than the caller's cap */
+    ATTN_ERR_NOMEM,    /* an allocation failed */
+    ATTN_ERR_NUMERIC,  /* a logit or result is not finite: inputs too large for float32 */
+    ATTN_ERR_SYSTEM,   /* a thread or OS call failed */
+} attn_status;
+
+/* Caller-owned error record; fixed size, so filling it never allocates. */
+typedef struct attn_error {
+    attn_status code;
+    char msg[256];
+} attn_error;
+
+/* Returns a static, human-readable name for a status ("ok", "shape", ...). */
+const char *attn_status_name(attn_status status);
+
+/* ---- Shapes ------------------------------------------------------------------------------- */
+
+/* Dimensions of an MHA job. kdim and vdim of 0 mean E. */
+typedef struct attn_mha_dims {
+    size_t n, l, s, e, h;
+    size_t kdim, vdim;
+} attn_mha_dims;
+
+/* Dimensions of an SDPA job over (N, H) independent attention problems; use n = h = 1 for one. */
+typedef struct attn_sdpa_dims {
+    size_t n, h, l, s, d, dv;
+} attn_sdpa_dims;
+
+/* MHA parameters, named and shaped as PyTorch's nn.MultiheadAttention state_dict. Borrowed: the
+ * caller keeps them alive during the forward. Each projection is y = x W^T + b. Give either
+ * in_proj_weight, or all three of q/k/v_proj_weight. */
+typedef struct attn_mha_params {
+    const float *in_proj_weight;  /* (3E, E), rows Q then K then V; requires kdim = vdim = E */
+    const float *q_proj_weight;   /* (E, E) */
+    const float *k_proj_weight;   /* (E, kdim) */
+    const float *v_proj_weight;   /* (E, vdim) */
+    const float *in_proj_bias;    /* (3E) or NULL */
+    const float *out_proj_weight; /* (E, E) */
+    const float *out_proj_bias;   /* (E) or NULL */
+} attn_mha_params;
+
+/* ---- Masks -------------------------------------------------------------------------------- */
+
+typedef enum attn_causal {
+    ATTN_CAUSAL_NONE = 0,
+    ATTN_CAUSAL_TOP_LEFT,     /* query i attends key j only where j <= i (PyTorch) */
+    ATTN_CAUSAL_BOTTOM_RIGHT, /* j <= i + S - L (FlashAttention; a decode step with L < S) */
+} attn_causal;
+
+/* Every mask is optional (NULL or 0). Borrowed; they must stay alive until the forward returns.
+ * The attn_mask and attn_bias tensors are (Mn, Mh, L, S) where Mn is 1 or N and Mh is 1 or H; an
+ * extent of 1 broadcasts, so (L, S) is Mn = Mh = 1 and (N, L, S) is Mh = 1. An extent of 0 is
+ * read as 1. */
+typedef struct attn_masks {
+    attn_causal causal;
+    const int32_t *key_lengths; /* (N): keys j >= key_lengths[n] are padding; 0 <= value <= S */
+    const uint8_t *key_mask;    /* (Kn, S) with Kn = key_mask_n: nonzero = real token */
+    size_t key_mask_n;
+    const uint8_t *attn_mask; /* (Mn, Mh, L, S): nonzero = may attend */
+    size_t attn_mask_n, attn_mask_h;
+    const float *attn_bias; /* (Bn, Bh, L, S): added to the scaled logits; may hold -INFINITY */
+    size_t attn_bias_n, attn_bias_h;
+} attn_masks;
+
+/* ---- Options and plan --------------------------------------------------------------------- */
+
+typedef enum attn_weights_mode {
+    ATTN_WEIGHTS_NONE = 0,
+    ATTN_WEIGHTS_PER_HEAD, /* (N, H, L, S), or (N, n_heads, L, S) for a chosen subset */
+    ATTN_WEIGHTS_MEAN,     /* (N, L, S): the mean over all H heads */
+} attn_weights_mode;
+
+typedef enum attn_path {
+    ATTN_PATH_AUTO = 0, /* tiled when no weights are requested, direct otherwise */
+    ATTN_PATH_DIRECT,   /* whole logit rows (block_q, S) per task; required for weights */
+    ATTN_PATH_TILED,    /* online softmax over key blocks; memory O(block x (Dv + block)) */
+} attn_path;
+
+typedef struct attn_opts {
+    attn_weights_mode weights;
+    const uint32_t *heads; /* (n_heads) with PER_HEAD: return these heads, in this order */
+    size_t n_heads;        /* 0 = all heads */
+    size_t top_k;          /* 0 = dense maps; else the K largest weights of each query row */
+    bool has_scale;        /* false: scale is 1/sqrt(Dh) (MHA) or 1/sqrt(D) (SDPA) */
+    float scale;
+    size_t max_bytes; /* cap on workspace + outputs (plan.job_bytes); 0 = no cap */
+    attn_path path;
+    size_t block_q, block_k; /* query rows per task and keys per tile; 0 = tuned defaults */
+} attn_opts;
+
+/* Where a forward writes the weights. values is dense (..., L, S) floats, or with top_k the
+ * (..., L, K) largest weights, largest first (ties: lower key index first); indices is then the
+ * (..., L, K) key indices. "..." is (N, H), (N, n_heads) or (N) as attn_weights_mode says. */
+typedef struct attn_weights_out {
+    float *values;
+    int32_t *indices;
+} attn_weights_out;
+
+enum { ATTN_PLAN_MHA = 1, ATTN_PLAN_SDPA = 2 };
+
+/* A planned job. The size fields are for the caller; the rest is private to libattn. The plan
+ * borrows opts->heads and the masks' arrays: keep them alive until the forward returns. */
+typedef struct attn_plan {
+    size_t workspace_bytes; /* scratch the forward needs; give it 64-byte aligned */
+    size_t out_elems;       /* floats in the output: N*L*E (MHA) or N*H*L*Dv (SDPA) */
+    size_t weights_elems;   /* floats in attn_weights_out.values; 0 when none are requested */
+    size_t index_elems;     /* int32 in attn_weights_out.indices; nonzero only with top_k */
+    size_t job_bytes;       /* workspace + outputs: what opts.max_bytes caps */
+    double flops;           /* 2 x multiply-adds of the projections and of the attended cells */
+    /* private */
+    int kind;
+    attn_mha_dims mha;
+    attn_sdpa_dims sd; /* the attention problem: for MHA, (N, H, L, S, Dh, Dh) */
+    attn_opts opts;
+    attn_masks masks;
+    size_t nslots, bq, bk, nqb;
+    size_t slot_floats; /* floats of scratch per slot */
+    bool tiled;
+    float scale;
+} attn_plan;
+
+/* Plans an MHA job for up to nslots threads (attn_pool_slots of the pool to be used; 1 without
+ * one). masks may be NULL. Returns ATTN_OK and fills *plan, or an error: ATTN_ERR_SHAPE for
+ * dimensions that do not fit, ATTN_ERR_ARG for a bad option or mask value, ATTN_ERR_OVERFLOW, or
+ * ATTN_ERR_LIMIT when plan.job_bytes would exceed opts.max_bytes. Allocates nothing. */
+int attn_mha_plan(attn_plan *plan, const attn_mha_dims *dims, const attn_opts *opts,
+                  const attn_masks *masks, size_t nslots, attn_error *err);
+
+/* Plans an SDPA job; as attn_mha_plan. The key_lengths and key_mask masks are per n. */
+int attn_sdpa_plan(attn_plan *plan, const attn_sdpa_dims *dims, const attn_opts *opts,
+                   const attn_masks *masks, size_t nslots, attn_error *err);
+
+typedef struct attn_pool attn_pool;
+
+/* Runs a planned MHA job. out is (N, L, E); query is (N, L, E), key (N, S, kdim), value
+ * (N, S, vdim). Passing the same pointer for all three (with in_proj_weight) computes the three
+ * projections as one GEMM. weights may be NULL when the plan requests none. workspace holds
+ * plan->workspace_bytes; pool may be NULL (run on the calling thread) and must have at most
+ * plan->nslots slots. Returns ATTN_OK, ATTN_ERR_ARG for missing buffers or parameters,
+ * ATTN_ERR_NUMERIC when float32 overflowed, or ATTN_ERR_SYSTEM. On error the outputs are
+ * unspecified. */
+int attn_mha_forward(const attn_plan *plan, void *workspace, float *out, attn_weights_out *weights,
+                     const float *query, const float *key, const float *value,
+                     const attn_mha_params *params, attn_pool *pool, attn_error *err);
+
+/* Runs a planned SDPA job: q is (N, H, L, D), k (N, H, S, D), v (N, H, S, Dv), out
+ * (N, H, L, Dv). As attn_mha_forward otherwise. */
+int attn_sdpa_forward(const attn_plan *plan, void *workspace, float *out, attn_weights_out *weights,
+                      const float *q, const float *k, const float *v, attn_pool *pool,
+                      attn_error *err);
+
+/* ---- Thread pool -------------------------------------------------------------------------- */
+
+/* A task of a parallel run: task is in [0, ntasks), slot in [0, attn_pool_slots) and no two
+ * tasks running at once in one run share a slot, so slot can index per-thread scratch. */
+typedef void (*attn_task_fn)(void *ctx, size_t task, size_t slot);
+
+/* Creates a pool of nthreads helper threads. Several callers may run on one pool at once; each
+ * caller works on its own run too, so nthreads = cores - 1 keeps every core busy. Returns NULL
+ * and fills err (ATTN_ERR_SYSTEM or ATTN_ERR_NOMEM) on failure. Free with attn_pool_destroy. */
+attn_pool *attn_pool_create(size_t nthreads, attn_error *err);
+
+/* Stops and joins the helpers; a run still in progress is a caller bug. NULL does nothing. */
+void attn_pool_destroy(attn_pool *pool);
+
+/* Slots a run on this pool can use: helpers + 1 (the caller). 1 for NULL. */
+size_t attn_pool_slots(const attn_pool *pool);
+
+/* Runs fn(ctx, t, slot) for every t in [0, ntasks) and returns when all have finished. The caller
+ * takes part; with pool NULL or ntasks 1 everything runs on the calling thread. */
+void attn_pool_run(attn_pool *pool, size_t ntasks, attn_task_fn fn, void *ctx);
+
+/* ---- BLAS kernel -------------------------------------------------------------------------- */
+
+typedef struct attn_blas_info {
+    char detected[32]; /* the core OpenBLAS chose by itself ("Prescott", "Zen", ...) */
+    char best[32];     /* the best core this CPU supports, as an OpenBLAS core name */
+    char active[32];   /* the core in use now */
+    char how[160];     /* one sentence on why the active core was chosen */
+} attn_blas_info;
+
+/* Makes OpenBLAS use the best kernel this CPU supports, and runs BLAS single-threaded (libattn
+ * parallelises over its own pool). Call first thing in main, before any thread starts, with
+ * main's argv. OpenBLAS reads OPENBLAS_CORETYPE only as it loads, so when it under-detects the
+ * CPU this sets the variable and re-executes the program once (it does not return then).
+ * ATTND_BLAS_CORETYPE overrides the choice: "auto" (default), "keep" (use what OpenBLAS
+ * detected), or a core name to force. An OPENBLAS_CORETYPE the user set is respected. Returns
+ * ATTN_OK and fills *info, or ATTN_ERR_ARG when a forced core is unknown or needs instructions
+ * this CPU lacks. */
+int attn_blas_setup(char **argv, attn_blas_info *info, attn_error *err);
+
+/* The core attn_blas_setup would choose for a CPU whose best core is best_core when OpenBLAS
+ * detected detected_core; writes the name to out (size 32). Pure; exposed for tests. */
+void attn_blas_choose(const char *detected_core, const char *best_core, char out[32]);
+
+/* The best OpenBLAS core name this CPU supports ("SkylakeX", "Haswell", ...). */
+const char *attn_blas_cpu_best(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,898 @@
+/* mha.c - plans and runs attention jobs: the MHA projections, the masked softmax attention (a
+ * direct path that keeps whole logit rows, and a tiled online-softmax path), and the weights out,
+ * all inside one caller-given workspace.
+ *
+ * Legend: N batch, L query length, S key length, E embedding, H heads, Dh = E / H, D and Dv the
+ * query/key and value widths of one attention problem, K the top-k count, bq the query rows of a
+ * task, bk the keys of a tile. */
+#include <cblas.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define WS_ALIGN_FLOATS 16 /* 64 bytes */
+#define DIRECT_BQ       64
+#define TILED_BQ        128
+#define TILED_BK        512
+#define PROJ_MIN_ROWS   32
+
+int attn_fail(attn_error *err, attn_status code, const char *fmt, ...) {
+    if (err && err->code == ATTN_OK) {
+        err->code = code;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+const char *attn_status_name(attn_status status) {
+    switch (status) {
+    case ATTN_OK:
+        return "ok";
+    case ATTN_ERR_ARG:
+        return "argument";
+    case ATTN_ERR_SHAPE:
+        return "shape";
+    case ATTN_ERR_OVERFLOW:
+        return "overflow";
+    case ATTN_ERR_LIMIT:
+        return "limit";
+    case ATTN_ERR_NOMEM:
+        return "nomem";
+    case ATTN_ERR_NUMERIC:
+        return "numeric";
+    case ATTN_ERR_SYSTEM:
+        return "system";
+    }
+    return "unknown";
+}
+
+/* ---- Workspace layout --------------------------------------------------------------------- */
+
+/* Offsets, in floats from the workspace start, of each region. Derived from the plan alone, so
+ * plan and forward agree. */
+typedef struct ws_layout {
+    size_t proj;  /* MHA projections: (N*L, 3E) packed, or Q (N*L, E) + K (N*S, E) + V (N*S, E) */
+    size_t kproj; /* start of K within proj when not packed */
+    size_t vproj; /* start of V within proj when not packed */
+    size_t ob;    /* (N*L, E): the heads' outputs, concatenated, before out_proj */
+    size_t slots; /* nslots x slot_floats of per-thread scratch */
+    size_t total; /* floats */
+    bool ok;
+} ws_layout;
+
+static size_t align_up(size_t x) {
+    return (x + WS_ALIGN_FLOATS - 1) / WS_ALIGN_FLOATS * WS_ALIGN_FLOATS;
+}
+
+/* Appends a region of a*b*c floats, 64-byte aligned; records overflow in l->ok. */
+static size_t ws_take(ws_layout *l, size_t a, size_t b, size_t c) {
+    size_t n = 0, at = l->total, end = 0;
+    if (!attn_mul(a, b, &n) || !attn_mul(n, c, &n) || !attn_add(at, n, &end) ||
+        !attn_add(end, WS_ALIGN_FLOATS, &end)) {
+        l->ok = false;
+        return 0;
+    }
+    l->total = align_up(end - WS_ALIGN_FLOATS);
+    return at;
+}
+
+static ws_layout plan_layout(const attn_plan *p) {
+    ws_layout l = {.ok = true};
+    if (p->kind == ATTN_PLAN_MHA) {
+        const attn_mha_dims *d = &p->mha;
+        size_t nl = d->n * d->l, ns = d->n * d->s; /* checked in the plan */
+        /* Packed self-attention (L = S) and separate Q, K, V take the same room when L = S. */
+        l.proj = ws_take(&l, nl, d->e, 1);
+        l.kproj = ws_take(&l, ns, d->e, 1);
+        l.vproj = ws_take(&l, ns, d->e, 1);
+        l.ob = ws_take(&l, nl, d->e, 1);
+    }
+    l.slots = ws_take(&l, p->nslots, p->slot_floats, 1);
+    return l;
+}
+
+/* ---- Planning ----------------------------------------------------------------------------- */
+
+static bool fits_int(size_t x) {
+    return x <= (size_t)INT_MAX;
+}
+
+/* Keys query row i of batch n may attend before the cell masks: the causal limit and the key
+ * length. Nondecreasing in i. */
+static size_t row_limit(const attn_plan *p, size_t n, size_t i) {
+    size_t lim = p->sd.s;
+    if (p->masks.key_lengths && (size_t)p->masks.key_lengths[n] < lim)
+        lim = (size_t)p->masks.key_lengths[n];
+    if (p->masks.causal == ATTN_CAUSAL_TOP_LEFT && i + 1 < lim) {
+        lim = i + 1;
+    } else if (p->masks.causal == ATTN_CAUSAL_BOTTOM_RIGHT) {
+        size_t c = i + 1 + p->sd.s > p->sd.l ? i + 1 + p->sd.s - p->sd.l : 0;
+        if (c < lim)
+            lim = c;
+    }
+    return lim;
+}
+
+static size_t extent(size_t x) {
+    return x == 0 ? 1 : x;
+}
+
+/* Checks and completes the attention problem part of a plan (p->sd, opts, masks set). */
+static int plan_attention(attn_plan *p, attn_error *err) {
+    const attn_sdpa_dims *d = &p->sd;
+    const attn_opts *o = &p->opts;
+    const attn_masks *m = &p->masks;
+    if (d->n == 0 || d->h == 0 || d->l == 0 || d->s == 0 || d->d == 0 || d->dv == 0)
+        return attn_fail(err, ATTN_ERR_SHAPE,
+                         "every dimension must be at least 1 (N=%zu H=%zu L=%zu S=%zu D=%zu "
+                         "Dv=%zu)",
+                         d->n, d->h, d->l, d->s, d->d, d->dv);
+    if (!fits_int(d->l) || !fits_int(d->s) || !fits_int(d->d) || !fits_int(d->dv))
+        return attn_fail(err, ATTN_ERR_OVERFLOW, "a dimension exceeds %d, the BLAS limit", INT_MAX);
+    if (p->nslots == 0)
+        return attn_fail(err, ATTN_ERR_ARG, "nslots must be at least 1");
+
+    /* Masks. */
+    if ((unsigned)m->causal > ATTN_CAUSAL_BOTTOM_RIGHT)
+        return attn_fail(err, ATTN_ERR_ARG, "unknown causal mode %d", (int)m->causal);
+    if (m->key_lengths)
+        for (size_t n = 0; n < d->n; n++)
+            if (m->key_lengths[n] < 0 || (size_t)m->key_lengths[n] > d->s)
+                return attn_fail(err, ATTN_ERR_ARG,
+                                 "key_lengths[%zu] is %ld; it must lie in [0, S=%zu]", n,
+                                 (long)m->key_lengths[n], d->s);
+    if (m->key_mask && extent(m->key_mask_n) != 1 && m->key_mask_n != d->n)
+        return attn_fail(err, ATTN_ERR_SHAPE, "key_mask has %zu rows; it needs 1 or N=%zu",
+                         m->key_mask_n, d->n);
+    if (m->attn_mask && ((extent(m->attn_mask_n) != 1 && m->attn_mask_n != d->n) ||
+                         (extent(m->attn_mask_h) != 1 && m->attn_mask_h != d->h)))
+        return attn_fail(err, ATTN_ERR_SHAPE,
+                         "attn_mask leading extents (%zu, %zu) must be 1 or (N=%zu, H=%zu)",
+                         m->attn_mask_n, m->attn_mask_h, d->n, d->h);
+    if (m->attn_bias && ((extent(m->attn_bias_n) != 1 && m->attn_bias_n != d->n) ||
+                         (extent(m->attn_bias_h) != 1 && m->attn_bias_h != d->h)))
+        return attn_fail(err, ATTN_ERR_SHAPE,
+                         "attn_bias leading extents (%zu, %zu) must be 1 or (N=%zu, H=%zu)",
+                         m->attn_bias_n, m->attn_bias_h, d->n, d->h);
+
+    /* Weights. */
+    if ((unsigned)o->weights > ATTN_WEIGHTS_MEAN)
+        return attn_fail(err, ATTN_ERR_ARG, "unknown weights mode %d", (int)o->weights);
+    if (o->n_heads && (o->weights != ATTN_WEIGHTS_PER_HEAD || !o->heads))
+        return attn_fail(err, ATTN_ERR_ARG, "a head subset needs per-head weights");
+    for (size_t i = 0; i < o->n_heads; i++)
+        if (o->heads[i] >= d->h)
+            return attn_fail(err, ATTN_ERR_ARG, "heads[%zu] is %u; heads run from 0 to %zu", i,
+                             (unsigned)o->heads[i], d->h - 1);
+    if (o->top_k && o->weights == ATTN_WEIGHTS_NONE)
+        return attn_fail(err, ATTN_ERR_ARG, "top_k needs weights to be requested");
+    if (o->top_k > d->s)
+        return attn_fail(err, ATTN_ERR_ARG, "top_k is %zu but there are only S=%zu keys", o->top_k,
+                         d->s);
+    if ((unsigned)o->path > ATTN_PATH_TILED)
+        return attn_fail(err, ATTN_ERR_ARG, "unknown path %d", (int)o->path);
+    if (o->path == ATTN_PATH_TILED && o->weights != ATTN_WEIGHTS_NONE)
+        return attn_fail(err, ATTN_ERR_ARG, "the tiled path cannot return weights");
+    if (o->has_scale && !isfinite(o->scale))
+        return attn_fail(err, ATTN_ERR_ARG, "the scale must be finite");
+
+    p->tiled = o->path == ATTN_PATH_TILED ||
+               (o->path == ATTN_PATH_AUTO && o->weights == ATTN_WEIGHTS_NONE);
+    p->scale = o->has_scale ? o->scale : (float)(1.0 / sqrt((double)d->d));
+    p->bq = o->block_q ? o->block_q : (p->tiled ? TILED_BQ : DIRECT_BQ);
+    if (p->bq > d->l)
+        p->bq = d->l;
+    p->bk = o->block_k ? o->block_k : TILED_BK;
+    if (p->bk > d->s)
+        p->bk = d->s;
+    p->nqb = (d->l + p->bq - 1) / p->bq;
+
+    /* Per-slot scratch. */
+    size_t a = 0, b = 0, c = 0;
+    bool ok = true;
+    if (p->tiled) {
+        /* logits tile (bq, bk), accumulator (bq, Dv), running max and sum (bq) each */
+        ok = attn_mul(p->bq, p->bk, &a) && attn_mul(p->bq, d->dv, &b) && attn_mul(p->bq, 2, &c);
+    } else {
+        /* logit rows (bq, S), plus the head-mean rows (bq, S) for mean weights */
+        ok = attn_mul(p->bq, d->s, &a);
+        if (ok && o->weights == ATTN_WEIGHTS_MEAN)
+            b = a;
+    }
+    ok = ok && attn_add(align_up(a), align_up(b), &p->slot_floats) &&
+         attn_add(p->slot_floats, align_up(c), &p->slot_floats);
+    if (!ok || !fits_int(p->bq) || !fits_int(p->bk))
+        return attn_fail(err, ATTN_ERR_OVERFLOW, "the scratch size overflows");
+
+    /* Outputs. */
+    size_t maps = 0, w = 0;
+    if (o->weights == ATTN_WEIGHTS_PER_HEAD)
+        maps = o->n_heads ? o->n_heads : d->h;
+    else if (o->weights == ATTN_WEIGHTS_MEAN)
+        maps = 1;
+    if (maps && (!attn_mul(d->n, maps, &w) || !attn_mul(w, d->l, &w) ||
+                 !attn_mul(w, o->top_k ? o->top_k : d->s, &w)))
+        return attn_fail(err, ATTN_ERR_OVERFLOW, "the weights size overflows");
+    p->weights_elems = w;
+    p->index_elems = o->top_k ? w : 0;
+
+    /* FLOPs of the attended cells (the causal limit and key lengths; cell masks not counted). */
+    double cells = 0;
+    for (size_t n = 0; n < d->n; n++)
+        for (size_t i = 0; i < d->l; i++)
+            cells += (double)row_limit(p, n, i);
+    p->flops += 2.0 * cells * (double)d->h * (double)(d->d + d->dv);
+    return ATTN_OK;
+}
+
+/* Sums workspace and outputs into job_bytes and applies the cap. */
+static int plan_finish(attn_plan *p, attn_error *err) {
+    ws_layout l = plan_layout(p);
+    size_t bytes = 0, outs = 0;
+    if (!l.ok || !attn_mul(l.total, sizeof(float), &p->workspace_bytes) ||
+        !attn_add(p->out_elems, p->weights_elems, &outs) ||
+        !attn_add(outs, p->index_elems, &outs) || !attn_mul(outs, 4, &outs) ||
+        !attn_add(p->workspace_bytes, outs, &bytes))
+        return attn_fail(err, ATTN_ERR_OVERFLOW, "the job's memory size overflows");
+    p->job_bytes = bytes;
+    if (p->opts.max_bytes && bytes > p->opts.max_bytes)
+        return attn_fail(err, ATTN_ERR_LIMIT,
+                         "the job needs %.1f MiB of working memory (weights included), over the "
+                         "limit of %.1f MiB",
+                         (double)bytes / 1048576.0, (double)p->opts.max_bytes / 1048576.0);
+    return ATTN_OK;
+}
+
+static void plan_start(attn_plan *p, const attn_opts *opts, const attn_masks *masks,
+                       size_t nslots) {
+    memset(p, 0, sizeof *p);
+    if (opts)
+        p->opts = *opts;
+    if (masks)
+        p->masks = *masks;
+    p->nslots = nslots;
+}
+
+int attn_sdpa_plan(attn_plan *plan, const attn_sdpa_dims *dims, const attn_opts *opts,
+                   const attn_masks *masks, size_t nslots, attn_error *err) {
+    if (!plan || !dims)
+        return attn_fail(err, ATTN_ERR_ARG, "attn_sdpa_plan needs a plan and dims");
+    plan_start(plan, opts, masks, nslots);
+    plan->kind = ATTN_PLAN_SDPA;
+    plan->sd = *dims;
+    int rc = plan_attention(plan, err);
+    if (rc != ATTN_OK)
+        return rc;
+    const attn_sdpa_dims *d = dims;
+    if (!attn_mul(d->n, d->h, &plan->out_elems) ||
+        !attn_mul(plan->out_elems, d->l, &plan->out_elems) ||
+        !attn_mul(plan->out_elems, d->dv, &plan->out_elems))
+        return attn_fail(err, ATTN_ERR_OVERFLOW, "the output size overflows");
+    return plan_finish(plan, err);
+}
+
+int attn_mha_plan(attn_plan *plan, const attn_mha_dims *dims, const attn_opts *opts,
+                  const attn_masks *masks, size_t nslots, attn_error *err) {
+    if (!plan || !dims)
+        return attn_fail(err, ATTN_ERR_ARG, "attn_mha_plan needs a plan and dims");
+    plan_start(plan, opts, masks, nslots);
+    plan->kind = ATTN_PLAN_MHA;
+    attn_mha_dims d = *dims;
+    if (d.kdim == 0)
+        d.kdim = d.e;
+    if (d.vdim == 0)
+        d.vdim = d.e;
+    plan->mha = d;
+    if (d.n == 0 || d.l == 0 || d.s == 0 || d.e == 0 || d.h == 0)
+        return attn_fail(err, ATTN_ERR_SHAPE,
+                         "every dimension must be at least 1 (N=%zu L=%zu S=%zu E=%zu H=%zu)", d.n,
+                         d.l, d.s, d.e, d.h);
+    if (d.e % d.h != 0)
+        return attn_fail(err, ATTN_ERR_SHAPE,
+                         "the embedding width E=%zu is not divisible by the H=%zu heads", d.e, d.h);
+    size_t nl = 0, ns = 0, e3 = 0;
+    if (!attn_mul(d.n, d.l, &nl) || !attn_mul(d.n, d.s, &ns) || !attn_mul(d.e, 3, &e3) ||
+        !fits_int(nl) || !fits_int(ns) || !fits_int(e3) || !fits_int(d.kdim) || !fits_int(d.vdim))
+        return attn_fail(err, ATTN_ERR_OVERFLOW, "the job's dimensions exceed the BLAS limit %d",
+                         INT_MAX);
+    plan->sd = (attn_sdpa_dims){d.n, d.h, d.l, d.s, d.e / d.h, d.e / d.h};
+    int rc = plan_attention(plan, err);
+    if (rc != ATTN_OK)
+        return rc;
+    if (!attn_mul(nl, d.e, &plan->out_elems))
+        return attn_fail(err, ATTN_ERR_OVERFLOW, "the output size overflows");
+    double e = (double)d.e;
+    plan->flops +=
+        2.0 * (double)nl * e * e * 2.0 + 2.0 * (double)ns * e * (double)(d.kdim + d.vdim);
+    return plan_finish(plan, err);
+}
+
+/* ---- Running: shared state ---------------------------------------------------------------- */
+
+/* One batch of attention problems: for (n, h) the rows of q start at q + n*q_sn + h*q_sh and are
+ * ldq apart; likewise k, v and o. */
+typedef struct attn_view {
+    const float *q, *k, *v;
+    float *o;
+    size_t q_sn, q_sh, ldq;
+    size_t k_sn, k_sh, ldk;
+    size_t v_sn, v_sh, ldv;
+    size_t o_sn, o_sh, ldo;
+} attn_view;
+
+typedef struct attn_run {
+    const attn_plan *p;
+    attn_view view;
+    attn_weights_out wout;
+    float *slots; /* nslots x slot_floats */
+    const attnk_set *ks;
+    atomic_int numeric; /* set when a logit is not finite */
+} attn_run;
+
+static float *slot_scratch(const attn_run *r, size_t slot) {
+    return r->slots + slot * r->p->slot_floats;
+}
+
+/* The cell masks of row i of problem (n, h), each NULL when absent. */
+typedef struct row_masks {
+    const uint8_t *km, *am;
+    const float *bias;
+} row_masks;
+
+static row_masks masks_for_row(const attn_plan *p, size_t n, size_t h, size_t i) {
+    const attn_masks *m = &p->masks;
+    const size_t L = p->sd.l, S = p->sd.s;
+    row_masks r = {0};
+    if (m->key_mask)
+        r.km = m->key_mask + (m->key_mask_n == p->sd.n ? n : 0) * S;
+    if (m->attn_mask) {
+        size_t mn = m->attn_mask_n == p->sd.n ? n : 0, mh = m->attn_mask_h == p->sd.h ? h : 0;
+        r.am = m->attn_mask + ((mn * extent(m->attn_mask_h) + mh) * L + i) * S;
+    }
+    if (m->attn_bias) {
+        size_t bn = m->attn_bias_n == p->sd.n ? n : 0, bh = m->attn_bias_h == p->sd.h ? h : 0;
+        r.bias = m->attn_bias + ((bn * extent(m->attn_bias_h) + bh) * L + i) * S;
+    }
+    return r;
+}
+
+/* Masks the logits x[0..cols) of keys j0.. of one row: cells at or past lim (relative to j0) and
+ * cells a mask blocks become -inf; the bias is added. Returns the row max (-inf when every cell
+ * is blocked). Flags r->numeric when an unmasked logit is not finite. */
+static float row_mask_max(attn_run *r, float *x, size_t cols, size_t lim, row_masks rm, size_t j0) {
+    if (lim > cols)
+        lim = cols;
+    if (!r->ks->all_finite(x, lim))
+        atomic_store(&r->numeric, 1);
+    for (size_t j = lim; j < cols; j++)
+        x[j] = -INFINITY;
+    if (rm.km) {
+        const uint8_t *km = rm.km + j0;
+        for (size_t j = 0; j < lim; j++)
+            x[j] = km[j] ? x[j] : -INFINITY;
+    }
+    if (rm.am) {
+        const uint8_t *am = rm.am + j0;
+        for (size_t j = 0; j < lim; j++)
+            x[j] = am[j] ? x[j] : -INFINITY;
+    }
+    if (rm.bias) {
+        const float *b = rm.bias + j0;
+        for (size_t j = 0; j < lim; j++)
+            x[j] += b[j];
+    }
+    float m = r->ks->row_max(x, lim);
+    if (m == INFINITY)
+        atomic_store(&r->numeric, 1);
+    return m;
+}
+
+/* ---- Top-k -------------------------------------------------------------------------------- */
+
+/* True when weight (a, ia) ranks above (b, ib): larger, or equal with a lower key index. */
+static bool ranks_above(float a, int32_t ia, float b, int32_t ib) {
+    return a > b || (a == b && ia < ib);
+}
+
+/* Restores the min-heap (lowest-ranked at 0) of n entries below position i. */
+static void heap_down(float *v, int32_t *ix, size_t n, size_t i) {
+    for (;;) {
+        size_t lo = i, a = 2 * i + 1, b = a + 1;
+        if (a < n && ranks_above(v[lo], ix[lo], v[a], ix[a]))
+            lo = a;
+        if (b < n && ranks_above(v[lo], ix[lo], v[b], ix[b]))
+            lo = b;
+        if (lo == i)
+            return;
+        float tv = v[i];
+        int32_t ti = ix[i];
+        v[i] = v[lo];
+        ix[i] = ix[lo];
+        v[lo] = tv;
+        ix[lo] = ti;
+        i = lo;
+    }
+}
+
+/* The k largest of w[0..s) into vals/idx, largest first, ties by lower index. k <= s. */
+static void topk_row(const float *w, size_t s, size_t k, float *vals, int32_t *idx) {
+    for (size_t j = 0; j < k; j++) {
+        vals[j] = w[j];
+        idx[j] = (int32_t)j;
+    }
+    for (size_t i = k / 2; i-- > 0;)
+        heap_down(vals, idx, k, i);
+    for (size_t j = k; j < s; j++) {
+        if (w[j] > vals[0]) { /* an equal weight has a higher index: it never ranks above */
+            vals[0] = w[j];
+            idx[0] = (int32_t)j;
+            heap_down(vals, idx, k, 0);
+        }
+    }
+    /* Heap sort: move the lowest-ranked to the back. */
+    for (size_t n = k; n > 1; n--) {
+        float tv = vals[0];
+        int32_t ti = idx[0];
+        vals[0] = vals[n - 1];
+        idx[0] = idx[n - 1];
+        vals[n - 1] = tv;
+        idx[n - 1] = ti;
+        heap_down(vals, idx, n - 1, 0);
+    }
+}
+
+/* ---- Direct path -------------------------------------------------------------------------- */
+
+/* Softmax of rows [i0, i0+rows) of problem (n, h) held in P (ldp apart, ncols computed logits
+ * each, the rest of each row up to zero_to is zeroed). */
+static void softmax_rows(attn_run *r, float *P, size_t ldp, size_t rows, size_t ncols,
+                         size_t zero_to, size_t n, size_t h, size_t i0) {
+    for (size_t ri = 0; ri < rows; ri++) {
+        float *x = P + ri * ldp;
+        size_t lim = row_limit(r->p, n, i0 + ri);
+        float m = row_mask_max(r, x, ncols, lim, masks_for_row(r->p, n, h, i0 + ri), 0);
+        if (m == -INFINITY) {
+            memset(x, 0, zero_to * sizeof *x);
+            continue;
+        }
+        float sum = r->ks->exp_sum(x, lim, m);
+        r->ks->scale(x, lim, 1.0f / sum);
+        memset(x + lim, 0, (zero_to - lim) * sizeof *x);
+    }
+}
+
+/* Computes problem (n, h), query rows [i0, i0+rows): softmax rows into P (ld S, whole rows
+ * written) and the attention output rows. */
+static void direct_block(attn_run *r, float *P, size_t n, size_t h, size_t i0, size_t rows) {
+    const attn_plan *p = r->p;
+    const attn_view *v = &r->view;
+    const size_t S = p->sd.s;
+    size_t ncols = row_limit(p, n, i0 + rows - 1); /* the widest row of the block */
+    const float *q = v->q + n * v->q_sn + h * v->q_sh + i0 * v->ldq;
+    const float *k = v->k + n * v->k_sn + h * v->k_sh;
+    const float *vv = v->v + n * v->v_sn + h * v->v_sh;
+    float *o = v->o + n * v->o_sn + h * v->o_sh + i0 * v->ldo;
+    if (ncols == 0) {
+        for (size_t ri = 0; ri < rows; ri++) {
+            memset(P + ri * S, 0, S * sizeof *P);
+            memset(o + ri * v->ldo, 0, p->sd.dv * sizeof *o);
+        }
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)ncols, (int)p->sd.d,
+                p->scale, q, (int)v->ldq, k, (int)v->ldk, 0.0f, P, (int)S);
+    softmax_rows(r, P, S, rows, ncols, S, n, h, i0);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)p->sd.dv, (int)ncols,
+                1.0f, P, (int)S, vv, (int)v->ldv, 0.0f, o, (int)v->ldo);
+}
+
+/* Where map m (a head slot, or 0 for the mean) of batch n, row i, starts in the weights. */
+static size_t weights_row(const attn_plan *p, size_t maps, size_t n, size_t m, size_t i) {
+    size_t width = p->opts.top_k ? p->opts.top_k : p->sd.s;
+    return ((n * maps + m) * p->sd.l + i) * width;
+}
+
+/* Writes rows [i0, i0+rows) of P (ld S) as weights map m of batch n: dense or top-k. */
+static void store_weights(attn_run *r, const float *P, size_t maps, size_t n, size_t m, size_t i0,
+                          size_t rows) {
+    const attn_plan *p = r->p;
+    const size_t S = p->sd.s, K = p->opts.top_k;
+    for (size_t ri = 0; ri < rows; ri++) {
+        size_t at = weights_row(p, maps, n, m, i0 + ri);
+        if (K)
+            topk_row(P + ri * S, S, K, r->wout.values + at, r->wout.indices + at);
+        else if (r->wout.values + at != P + ri * S)
+            memcpy(r->wout.values + at, P + ri * S, S * sizeof *P);
+    }
+}
+
+/* Task of the direct path without mean weights: problem (n, h), query block qb. */
+static void direct_task(void *ctx, size_t task, size_t slot) {
+    attn_run *r = ctx;
+    const attn_plan *p = r->p;
+    size_t qb = task % p->nqb, h = task / p->nqb % p->sd.h, n = task / p->nqb / p->sd.h;
+    size_t i0 = qb * p->bq, rows = p->bq < p->sd.l - i0 ? p->bq : p->sd.l - i0;
+    bool per_head = p->opts.weights == ATTN_WEIGHTS_PER_HEAD;
+    size_t maps = per_head ? (p->opts.n_heads ? p->opts.n_heads : p->sd.h) : 0;
+
+    /* Dense per-head maps are computed in place in the output, at the head's first slot. */
+    float *P = slot_scratch(r, slot);
+    size_t first = SIZE_MAX;
+    if (per_head) {
+        for (size_t m = 0; m < maps && first == SIZE_MAX; m++)
+            if ((p->opts.n_heads ? p->opts.heads[m] : m) == h)
+                first = m;
+        if (first != SIZE_MAX && !p->opts.top_k)
+            P = r->wout.values + weights_row(p, maps, n, first, i0);
+    }
+    direct_block(r, P, n, h, i0, rows);
+    if (first == SIZE_MAX)
+        return;
+    for (size_t m = first; m < maps; m++)
+        if ((p->opts.n_heads ? p->opts.heads[m] : m) == h)
+            store_weights(r, P, maps, n, m, i0, rows);
+}
+
+/* Task of the direct path with mean weights: batch n, query block qb, every head in turn, so
+ * the mean rows have one owner. */
+static void direct_mean_task(void *ctx, size_t task, size_t slot) {
+    attn_run *r = ctx;
+    const attn_plan *p = r->p;
+    const size_t S = p->sd.s, H = p->sd.h;
+    size_t qb = task % p->nqb, n = task / p->nqb;
+    size_t i0 = qb * p->bq, rows = p->bq < p->sd.l - i0 ? p->bq : p->sd.l - i0;
+    float *P = slot_scratch(r, slot);
+    float *mean =
+        p->opts.top_k ? P + align_up(p->bq * S) : r->wout.values + weights_row(p, 1, n, 0, i0);
+    const float inv_h = 1.0f / (float)H;
+    for (size_t h = 0; h < H; h++) {
+        direct_block(r, P, n, h, i0, rows);
+        for (size_t ri = 0; ri < rows; ri++) {
+            float *dst = mean + ri * S;
+            const float *src = P + ri * S;
+            if (h == 0)
+                for (size_t j = 0; j < S; j++)
+                    dst[j] = src[j] * inv_h;
+            else
+                for (size_t j = 0; j < S; j++)
+                    dst[j] += src[j] * inv_h;
+        }
+    }
+    if (p->opts.top_k)
+        store_weights(r, mean, 1, n, 0, i0, rows);
+}
+
+/* ---- Tiled path --------------------------------------------------------------------------- */
+
+/* Task of the tiled path: problem (n, h), query block qb, keys in tiles of bk with a running
+ * max M and running sum Z per row (online softmax); tiles past the causal limit are skipped. */
+static void tiled_task(void *ctx, size_t task, size_t slot) {
+    attn_run *r = ctx;
+    const attn_plan *p = r->p;
+    const attn_view *v = &r->view;
+    const size_t bq = p->bq, bk = p->bk, Dv = p->sd.dv;
+    size_t qb = task % p->nqb, h = task / p->nqb % p->sd.h, n = task / p->nqb / p->sd.h;
+    size_t i0 = qb * bq, rows = bq < p->sd.l - i0 ? bq : p->sd.l - i0;
+
+    float *P = slot_scratch(r, slot);   /* P is (bq, bk): one tile of logits */
+    float *acc = P + align_up(bq * bk); /* acc is (bq, Dv): unnormalised output */
+    float *M = acc + align_up(bq * Dv); /* M is (bq): running max */
+    float *Z = M + bq;                  /* Z is (bq): running sum of exp(x - M) */
+    memset(acc, 0, rows * Dv * sizeof *acc);
+    for (size_t ri = 0; ri < rows; ri++) {
+        M[ri] = -INFINITY;
+        Z[ri] = 0.0f;
+    }
+    const float *q = v->q + n * v->q_sn + h * v->q_sh + i0 * v->ldq;
+    const float *k = v->k + n * v->k_sn + h * v->k_sh;
+    const float *vv = v->v + n * v->v_sn + h * v->v_sh;
+    float *o = v->o + n * v->o_sn + h * v->o_sh + i0 * v->ldo;
+    size_t ncols = row_limit(p, n, i0 + rows - 1);
+    size_t r0 = 0; /* rows before r0 have no keys left in this or later tiles */
+
+    for (size_t j0 = 0; j0 < ncols; j0 += bk) {
+        size_t cols = bk < ncols - j0 ? bk : ncols - j0;
+        while (r0 < rows && row_limit(p, n, i0 + r0) <= j0)
+            r0++;
+        size_t nr = rows - r0;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nr, (int)cols, (int)p->sd.d,
+                    p->scale, q + r0 * v->ldq, (int)v->ldq, k + j0 * v->ldk, (int)v->ldk, 0.0f,
+                    P + r0 * bk, (int)bk);
+        for (size_t ri = r0; ri < rows; ri++) {
+            float *x = P + ri * bk;
+            size_t lim = row_limit(p, n, i0 + ri) - j0;
+            if (lim > cols)
+                lim = cols;
+            float m = row_mask_max(r, x, cols, lim, masks_for_row(p, n, h, i0 + ri), j0);
+            if (m == -INFINITY) {
+                memset(x, 0, cols * sizeof *x);
+                continue;
+            }
+            float m_new = m > M[ri] ? m : M[ri];
+            float sum = r->ks->exp_sum(x, lim, m_new);
+            memset(x + lim, 0, (cols - lim) * sizeof *x);
+            if (m_new != M[ri]) {
+                float alpha = M[ri] == -INFINITY ? 0.0f : expf(M[ri] - m_new);
+                Z[ri] *= alpha;
+                r->ks->scale(acc + ri * Dv, Dv, alpha);
+                M[ri] = m_new;
+            }
+            Z[ri] += sum;
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, (int)Dv, (int)cols, 1.0f,
+                    P + r0 * bk, (int)bk, vv + j0 * v->ldv, (int)v->ldv, 1.0f, acc + r0 * Dv,
+                    (int)Dv);
+    }
+    for (size_t ri = 0; ri < rows; ri++) {
+        float inv = Z[ri] > 0.0f ? 1.0f / Z[ri] : 0.0f;
+        for (size_t c = 0; c < Dv; c++)
+            o[ri * v->ldo + c] = acc[ri * Dv + c] * inv;
+    }
+}
+
+/* Runs the attention problems of r over the pool. */
+static int run_attention(attn_run *r, attn_pool *pool, attn_error *err) {
+    const attn_plan *p = r->p;
+    r->ks = attnk_get();
+    atomic_init(&r->numeric, 0);
+    if (p->tiled)
+        attn_pool_run(pool, p->sd.n * p->sd.h * p->nqb, tiled_task, r);
+    else if (p->opts.weights == ATTN_WEIGHTS_MEAN)
+        attn_pool_run(pool, p->sd.n * p->nqb, direct_mean_task, r);
+    else
+        attn_pool_run(pool, p->sd.n * p->sd.h * p->nqb, direct_task, r);
+    if (atomic_load(&r->numeric))
+        return attn_fail(err, ATTN_ERR_NUMERIC,
+                         "a logit is not finite: the inputs are too large for float32");
+    return ATTN_OK;
+}
+
+static int check_run_args(const attn_plan *p, int kind, void *ws, float *out,
+                          const attn_weights_out *w, attn_pool *pool, attn_error *err) {
+    if (!p || p->kind != kind)
+        return attn_fail(err, ATTN_ERR_ARG, "the plan is missing or of another kind");
+    if (!ws || !out)
+        return attn_fail(err, ATTN_ERR_ARG, "the workspace and output must not be NULL");
+    if ((uintptr_t)ws % 64 != 0)
+        return attn_fail(err, ATTN_ERR_ARG, "the workspace must be 64-byte aligned");
+    if (p->weights_elems && (!w || !w->values || (p->index_elems && !w->indices)))
+        return attn_fail(err, ATTN_ERR_ARG, "the plan requests weights but no buffer was given");
+    if (attn_pool_slots(pool) > p->nslots)
+        return attn_fail(err, ATTN_ERR_ARG, "the pool has %zu slots but the plan allows %zu",
+                         attn_pool_slots(pool), p->nslots);
+    return ATTN_OK;
+}
+
+int attn_sdpa_forward(const attn_plan *plan, void *workspace, float *out, attn_weights_out *weights,
+                      const float *q, const float *k, const float *v, attn_pool *pool,
+                      attn_error *err) {
+    int rc = check_run_args(plan, ATTN_PLAN_SDPA, workspace, out, weights, pool, err);
+    if (rc != ATTN_OK)
+        return rc;
+    if (!q || !k || !v)
+        return attn_fail(err, ATTN_ERR_ARG, "q, k and v must not be NULL");
+    const attn_sdpa_dims *d = &plan->sd;
+    ws_layout l = plan_layout(plan);
+    attn_run r = {.p = plan, .slots = (float *)workspace + l.slots};
+    if (weights)
+        r.wout = *weights;
+    r.view = (attn_view){
+        .q = q,
+        .q_sh = d->l * d->d,
+        .q_sn = d->h * d->l * d->d,
+        .ldq = d->d,
+        .k = k,
+        .k_sh = d->s * d->d,
+        .k_sn = d->h * d->s * d->d,
+        .ldk = d->d,
+        .v = v,
+        .v_sh = d->s * d->dv,
+        .v_sn = d->h * d->s * d->dv,
+        .ldv = d->dv,
+        .o = out,
+        .o_sh = d->l * d->dv,
+        .o_sn = d->h * d->l * d->dv,
+        .ldo = d->dv,
+    };
+    rc = run_attention(&r, pool, err);
+    if (rc == ATTN_OK && !attnk_get()->all_finite(out, plan->out_elems))
+        rc = attn_fail(err, ATTN_ERR_NUMERIC, "the output is not finite: float32 overflowed");
+    return rc;
+}
+
+/* ---- MHA projections ---------------------------------------------------------------------- */
+
+/* c (rows, outdim; ld ldc) = x (rows, in; ld ldx) w^T + b, with w (outdim, in) and b (outdim)
+ * or NULL. */
+typedef struct proj_gemm {
+    const float *x, *w, *b;
+    float *c;
+    size_t rows, in, outdim, ldx, ldc;
+    size_t rb, ntasks; /* row block and number of blocks */
+} proj_gemm;
+
+typedef struct proj_run {
+    proj_gemm g[3];
+    size_t ng;
+} proj_run;
+
+static void proj_task(void *ctx, size_t task, size_t slot) {
+    (void)slot;
+    proj_run *pr = ctx;
+    size_t gi = 0;
+    while (task >= pr->g[gi].ntasks)
+        task -= pr->g[gi++].ntasks;
+    const proj_gemm *g = &pr->g[gi];
+    size_t r0 = task * g->rb, rows = g->rb < g->rows - r0 ? g->rb : g->rows - r0;
+    float *c = g->c + r0 * g->ldc;
+    float beta = 0.0f;
+    if (g->b) {
+        for (size_t i = 0; i < rows; i++)
+            memcpy(c + i * g->ldc, g->b, g->outdim * sizeof *c);
+        beta = 1.0f;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)g->outdim, (int)g->in,
+                1.0f, g->x + r0 * g->ldx, (int)g->ldx, g->w, (int)g->in, beta, c, (int)g->ldc);
+}
+
+/* Adds GEMM g to pr, split into row blocks so that every slot gets a few. */
+static void proj_add(proj_run *pr, proj_gemm g, size_t nslots) {
+    size_t want = 3 * nslots;
+    g.rb = (g.rows + want - 1) / want;
+    if (g.rb < PROJ_MIN_ROWS)
+        g.rb = PROJ_MIN_ROWS;
+    g.ntasks = (g.rows + g.rb - 1) / g.rb;
+    pr->g[pr->ng++] = g;
+}
+
+static void proj_exec(proj_run *pr, attn_pool *pool) {
+    size_t total = 0;
+    for (size_t i = 0; i < pr->ng; i++)
+        total += pr->g[i].ntasks;
+    attn_pool_run(pool, total, proj_task, pr);
+}
+
+int attn_mha_forward(const attn_plan *plan, void *workspace, float *out, attn_weights_out *weights,
+                     const float *query, const float *key, const float *value,
+                     const attn_mha_params *params, attn_pool *pool, attn_error *err) {
+    int rc = check_run_args(plan, ATTN_PLAN_MHA, workspace, out, weights, pool, err);
+    if (rc != ATTN_OK)
+        return rc;
+    if (!query || !key || !value || !params)
+        return attn_fail(err, ATTN_ERR_ARG, "query, key, value and params must not be NULL");
+    const attn_mha_dims *d = &plan->mha;
+    const size_t E = d->e, Dh = plan->sd.d, NL = d->n * d->l, NS = d->n * d->s;
+    const bool packed = params->in_proj_weight != NULL;
+    if (!params->out_proj_weight ||
+        (!packed && (!params->q_proj_weight || !params->k_proj_weight || !params->v_proj_weight)))
+        return attn_fail(err, ATTN_ERR_ARG,
+                         "params need out_proj.weight and in_proj_weight, or all of "
+                         "q_proj_weight, k_proj_weight and v_proj_weight");
+    if (packed && (d->kdim != E || d->vdim != E))
+        return attn_fail(err, ATTN_ERR_ARG,
+                         "in_proj_weight needs kdim = vdim = E; give q/k/v_proj_weight instead");
+
+    float *ws = workspace;
+    ws_layout l = plan_layout(plan);
+    const float *bias = params->in_proj_bias;
+    proj_run pr = {.ng = 0};
+    attn_run r = {.p = plan, .slots = ws + l.slots};
+    attn_view *v = &r.view;
+    if (weights)
+        r.wout = *weights;
+
+    if (packed && query == key && key == value && d->l == d->s) {
+        /* Self-attention: [Q K V] (N*L, 3E) = query W_in^T + b_in as one GEMM. */
+        float *qkv = ws + l.proj;
+        proj_add(&pr,
+                 (proj_gemm){.x = query,
+                             .w = params->in_proj_weight,
+                             .b = bias,
+                             .c = qkv,
+                             .rows = NL,
+                             .in = E,
+                             .outdim = 3 * E,
+                             .ldx = E,
+                             .ldc = 3 * E},
+                 plan->nslots);
+        *v = (attn_view){
+            .q = qkv, .ldq = 3 * E, .k = qkv + E, .ldk = 3 * E, .v = qkv + 2 * E, .ldv = 3 * E};
+    } else {
+        float *qp = ws + l.proj, *kp = ws + l.kproj, *vp = ws + l.vproj;
+        const float *wq = packed ? params->in_proj_weight : params->q_proj_weight;
+        proj_add(&pr,
+                 (proj_gemm){.x = query,
+                             .w = wq,
+                             .b = bias,
+                             .c = qp,
+                             .rows = NL,
+                             .in = E,
+                             .outdim = E,
+                             .ldx = E,
+                             .ldc = E},
+                 plan->nslots);
+        if (packed && key == value) {
+            /* [K V] (N*S, 2E): rows E..3E of in_proj_weight are contiguous. kp and vp are
+             * adjacent regions of N*S*E floats each, so kp has room for N*S*2E. */
+            proj_add(&pr,
+                     (proj_gemm){.x = key,
+                                 .w = params->in_proj_weight + E * E,
+                                 .b = bias ? bias + E : NULL,
+                                 .c = kp,
+                                 .rows = NS,
+                                 .in = E,
+                                 .outdim = 2 * E,
+                                 .ldx = E,
+                                 .ldc = 2 * E},
+                     plan->nslots);
+            *v = (attn_view){.q = qp, .ldq = E, .k = kp, .ldk = 2 * E, .v = kp + E, .ldv = 2 * E};
+        } else {
+            const float *wk = packed ? params->in_proj_weight + E * E : params->k_proj_weight;
+            const float *wv = packed ? params->in_proj_weight + 2 * E * E : params->v_proj_weight;
+            proj_add(&pr,
+                     (proj_gemm){.x = key,
+                                 .w = wk,
+                                 .b = bias ? bias + E : NULL,
+                                 .c = kp,
+                                 .rows = NS,
+                                 .in = d->kdim,
+                                 .outdim = E,
+                                 .ldx = d->kdim,
+                                 .ldc = E},
+                     plan->nslots);
+            proj_add(&pr,
+                     (proj_gemm){.x = value,
+                                 .w = wv,
+                                 .b = bias ? bias + 2 * E : NULL,
+                                 .c = vp,
+                                 .rows = NS,
+                                 .in = d->vdim,
+                                 .outdim = E,
+                                 .ldx = d->vdim,
+                                 .ldc = E},
+                     plan->nslots);
+            *v = (attn_view){.q = qp, .ldq = E, .k = kp, .ldk = E, .v = vp, .ldv = E};
+        }
+    }
+    proj_exec(&pr, pool);
+
+    /* Head h of batch n is a column slice of width Dh in each projection. */
+    float *ob = ws + l.ob;
+    v->q_sn = d->l * v->ldq;
+    v->k_sn = d->s * v->ldk;
+    v->v_sn = d->s * v->ldv;
+    v->q_sh = v->k_sh = v->v_sh = Dh;
+    v->o = ob;
+    v->ldo = E;
+    v->o_sn = d->l * E;
+    v->o_sh = Dh;
+    rc = run_attention(&r, pool, err);
+    if (rc != ATTN_OK)
+        return rc;
+
+    /* out (N*L, E) = ob W_out^T + b_out. */
+    proj_run po = {.ng = 0};
+    proj_add(&po,
+             (proj_gemm){.x = ob,
+                         .w = params->out_proj_weight,
+                         .b = params->out_proj_bias,
+                         .c = out,
+                         .rows = NL,
+                         .in = E,
+                         .outdim = E,
+                         .ldx = E,
+                         .ldc = E},
+             plan->nslots);
+    proj_exec(&po, pool);
+    if (!attnk_get()->all_finite(out, plan->out_elems))
+        return attn_fail(err, ATTN_ERR_NUMERIC, "the output is not finite: float32 overflowed");
+    return ATTN_OK;
+}
