@@ -20,6 +20,8 @@
 #define TILED_BQ        128
 #define TILED_BK        512
 #define PROJ_MIN_ROWS   32
+#define PROJ_MIN_COLS   64
+#define INLINE_FLOPS    2e6 /* below this a phase runs on the caller: waking helpers costs more */
 
 int attn_fail(attn_error *err, attn_status code, const char *fmt, ...) {
     if (err && err->code == ATTN_OK) {
@@ -643,6 +645,10 @@ static int run_attention(attn_run *r, attn_pool *pool, attn_error *err) {
     const attn_plan *p = r->p;
     r->ks = attnk_get();
     atomic_init(&r->numeric, 0);
+    const attn_sdpa_dims *d = &p->sd;
+    if (2.0 * (double)(d->n * d->h) * (double)d->l * (double)d->s * (double)(d->d + d->dv) <
+        INLINE_FLOPS)
+        pool = NULL;
     if (p->tiled)
         attn_pool_run(pool, p->sd.n * p->sd.h * p->nqb, tiled_task, r);
     else if (p->opts.weights == ATTN_WEIGHTS_MEAN)
@@ -716,7 +722,9 @@ typedef struct proj_gemm {
     const float *x, *w, *b;
     float *c;
     size_t rows, in, outdim, ldx, ldc;
-    size_t rb, ntasks; /* row block and number of blocks */
+    size_t rb, cb; /* row and column block */
+    size_t ncb;    /* column blocks */
+    size_t ntasks; /* row blocks x column blocks */
 } proj_gemm;
 
 typedef struct proj_run {
@@ -731,33 +739,58 @@ static void proj_task(void *ctx, size_t task, size_t slot) {
     while (task >= pr->g[gi].ntasks)
         task -= pr->g[gi++].ntasks;
     const proj_gemm *g = &pr->g[gi];
-    size_t r0 = task * g->rb, rows = g->rb < g->rows - r0 ? g->rb : g->rows - r0;
-    float *c = g->c + r0 * g->ldc;
+    size_t r0 = task / g->ncb * g->rb, rows = g->rb < g->rows - r0 ? g->rb : g->rows - r0;
+    size_t c0 = task % g->ncb * g->cb, cols = g->cb < g->outdim - c0 ? g->cb : g->outdim - c0;
+    float *c = g->c + r0 * g->ldc + c0;
     float beta = 0.0f;
     if (g->b) {
         for (size_t i = 0; i < rows; i++)
-            memcpy(c + i * g->ldc, g->b, g->outdim * sizeof *c);
+            memcpy(c + i * g->ldc, g->b + c0, cols * sizeof *c);
         beta = 1.0f;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)g->outdim, (int)g->in,
-                1.0f, g->x + r0 * g->ldx, (int)g->ldx, g->w, (int)g->in, beta, c, (int)g->ldc);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)cols, (int)g->in, 1.0f,
+                g->x + r0 * g->ldx, (int)g->ldx, g->w + c0 * g->in, (int)g->in, beta, c,
+                (int)g->ldc);
 }
 
-/* Adds GEMM g to pr, split into row blocks so that every slot gets a few. */
+static size_t ceil_div(size_t a, size_t b) {
+    return (a + b - 1) / b;
+}
+
+/* Adds GEMM g to pr, split into a grid of row x column blocks, about two per slot. Each task
+ * packs its rows of x and its rows of w, so the grid minimises rows_split * outdim +
+ * cols_split * rows: row splits re-pack w, column splits re-pack x. */
 static void proj_add(proj_run *pr, proj_gemm g, size_t nslots) {
-    size_t want = 3 * nslots;
-    g.rb = (g.rows + want - 1) / want;
-    if (g.rb < PROJ_MIN_ROWS)
-        g.rb = PROJ_MIN_ROWS;
-    g.ntasks = (g.rows + g.rb - 1) / g.rb;
+    size_t want = nslots == 1 ? 1 : 2 * nslots, best = SIZE_MAX;
+    g.rb = g.rows;
+    g.cb = g.outdim;
+    for (size_t tr = 1; tr <= want; tr++) {
+        if (want % tr)
+            continue;
+        size_t tc = want / tr;
+        size_t rb = ceil_div(g.rows, tr), cb = ceil_div(ceil_div(g.outdim, tc), 16) * 16;
+        if ((tr > 1 && rb < PROJ_MIN_ROWS) || (tc > 1 && cb < PROJ_MIN_COLS))
+            continue;
+        size_t cost = tr * g.outdim + tc * g.rows;
+        if (cost < best) {
+            best = cost;
+            g.rb = rb;
+            g.cb = cb;
+        }
+    }
+    g.ncb = ceil_div(g.outdim, g.cb);
+    g.ntasks = ceil_div(g.rows, g.rb) * g.ncb;
     pr->g[pr->ng++] = g;
 }
 
 static void proj_exec(proj_run *pr, attn_pool *pool) {
     size_t total = 0;
-    for (size_t i = 0; i < pr->ng; i++)
+    double flops = 0;
+    for (size_t i = 0; i < pr->ng; i++) {
         total += pr->g[i].ntasks;
-    attn_pool_run(pool, total, proj_task, pr);
+        flops += 2.0 * (double)pr->g[i].rows * (double)pr->g[i].outdim * (double)pr->g[i].in;
+    }
+    attn_pool_run(flops < INLINE_FLOPS ? NULL : pool, total, proj_task, pr);
 }
 
 int attn_mha_forward(const attn_plan *plan, void *workspace, float *out, attn_weights_out *weights,

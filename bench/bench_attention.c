@@ -4,9 +4,11 @@
  * Legend: N = batch, L = query length, S = key length (S = L: self-attention), E = embedding
  * width, H = heads, Dh = E / H, M = the side of the square sgemm of the peak measurement.
  *
- * Usage: bench_attention [--time SECONDS] [--only NAME]
- *   --time  seconds of timed runs to aim for per workload (default 1.5; never fewer than 5 runs)
- *   --only  run only the named workload (W1, W2, W3, W4, W4-nocausal or W5)
+ * Usage: bench_attention [--time SECONDS] [--only NAME] [--threading pool|blas]
+ *   --time       seconds of timed runs to aim for per workload (default 1.5; at least 5 runs)
+ *   --only       run only the named workload (W1, W2, W3, W4, W4-nocausal or W5)
+ *   --threading  pool (default): libattn's pool of cores - 1 helpers, single-threaded BLAS in
+ *                its tasks; blas: the alternative, no pool and OpenBLAS on every core
  *
  * Prints one JSON object per line on stdout, each with a "type": "blas" (the OpenBLAS core),
  * "machine", "peak" (phase "before" and "after" the workloads), one "workload" per workload, then
@@ -426,7 +428,8 @@ done:
 /* ---- Main --------------------------------------------------------------------------------- */
 
 static void usage(void) {
-    fprintf(stderr, "usage: bench_attention [--time SECONDS] [--only NAME]\n");
+    fprintf(stderr,
+            "usage: bench_attention [--time SECONDS] [--only NAME] [--threading pool|blas]\n");
 }
 
 int main(int argc, char **argv) {
@@ -439,6 +442,7 @@ int main(int argc, char **argv) {
 
     double target = 1.5;
     const char *only = NULL;
+    bool blas_threads = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--time") == 0 && i + 1 < argc) {
             char *end;
@@ -449,6 +453,9 @@ int main(int argc, char **argv) {
             }
         } else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
             only = argv[++i];
+        } else if (strcmp(argv[i], "--threading") == 0 && i + 1 < argc &&
+                   (strcmp(argv[i + 1], "pool") == 0 || strcmp(argv[i + 1], "blas") == 0)) {
+            blas_threads = strcmp(argv[++i], "blas") == 0;
         } else {
             usage();
             return 2;
@@ -493,8 +500,8 @@ int main(int argc, char **argv) {
     }
     const size_t nslots = attn_pool_slots(pool);
     printf("{\"type\":\"machine\",\"cores\":%ld,\"helpers\":%ld,\"slots\":%zu,"
-           "\"target_s\":%.3f}\n",
-           ncores, ncores - 1, nslots, target);
+           "\"target_s\":%.3f,\"threading\":\"%s\"}\n",
+           ncores, ncores - 1, nslots, target, blas_threads ? "blas" : "pool");
     fflush(stdout);
 
     if (peak_measure("before", pool, nslots) < 0) {
@@ -508,7 +515,13 @@ int main(int argc, char **argv) {
         if (only && strcmp(only, w->name) != 0)
             continue;
         fprintf(stderr, "bench_attention: %s (%s)\n", w->name, w->label);
-        if (workload_run(w, pool, nslots, target, times, &err) != ATTN_OK) {
+        /* The sgemm peak always uses the pool; the workloads use the chosen threading. */
+        if (blas_threads)
+            openblas_set_num_threads((int)ncores);
+        int wrc = workload_run(w, blas_threads ? NULL : pool, blas_threads ? 1 : nslots, target,
+                               times, &err);
+        openblas_set_num_threads(1);
+        if (wrc != ATTN_OK) {
             report_error(w->name, &err);
             goto done;
         }

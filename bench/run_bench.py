@@ -169,6 +169,12 @@ def main():
             failures.append(f"torch_mha.py exited {trc}")
             torch_note = f"failed (exit {trc}); partial results below"
     torch = {r["name"]: r for r in by_type(trecs, "workload")}
+
+    # The threading alternative: no pool, OpenBLAS threads on every core.
+    brc, brecs, _ = run_lines([args.bin, "--time", str(args.time), "--threading", "blas"], env)
+    if brc != 0 or not one(brecs, "done"):
+        failures.append(f"bench_attention --threading blas exited {brc}")
+    blas_alt = {r["name"]: r for r in by_type(brecs, "workload")}
     load_end = os.getloadavg()
 
     names = list(attnd) + [n for n in torch if n not in attnd]
@@ -283,6 +289,24 @@ def main():
     if t4 and t4n:
         L.append(f"- torch: {t4n['median_ms']:.1f} ms without the mask, {t4['median_ms']:.1f} ms "
                  f"causal: speed-up {t4n['median_ms'] / t4['median_ms']:.2f}x")
+    L.append("")
+
+    # Threading alternatives.
+    L.append("## Threading: libattn's pool vs OpenBLAS threads")
+    L.append("")
+    L.append("pool: the job is split over (batch, head, query block) and projection row blocks on "
+             "a pool of cores-1 helpers plus the caller, BLAS single-threaded in each task (what "
+             "attnd does). blas: no pool, one thread calls libattn and OpenBLAS runs every "
+             "sgemm on all cores. Same process binary, run after the torch pass.")
+    L.append("")
+    L.append("| workload | pool ms | blas ms | blas/pool |")
+    L.append("|---|--:|--:|--:|")
+    for n in names:
+        a, b = attnd.get(n), blas_alt.get(n)
+        if not a or not b:
+            continue
+        L.append(f"| {n} | {a['median_ms']:.3f} | {b['median_ms']:.3f} | "
+                 f"{b['median_ms'] / a['median_ms']:.2f} |")
     L.append("")
 
     # Goals.
