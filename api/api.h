@@ -1,0 +1,202 @@
+/* api.h - the API v1 codec of attnd: request bytes -> a validated job, results -> response bytes.
+ *
+ * api/ turns the JSON body of POST /v1/attention or /v1/sdpa into an api_job (every field
+ * checked, every tensor decoded into the job's one arena, the arena's size checked against the
+ * job limit first), runs it on libattn, and writes the response body. It also holds the model
+ * registry (the built-in "demo" model and safetensors files) and error bodies. It depends on
+ * libattn and libc only (it reads JSON itself: jansson copied an 8 MiB base64 tensor byte by
+ * byte in 211 ms, twice the compute of its job), never on libmicrohttpd: the daemon (server/)
+ * owns HTTP.
+ *
+ * Worked example (error handling elided):
+ *
+ *     api_registry *models = api_registry_create();
+ *     api_registry_add(models, api_model_demo(&err), &err);        // also the default model
+ *     api_limits lim = api_limits_default();
+ *     api_job *job = api_job_parse(API_OP_ATTENTION, body, len, models, &lim, &err);
+ *     if (!job) { api_error_body(&err, &buf); reply(err.status, buf); }
+ *     api_job_run(job, pool, &err);                               // on a worker thread
+ *     api_job_respond(job, queue_ms, compute_ms, &buf, &err);     // 200 body in buf
+ *     api_job_destroy(job);
+ *
+ * Error records are caller-owned and fixed-size; the first error wins (a function writes *err
+ * only while err->status is 0). err may be NULL.
+ */
+#ifndef ATTND_API_H
+#define ATTND_API_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attention.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Errors and buffers ------------------------------------------------------------------- */
+
+typedef struct api_error {
+    int status;        /* HTTP status to answer with: 400, 404, 413, 500, ...; 0 = no error */
+    char code[32];     /* snake_case code, e.g. "invalid_json", "invalid_field", "job_too_large" */
+    char message[256]; /* one clear sentence a user can act on */
+    char field[128];   /* JSON path of the offending field ("attn_mask", "params.num_heads",
+                          "query[2][0]"), or "" for null */
+} api_error;
+
+/* A growable byte buffer. Zero-initialise it; api_buf_free releases it. When an append fails
+ * for lack of memory, failed is set and further appends do nothing. data comes from malloc and
+ * realloc, so a caller may take it over and release it with free() (the daemon hands it to the
+ * HTTP library that way). */
+typedef struct api_buf {
+    char *data;
+    size_t len, cap;
+    bool failed;
+} api_buf;
+
+void api_buf_free(api_buf *b);
+void api_buf_reset(api_buf *b); /* len = 0, keeps the memory */
+void api_buf_append(api_buf *b, const void *bytes, size_t n);
+
+/* Sets *err (if still clear) and returns -1. fmt is printf-style. field may be NULL. */
+int api_fail(api_error *err, int status, const char *code, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/* Appends {"error": {"code": ..., "message": ..., "field": ... or null}} to out. */
+void api_error_body(const api_error *err, api_buf *out);
+
+/* ---- Models ------------------------------------------------------------------------------- */
+
+/* A named MHA parameter set (PyTorch nn.MultiheadAttention state_dict), float32, immutable once
+ * made, so many jobs may read it at once. */
+typedef struct api_model api_model;
+
+/* The built-in model "demo": E = 64, H = 4, Xavier-uniform weights from the fixed seed 24301
+ * (0x5EED): api_model_init_random("demo", 64, 4, 24301), so no biases. NULL with err on
+ * allocation failure. */
+api_model *api_model_demo(api_error *err);
+
+/* A model of width e and h heads, named name, initialised deterministically from seed:
+ * in_proj_weight (3E, E) uniform in +-sqrt(6 / (E + 3E)), then out_proj.weight (E, E) uniform in
+ * +-sqrt(6 / (E + E)), both filled in row-major order from the splitmix64 stream of seed (each
+ * uniform is (x >> 40) / 2^24 mapped to [-a, a)); zero biases. identity: all four projections the
+ * identity, no bias, and seed ignored.
+ * Exactly: state = seed; for each weight, state += 0x9E3779B97F4A7C15, z = state,
+ * z = (z ^ z >> 30) * 0xBF58476D1CE4E5B9, z = (z ^ z >> 27) * 0x94D049BB133111EB,
+ * x = z ^ z >> 31, u = (x >> 40) / 2^24, weight = (float)(a * (2u - 1)) computed in double.
+ * Biases are absent (has_bias false), which computes the same as zero biases. NULL with err
+ * (400 invalid_model when e or h is 0 or E % H != 0, 500 out_of_memory). */
+api_model *api_model_init_random(const char *name, size_t e, size_t h, uint64_t seed,
+                                 api_error *err);
+api_model *api_model_init_identity(const char *name, size_t e, size_t h, api_error *err);
+
+/* Loads a safetensors file: the name is the file's stem, the tensors PyTorch state_dict names,
+ * num_heads in __metadata__, dtypes F32, F16 or BF16 (converted to F32). NULL with err (status
+ * 0 is never returned; message names the file and what is wrong) on any problem: 400
+ * invalid_model for the contents (also non-finite weights, overlapping or uncovered data), 500
+ * io_error or out_of_memory. */
+api_model *api_model_load_file(const char *path, api_error *err);
+
+/* The same from bytes in memory (the file's contents); name is the model's name. */
+api_model *api_model_from_safetensors(const char *name, const uint8_t *bytes, size_t len,
+                                      api_error *err);
+
+void api_model_destroy(api_model *m); /* NULL does nothing */
+
+typedef struct api_model_info {
+    const char *name;
+    const char *source; /* "builtin" or "file" */
+    size_t embed_dim, num_heads, kdim, vdim;
+    bool has_bias;
+} api_model_info;
+
+api_model_info api_model_describe(const api_model *m);
+
+/* The models a server holds. Not thread-safe to modify; read-only once serving. */
+typedef struct api_registry api_registry;
+
+api_registry *api_registry_create(void);
+void api_registry_destroy(api_registry *r); /* destroys the models too; NULL does nothing */
+
+/* Takes ownership of m (also on failure, when it destroys m). The first model added is the
+ * default. Fails (status 500, code "duplicate_model") on a name already present. */
+int api_registry_add(api_registry *r, api_model *m, api_error *err);
+
+/* Makes name the default; -1 with err (code "unknown_model") when absent. */
+int api_registry_set_default(api_registry *r, const char *name, api_error *err);
+
+const api_model *api_registry_find(const api_registry *r, const char *name); /* borrowed */
+const api_model *api_registry_default(const api_registry *r);                /* borrowed */
+size_t api_registry_count(const api_registry *r);
+const api_model *api_registry_at(const api_registry *r, size_t i);
+
+/* Appends the GET /v1/models body to out. */
+void api_registry_list_json(const api_registry *r, api_buf *out);
+
+/* ---- Jobs --------------------------------------------------------------------------------- */
+
+typedef enum api_op {
+    API_OP_ATTENTION, /* POST /v1/attention */
+    API_OP_SDPA,      /* POST /v1/sdpa */
+} api_op;
+
+typedef struct api_limits {
+    size_t max_job_bytes; /* working memory of one job: decoded tensors, workspace, outputs */
+    size_t max_dim;       /* largest size of any one tensor dimension */
+    size_t max_heads;     /* largest num_heads (and H of SDPA) */
+    size_t nslots;        /* threads one job may use: attn_pool_slots of the compute pool */
+} api_limits;
+
+/* max_job_bytes 1 GiB, max_dim 65536, max_heads 256, nslots 1. A job over any of the first
+ * three is refused with 413 job_too_large, the message naming the limit. */
+api_limits api_limits_default(void);
+
+/* A parsed, validated job. Owns one arena holding its decoded tensors, the libattn workspace and
+ * the outputs; its size is checked against max_job_bytes before it is allocated. */
+typedef struct api_job api_job;
+
+/* Parses body (len bytes, JSON) for op, resolves the model (attention), checks every field
+ * against the API v1 contract and lim, and decodes every tensor. Returns the job, or NULL with
+ * err: 400 (invalid_json, invalid_field, non_finite, ...), 404 unknown_model, 413 job_too_large
+ * (the message says which limit), 500 out_of_memory. Borrows models: keep it alive and
+ * unchanged while the job lives. */
+api_job *api_job_parse(api_op op, const char *body, size_t len, const api_registry *models,
+                       const api_limits *lim, api_error *err);
+
+/* Runs the job on libattn with pool (may be NULL; at most lim->nslots slots). 0, or -1 with
+ * err (400 numeric_overflow when float32 overflowed, 500 otherwise). Call once. */
+int api_job_run(api_job *job, attn_pool *pool, api_error *err);
+
+/* Appends the 200 response body of a job that ran to out, with the usage times given. 0, or -1
+ * with err (500 out_of_memory). */
+int api_job_respond(const api_job *job, double queue_ms, double compute_ms, api_buf *out,
+                    api_error *err);
+
+double api_job_flops(const api_job *job); /* what usage.flops reports */
+size_t api_job_bytes(const api_job *job); /* the arena's size */
+void api_job_destroy(api_job *job);       /* NULL does nothing */
+
+/* ---- Encodings (exposed for tests and fuzzing) -------------------------------------------- */
+
+/* Writes the shortest decimal that reads back as f when parsed as a double and rounded to
+ * float32 (what JSON parsers do), at most 9 significant digits, into buf (at least 32 bytes).
+ * Among decimals of that length it is the correctly rounded one. Fixed notation for decimal
+ * exponents -5 to 8 ("0.00012", "1234.5"), else "1.5e-7" / "3.4028235e38"; "-0" for -0.
+ * f must be finite. Returns the length (no terminating NUL). */
+size_t api_float_write(char *buf, float f);
+
+/* Standard base64 (RFC 4648, with padding). api_base64_decode fails (returns false) on a
+ * character outside the alphabet, bad padding (also nonzero bits in a padded group) or a length
+ * that is not a multiple of 4; *out_len receives the decoded length. out must hold
+ * api_base64_decoded_max(in_len) bytes; nothing is written past the decoded length. */
+size_t api_base64_encoded_len(size_t n);
+void api_base64_encode(char *out, const uint8_t *in, size_t n);
+size_t api_base64_decoded_max(size_t in_len);
+bool api_base64_decode(uint8_t *out, size_t *out_len, const char *in, size_t in_len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

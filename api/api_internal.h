@@ -1,0 +1,202 @@
+/* api_internal.h - private declarations shared by the api/ sources: checked sizes, the JSON reader
+ * (a validating scanner plus navigation over validated text), number parsing, the tensor
+ * decoder, model internals and the job record. Nothing here is part of api.h's contract.
+ *
+ * Legend (shapes outermost first, row-major): N batch, L query length, S key length,
+ * E embedding width, H heads, D/Dv query-key and value widths (SDPA), K top-k count. */
+#ifndef ATTND_API_INTERNAL_H
+#define ATTND_API_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "api.h"
+
+/* ---- Checked sizes ------------------------------------------------------------------------ */
+
+/* *out = a * b (or a + b); false when it does not fit in size_t (then *out is unspecified). */
+static inline bool api_mul(size_t a, size_t b, size_t *out) {
+    return !__builtin_mul_overflow(a, b, out);
+}
+static inline bool api_add(size_t a, size_t b, size_t *out) {
+    return !__builtin_add_overflow(a, b, out);
+}
+
+/* ---- Buffers ------------------------------------------------------------------------------ */
+
+/* Makes room for n more bytes and returns where they start (b->len is unchanged: the caller
+ * writes, then adds what it wrote to b->len). NULL, with b->failed set, when memory runs out
+ * or b->failed was already set. */
+char *api_buf_reserve(api_buf *b, size_t n);
+
+/* Appends a NUL-terminated string. */
+void api_buf_puts(api_buf *b, const char *s);
+
+/* Appends s (n bytes) as a JSON string literal with quotes. Invalid UTF-8 becomes U+FFFD, so
+ * the output is always valid JSON. */
+void api_buf_json_string(api_buf *b, const char *s, size_t n);
+
+/* ---- Numbers out -------------------------------------------------------------------------- */
+
+/* Writes v[0, n) as api_float_write does, separated by commas; returns the end. o must have
+ * room for API_FLOAT_MAX * n + 32 bytes (the writer may scribble up to 32 bytes past the end). */
+#define API_FLOAT_MAX 17 /* the longest number written, plus its comma: "-0.0000123456789," */
+char *api_floats_write(char *o, const float *v, size_t n);
+
+/* ---- JSON reader -------------------------------------------------------------------------- */
+
+#define API_JSON_MAX_DEPTH   64 /* deeper nesting is invalid_json: no request needs more than 8 */
+#define API_JSON_MAX_MEMBERS 64 /* members of the root object recorded by api_json_check */
+
+/* A byte range [p, e). For a string it is the raw content between the quotes (escapes kept). */
+typedef struct api_span {
+    const char *p, *e;
+} api_span;
+
+typedef struct api_json_member {
+    api_span key; /* raw key content */
+    const char *val;
+    const char *val_end;
+} api_json_member;
+
+/* The root object's members, in order, as api_json_check found them. */
+typedef struct api_json_root {
+    api_json_member m[API_JSON_MAX_MEMBERS];
+    size_t n;
+    bool overflow; /* more members than API_JSON_MAX_MEMBERS */
+} api_json_root;
+
+/* Checks that s (len bytes) is one JSON value per RFC 8259 (UTF-8, no BOM, nesting at most
+ * API_JSON_MAX_DEPTH) and that it is an object; fills root with its members. 0, or -1 with err
+ * (400 invalid_json, the message giving line, column and what is wrong). what names the text
+ * in messages ("the request body"). Never reads outside s[0, len). */
+int api_json_check(const char *s, size_t len, const char *what, api_json_root *root,
+                   api_error *err);
+
+/* The functions below navigate text that api_json_check accepted; p points at the first byte
+ * of a value (never whitespace). They do not re-check syntax. */
+
+/* The first byte at or after p that is not JSON whitespace. */
+const char *api_jv_ws(const char *p);
+
+/* The kind of the value at p: '{', '[', '"', 't', 'f', 'n', or '0' for a number. */
+char api_jv_kind(const char *p);
+
+/* The end (one past the last byte) of the value starting at p. */
+const char *api_jv_end(const char *p);
+
+/* Iterates the members of the object at p ('{'): call with *it = p, then api_jv_obj_next until
+ * it returns false. key is the raw key content, *val the member's value. */
+bool api_jv_obj_next(const char **it, api_span *key, const char **val);
+
+/* Iterates the elements of the array at p ('['), as api_jv_obj_next. */
+bool api_jv_arr_next(const char **it, const char **val);
+
+/* The raw content of the string at p ('"'). */
+api_span api_jv_string(const char *p);
+
+/* Decodes the raw string content s (escapes resolved, UTF-8) into out, NUL-terminated and cut
+ * at a character boundary to fit cap (cap >= 1). Returns the full decoded length, which is
+ * >= cap when the string was cut. */
+size_t api_jv_decode(api_span s, char *out, size_t cap);
+
+/* Decodes characters of raw string content from *p (before e) into out, at most cap bytes and
+ * never splitting a character; advances *p past what it decoded. Returns the bytes written. */
+size_t api_jv_decode_some(const char **p, const char *e, char *out, size_t cap);
+
+/* True when the raw string content s decodes to exactly lit. */
+bool api_jv_streq(api_span s, const char *lit);
+
+/* Parses the number at p as a double, rounded correctly (what a JSON parser does); *end gets
+ * its end. Overflow gives +-inf. */
+double api_jv_number(const char *p, const char **end);
+
+/* True when the number at p is a plain non-negative integer (digits only) that fits in a
+ * uint64_t; then *out holds it. */
+bool api_jv_u64(const char *p, uint64_t *out);
+
+/* ---- Tensors ------------------------------------------------------------------------------ */
+
+#define API_MAX_RANK 4
+
+typedef enum api_tensor_kind {
+    API_TENSOR_FLOAT, /* finite float32 */
+    API_TENSOR_BIAS,  /* float32; -inf allowed (the string "-inf" in JSON) */
+    API_TENSOR_MASK,  /* 0/1 or false/true, stored as uint8 */
+} api_tensor_kind;
+
+/* A tensor field of a request, probed (shape known, nothing decoded yet). */
+typedef struct api_tensor_in {
+    char name[80];   /* JSON path of the field: "query", "params.in_proj_weight" */
+    const char *val; /* its value in the body */
+    bool binary;     /* {"dtype", "shape", "data"} rather than nested arrays */
+    size_t rank;
+    size_t dims[API_MAX_RANK]; /* dims is (rank) */
+    size_t count;              /* elements: the product of dims */
+    api_span b64;              /* binary: the raw content of the data string */
+    bool b64_escaped;          /* it contains JSON escapes ("\/") */
+} api_tensor_in;
+
+/* Learns the shape of the tensor field at val (nested arrays: from the first element of each
+ * level; binary: from "shape", checking "dtype" and the length of "data"). Ranks above
+ * max_rank and empty dimensions are 400 invalid_field; a dimension above max_dim is 413
+ * job_too_large. 0 or -1 with err. */
+int api_tensor_probe(api_tensor_in *t, const char *name, const char *val, size_t max_rank,
+                     size_t max_dim, api_error *err);
+
+/* Decodes a probed tensor into dst: floats (count) for API_TENSOR_FLOAT and API_TENSOR_BIAS,
+ * bytes (count) for API_TENSOR_MASK. Checks every row's length, every element's type and value
+ * (400 invalid_field, 400 non_finite naming the element). 0 or -1 with err. */
+int api_tensor_read(const api_tensor_in *t, api_tensor_kind kind, void *dst, api_error *err);
+
+/* Writes "(a, b, c)" for dims (rank) into out (cap bytes). */
+void api_dims_str(char *out, size_t cap, const size_t *dims, size_t rank);
+
+/* ---- Models ------------------------------------------------------------------------------- */
+
+/* Fills in_proj (3E, E) and out_proj (E, E) with the Xavier-uniform stream of seed described
+ * at api_model_init_random. */
+void api_init_random(float *in_proj, float *out_proj, size_t e, uint64_t seed);
+
+/* Fills in_proj (3E, E) with three stacked identities and out_proj (E, E) with one. */
+void api_init_identity(float *in_proj, float *out_proj, size_t e);
+
+/* Allocates a model named name (copied) whose tensors are zeroed: in_proj_weight (3E, E) when
+ * packed, else q_proj_weight (E, E), k_proj_weight (E, kdim), v_proj_weight (E, vdim);
+ * in_proj_bias (3E) with in_bias, out_proj.bias (E) with out_bias; out_proj.weight (E, E).
+ * source is a static string. NULL with err (400 invalid_model, 500 out_of_memory). */
+api_model *api_model_alloc(const char *name, const char *source, size_t e, size_t h, size_t kdim,
+                           size_t vdim, bool packed, bool in_bias, bool out_bias, api_error *err);
+
+/* The parameters of a model, borrowed from it. */
+const attn_mha_params *api_model_params(const api_model *m);
+const char *api_model_name(const api_model *m);
+
+/* ---- Jobs --------------------------------------------------------------------------------- */
+
+/* A parsed job. It lives at the start of its own arena (one 64-byte aligned allocation of
+ * arena_bytes): every pointer below points into that arena, or into the model it borrows. */
+struct api_job {
+    api_op op;
+    size_t arena_bytes;
+    bool base64;    /* "encoding": "base64" */
+    bool ran;       /* api_job_run succeeded */
+    attn_plan plan; /* made after the masks were decoded; borrows masks and opts.heads */
+    attn_opts opts;
+    attn_masks masks;
+    /* attention: query (N, L, E), key (N, S, kdim), value (N, S, vdim); key may equal query and
+     * value may equal key (then libattn shares the projection GEMMs).
+     * sdpa: q (N, H, L, D), k (N, H, S, D), v (N, H, S, Dv). */
+    const float *q, *k, *v;
+    attn_mha_params params; /* attention: borrowed from the model or in the arena */
+    const char *model_name; /* attention: the registry model's name; NULL for inline params */
+    void *workspace;        /* plan.workspace_bytes, 64-byte aligned */
+    float *out;             /* (out_dims) */
+    attn_weights_out wout;  /* values (w_dims), indices (w_dims) with top-k */
+    size_t out_rank, out_dims[API_MAX_RANK];
+    size_t w_rank, w_dims[API_MAX_RANK]; /* 0 when no weights are returned */
+    size_t n, l, s, e, h;                /* attention: what "shape" and "num_heads" report */
+};
+
+#endif

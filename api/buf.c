@@ -1,0 +1,173 @@
+/* buf.c - the growable byte buffer responses are written into, the first-error-wins error
+ * record, error bodies, and JSON string literals. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api_internal.h"
+
+void api_buf_free(api_buf *b) {
+    if (!b)
+        return;
+    free(b->data);
+    *b = (api_buf){0};
+}
+
+void api_buf_reset(api_buf *b) {
+    b->len = 0;
+}
+
+char *api_buf_reserve(api_buf *b, size_t n) {
+    if (b->failed)
+        return NULL;
+    size_t need = 0;
+    if (!api_add(b->len, n, &need)) {
+        b->failed = true;
+        return NULL;
+    }
+    if (need > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < need)
+            cap = cap > SIZE_MAX / 2 ? need : cap * 2;
+        char *d = realloc(b->data, cap);
+        if (!d) {
+            b->failed = true;
+            return NULL;
+        }
+        b->data = d;
+        b->cap = cap;
+    }
+    return b->data + b->len;
+}
+
+void api_buf_append(api_buf *b, const void *bytes, size_t n) {
+    char *at = api_buf_reserve(b, n);
+    if (!at)
+        return;
+    if (n)
+        memcpy(at, bytes, n);
+    b->len += n;
+}
+
+void api_buf_puts(api_buf *b, const char *s) {
+    api_buf_append(b, s, strlen(s));
+}
+
+/* Length of the valid UTF-8 sequence at s[0, n), or 0 when it is not one. */
+static size_t utf8_seq(const unsigned char *s, size_t n) {
+    unsigned c = s[0];
+    size_t len;
+    unsigned lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xC2 && c <= 0xDF)
+        len = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3;
+        if (c == 0xE0)
+            lo = 0xA0;
+        if (c == 0xED)
+            hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4;
+        if (c == 0xF0)
+            lo = 0x90;
+        if (c == 0xF4)
+            hi = 0x8F;
+    } else
+        return 0;
+    if (n < len || s[1] < lo || s[1] > hi)
+        return 0;
+    for (size_t i = 2; i < len; i++)
+        if (s[i] < 0x80 || s[i] > 0xBF)
+            return 0;
+    return len;
+}
+
+void api_buf_json_string(api_buf *b, const char *s, size_t n) {
+    static const char hex[] = "0123456789abcdef";
+    /* Worst case: every byte becomes "\ufffd" (6 bytes). */
+    size_t room = 0;
+    if (!api_mul(n, 6, &room) || !api_add(room, 2, &room)) {
+        b->failed = true;
+        return;
+    }
+    char *o = api_buf_reserve(b, room);
+    if (!o)
+        return;
+    char *start = o;
+    const unsigned char *u = (const unsigned char *)s;
+    *o++ = '"';
+    for (size_t i = 0; i < n;) {
+        unsigned c = u[i];
+        if (c >= 0x80) {
+            size_t k = utf8_seq(u + i, n - i);
+            if (k == 0) {
+                memcpy(o, "\\ufffd", 6);
+                o += 6;
+                i++;
+            } else {
+                memcpy(o, u + i, k);
+                o += k;
+                i += k;
+            }
+            continue;
+        }
+        i++;
+        if (c == '"' || c == '\\') {
+            *o++ = '\\';
+            *o++ = (char)c;
+        } else if (c >= 0x20) {
+            *o++ = (char)c;
+        } else if (c == '\n') {
+            *o++ = '\\';
+            *o++ = 'n';
+        } else if (c == '\t') {
+            *o++ = '\\';
+            *o++ = 't';
+        } else if (c == '\r') {
+            *o++ = '\\';
+            *o++ = 'r';
+        } else {
+            memcpy(o, "\\u00", 4);
+            o[4] = hex[c >> 4];
+            o[5] = hex[c & 15];
+            o += 6;
+        }
+    }
+    *o++ = '"';
+    b->len += (size_t)(o - start);
+}
+
+int api_fail(api_error *err, int status, const char *code, const char *field, const char *fmt,
+             ...) {
+    if (!err || err->status != 0)
+        return -1;
+    err->status = status;
+    snprintf(err->code, sizeof err->code, "%s", code);
+    snprintf(err->field, sizeof err->field, "%s", field ? field : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+void api_error_body(const api_error *err, api_buf *out) {
+    static const api_error unknown = {
+        .status = 500, .code = "internal", .message = "unknown error", .field = ""};
+    if (!err || err->status == 0)
+        err = &unknown;
+    api_buf_puts(out, "{\"error\":{\"code\":");
+    api_buf_json_string(out, err->code, strnlen(err->code, sizeof err->code));
+    api_buf_puts(out, ",\"message\":");
+    api_buf_json_string(out, err->message, strnlen(err->message, sizeof err->message));
+    api_buf_puts(out, ",\"field\":");
+    size_t fl = strnlen(err->field, sizeof err->field);
+    if (fl)
+        api_buf_json_string(out, err->field, fl);
+    else
+        api_buf_puts(out, "null");
+    api_buf_puts(out, "}}");
+}

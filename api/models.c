@@ -1,0 +1,280 @@
+/* models.c - named MHA parameter sets (the built-in "demo" model, deterministic identity and
+ * Xavier-uniform models) and the registry the server resolves "model" names in.
+ *
+ * Legend: E embedding width, H heads, kdim/vdim the key and value widths. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api_internal.h"
+
+#define DEMO_SEED 24301u /* 0x5EED; documented in api.h and api/openapi.yaml */
+
+struct api_model {
+    char *name;
+    const char *source; /* "builtin" or "file" */
+    size_t e, h, kdim, vdim;
+    bool has_bias;
+    float *data; /* every tensor below, in one allocation */
+    attn_mha_params params;
+};
+
+/* Allocates a model whose tensors are zeroed: in_proj_weight (3E, E) when packed, else
+ * q_proj_weight (E, E), k_proj_weight (E, kdim), v_proj_weight (E, vdim); in_proj_bias (3E)
+ * and out_proj.bias (E) when bias; out_proj.weight (E, E). */
+api_model *api_model_alloc(const char *name, const char *source, size_t e, size_t h, size_t kdim,
+                           size_t vdim, bool packed, bool in_bias, bool out_bias, api_error *err) {
+    if (!name || e == 0 || h == 0 || kdim == 0 || vdim == 0)
+        return api_fail(err, 400, "invalid_model", NULL,
+                        "a model needs a name and nonzero E, H, kdim and vdim"),
+               NULL;
+    if (e % h != 0)
+        return api_fail(err, 400, "invalid_model", NULL,
+                        "model %s: the embedding width E=%zu is not divisible by num_heads=%zu",
+                        name, e, h),
+               NULL;
+    if (packed && (kdim != e || vdim != e))
+        return api_fail(err, 400, "invalid_model", NULL,
+                        "model %s: in_proj_weight needs kdim = vdim = E", name),
+               NULL;
+    size_t ee = 0, ek = 0, ev = 0, total = 0;
+    bool ok = api_mul(e, e, &ee) && api_mul(e, kdim, &ek) && api_mul(e, vdim, &ev) &&
+              api_add(ee, ek, &total) && api_add(total, ev, &total) && api_add(total, ee, &total) &&
+              api_add(total, in_bias ? 3 * e : 0, &total) &&
+              api_add(total, out_bias ? e : 0, &total) && api_mul(total, sizeof(float), &total) &&
+              e <= SIZE_MAX / 4;
+    if (!ok)
+        return api_fail(err, 400, "invalid_model", NULL, "model %s is too large", name), NULL;
+    api_model *m = calloc(1, sizeof *m);
+    float *data = calloc(1, total ? total : 1);
+    char *nm = malloc(strlen(name) + 1);
+    if (!m || !data || !nm) {
+        free(m);
+        free(data);
+        free(nm);
+        return api_fail(err, 500, "out_of_memory", NULL, "out of memory creating model %s", name),
+               NULL;
+    }
+    memcpy(nm, name, strlen(name) + 1);
+    *m = (api_model){.name = nm,
+                     .source = source,
+                     .e = e,
+                     .h = h,
+                     .kdim = kdim,
+                     .vdim = vdim,
+                     .has_bias = in_bias || out_bias,
+                     .data = data};
+    float *p = data;
+    if (packed) {
+        m->params.in_proj_weight = p;
+        p += 3 * ee;
+    } else {
+        m->params.q_proj_weight = p;
+        p += ee;
+        m->params.k_proj_weight = p;
+        p += ek;
+        m->params.v_proj_weight = p;
+        p += ev;
+    }
+    m->params.out_proj_weight = p;
+    p += ee;
+    if (in_bias) {
+        m->params.in_proj_bias = p;
+        p += 3 * e;
+    }
+    if (out_bias)
+        m->params.out_proj_bias = p;
+    return m;
+}
+
+void api_model_destroy(api_model *m) {
+    if (!m)
+        return;
+    free(m->data);
+    free(m->name);
+    free(m);
+}
+
+/* splitmix64: the state advances by the golden gamma, then the output is mixed. */
+static uint64_t splitmix64(uint64_t *state) {
+    uint64_t z = (*state += 0x9E3779B97F4A7C15u);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
+    return z ^ (z >> 31);
+}
+
+/* Fills w (n floats) with uniforms in [-a, a) from the stream. */
+static void fill_uniform(float *w, size_t n, double a, uint64_t *state) {
+    for (size_t i = 0; i < n; i++) {
+        double u = (double)(splitmix64(state) >> 40) / 16777216.0; /* [0, 1) */
+        w[i] = (float)(a * (2.0 * u - 1.0));
+    }
+}
+
+void api_init_random(float *in_proj, float *out_proj, size_t e, uint64_t seed) {
+    uint64_t state = seed;
+    double ed = (double)e;
+    fill_uniform(in_proj, 3 * e * e, sqrt(6.0 / (ed + 3.0 * ed)), &state);
+    fill_uniform(out_proj, e * e, sqrt(6.0 / (ed + ed)), &state);
+}
+
+void api_init_identity(float *in_proj, float *out_proj, size_t e) {
+    memset(in_proj, 0, 3 * e * e * sizeof *in_proj);
+    memset(out_proj, 0, e * e * sizeof *out_proj);
+    for (size_t i = 0; i < e; i++) {
+        for (size_t b = 0; b < 3; b++)
+            in_proj[(b * e + i) * e + i] = 1.0f;
+        out_proj[i * e + i] = 1.0f;
+    }
+}
+
+api_model *api_model_init_random(const char *name, size_t e, size_t h, uint64_t seed,
+                                 api_error *err) {
+    api_model *m = api_model_alloc(name, "builtin", e, h, e, e, true, false, false, err);
+    if (m)
+        api_init_random((float *)m->params.in_proj_weight, (float *)m->params.out_proj_weight, e,
+                        seed);
+    return m;
+}
+
+api_model *api_model_init_identity(const char *name, size_t e, size_t h, api_error *err) {
+    api_model *m = api_model_alloc(name, "builtin", e, h, e, e, true, false, false, err);
+    if (m)
+        api_init_identity((float *)m->params.in_proj_weight, (float *)m->params.out_proj_weight, e);
+    return m;
+}
+
+api_model *api_model_demo(api_error *err) {
+    return api_model_init_random("demo", 64, 4, DEMO_SEED, err);
+}
+
+api_model_info api_model_describe(const api_model *m) {
+    if (!m)
+        return (api_model_info){0};
+    return (api_model_info){.name = m->name,
+                            .source = m->source,
+                            .embed_dim = m->e,
+                            .num_heads = m->h,
+                            .kdim = m->kdim,
+                            .vdim = m->vdim,
+                            .has_bias = m->has_bias};
+}
+
+const attn_mha_params *api_model_params(const api_model *m) {
+    return &m->params;
+}
+
+const char *api_model_name(const api_model *m) {
+    return m->name;
+}
+
+/* ---- Registry ----------------------------------------------------------------------------- */
+
+struct api_registry {
+    api_model **m;
+    size_t n, cap;
+    size_t def; /* index of the default model; meaningful when n > 0 */
+};
+
+api_registry *api_registry_create(void) {
+    return calloc(1, sizeof(api_registry));
+}
+
+void api_registry_destroy(api_registry *r) {
+    if (!r)
+        return;
+    for (size_t i = 0; i < r->n; i++)
+        api_model_destroy(r->m[i]);
+    free(r->m);
+    free(r);
+}
+
+int api_registry_add(api_registry *r, api_model *m, api_error *err) {
+    if (!m)
+        return api_fail(err, 500, "invalid_model", NULL, "no model to add");
+    if (!r) {
+        api_fail(err, 500, "internal", NULL, "no registry to add model %s to", m->name);
+        api_model_destroy(m);
+        return -1;
+    }
+    if (api_registry_find(r, m->name)) {
+        api_fail(err, 500, "duplicate_model", NULL, "two models are named %s", m->name);
+        api_model_destroy(m);
+        return -1;
+    }
+    if (r->n == r->cap) {
+        size_t cap = r->cap ? 2 * r->cap : 8;
+        api_model **mm = realloc(r->m, cap * sizeof *mm);
+        if (!mm) {
+            api_fail(err, 500, "out_of_memory", NULL, "out of memory adding model %s", m->name);
+            api_model_destroy(m);
+            return -1;
+        }
+        r->m = mm;
+        r->cap = cap;
+    }
+    r->m[r->n++] = m;
+    return 0;
+}
+
+int api_registry_set_default(api_registry *r, const char *name, api_error *err) {
+    for (size_t i = 0; r && name && i < r->n; i++)
+        if (strcmp(r->m[i]->name, name) == 0) {
+            r->def = i;
+            return 0;
+        }
+    return api_fail(err, 404, "unknown_model", "model", "there is no model named %s",
+                    name ? name : "(null)");
+}
+
+const api_model *api_registry_find(const api_registry *r, const char *name) {
+    for (size_t i = 0; r && name && i < r->n; i++)
+        if (strcmp(r->m[i]->name, name) == 0)
+            return r->m[i];
+    return NULL;
+}
+
+const api_model *api_registry_default(const api_registry *r) {
+    return r && r->n ? r->m[r->def] : NULL;
+}
+
+size_t api_registry_count(const api_registry *r) {
+    return r ? r->n : 0;
+}
+
+const api_model *api_registry_at(const api_registry *r, size_t i) {
+    return r && i < r->n ? r->m[i] : NULL;
+}
+
+static void put_size(api_buf *out, size_t v) {
+    char tmp[24];
+    size_t n = 0;
+    do {
+        tmp[sizeof tmp - 1 - n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    api_buf_append(out, tmp + sizeof tmp - n, n);
+}
+
+void api_registry_list_json(const api_registry *r, api_buf *out) {
+    const api_model *d = api_registry_default(r);
+    api_buf_puts(out, "{\"default\":");
+    if (d)
+        api_buf_json_string(out, d->name, strlen(d->name));
+    else
+        api_buf_puts(out, "null");
+    api_buf_puts(out, ",\"models\":[");
+    for (size_t i = 0; i < api_registry_count(r); i++) {
+        const api_model *m = r->m[i];
+        api_buf_puts(out, i ? ",{\"name\":" : "{\"name\":");
+        api_buf_json_string(out, m->name, strlen(m->name));
+        api_buf_puts(out, ",\"embed_dim\":");
+        put_size(out, m->e);
+        api_buf_puts(out, ",\"num_heads\":");
+        put_size(out, m->h);
+        api_buf_puts(out, ",\"source\":");
+        api_buf_json_string(out, m->source, strlen(m->source));
+        api_buf_puts(out, m->has_bias ? ",\"has_bias\":true}" : ",\"has_bias\":false}");
+    }
+    api_buf_puts(out, "]}");
+}

@@ -1,0 +1,223 @@
+/* response.c - runs a parsed job on libattn and writes its 200 response body.
+ *
+ * Tensors are written by hand into the api_buf, not through a JSON library: as nested arrays of
+ * shortest round-trip decimals (api_float_write), or with "encoding": "base64" as
+ * {"dtype": "float32", "shape": [..], "data": "<base64 of little-endian float32>"} (top-k
+ * indices as "int32"), which costs about what copying the bytes does.
+ *
+ * Legend: N batch, H heads, L query length, S key length, E embedding width, K top-k count. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api_internal.h"
+
+int api_job_run(api_job *job, attn_pool *pool, api_error *err) {
+    if (!job)
+        return api_fail(err, 500, "internal", NULL, "no job to run");
+    if (job->ran)
+        return api_fail(err, 500, "internal", NULL, "the job has already run");
+    attn_error ae = {0};
+    attn_weights_out *wo = job->plan.weights_elems ? &job->wout : NULL;
+    int rc = job->op == API_OP_SDPA
+                 ? attn_sdpa_forward(&job->plan, job->workspace, job->out, wo, job->q, job->k,
+                                     job->v, pool, &ae)
+                 : attn_mha_forward(&job->plan, job->workspace, job->out, wo, job->q, job->k,
+                                    job->v, &job->params, pool, &ae);
+    if (rc == ATTN_ERR_NUMERIC)
+        return api_fail(err, 400, "numeric_overflow", NULL,
+                        "the result overflows float32 (%s); scale the inputs down", ae.msg);
+    if (rc != ATTN_OK)
+        return api_fail(err, 500, "internal", NULL, "the computation failed: %s", ae.msg);
+    job->ran = true;
+    return 0;
+}
+
+double api_job_flops(const api_job *job) {
+    return job ? job->plan.flops : 0.0;
+}
+
+size_t api_job_bytes(const api_job *job) {
+    return job ? job->arena_bytes : 0;
+}
+
+void api_job_destroy(api_job *job) {
+    free(job); /* the job is the start of its arena */
+}
+
+/* ---- Writers ------------------------------------------------------------------------------ */
+
+static void put_u64(api_buf *b, uint64_t v) {
+    char tmp[24];
+    size_t n = 0;
+    do {
+        tmp[sizeof tmp - 1 - n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    api_buf_append(b, tmp + sizeof tmp - n, n);
+}
+
+static void put_shape(api_buf *b, const size_t *dims, size_t rank) {
+    api_buf_puts(b, "[");
+    for (size_t i = 0; i < rank; i++) {
+        if (i)
+            api_buf_puts(b, ",");
+        put_u64(b, dims[i]);
+    }
+    api_buf_puts(b, "]");
+}
+
+/* Nested arrays of floats: data is (dims) row-major. */
+static void json_floats(api_buf *b, const float *data, const size_t *dims, size_t rank) {
+    if (rank == 1) {
+        size_t n = dims[0], room = 0;
+        if (!api_mul(n, API_FLOAT_MAX, &room) || !api_add(room, 40, &room)) {
+            b->failed = true;
+            return;
+        }
+        char *o = api_buf_reserve(b, room);
+        if (!o)
+            return;
+        char *s = o;
+        *o++ = '[';
+        o = api_floats_write(o, data, n);
+        *o++ = ']';
+        b->len += (size_t)(o - s);
+        return;
+    }
+    size_t inner = 1;
+    for (size_t i = 1; i < rank; i++)
+        inner *= dims[i];
+    api_buf_puts(b, "[");
+    for (size_t i = 0; i < dims[0] && !b->failed; i++) {
+        if (i)
+            api_buf_puts(b, ",");
+        json_floats(b, data + i * inner, dims + 1, rank - 1);
+    }
+    api_buf_puts(b, "]");
+}
+
+static void json_ints(api_buf *b, const int32_t *data, const size_t *dims, size_t rank) {
+    size_t inner = 1;
+    for (size_t i = 1; i < rank; i++)
+        inner *= dims[i];
+    api_buf_puts(b, "[");
+    for (size_t i = 0; i < dims[0] && !b->failed; i++) {
+        if (i)
+            api_buf_puts(b, ",");
+        if (rank == 1)
+            put_u64(b, (uint64_t)(data[i] < 0 ? 0 : data[i])); /* indices are never negative */
+        else
+            json_ints(b, data + i * inner, dims + 1, rank - 1);
+    }
+    api_buf_puts(b, "]");
+}
+
+/* {"dtype": dtype, "shape": [..], "data": "<base64 of the little-endian 4-byte values>"} */
+static void b64_tensor(api_buf *b, const char *dtype, const void *data, const size_t *dims,
+                       size_t rank) {
+    size_t count = 1, bytes = 0;
+    for (size_t i = 0; i < rank; i++)
+        count *= dims[i];
+    if (!api_mul(count, 4, &bytes) || bytes > SIZE_MAX / 4 * 3 - 3) {
+        b->failed = true;
+        return;
+    }
+    api_buf_puts(b, "{\"dtype\":\"");
+    api_buf_puts(b, dtype);
+    api_buf_puts(b, "\",\"shape\":");
+    put_shape(b, dims, rank);
+    api_buf_puts(b, ",\"data\":\"");
+    size_t enc = api_base64_encoded_len(bytes);
+    char *o = api_buf_reserve(b, enc);
+    if (!o)
+        return;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    api_base64_encode(o, data, bytes);
+#else
+    /* Chunks of 768 values (3072 bytes, a multiple of 3) swapped to little-endian. */
+    const uint8_t *src = data;
+    uint8_t tmp[3072];
+    for (size_t at = 0; at < bytes; at += sizeof tmp) {
+        size_t n = bytes - at < sizeof tmp ? bytes - at : sizeof tmp;
+        for (size_t i = 0; i < n; i += 4)
+            for (size_t j = 0; j < 4; j++)
+                tmp[i + j] = src[at + i + 3 - j];
+        api_base64_encode(o + at / 3 * 4, tmp, n);
+    }
+#endif
+    b->len += enc;
+    api_buf_puts(b, "\"}");
+}
+
+static void put_floats(api_buf *b, bool base64, const float *data, const size_t *dims,
+                       size_t rank) {
+    if (base64)
+        b64_tensor(b, "float32", data, dims, rank);
+    else
+        json_floats(b, data, dims, rank);
+}
+
+static void put_ms(api_buf *b, double ms) {
+    char tmp[48];
+    if (!(ms >= 0.0) || ms > 1e12)
+        ms = 0.0;
+    int n = snprintf(tmp, sizeof tmp, "%.3f", ms);
+    api_buf_append(b, tmp, n > 0 ? (size_t)n : 0);
+}
+
+int api_job_respond(const api_job *job, double queue_ms, double compute_ms, api_buf *out,
+                    api_error *err) {
+    if (!job || !out || !job->ran)
+        return api_fail(err, 500, "internal", NULL, "the job has not run");
+    size_t start = out->len;
+    api_buf_puts(out, "{\"output\":");
+    put_floats(out, job->base64, job->out, job->out_dims, job->out_rank);
+    if (job->w_rank) {
+        api_buf_puts(out, ",\"weights\":");
+        if (job->wout.indices) {
+            api_buf_puts(out, "{\"indices\":");
+            if (job->base64)
+                b64_tensor(out, "int32", job->wout.indices, job->w_dims, job->w_rank);
+            else
+                json_ints(out, job->wout.indices, job->w_dims, job->w_rank);
+            api_buf_puts(out, ",\"values\":");
+            put_floats(out, job->base64, job->wout.values, job->w_dims, job->w_rank);
+            api_buf_puts(out, "}");
+        } else {
+            put_floats(out, job->base64, job->wout.values, job->w_dims, job->w_rank);
+        }
+    }
+    if (job->op == API_OP_ATTENTION) {
+        api_buf_puts(out, ",\"model\":");
+        if (job->model_name)
+            api_buf_json_string(out, job->model_name, strlen(job->model_name));
+        else
+            api_buf_puts(out, "null");
+        api_buf_puts(out, ",\"num_heads\":");
+        put_u64(out, job->h);
+        api_buf_puts(out, ",\"shape\":{\"N\":");
+        put_u64(out, job->n);
+        api_buf_puts(out, ",\"L\":");
+        put_u64(out, job->l);
+        api_buf_puts(out, ",\"S\":");
+        put_u64(out, job->s);
+        api_buf_puts(out, ",\"E\":");
+        put_u64(out, job->e);
+        api_buf_puts(out, "}");
+    }
+    api_buf_puts(out, ",\"usage\":{\"flops\":");
+    double f = job->plan.flops;
+    put_u64(out, f > 0 && f < 1.8e19 ? (uint64_t)llround(f) : 0);
+    api_buf_puts(out, ",\"queue_ms\":");
+    put_ms(out, queue_ms);
+    api_buf_puts(out, ",\"compute_ms\":");
+    put_ms(out, compute_ms);
+    api_buf_puts(out, "}}");
+    if (out->failed) {
+        out->len = start;
+        return api_fail(err, 500, "out_of_memory", NULL, "out of memory writing the response");
+    }
+    return 0;
+}

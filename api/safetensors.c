@@ -1,0 +1,406 @@
+/* safetensors.c - loads nn.MultiheadAttention weights from safetensors files: an 8-byte
+ * little-endian header length, a JSON header naming each tensor's dtype, shape and byte range,
+ * then the raw little-endian data. F32, F16 and BF16 are converted to float32.
+ *
+ * The input is untrusted (a fuzzer feeds this loader): every length and offset is checked
+ * before use, nothing is read outside the given bytes, and any problem is one message that
+ * names the file and what is wrong. Like the reference implementation, the tensors must cover
+ * the data exactly: no overlaps, no gaps, nothing after the last one.
+ *
+ * Legend: E embedding width, kdim/vdim the key and value widths. */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api_internal.h"
+
+#define MAX_HEADER (100u << 20) /* the reference implementation's limit */
+
+enum { T_IN_W, T_IN_B, T_OUT_W, T_OUT_B, T_Q_W, T_K_W, T_V_W, T_COUNT };
+
+static const char *const tensor_names[T_COUNT] = {
+    "in_proj_weight", "in_proj_bias",  "out_proj.weight", "out_proj.bias",
+    "q_proj_weight",  "k_proj_weight", "v_proj_weight"};
+
+typedef struct st_tensor {
+    bool present;
+    int dtype; /* bytes per element: 4 (F32), 2 (F16 or BF16) */
+    bool bf16;
+    size_t rank, dims[2];
+    uint64_t begin, end; /* byte range within the data section */
+} st_tensor;
+
+typedef struct st_ctx {
+    const char *label; /* the file (or model) named in messages */
+    api_error *err;
+} st_ctx;
+
+__attribute__((format(printf, 2, 3))) static int st_fail(st_ctx *c, const char *fmt, ...) {
+    char msg[200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return api_fail(c->err, 400, "invalid_model", NULL, "%s: %s", c->label, msg);
+}
+
+static bool parse_u64(const char *v, uint64_t *out) {
+    return api_jv_kind(v) == '0' && api_jv_u64(v, out);
+}
+
+/* Reads one tensor entry {"dtype", "shape", "data_offsets"}. */
+static int read_entry(st_ctx *c, const char *name, const char *obj, st_tensor *t) {
+    if (api_jv_kind(obj) != '{')
+        return st_fail(c, "the header entry of %s is not an object", name);
+    const char *it = obj, *val = NULL, *dtype = NULL, *shape = NULL, *offs = NULL;
+    api_span key;
+    while (api_jv_obj_next(&it, &key, &val)) {
+        const char **slot = api_jv_streq(key, "dtype")          ? &dtype
+                            : api_jv_streq(key, "shape")        ? &shape
+                            : api_jv_streq(key, "data_offsets") ? &offs
+                                                                : NULL;
+        if (!slot) {
+            char k[48];
+            api_jv_decode(key, k, sizeof k);
+            return st_fail(c, "tensor %s has an unknown header field \"%s\"", name, k);
+        }
+        if (*slot)
+            return st_fail(c, "tensor %s lists a header field twice", name);
+        *slot = val;
+    }
+    if (!dtype || !shape || !offs)
+        return st_fail(c, "tensor %s lacks %s in the header", name,
+                       !dtype   ? "dtype"
+                       : !shape ? "shape"
+                                : "data_offsets");
+    if (api_jv_kind(dtype) != '"')
+        return st_fail(c, "tensor %s: dtype is not a string", name);
+    api_span ds = api_jv_string(dtype);
+    if (api_jv_streq(ds, "F32"))
+        t->dtype = 4;
+    else if (api_jv_streq(ds, "F16"))
+        t->dtype = 2;
+    else if (api_jv_streq(ds, "BF16")) {
+        t->dtype = 2;
+        t->bf16 = true;
+    } else {
+        char d[24];
+        api_jv_decode(ds, d, sizeof d);
+        return st_fail(c, "tensor %s has dtype %s; only F32, F16 and BF16 are supported", name, d);
+    }
+    if (api_jv_kind(shape) != '[')
+        return st_fail(c, "tensor %s: shape is not an array", name);
+    it = shape;
+    while (api_jv_arr_next(&it, &val)) {
+        uint64_t d = 0;
+        if (t->rank == 2)
+            return st_fail(c, "tensor %s has more than 2 dimensions", name);
+        if (!parse_u64(val, &d) || d > SIZE_MAX / 4)
+            return st_fail(c, "tensor %s: shape holds something other than a dimension", name);
+        t->dims[t->rank++] = (size_t)d;
+    }
+    if (api_jv_kind(offs) != '[')
+        return st_fail(c, "tensor %s: data_offsets is not an array", name);
+    it = offs;
+    size_t n = 0;
+    uint64_t o[2] = {0, 0};
+    while (api_jv_arr_next(&it, &val)) {
+        if (n == 2 || !parse_u64(val, &o[n]))
+            return st_fail(c, "tensor %s: data_offsets must be two integers [begin, end]", name);
+        n++;
+    }
+    if (n != 2)
+        return st_fail(c, "tensor %s: data_offsets must be two integers [begin, end]", name);
+    t->begin = o[0];
+    t->end = o[1];
+    t->present = true;
+    return 0;
+}
+
+static int read_num_heads(st_ctx *c, const char *meta, size_t *h) {
+    if (api_jv_kind(meta) != '{')
+        return st_fail(c, "__metadata__ is not an object");
+    const char *it = meta, *val = NULL;
+    api_span key;
+    bool found = false;
+    while (api_jv_obj_next(&it, &key, &val)) {
+        if (api_jv_kind(val) != '"')
+            return st_fail(c, "__metadata__ values must be strings");
+        if (!api_jv_streq(key, "num_heads"))
+            continue;
+        char s[24];
+        size_t n = api_jv_decode(api_jv_string(val), s, sizeof s);
+        uint64_t v = 0;
+        bool digits = n > 0 && n <= 9;
+        for (size_t i = 0; digits && i < n; i++) {
+            digits = s[i] >= '0' && s[i] <= '9';
+            v = v * 10 + (uint64_t)(s[i] - '0');
+        }
+        if (!digits || v == 0)
+            return st_fail(c, "__metadata__.num_heads must be a positive integer in a string, "
+                              "like \"8\"");
+        *h = (size_t)v;
+        found = true;
+    }
+    if (!found)
+        return st_fail(c, "__metadata__ lacks num_heads (a string, like \"8\")");
+    return 0;
+}
+
+static int cmp_begin(const void *a, const void *b) {
+    const st_tensor *x = *(const st_tensor *const *)a, *y = *(const st_tensor *const *)b;
+    return x->begin < y->begin ? -1 : x->begin > y->begin;
+}
+
+static float half_to_float(uint16_t h) {
+    uint32_t exp = (h >> 10) & 0x1F, man = h & 0x3FF;
+    float v = exp == 0 ? ldexpf((float)man, -24) : ldexpf((float)(man | 0x400), (int)exp - 25);
+    return (h & 0x8000) ? -v : v;
+}
+
+/* Converts tensor t (count elements) from the data section to float32 into dst. */
+static int convert(st_ctx *c, const char *name, const st_tensor *t, const uint8_t *data,
+                   size_t count, float *dst) {
+    const uint8_t *p = data + t->begin;
+    for (size_t i = 0; i < count; i++) {
+        uint32_t bits;
+        if (t->dtype == 4) {
+            const uint8_t *b = p + 4 * i;
+            bits =
+                (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+        } else {
+            uint16_t h = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
+            if (t->bf16) {
+                bits = (uint32_t)h << 16;
+            } else {
+                if (((h >> 10) & 0x1F) == 0x1F)
+                    return st_fail(c, "tensor %s holds a non-finite value at element %zu", name, i);
+                float v = half_to_float(h);
+                memcpy(&bits, &v, sizeof bits);
+            }
+        }
+        if ((bits & 0x7F800000u) == 0x7F800000u)
+            return st_fail(c, "tensor %s holds a non-finite value at element %zu", name, i);
+        memcpy(dst + i, &bits, sizeof bits);
+    }
+    return 0;
+}
+
+static api_model *parse(const char *label, const char *name, const uint8_t *bytes, size_t len,
+                        api_error *err) {
+    st_ctx cx = {.label = label, .err = err}, *c = &cx;
+    if (!bytes || len < 8)
+        return st_fail(c, "the file is %zu bytes, too short for a safetensors header", len), NULL;
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--)
+        hlen = hlen << 8 | bytes[i];
+    if (hlen > len - 8)
+        return st_fail(c, "the header length %llu runs past the end of the file (%zu bytes)",
+                       (unsigned long long)hlen, len),
+               NULL;
+    if (hlen > MAX_HEADER)
+        return st_fail(c, "the header length %llu is over the limit of %u bytes",
+                       (unsigned long long)hlen, MAX_HEADER),
+               NULL;
+    const char *hdr = (const char *)bytes + 8;
+    api_error jerr = {0};
+    if (api_json_check(hdr, (size_t)hlen, "the header", NULL, &jerr))
+        return st_fail(c, "%s", jerr.message), NULL;
+
+    st_tensor t[T_COUNT] = {0};
+    size_t h = 0;
+    bool have_meta = false;
+    const char *it = hdr, *val = NULL;
+    api_span key;
+    while (api_jv_obj_next(&it, &key, &val)) {
+        if (api_jv_streq(key, "__metadata__")) {
+            if (have_meta)
+                return st_fail(c, "__metadata__ appears twice"), NULL;
+            have_meta = true;
+            if (read_num_heads(c, val, &h))
+                return NULL;
+            continue;
+        }
+        int which = -1;
+        for (int i = 0; i < T_COUNT; i++)
+            if (api_jv_streq(key, tensor_names[i]))
+                which = i;
+        if (which < 0) {
+            char k[64];
+            api_jv_decode(key, k, sizeof k);
+            return st_fail(c,
+                           "unexpected tensor \"%s\"; expected nn.MultiheadAttention state_dict "
+                           "names (in_proj_weight, out_proj.weight, ...)",
+                           k),
+                   NULL;
+        }
+        if (t[which].present)
+            return st_fail(c, "tensor %s appears twice", tensor_names[which]), NULL;
+        if (read_entry(c, tensor_names[which], val, &t[which]))
+            return NULL;
+    }
+    if (!have_meta)
+        return st_fail(c, "the header lacks __metadata__ with num_heads"), NULL;
+
+    /* Byte ranges: inside the data, the size of the shape, covering it exactly. */
+    const uint8_t *data = bytes + 8 + hlen;
+    const size_t data_len = len - 8 - (size_t)hlen;
+    st_tensor *order[T_COUNT];
+    size_t n = 0;
+    for (int i = 0; i < T_COUNT; i++) {
+        if (!t[i].present)
+            continue;
+        size_t count = 1, bytes_needed = 0;
+        for (size_t d = 0; d < t[i].rank; d++)
+            if (!api_mul(count, t[i].dims[d], &count))
+                return st_fail(c, "tensor %s is too large", tensor_names[i]), NULL;
+        if (!api_mul(count, (size_t)t[i].dtype, &bytes_needed))
+            return st_fail(c, "tensor %s is too large", tensor_names[i]), NULL;
+        if (t[i].begin > t[i].end || t[i].end > data_len)
+            return st_fail(c,
+                           "tensor %s has data_offsets [%llu, %llu] outside the %zu bytes of "
+                           "data",
+                           tensor_names[i], (unsigned long long)t[i].begin,
+                           (unsigned long long)t[i].end, data_len),
+                   NULL;
+        if (t[i].end - t[i].begin != bytes_needed)
+            return st_fail(c, "tensor %s spans %llu bytes, but its shape and dtype need %zu",
+                           tensor_names[i], (unsigned long long)(t[i].end - t[i].begin),
+                           bytes_needed),
+                   NULL;
+        order[n++] = &t[i];
+    }
+    qsort(order, n, sizeof *order, cmp_begin);
+    uint64_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *nm = tensor_names[order[i] - t];
+        if (order[i]->begin < at)
+            return st_fail(c, "tensor %s overlaps the tensor before it in the data", nm), NULL;
+        if (order[i]->begin > at)
+            return st_fail(c, "bytes %llu to %llu of the data belong to no tensor",
+                           (unsigned long long)at, (unsigned long long)order[i]->begin),
+                   NULL;
+        at = order[i]->end;
+    }
+    if (at != data_len)
+        return st_fail(c, "bytes %llu to %zu of the data belong to no tensor",
+                       (unsigned long long)at, data_len),
+               NULL;
+
+    /* Shapes: E from out_proj.weight, then the rest against it. */
+    if (!t[T_OUT_W].present)
+        return st_fail(c, "tensor out_proj.weight is missing"), NULL;
+    bool packed = t[T_IN_W].present;
+    bool split = t[T_Q_W].present || t[T_K_W].present || t[T_V_W].present;
+    if (packed && split)
+        return st_fail(c, "give in_proj_weight or q/k/v_proj_weight, not both"), NULL;
+    if (!packed && !split)
+        return st_fail(c, "tensor in_proj_weight (or q/k/v_proj_weight) is missing"), NULL;
+    for (int i = T_Q_W; split && i <= T_V_W; i++)
+        if (!t[i].present)
+            return st_fail(c, "tensor %s is missing", tensor_names[i]), NULL;
+    const st_tensor *ow = &t[T_OUT_W];
+    if (ow->rank != 2 || ow->dims[0] != ow->dims[1] || ow->dims[0] == 0)
+        return st_fail(c, "tensor out_proj.weight must be (E, E) with E >= 1"), NULL;
+    size_t e = ow->dims[0], kdim = e, vdim = e;
+    if (split) {
+        kdim = t[T_K_W].rank == 2 ? t[T_K_W].dims[1] : 0;
+        vdim = t[T_V_W].rank == 2 ? t[T_V_W].dims[1] : 0;
+    }
+    const size_t want[T_COUNT][2] = {{3 * e, e}, {3 * e, 0}, {e, e},   {e, 0},
+                                     {e, e},     {e, kdim},  {e, vdim}};
+    const size_t want_rank[T_COUNT] = {2, 1, 2, 1, 2, 2, 2};
+    for (int i = 0; i < T_COUNT; i++) {
+        if (!t[i].present)
+            continue;
+        size_t rank = want_rank[i];
+        if (t[i].rank != rank || t[i].dims[0] != want[i][0] ||
+            (rank == 2 && (t[i].dims[1] != want[i][1] || want[i][1] == 0))) {
+            char got[64], exp[64];
+            api_dims_str(got, sizeof got, t[i].dims, t[i].rank);
+            api_dims_str(exp, sizeof exp, want[i], rank);
+            return st_fail(c, "tensor %s has shape %s; with E=%zu it must be %s", tensor_names[i],
+                           got, e, exp),
+                   NULL;
+        }
+    }
+    if (e % h != 0)
+        return st_fail(c, "the embedding width E=%zu is not divisible by num_heads=%zu", e, h),
+               NULL;
+
+    api_model *m = api_model_alloc(name, "file", e, h, kdim, vdim, packed, t[T_IN_B].present,
+                                   t[T_OUT_B].present, err);
+    if (!m)
+        return NULL;
+    const attn_mha_params *pp = api_model_params(m);
+    float *dst[T_COUNT] = {(float *)pp->in_proj_weight,  (float *)pp->in_proj_bias,
+                           (float *)pp->out_proj_weight, (float *)pp->out_proj_bias,
+                           (float *)pp->q_proj_weight,   (float *)pp->k_proj_weight,
+                           (float *)pp->v_proj_weight};
+    for (int i = 0; i < T_COUNT; i++) {
+        if (!t[i].present)
+            continue;
+        size_t count = (size_t)(t[i].end - t[i].begin) / (size_t)t[i].dtype;
+        if (convert(c, tensor_names[i], &t[i], data, count, dst[i])) {
+            api_model_destroy(m);
+            return NULL;
+        }
+    }
+    return m;
+}
+
+api_model *api_model_from_safetensors(const char *name, const uint8_t *bytes, size_t len,
+                                      api_error *err) {
+    if (!name)
+        return api_fail(err, 400, "invalid_model", NULL, "a model needs a name"), NULL;
+    return parse(name, name, bytes, len, err);
+}
+
+api_model *api_model_load_file(const char *path, api_error *err) {
+    if (!path)
+        return api_fail(err, 400, "invalid_model", NULL, "no model file given"), NULL;
+    /* The name is the file's stem: its base name without the last extension. */
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    const char *dot = strrchr(base, '.');
+    size_t nlen = dot && dot != base ? (size_t)(dot - base) : strlen(base);
+    char name[256];
+    if (nlen == 0 || nlen >= sizeof name)
+        return api_fail(err, 400, "invalid_model", NULL,
+                        "%s: the file name makes no usable model name", path),
+               NULL;
+    memcpy(name, base, nlen);
+    name[nlen] = '\0';
+
+    FILE *f = fopen(path, "rb");
+    uint8_t *bytes = NULL;
+    api_model *m = NULL;
+    if (!f)
+        return api_fail(err, 500, "io_error", NULL, "%s: cannot open: %s", path, strerror(errno)),
+               NULL;
+    if (fseek(f, 0, SEEK_END) != 0)
+        goto io;
+    long size = ftell(f);
+    if (size < 0 || fseek(f, 0, SEEK_SET) != 0)
+        goto io;
+    bytes = malloc(size ? (size_t)size : 1);
+    if (!bytes) {
+        api_fail(err, 500, "out_of_memory", NULL, "%s: out of memory reading %ld bytes", path,
+                 size);
+        goto done;
+    }
+    if (fread(bytes, 1, (size_t)size, f) != (size_t)size)
+        goto io;
+    m = parse(path, name, bytes, (size_t)size, err);
+    goto done;
+io:
+    api_fail(err, 500, "io_error", NULL, "%s: cannot read: %s", path,
+             errno ? strerror(errno) : "short read");
+done:
+    free(bytes);
+    fclose(f);
+    return m;
+}

@@ -1,0 +1,412 @@
+/* tensor.c - decodes the tensor fields of a request: nested JSON arrays (shape inferred from
+ * the first element of each level, then every row checked while copying) or binary objects
+ * {"dtype": "float32", "shape": [..], "data": "<base64 of little-endian float32>"}.
+ *
+ * Probing learns the shape without decoding anything, so the job's arena can be sized and
+ * checked against the limit first; reading then decodes into the arena. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "api_internal.h"
+
+void api_dims_str(char *out, size_t cap, const size_t *dims, size_t rank) {
+    size_t w = 0;
+    int n = snprintf(out, cap, "(");
+    w = n > 0 ? (size_t)n : 0;
+    for (size_t i = 0; i < rank && w < cap; i++) {
+        n = snprintf(out + w, cap - w, i ? ", %zu" : "%zu", dims[i]);
+        w += n > 0 ? (size_t)n : 0;
+    }
+    if (w < cap)
+        snprintf(out + w, cap - w, rank == 1 ? ",)" : ")");
+}
+
+/* "name[i0][i1]..." for the first depth indices. */
+static void elem_path(char *out, size_t cap, const char *name, const size_t *idx, size_t depth) {
+    size_t w = 0;
+    int n = snprintf(out, cap, "%s", name);
+    w = n > 0 ? (size_t)n : 0;
+    for (size_t i = 0; i < depth && w < cap; i++) {
+        n = snprintf(out + w, cap - w, "[%zu]", idx[i]);
+        w += n > 0 ? (size_t)n : 0;
+    }
+}
+
+/* ---- Probing ------------------------------------------------------------------------------ */
+
+static int probe_nested(api_tensor_in *t, size_t max_rank, size_t max_dim, api_error *err) {
+    const char *p = t->val;
+    size_t idx[API_MAX_RANK + 1] = {0};
+    char path[160];
+    while (api_jv_kind(p) == '[') {
+        elem_path(path, sizeof path, t->name, idx, t->rank);
+        if (t->rank == max_rank)
+            return api_fail(err, 400, "invalid_field", path,
+                            "%s nests deeper than the %zu dimensions it may have", t->name,
+                            max_rank);
+        size_t n = 0;
+        const char *it = p, *el = NULL, *first = NULL;
+        while (api_jv_arr_next(&it, &el)) {
+            if (n++ == 0)
+                first = el;
+        }
+        if (n == 0)
+            return api_fail(err, 400, "invalid_field", path,
+                            "%s is an empty array; every dimension of a tensor must be at least 1",
+                            path);
+        if (n > max_dim)
+            return api_fail(err, 413, "job_too_large", path,
+                            "%s has %zu elements, over the max_dim limit of %zu per dimension",
+                            path, n, max_dim);
+        t->dims[t->rank++] = n;
+        p = first;
+    }
+    if (t->rank == 0)
+        return api_fail(err, 400, "invalid_field", t->name,
+                        "%s must be a tensor: nested arrays of numbers or a {\"dtype\", \"shape\", "
+                        "\"data\"} object",
+                        t->name);
+    return 0;
+}
+
+static int probe_binary(api_tensor_in *t, size_t max_rank, size_t max_dim, api_error *err) {
+    char path[160];
+    const char *it = t->val, *val = NULL, *shape = NULL, *data = NULL;
+    bool dtype = false;
+    api_span key;
+    while (api_jv_obj_next(&it, &key, &val)) {
+        char k[32];
+        api_jv_decode(key, k, sizeof k);
+        snprintf(path, sizeof path, "%s.%s", t->name, k);
+        const char **slot = NULL;
+        if (api_jv_streq(key, "dtype")) {
+            if (dtype)
+                return api_fail(err, 400, "invalid_field", path, "%s appears twice", path);
+            dtype = true;
+            if (api_jv_kind(val) != '"' || !api_jv_streq(api_jv_string(val), "float32"))
+                return api_fail(err, 400, "invalid_field", path,
+                                "%s must be \"float32\" (little-endian IEEE 754 binary32)", path);
+            continue;
+        } else if (api_jv_streq(key, "shape")) {
+            slot = &shape;
+        } else if (api_jv_streq(key, "data")) {
+            slot = &data;
+        } else {
+            return api_fail(err, 400, "invalid_field", path,
+                            "%s is not a field of a binary tensor; it has dtype, shape and data",
+                            path);
+        }
+        if (*slot)
+            return api_fail(err, 400, "invalid_field", path, "%s appears twice", path);
+        *slot = val;
+    }
+    const char *missing = !dtype ? "dtype" : !shape ? "shape" : !data ? "data" : NULL;
+    if (missing) {
+        snprintf(path, sizeof path, "%s.%s", t->name, missing);
+        return api_fail(err, 400, "invalid_field", path,
+                        "%s is required in a binary tensor {\"dtype\": \"float32\", \"shape\": "
+                        "[..], \"data\": \"<base64>\"}",
+                        path);
+    }
+
+    snprintf(path, sizeof path, "%s.shape", t->name);
+    if (api_jv_kind(shape) != '[')
+        return api_fail(err, 400, "invalid_field", path, "%s must be an array of integers", path);
+    it = shape;
+    while (api_jv_arr_next(&it, &val)) {
+        snprintf(path, sizeof path, "%s.shape[%zu]", t->name, t->rank);
+        if (t->rank == max_rank)
+            return api_fail(err, 400, "invalid_field", path,
+                            "%s.shape has more than the %zu dimensions %s may have", t->name,
+                            max_rank, t->name);
+        uint64_t d = 0;
+        if (api_jv_kind(val) != '0' || !api_jv_u64(val, &d) || d == 0)
+            return api_fail(err, 400, "invalid_field", path,
+                            "%s must be a positive integer (a dimension)", path);
+        if (d > max_dim)
+            return api_fail(err, 413, "job_too_large", path,
+                            "%s is %llu, over the max_dim limit of %zu per dimension", path,
+                            (unsigned long long)d, max_dim);
+        t->dims[t->rank++] = (size_t)d;
+    }
+    snprintf(path, sizeof path, "%s.shape", t->name);
+    if (t->rank == 0)
+        return api_fail(err, 400, "invalid_field", path, "%s must not be empty", path);
+
+    snprintf(path, sizeof path, "%s.data", t->name);
+    if (api_jv_kind(data) != '"')
+        return api_fail(err, 400, "invalid_field", path, "%s must be a base64 string", path);
+    t->b64 = api_jv_string(data);
+    t->b64_escaped = memchr(t->b64.p, '\\', (size_t)(t->b64.e - t->b64.p)) != NULL;
+    t->binary = true;
+    return 0;
+}
+
+int api_tensor_probe(api_tensor_in *t, const char *name, const char *val, size_t max_rank,
+                     size_t max_dim, api_error *err) {
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->val = val;
+    if (max_rank > API_MAX_RANK)
+        max_rank = API_MAX_RANK;
+    char k = api_jv_kind(val);
+    int rc;
+    if (k == '[')
+        rc = probe_nested(t, max_rank, max_dim, err);
+    else if (k == '{')
+        rc = probe_binary(t, max_rank, max_dim, err);
+    else
+        rc = api_fail(err, 400, "invalid_field", name,
+                      "%s must be a tensor: nested arrays of numbers or a {\"dtype\": \"float32\", "
+                      "\"shape\", \"data\"} object",
+                      name);
+    if (rc)
+        return rc;
+    size_t count = 1, bytes = 0;
+    for (size_t i = 0; i < t->rank; i++)
+        if (!api_mul(count, t->dims[i], &count))
+            return api_fail(err, 413, "job_too_large", name, "%s has too many elements", name);
+    if (!api_mul(count, sizeof(float), &bytes))
+        return api_fail(err, 413, "job_too_large", name, "%s has too many elements", name);
+    t->count = count;
+    if (!t->binary)
+        return 0;
+
+    /* The data must decode to exactly count float32 values. */
+    char path[160], shape[96];
+    snprintf(path, sizeof path, "%s.data", name);
+    api_dims_str(shape, sizeof shape, t->dims, t->rank);
+    size_t chars = (size_t)(t->b64.e - t->b64.p);
+    if (t->b64_escaped) {
+        char one[4];
+        chars = api_jv_decode(t->b64, one, 1);
+    }
+    if (chars % 4 != 0)
+        return api_fail(err, 400, "invalid_field", path,
+                        "%s is not base64: its length %zu is not a multiple of 4", path, chars);
+    size_t pad = 0;
+    if (chars && t->b64.e[-1] == '=')
+        pad = chars >= 2 && t->b64.e[-2] == '=' ? 2 : 1;
+    size_t got = chars / 4 * 3 - (chars ? pad : 0);
+    if (got != bytes)
+        return api_fail(err, 400, "invalid_field", path,
+                        "%s decodes to %zu bytes, but shape %s of float32 needs %zu", path, got,
+                        shape, bytes);
+    return 0;
+}
+
+/* ---- Reading ------------------------------------------------------------------------------ */
+
+typedef struct reader {
+    const api_tensor_in *t;
+    api_tensor_kind kind;
+    float *f;    /* float kinds */
+    uint8_t *u8; /* masks */
+    size_t at;   /* elements written */
+    size_t idx[API_MAX_RANK];
+    api_error *err;
+} reader;
+
+static int elem_fail(reader *r, size_t depth, int status, const char *code, const char *what) {
+    char path[160];
+    elem_path(path, sizeof path, r->t->name, r->idx, depth);
+    return api_fail(r->err, status, code, path, "%s %s", path, what);
+}
+
+/* Reads the leaf element at p; *end gets its end. */
+static int read_elem(reader *r, const char *p, const char **end) {
+    char k = api_jv_kind(p);
+    size_t depth = r->t->rank;
+    if (r->kind == API_TENSOR_MASK) {
+        if (k == 't' || k == 'f') {
+            r->u8[r->at++] = k == 't';
+            *end = p + (k == 't' ? 4 : 5);
+            return 0;
+        }
+        double v = k == '0' ? api_jv_number(p, end) : 2.0;
+        if (v != 0.0 && v != 1.0)
+            return elem_fail(r, depth, 400, "invalid_field", "must be 0, 1, false or true");
+        r->u8[r->at++] = v == 1.0;
+        return 0;
+    }
+    if (k == '0') {
+        float v = (float)api_jv_number(p, end);
+        if (!isfinite(v))
+            return elem_fail(r, depth, 400, "non_finite",
+                             "is not a finite float32: it overflows the float32 range "
+                             "(magnitude above 3.4028235e38)");
+        r->f[r->at++] = v;
+        return 0;
+    }
+    if (r->kind == API_TENSOR_BIAS && k == '"' && api_jv_streq(api_jv_string(p), "-inf")) {
+        r->f[r->at++] = -INFINITY;
+        *end = api_jv_end(p);
+        return 0;
+    }
+    if (r->kind == API_TENSOR_BIAS)
+        return elem_fail(r, depth, 400, "invalid_field", "must be a number or the string \"-inf\"");
+    return elem_fail(r, depth, 400, "invalid_field", "must be a number");
+}
+
+/* Reads the array at p as level lvl; *end_out gets its end. */
+static int read_level(reader *r, const char *p, size_t lvl, const char **end_out) {
+    const api_tensor_in *t = r->t;
+    char msg[128];
+    if (api_jv_kind(p) != '[') {
+        snprintf(msg, sizeof msg, "must be an array of %zu %s", t->dims[lvl],
+                 lvl + 1 < t->rank ? "arrays" : "elements");
+        return elem_fail(r, lvl, 400, "invalid_field", msg);
+    }
+    /* Elements in turn: each read (or recursed into) tells where it ends, so the text is
+     * walked once. */
+    size_t n = 0;
+    const char *q = api_jv_ws(p + 1);
+    while (*q != ']') {
+        if (n == t->dims[lvl]) {
+            n++;
+            break;
+        }
+        r->idx[lvl] = n++;
+        const char *end = NULL;
+        if (lvl + 1 < t->rank ? read_level(r, q, lvl + 1, &end) : read_elem(r, q, &end))
+            return -1;
+        q = api_jv_ws(end);
+        if (*q == ',')
+            q = api_jv_ws(q + 1);
+    }
+    *end_out = q + 1;
+    if (n != t->dims[lvl]) {
+        if (n > t->dims[lvl])
+            snprintf(msg, sizeof msg,
+                     "has more than %zu elements; all rows of a level must be as long as the "
+                     "first",
+                     t->dims[lvl]);
+        else
+            snprintf(msg, sizeof msg,
+                     "has %zu elements, not %zu; all rows of a level must be as long as the first",
+                     n, t->dims[lvl]);
+        return elem_fail(r, lvl, 400, "invalid_field", msg);
+    }
+    return 0;
+}
+
+static uint32_t load_le32(const uint8_t *b) {
+    return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+}
+
+/* Checks (and for masks converts) decoded float32 values v[0, n), elements at..at+n. */
+static int check_values(reader *r, const uint8_t *bytes, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = load_le32(bytes + 4 * i);
+        float v;
+        memcpy(&v, &u, sizeof v);
+        bool bad;
+        if (r->kind == API_TENSOR_MASK) {
+            bad = v != 0.0f && v != 1.0f;
+            if (!bad)
+                r->u8[r->at] = v == 1.0f;
+        } else {
+            bad = (u & 0x7F800000u) == 0x7F800000u &&
+                  !(r->kind == API_TENSOR_BIAS && u == 0xFF800000u);
+            if (!bad)
+                r->f[r->at] = v;
+        }
+        if (bad) {
+            char path[160], index[96];
+            size_t rem = r->at;
+            size_t idx[API_MAX_RANK];
+            for (size_t d = r->t->rank; d-- > 0;) {
+                idx[d] = rem % r->t->dims[d];
+                rem /= r->t->dims[d];
+            }
+            elem_path(index, sizeof index, "", idx, r->t->rank);
+            snprintf(path, sizeof path, "%s.data", r->t->name);
+            if (r->kind == API_TENSOR_MASK)
+                return api_fail(r->err, 400, "invalid_field", path,
+                                "%s holds %g at %s; a mask holds only 0 and 1", path, (double)v,
+                                index);
+            return api_fail(r->err, 400, "non_finite", path,
+                            "%s holds %s at %s; only finite values are allowed%s", path,
+                            isnan(v) ? "NaN"
+                            : v > 0  ? "+infinity"
+                                     : "-infinity",
+                            index, r->kind == API_TENSOR_BIAS ? " (and -infinity)" : "");
+        }
+        r->at++;
+    }
+    return 0;
+}
+
+static int read_binary(reader *r) {
+    const api_tensor_in *t = r->t;
+    char path[160];
+    snprintf(path, sizeof path, "%s.data", t->name);
+    const size_t total = t->count * 4;
+    bool little = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
+    if (r->kind != API_TENSOR_MASK && !t->b64_escaped && little) {
+        /* The fast path: decode straight into place, then check. */
+        size_t got = 0;
+        if (!api_base64_decode((uint8_t *)r->f, &got, t->b64.p, (size_t)(t->b64.e - t->b64.p)) ||
+            got != total)
+            return api_fail(r->err, 400, "invalid_field", path,
+                            "%s is not valid base64 (standard alphabet, '=' padding)", path);
+        /* One branch-free pass (it vectorises), then a search only when something is wrong. */
+        const uint8_t *b = (const uint8_t *)r->f;
+        const uint32_t allowed = r->kind == API_TENSOR_BIAS ? 0xFF800000u : 0; /* -inf */
+        uint32_t bad = 0;
+        for (size_t i = 0; i < t->count; i++) {
+            uint32_t u;
+            memcpy(&u, b + 4 * i, sizeof u);
+            bad |= ((u & 0x7F800000u) == 0x7F800000u) & (u != allowed);
+        }
+        if (bad)
+            return check_values(r, b, t->count);
+        r->at = t->count;
+        return 0;
+    }
+    /* Chunks of 1024 characters (768 bytes, 192 values), unescaping when needed. */
+    const char *p = t->b64.p, *e = t->b64.e;
+    char chars[1024 + 4];
+    uint8_t bytes[768];
+    size_t done = 0;
+    while (p < e) {
+        size_t n;
+        const char *c;
+        if (t->b64_escaped) {
+            n = api_jv_decode_some(&p, e, chars, 1024);
+            c = chars;
+        } else {
+            n = (size_t)(e - p) < 1024 ? (size_t)(e - p) : 1024;
+            c = p;
+            p += n;
+        }
+        size_t got = 0;
+        bool last = p >= e;
+        if (n % 4 != 0 || !api_base64_decode(bytes, &got, c, n) || (!last && got != n / 4 * 3) ||
+            done + got > total || got % 4 != 0)
+            return api_fail(r->err, 400, "invalid_field", path,
+                            "%s is not valid base64 (standard alphabet, '=' padding)", path);
+        if (check_values(r, bytes, got / 4))
+            return -1;
+        done += got;
+    }
+    if (done != total)
+        return api_fail(r->err, 400, "invalid_field", path,
+                        "%s is not valid base64 (standard alphabet, '=' padding)", path);
+    return 0;
+}
+
+int api_tensor_read(const api_tensor_in *t, api_tensor_kind kind, void *dst, api_error *err) {
+    reader r = {.t = t, .kind = kind, .err = err};
+    if (kind == API_TENSOR_MASK)
+        r.u8 = dst;
+    else
+        r.f = dst;
+    const char *end = NULL;
+    int rc = t->binary ? read_binary(&r) : read_level(&r, t->val, 0, &end);
+    if (rc == 0 && r.at != t->count)
+        return api_fail(err, 400, "invalid_field", t->name, "%s holds %zu values; expected %zu",
+                        t->name, r.at, t->count);
+    return rc;
+}

@@ -1,0 +1,218 @@
+#!/usr/bin/python3
+"""gen_safetensors.py - writes the safetensors test cases of tests/test_api.c.
+
+Run with /usr/bin/python3 (it needs torch and numpy) from the repository root:
+
+    /usr/bin/python3 tests/api_cases/gen_safetensors.py
+
+valid/<case>/model.safetensors   nn.MultiheadAttention weights (F32, F16 or BF16) and
+valid/<case>/reference.json      a query (and key/value), PyTorch's output for it, and the weights
+                                 as float32 after the dtype's rounding (bit-exact expectations)
+invalid/<case>/model.safetensors a broken file
+invalid/<case>/expect            a phrase the loader's one-line message must contain
+
+The outputs are committed; the C test needs neither Python nor torch. The format is written by
+hand (8-byte little-endian header length, JSON header, raw data), as the issue asks.
+"""
+import json
+import os
+import struct
+import sys
+
+import numpy as np
+import torch
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "safetensors")
+
+
+def f32(x):
+    """Shortest repr of a float32 value (reads back exactly)."""
+    return float(np.float32(x))
+
+
+def encode(tensors, metadata, header_extra=None, order=None, pad=True):
+    """tensors: list of (name, dtype, shape, bytes). Returns the file bytes."""
+    header = {}
+    if metadata is not None:
+        header["__metadata__"] = metadata
+    data = b""
+    for name, dtype, shape, raw in tensors:
+        header[name] = {"dtype": dtype, "shape": list(shape),
+                        "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    if header_extra:
+        header.update(header_extra)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    if pad:
+        text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text + data
+
+
+def raw_of(t, dtype):
+    if dtype == "F32":
+        return t.detach().to(torch.float32).numpy().astype("<f4").tobytes()
+    if dtype == "F16":
+        return t.detach().to(torch.float16).numpy().astype("<f2").tobytes()
+    if dtype == "BF16":
+        return t.detach().to(torch.bfloat16).view(torch.int16).numpy().astype("<i2").tobytes()
+    raise ValueError(dtype)
+
+
+def rounded(t, dtype):
+    if dtype == "F32":
+        return t.detach().to(torch.float32)
+    if dtype == "F16":
+        return t.detach().to(torch.float16).to(torch.float32)
+    return t.detach().to(torch.bfloat16).to(torch.float32)
+
+
+def write(path, name, blob):
+    os.makedirs(path, exist_ok=True)
+    with open(os.path.join(path, name), "wb" if isinstance(blob, bytes) else "w") as f:
+        f.write(blob)
+
+
+def valid_case(case, dtype, e, h, kdim=None, vdim=None, bias=True, seed=0, n=2, l=3, s=4):
+    g = torch.Generator().manual_seed(seed)
+    mha = torch.nn.MultiheadAttention(e, h, bias=bias, kdim=kdim, vdim=vdim, batch_first=True)
+    sd = {k: torch.randn(v.shape, generator=g) * 0.5 for k, v in mha.state_dict().items()}
+    if dtype == "F16":
+        # Values that are subnormal in float16 (below 6.1e-5), and the largest finite ones.
+        first = "in_proj_weight" if "in_proj_weight" in sd else "q_proj_weight"
+        w = sd[first].view(-1)
+        w[0], w[1], w[2], w[3] = 3.0e-6, -5.96e-8, 65504.0 / 1e5, -1.0e-7
+    if dtype == "BF16":
+        first = "in_proj_weight" if "in_proj_weight" in sd else "q_proj_weight"
+        w = sd[first].view(-1)
+        w[0], w[1] = 1.0e-39, -3.0e-40  # subnormal in bfloat16 too
+    exact = {k: rounded(v, dtype) for k, v in sd.items()}
+    mha.load_state_dict(exact)
+    names = list(sd.keys())
+    tensors = [(k, dtype, sd[k].shape, raw_of(sd[k], dtype)) for k in names]
+    blob = encode(tensors, {"num_heads": str(h), "format": "pt"})
+    query = torch.randn(n, l, e, generator=g)
+    kd, vd = kdim or e, vdim or e
+    cross = kdim is not None or vdim is not None
+    key = torch.randn(n, s, kd, generator=g) if cross else query
+    value = torch.randn(n, s, vd, generator=g) if cross else query
+    with torch.no_grad():
+        out, _ = mha(query, key, value, need_weights=False)
+    ref = {
+        "num_heads": h, "embed_dim": e, "kdim": kd, "vdim": vd, "has_bias": bias,
+        "query": [[[f32(x) for x in row] for row in b] for b in query.tolist()],
+        "output": [[[f32(x) for x in row] for row in b] for b in out.tolist()],
+        "weights": {k: [f32(x) for x in v.reshape(-1).tolist()] for k, v in exact.items()},
+    }
+    if cross:
+        ref["key"] = [[[f32(x) for x in row] for row in b] for b in key.tolist()]
+        ref["value"] = [[[f32(x) for x in row] for row in b] for b in value.tolist()]
+    path = os.path.join(ROOT, "valid", case)
+    write(path, "model.safetensors", blob)
+    write(path, "reference.json", json.dumps(ref, indent=1) + "\n")
+    return tensors
+
+
+def invalid(case, blob, expect):
+    path = os.path.join(ROOT, "invalid", case)
+    write(path, "model.safetensors", blob)
+    write(path, "expect", expect + "\n")
+
+
+def main():
+    valid_case("f32-packed-bias", "F32", 8, 2, seed=1)
+    valid_case("f16-packed-nobias", "F16", 8, 4, bias=False, seed=2)
+    valid_case("bf16-kvdim-bias", "BF16", 8, 2, kdim=6, vdim=4, seed=3)
+    valid_case("f32-kvdim-nobias", "F32", 12, 3, kdim=5, vdim=7, bias=False, seed=4)
+
+    e, h = 8, 2
+    g = torch.Generator().manual_seed(9)
+    W = lambda *shape: torch.randn(*shape, generator=g)  # noqa: E731
+    good = [("in_proj_weight", "F32", (3 * e, e), raw_of(W(3 * e, e), "F32")),
+            ("in_proj_bias", "F32", (3 * e,), raw_of(W(3 * e), "F32")),
+            ("out_proj.weight", "F32", (e, e), raw_of(W(e, e), "F32")),
+            ("out_proj.bias", "F32", (e,), raw_of(W(e), "F32"))]
+    meta = {"num_heads": str(h)}
+    ok = encode(good, meta)
+
+    invalid("short-file", ok[:5], "too short for a safetensors header")
+    invalid("header-past-eof", struct.pack("<Q", 1 << 20) + ok[8:], "runs past the end")
+    text = b'{"__metadata__":{"num_heads":"2"},"in_proj_weight":{"dtype":"F32",'
+    invalid("bad-json", struct.pack("<Q", len(text)) + text, "not valid JSON")
+    text = b"[1, 2]  "
+    invalid("header-not-object", struct.pack("<Q", len(text)) + text, "must be a JSON object")
+    deep = b"{\"a\":" + b"[" * 100000 + b"]" * 100000 + b"}"
+    invalid("deep-header", struct.pack("<Q", len(deep)) + deep, "nests too deeply")
+    invalid("offsets-out-of-range",
+            encode(good, meta, {"out_proj.bias": {"dtype": "F32", "shape": [e],
+                                                  "data_offsets": [0, 10 ** 6]}}),
+            "outside the")
+    off = 4 * (3 * e * e + 3 * e + e * e)
+    invalid("offsets-reversed",
+            encode(good, meta, {"out_proj.bias": {"dtype": "F32", "shape": [e],
+                                                  "data_offsets": [off + 4 * e, off]}}),
+            "outside the")
+    invalid("overlap",
+            encode(good, meta, {"out_proj.bias": {"dtype": "F32", "shape": [e],
+                                                  "data_offsets": [0, 4 * e]}}),
+            "overlaps")
+    gap = encode(good[:3], meta, {"out_proj.bias": {"dtype": "F32", "shape": [e],
+                                                    "data_offsets": [off + 4, off + 4 + 4 * e]}})
+    invalid("gap", gap + b"\0" * (4 * e + 4), "belong to no tensor")
+    invalid("trailing-bytes", ok + b"\0\0\0\0", "belong to no tensor")
+    bad_shape = [("out_proj.weight", "F32", (e, e - 1), raw_of(W(e, e - 1), "F32"))
+                 if t[0] == "out_proj.weight" else t for t in good]
+    invalid("wrong-shape-out", encode(bad_shape, meta), "out_proj.weight must be (E, E)")
+    bad_shape = [("in_proj_bias", "F32", (2 * e,), raw_of(W(2 * e), "F32"))
+                 if t[0] == "in_proj_bias" else t for t in good]
+    invalid("wrong-shape-bias", encode(bad_shape, meta), "in_proj_bias has shape (16,)")
+    invalid("rank-3", encode([("in_proj_weight", "F32", (3, e, e), good[0][3])] + good[1:], meta),
+            "more than 2 dimensions")
+    invalid("size-mismatch",
+            encode(good, meta, {"out_proj.bias": {"dtype": "F32", "shape": [e + 1],
+                                                  "data_offsets": [off, off + 4 * e]}}),
+            "but its shape and dtype need 36")
+    invalid("missing-out-proj", encode([good[0], good[1]], meta), "out_proj.weight is missing")
+    invalid("missing-in-proj", encode(good[2:], meta), "in_proj_weight (or q/k/v_proj_weight) is")
+    split = [("q_proj_weight", "F32", (e, e), raw_of(W(e, e), "F32")),
+             ("v_proj_weight", "F32", (e, 4), raw_of(W(e, 4), "F32")),
+             ("out_proj.weight", "F32", (e, e), raw_of(W(e, e), "F32"))]
+    invalid("missing-k-proj", encode(split, meta), "k_proj_weight is missing")
+    invalid("both-in-and-q", encode(good + [("q_proj_weight", "F32", (e, e),
+                                             raw_of(W(e, e), "F32"))], meta), "not both")
+    invalid("missing-num-heads", encode(good, {"format": "pt"}), "lacks num_heads")
+    invalid("no-metadata", encode(good, None), "lacks __metadata__")
+    invalid("num-heads-not-string", encode(good, {"num_heads": 2}), "must be strings")
+    invalid("num-heads-zero", encode(good, {"num_heads": "0"}), "positive integer")
+    invalid("num-heads-garbage", encode(good, {"num_heads": "2x"}), "positive integer")
+    invalid("e-not-divisible", encode(good, {"num_heads": "3"}), "not divisible by num_heads=3")
+    nan = bytearray(good[2][3])
+    nan[8:12] = struct.pack("<f", float("nan"))
+    invalid("nonfinite-f32", encode([good[0], good[1], ("out_proj.weight", "F32", (e, e),
+                                                        bytes(nan)), good[3]], meta),
+            "non-finite value at element 2")
+    half = bytearray(raw_of(W(e, e), "F16"))
+    half[6:8] = struct.pack("<H", 0x7C00)  # +inf
+    invalid("nonfinite-f16", encode([good[0], good[1], ("out_proj.weight", "F16", (e, e),
+                                                        bytes(half)), good[3]], meta),
+            "non-finite value at element 3")
+    bf = bytearray(raw_of(W(e), "BF16"))
+    bf[2:4] = struct.pack("<H", 0x7FC0)  # NaN
+    invalid("nonfinite-bf16", encode(good[:3] + [("out_proj.bias", "BF16", (e,), bytes(bf))],
+                                     meta), "non-finite value at element 1")
+    invalid("bad-dtype", encode([("in_proj_weight", "F64", (3 * e, e // 2), good[0][3])] +
+                                good[1:], meta), "dtype F64")
+    invalid("unknown-tensor", encode(good + [("bias_k", "F32", (1, 1, e), raw_of(W(e), "F32"))],
+                                     meta), "unexpected tensor \"bias_k\"")
+    text = (b'{"__metadata__":{"num_heads":"2"},"out_proj.weight":{"dtype":"F32","shape":[1,1],'
+            b'"data_offsets":[0,4]},"out_proj.weight":{"dtype":"F32","shape":[1,1],'
+            b'"data_offsets":[0,4]}}')
+    invalid("duplicate-tensor", struct.pack("<Q", len(text)) + text + b"\0" * 4, "appears twice")
+    invalid("unknown-entry-field",
+            encode(good, meta, {"out_proj.bias": {"dtype": "F32", "shape": [e],
+                                                  "data_offsets": [off, off + 4 * e], "x": 1}}),
+            "unknown header field \"x\"")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1499 @@
+/* test_api.c - unit tests of api/: float formatting (against printf and strtod on millions of
+ * floats), base64, the JSON reader (against jansson), every request field's validation (the
+ * cases are data files under tests/api_cases/requests), responses (JSON and base64, checked
+ * bitwise against libattn called directly), the seed chapter's worked example, models
+ * (identity, random, demo, safetensors files written from PyTorch weights) and the registry.
+ *
+ * Usage: test_api [CASES_DIR] (default tests/api_cases). Exits non-zero when any check fails and
+ * ends with the line "N passed, N failed".
+ *
+ * Legend: N batch, L query length, S key length, E embedding width, H heads, kdim/vdim key and
+ * value widths, D/Dv SDPA widths, K top-k count. */
+#include <dirent.h>
+#include <float.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "api_internal.h"
+
+static int failures, checks;
+static const char *cases_dir = "tests/api_cases";
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        checks++;                                                                                  \
+        if (!(cond)) {                                                                             \
+            failures++;                                                                            \
+            if (failures <= 200) {                                                                 \
+                fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                               \
+                fprintf(stderr, __VA_ARGS__);                                                      \
+                fputc('\n', stderr);                                                               \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+
+/* ---- helpers ------------------------------------------------------------------------------ */
+
+static uint64_t rng = 0x243F6A8885A308D3u;
+
+static uint64_t rnd64(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+static float frand(void) { /* uniform in [-1, 1) */
+    return (float)((double)(rnd64() >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+static float *frand_new(size_t n) {
+    float *x = malloc(n * sizeof *x);
+    for (size_t i = 0; i < n; i++)
+        x[i] = frand();
+    return x;
+}
+
+static char *read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    if (fread(b, 1, (size_t)n, f) != (size_t)n) {
+        free(b);
+        fclose(f);
+        return NULL;
+    }
+    b[n] = '\0';
+    fclose(f);
+    *len = (size_t)n;
+    return b;
+}
+
+/* A growable string for building request bodies. */
+typedef struct sb {
+    char *s;
+    size_t n, cap;
+} sb;
+
+static void sb_add(sb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_add(sb *b, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (b->n + (size_t)k + 1 > b->cap) {
+        b->cap = (b->n + (size_t)k + 1) * 2;
+        b->s = realloc(b->s, b->cap);
+    }
+    va_start(ap, fmt);
+    vsnprintf(b->s + b->n, (size_t)k + 1, fmt, ap);
+    va_end(ap);
+    b->n += (size_t)k;
+}
+
+/* Appends x (dims) as nested JSON arrays, each float written with api_float_write. */
+static void sb_tensor(sb *b, const float *x, const size_t *dims, size_t rank) {
+    size_t inner = 1;
+    for (size_t i = 1; i < rank; i++)
+        inner *= dims[i];
+    sb_add(b, "[");
+    for (size_t i = 0; i < dims[0]; i++) {
+        if (i)
+            sb_add(b, ",");
+        if (rank == 1) {
+            char t[40];
+            t[api_float_write(t, x[i])] = '\0';
+            sb_add(b, "%s", t);
+        } else {
+            sb_tensor(b, x + i * inner, dims + 1, rank - 1);
+        }
+    }
+    sb_add(b, "]");
+}
+
+/* Appends x as a binary tensor object. */
+static void sb_tensor_b64(sb *b, const float *x, const size_t *dims, size_t rank) {
+    size_t n = 1;
+    sb_add(b, "{\"dtype\":\"float32\",\"shape\":[");
+    for (size_t i = 0; i < rank; i++) {
+        sb_add(b, "%s%zu", i ? "," : "", dims[i]);
+        n *= dims[i];
+    }
+    char *enc = malloc(api_base64_encoded_len(n * 4) + 1);
+    api_base64_encode(enc, (const uint8_t *)x, n * 4);
+    enc[api_base64_encoded_len(n * 4)] = '\0';
+    sb_add(b, "],\"data\":\"%s\"}", enc);
+    free(enc);
+}
+
+/* Parses, runs and answers a request. Returns the parsed response (jansson) on 200, else NULL
+ * with *err filled; either way the body (response or error body) must be valid JSON. */
+static json_t *request(api_op op, const char *body, size_t len, const api_registry *models,
+                       const api_limits *lim, api_error *err) {
+    api_error e = {0};
+    api_buf out = {0};
+    api_job *job = api_job_parse(op, body, len, models, lim, &e);
+    if (job && api_job_run(job, NULL, &e) == 0)
+        api_job_respond(job, 1.5, 2.25, &out, &e);
+    if (e.status)
+        api_error_body(&e, &out);
+    json_error_t je;
+    json_t *j = json_loadb(out.data, out.len, 0, &je);
+    CHECK(j != NULL, "response body is not valid JSON (%s): %.200s", je.text, out.data);
+    if (e.status) {
+        CHECK(j && json_is_string(json_object_get(json_object_get(j, "error"), "code")),
+              "error body lacks error.code");
+        json_decref(j);
+        j = NULL;
+    }
+    api_job_destroy(job);
+    api_buf_free(&out);
+    if (err)
+        *err = e;
+    return j;
+}
+
+static json_t *request_str(api_op op, const char *body, const api_registry *models,
+                           api_error *err) {
+    api_limits lim = api_limits_default();
+    return request(op, body, strlen(body), models, &lim, err);
+}
+
+/* Flattens a nested JSON array of numbers, or a base64 tensor object, into out (cap floats).
+ * Returns the count, or SIZE_MAX when the value is malformed. */
+static size_t flatten(const json_t *j, float *out, size_t cap) {
+    if (json_is_object(j)) {
+        const char *data = json_string_value(json_object_get(j, "data"));
+        if (!data)
+            return SIZE_MAX;
+        size_t n = strlen(data), got = 0;
+        uint8_t *raw = malloc(api_base64_decoded_max(n) + 1);
+        if (!api_base64_decode(raw, &got, data, n) || got / 4 > cap) {
+            free(raw);
+            return SIZE_MAX;
+        }
+        memcpy(out, raw, got);
+        free(raw);
+        return got / 4;
+    }
+    if (json_is_number(j)) {
+        if (cap < 1)
+            return SIZE_MAX;
+        out[0] = (float)json_number_value(j);
+        return 1;
+    }
+    if (!json_is_array(j))
+        return SIZE_MAX;
+    size_t n = 0;
+    for (size_t i = 0; i < json_array_size(j); i++) {
+        size_t k = flatten(json_array_get(j, i), out + n, cap - n);
+        if (k == SIZE_MAX)
+            return SIZE_MAX;
+        n += k;
+    }
+    return n;
+}
+
+/* The dims of a nested array (following first elements), or of a base64 object's shape. */
+static size_t shape_of_json(const json_t *j, size_t *dims) {
+    size_t r = 0;
+    if (json_is_object(j)) {
+        const json_t *s = json_object_get(j, "shape");
+        for (size_t i = 0; i < json_array_size(s); i++)
+            dims[r++] = (size_t)json_integer_value(json_array_get(s, i));
+        return r;
+    }
+    while (json_is_array(j)) {
+        dims[r++] = json_array_size(j);
+        j = json_array_get(j, 0);
+    }
+    return r;
+}
+
+static bool same_bits(const float *a, const float *b, size_t n, size_t *at) {
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(a + i, b + i, sizeof *a) != 0) {
+            *at = i;
+            return false;
+        }
+    return true;
+}
+
+/* ---- Floats ------------------------------------------------------------------------------- */
+
+/* Fewest digits p such that "%.{p-1}e" reads back (via strtod then float) as f. */
+static int ref_shortest(char *out, float f) {
+    for (int p = 1; p <= 9; p++) {
+        snprintf(out, 64, "%.*e", p - 1, (double)f);
+        if ((float)strtod(out, NULL) == f)
+            return p;
+    }
+    return -1;
+}
+
+static int sig_digits(const char *s) {
+    char m[64];
+    int n = 0;
+    for (; *s && *s != 'e'; s++)
+        if (*s >= '0' && *s <= '9')
+            m[n++] = *s;
+    int a = 0, b = n;
+    while (a < n && m[a] == '0')
+        a++;
+    while (b > a && m[b - 1] == '0')
+        b--;
+    return b - a;
+}
+
+/* Checks one float: round trip, digit count and digits against the reference. */
+static bool float_ok(float f, bool against_ref) {
+    char b[64];
+    size_t n = api_float_write(b, f);
+    b[n] = '\0';
+    float g = (float)strtod(b, NULL);
+    if (memcmp(&f, &g, sizeof f) != 0) {
+        CHECK(false, "api_float_write(%a) = %s reads back as %a", (double)f, b, (double)g);
+        return false;
+    }
+    json_error_t je;
+    char doc[80];
+    snprintf(doc, sizeof doc, "[%s]", b);
+    json_t *j = json_loads(doc, JSON_DECODE_INT_AS_REAL, &je);
+    bool valid = j != NULL;
+    json_decref(j);
+    if (!valid) {
+        CHECK(false, "api_float_write(%a) = %s is not a JSON number", (double)f, b);
+        return false;
+    }
+    if (!against_ref || f == 0.0f)
+        return true;
+    char r[64], c[64];
+    int p = ref_shortest(r, f), q = sig_digits(b);
+    snprintf(c, sizeof c, "%.*e", q - 1, strtod(b, NULL));
+    if (p != q || strcmp(c, r) != 0) {
+        CHECK(false, "api_float_write(%.9g) = %s; the shortest round trip is %s", (double)f, b, r);
+        return false;
+    }
+    return true;
+}
+
+static void test_float_write(void) {
+    static const struct {
+        float f;
+        const char *want;
+    } edge[] = {{0.0f, "0"},
+                {-0.0f, "-0"},
+                {1e-45f, "1e-45"},
+                {-1e-45f, "-1e-45"},
+                {FLT_MIN, "1.1754944e-38"},
+                {1.1754942e-38f, "1.1754942e-38"},
+                {FLT_MAX, "3.4028235e38"},
+                {-FLT_MAX, "-3.4028235e38"},
+                {0.1f, "0.1"},
+                {0.4f, "0.4"},
+                {1.0f / 3.0f, "0.33333334"},
+                {2.0f / 3.0f, "0.6666667"},
+                {1.0f, "1"},
+                {-2.5f, "-2.5"},
+                {100.0f, "100"},
+                {123456792.0f, "123456790"},
+                {1e9f, "1e9"},
+                {1e10f, "1e10"},
+                {16777216.0f, "16777216"},
+                {0.5f, "0.5"},
+                {0.25f, "0.25"},
+                {1e-5f, "0.00001"},
+                {1.5e-5f, "0.000015"},
+                {1e-6f, "1e-6"},
+                {1e-14f, "1e-14"},
+                {3.14159265f, "3.1415927"},
+                {0.70167750f, "0.7016775"}};
+    for (size_t i = 0; i < sizeof edge / sizeof edge[0]; i++) {
+        char b[64];
+        size_t n = api_float_write(b, edge[i].f);
+        b[n] = '\0';
+        CHECK(strcmp(b, edge[i].want) == 0, "api_float_write(%.9g) = %s, want %s",
+              (double)edge[i].f, b, edge[i].want);
+        float_ok(edge[i].f, true);
+    }
+    /* Random bit patterns (every exponent, denormals included) against the reference. */
+    size_t bad = 0;
+    for (int i = 0; i < 2000000 && bad < 20; i++) {
+        uint32_t u = (uint32_t)(rnd64() >> 32);
+        if ((u & 0x7F800000u) == 0x7F800000u)
+            continue;
+        float f;
+        memcpy(&f, &u, sizeof f);
+        bad += !float_ok(f, true);
+    }
+    /* Values attention produces: weights in [0, 1], outputs near 0, softmax tails. */
+    for (int i = 0; i < 300000 && bad < 20; i++) {
+        float f = i % 3 == 0   ? fabsf(frand())
+                  : i % 3 == 1 ? frand() * 4.0f
+                               : expf(-40.0f * fabsf(frand()));
+        bad += !float_ok(f, true);
+    }
+    /* Every float of the binades [1, 2) and [2^-130, 2^-126) (denormals): round trip only. */
+    for (uint32_t u = 0x3F800000u; u < 0x40000000u && bad < 20; u++) {
+        float f;
+        memcpy(&f, &u, sizeof f);
+        char b[64];
+        b[api_float_write(b, f)] = '\0';
+        if ((float)strtod(b, NULL) != f) {
+            CHECK(false, "api_float_write(%a) = %s does not read back", (double)f, b);
+            bad++;
+        }
+    }
+    for (uint32_t u = 0x00100000u; u < 0x00800000u && bad < 20; u += 3) {
+        float f;
+        memcpy(&f, &u, sizeof f);
+        char b[64];
+        b[api_float_write(b, f)] = '\0';
+        if ((float)strtod(b, NULL) != f) {
+            CHECK(false, "api_float_write(%a) = %s does not read back", (double)f, b);
+            bad++;
+        }
+    }
+    CHECK(bad == 0, "%zu floats were written wrong", bad);
+    /* The row writer joins with commas and writes what api_float_write writes. */
+    float row[4] = {1.0f, -0.5f, 0.1f, 3e-7f};
+    char buf[4 * API_FLOAT_MAX + 32];
+    char *e = api_floats_write(buf, row, 4);
+    *e = '\0';
+    CHECK(strcmp(buf, "1,-0.5,0.1,3e-7") == 0, "api_floats_write gave %s", buf);
+}
+
+/* ---- Base64 ------------------------------------------------------------------------------- */
+
+static void test_base64(void) {
+    static const char *const plain[] = {"", "f", "fo", "foo", "foob", "fooba", "foobar"};
+    static const char *const enc[] = {"",         "Zg==",     "Zm8=",    "Zm9v",
+                                      "Zm9vYg==", "Zm9vYmE=", "Zm9vYmFy"};
+    for (int i = 0; i < 7; i++) {
+        size_t n = strlen(plain[i]);
+        char out[16] = {0};
+        CHECK(api_base64_encoded_len(n) == strlen(enc[i]), "encoded_len(%zu)", n);
+        api_base64_encode(out, (const uint8_t *)plain[i], n);
+        CHECK(memcmp(out, enc[i], strlen(enc[i])) == 0, "encode(%s) = %.8s", plain[i], out);
+        uint8_t dec[16];
+        size_t got = 99;
+        CHECK(api_base64_decode(dec, &got, enc[i], strlen(enc[i])) && got == n &&
+                  memcmp(dec, plain[i], n) == 0,
+              "decode(%s)", enc[i]);
+        CHECK(api_base64_decoded_max(strlen(enc[i])) >= n, "decoded_max");
+    }
+    static const char *const bad[] = {"Zg=",     "Zg",        "Z===",       "Zg==Zg==", "Zm9v!A==",
+                                      "Zh==",    "Zm9=",      "=Zg=",       "Zm=v",     "Zm9v\n",
+                                      "Zm 9",    "Zm9-",      "Zm9_",       "====",     "Zg=a",
+                                      "Zm9vZg=", "Zm9vYmFy=", "\xc3\xa9Zg="};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        uint8_t dec[16];
+        size_t got = 0;
+        CHECK(!api_base64_decode(dec, &got, bad[i], strlen(bad[i])), "decode(\"%s\") accepted",
+              bad[i]);
+    }
+    /* Round trips of random bytes of every length up to 300. */
+    for (size_t n = 0; n <= 300; n++) {
+        uint8_t in[300], back[300];
+        for (size_t i = 0; i < n; i++)
+            in[i] = (uint8_t)rnd64();
+        char e[404];
+        api_base64_encode(e, in, n);
+        size_t got = 0;
+        CHECK(api_base64_decode(back, &got, e, api_base64_encoded_len(n)) && got == n &&
+                  memcmp(in, back, n) == 0,
+              "round trip of %zu bytes", n);
+    }
+}
+
+/* ---- JSON reader -------------------------------------------------------------------------- */
+
+static bool json_ok(const char *s, size_t n) {
+    api_json_root root;
+    api_error e = {0};
+    return api_json_check(s, n, "the text", &root, &e) == 0;
+}
+
+static void test_json(void) {
+    static const char *const good[] = {"{}",
+                                       " {\"a\":1} ",
+                                       "{\"a\":[1,-2.5e+3,0,0.0,1E-2,-0]}",
+                                       "{\"\\u00e9\\ud83d\\ude00\":\"\"}",
+                                       "{\"a\":\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\"}",
+                                       "{\"a\":{\"b\":[true,false,null]}}",
+                                       "{\"a\":\"\\\"\\\\\\/\\b\\f\\n\\r\\t\"}",
+                                       "{\r\n\t\"a\" : [ ] , \"b\" : { } }"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
+        CHECK(json_ok(good[i], strlen(good[i])), "rejected valid JSON %s", good[i]);
+    static const char *const badj[] = {"",
+                                       "{",
+                                       "}",
+                                       "[]",
+                                       "{\"a\"}",
+                                       "{\"a\":}",
+                                       "{a:1}",
+                                       "{\"a\":1,}",
+                                       "{\"a\":01}",
+                                       "{\"a\":1.}",
+                                       "{\"a\":.5}",
+                                       "{\"a\":-}",
+                                       "{\"a\":1e}",
+                                       "{\"a\":+1}",
+                                       "{\"a\":tru}",
+                                       "{\"a\":\"\\u12\"}",
+                                       "{\"a\":\"\\ud800x\"}",
+                                       "{\"a\":\"\\udc00\"}",
+                                       "{\"a\":\"\xed\xa0\x80\"}",
+                                       "{\"a\":\"\xf4\x90\x80\x80\"}",
+                                       "{\"a\":\"\xe0\x80\xaf\"}",
+                                       "{\"a\":\"\x80\"}",
+                                       "{\"a\":\"\xc3\"}",
+                                       "{\"a\":1}}",
+                                       "{\"a\":[1 2]}",
+                                       "{\"a\":\"b\" \"c\":1}",
+                                       "{\"a\":0x10}",
+                                       "{\"a\":\"\t\"}"};
+    for (size_t i = 0; i < sizeof badj / sizeof badj[0]; i++)
+        CHECK(!json_ok(badj[i], strlen(badj[i])), "accepted invalid JSON %s", badj[i]);
+    /* Never reads past the given length: the same texts cut short must all fail. */
+    const char *full = "{\"a\":[1,2,{\"b\":\"c\\u0041\"}],\"d\":-1.5e3}";
+    for (size_t n = 0; n < strlen(full); n++) {
+        char *cut = malloc(n ? n : 1);
+        memcpy(cut, full, n);
+        CHECK(!json_ok(cut, n), "accepted a prefix of %zu bytes", n);
+        free(cut);
+    }
+    /* Depth: 64 levels pass, 65 fail, 100000 fail cleanly. */
+    for (size_t depth = 63; depth <= 100000; depth = depth == 65 ? 100000 : depth + 1) {
+        size_t n = 2 * depth + 8;
+        char *s = malloc(n);
+        size_t k = 0;
+        k += (size_t)sprintf(s, "{\"a\":");
+        for (size_t i = 1; i < depth; i++)
+            s[k++] = '[';
+        for (size_t i = 1; i < depth; i++)
+            s[k++] = ']';
+        s[k++] = '}';
+        CHECK(json_ok(s, k) == (depth <= 64), "depth %zu", depth);
+        free(s);
+    }
+    /* Differential test against jansson on mutated documents. */
+    static const char *const seeds[] = {
+        "{\"query\":[[1,0.5,-2e-3],[3,4,5]],\"params\":{\"init\":\"identity\",\"num_heads\":1}}",
+        "{\"a\":\"\\u00e9\\n\",\"b\":[true,false,null,{}],\"c\":{\"d\":[[]]}}",
+        "{\"q\":{\"dtype\":\"float32\",\"shape\":[1,2],\"data\":\"AACAPwAAAEA=\"}}"};
+    const char alphabet[] = "{}[]\",:\\/0123456789.eE+-tfnul aA\x80\xc3\xa9\xed\t\n";
+    size_t mismatches = 0;
+    for (int it = 0; it < 200000; it++) {
+        const char *seed = seeds[it % 3];
+        char s[256];
+        size_t n = strlen(seed);
+        memcpy(s, seed, n);
+        int edits = 1 + (int)(rnd64() % 3);
+        for (int k = 0; k < edits; k++) {
+            size_t at = (size_t)(rnd64() % (n + 1));
+            int op = (int)(rnd64() % 3);
+            char c = alphabet[rnd64() % (sizeof alphabet - 1)];
+            if (op == 0 && at < n)
+                s[at] = c;
+            else if (op == 1 && n < sizeof s - 1) {
+                memmove(s + at + 1, s + at, n - at);
+                s[at] = c;
+                n++;
+            } else if (at < n) {
+                memmove(s + at, s + at + 1, n - at - 1);
+                n--;
+            }
+        }
+        json_error_t je;
+        json_t *j = json_loadb(s, n, JSON_DECODE_INT_AS_REAL | JSON_ALLOW_NUL, &je);
+        bool theirs = j && json_is_object(j), mine = json_ok(s, n);
+        json_decref(j);
+        if (!j && strstr(je.text, "overflow"))
+            continue; /* jansson refuses numbers beyond double; for us that is non_finite later */
+        if (mine != theirs && mismatches++ < 5)
+            CHECK(false, "JSON verdict differs from jansson (ours %d): %.*s (%s)", mine, (int)n, s,
+                  je.text);
+    }
+    CHECK(mismatches == 0, "%zu JSON verdicts differ from jansson", mismatches);
+
+    /* Strings: decoding, comparison. */
+    const char *doc = "{\"k\\u0065y\":\"a\\u00e9\\ud83d\\ude00\\n\\/\"}";
+    api_json_root root;
+    api_error e = {0};
+    CHECK(api_json_check(doc, strlen(doc), "doc", &root, &e) == 0 && root.n == 1, "doc");
+    CHECK(api_jv_streq(root.m[0].key, "key"), "escaped key compares equal");
+    CHECK(!api_jv_streq(root.m[0].key, "ke"), "prefix is not equal");
+    char out[32];
+    size_t n = api_jv_decode(api_jv_string(root.m[0].val), out, sizeof out);
+    CHECK(n == 9 && strcmp(out, "a\xc3\xa9\xf0\x9f\x98\x80\n/") == 0, "decode gave %zu %s", n, out);
+    n = api_jv_decode(api_jv_string(root.m[0].val), out, 4); /* cut at a character boundary */
+    CHECK(n == 9 && strcmp(out, "a\xc3\xa9") == 0, "cut decode gave %s", out);
+
+    /* Numbers: the fast path agrees with strtod on random decimals. */
+    size_t nbad = 0;
+    for (int i = 0; i < 300000; i++) {
+        char t[64];
+        int digits = 1 + (int)(rnd64() % 20), ex = (int)(rnd64() % 80) - 40;
+        int k = 0;
+        if (rnd64() & 1)
+            t[k++] = '-';
+        t[k++] = (char)('1' + rnd64() % 9);
+        if (digits > 1) {
+            t[k++] = '.';
+            for (int d = 1; d < digits; d++)
+                t[k++] = (char)('0' + rnd64() % 10);
+        }
+        k += sprintf(t + k, "e%d,", ex);
+        const char *end = NULL;
+        double mine = api_jv_number(t, &end), ref = strtod(t, NULL);
+        if (memcmp(&mine, &ref, sizeof mine) != 0 || *end != ',')
+            nbad += 1;
+        if (nbad && nbad < 3 && memcmp(&mine, &ref, sizeof mine) != 0)
+            CHECK(false, "api_jv_number(%s) = %.17g, strtod = %.17g", t, mine, ref);
+    }
+    CHECK(nbad == 0, "%zu numbers parsed differently from strtod", nbad);
+    const char *ints = "18446744073709551615,18446744073709551616,0,007,1.0,";
+    uint64_t u = 0;
+    CHECK(api_jv_u64(ints, &u) && u == UINT64_MAX, "u64 max");
+    CHECK(!api_jv_u64(ints + 21, &u), "u64 overflow");
+    CHECK(api_jv_u64(ints + 42, &u) && u == 0, "u64 zero");
+    CHECK(!api_jv_u64(ints + 44, &u), "leading zero");
+    CHECK(!api_jv_u64(ints + 48, &u), "fraction");
+}
+
+/* ---- Request cases from data files -------------------------------------------------------- */
+
+static api_registry *demo_registry(void) {
+    api_error e = {0};
+    api_registry *r = api_registry_create();
+    CHECK(api_registry_add(r, api_model_demo(&e), &e) == 0, "add demo: %s", e.message);
+    return r;
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Each .case file: the first line "STATUS [CODE FIELD] [limit=value ...]" (FIELD "-" for
+ * null), then the body. */
+static size_t run_case_dir(const char *sub, api_op op, const api_registry *models) {
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/requests/%s", cases_dir, sub);
+    DIR *d = opendir(dir);
+    CHECK(d != NULL, "cannot open %s", dir);
+    if (!d)
+        return 0;
+    char *names[1024];
+    size_t count = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) && count < 1024)
+        if (strstr(de->d_name, ".case"))
+            names[count++] = strdup(de->d_name);
+    closedir(d);
+    qsort(names, count, sizeof *names, cmp_str);
+    for (size_t i = 0; i < count; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        size_t len = 0;
+        char *text = read_file(path, &len);
+        CHECK(text != NULL, "cannot read %s", path);
+        if (!text)
+            continue;
+        char *nl = memchr(text, '\n', len);
+        size_t hl = nl ? (size_t)(nl - text) : len;
+        char head[256] = "";
+        snprintf(head, sizeof head, "%.*s", (int)hl, text);
+        const char *body = nl ? nl + 1 : text + len;
+        size_t blen = len - (size_t)(body - text);
+        int status = 0;
+        char code[64] = "", field[160] = "";
+        api_limits lim = api_limits_default();
+        char *save = NULL;
+        for (char *tok = strtok_r(head, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+            if (!status)
+                status = atoi(tok);
+            else if (strchr(tok, '=')) {
+                size_t v = (size_t)strtoull(strchr(tok, '=') + 1, NULL, 10);
+                if (!strncmp(tok, "max_job_bytes=", 14))
+                    lim.max_job_bytes = v;
+                else if (!strncmp(tok, "max_dim=", 8))
+                    lim.max_dim = v;
+                else if (!strncmp(tok, "max_heads=", 10))
+                    lim.max_heads = v;
+            } else if (!code[0])
+                snprintf(code, sizeof code, "%s", tok);
+            else
+                snprintf(field, sizeof field, "%s", strcmp(tok, "-") ? tok : "");
+        }
+        api_error e = {0};
+        /* A copy of exactly blen bytes, so a read past the body is caught under ASan. */
+        char *exact = malloc(blen ? blen : 1);
+        memcpy(exact, body, blen);
+        json_t *j = request(op, exact, blen, models, &lim, &e);
+        int got = j ? 200 : e.status;
+        CHECK(got == status, "%s: status %d, want %d (%s %s: %s)", path, got, status, e.code,
+              e.field, e.message);
+        if (status != 200 && got == status) {
+            CHECK(strcmp(e.code, code) == 0, "%s: code %s, want %s (%s)", path, e.code, code,
+                  e.message);
+            CHECK(strcmp(e.field, field) == 0, "%s: field \"%s\", want \"%s\" (%s)", path, e.field,
+                  field, e.message);
+            CHECK(e.message[0] && !strchr(e.message, '\n'), "%s: message must be one line", path);
+        }
+        json_decref(j);
+        free(exact);
+        free(text);
+        free(names[i]);
+    }
+    return count;
+}
+
+static void test_request_cases(void) {
+    api_registry *models = demo_registry();
+    size_t n = run_case_dir("attention", API_OP_ATTENTION, models);
+    n += run_case_dir("sdpa", API_OP_SDPA, models);
+    CHECK(n >= 150, "only %zu request cases found", n);
+    printf("request cases: %zu\n", n);
+    api_registry_destroy(models);
+}
+
+/* ---- Worked examples ---------------------------------------------------------------------- */
+
+static const char *seed_q = "[[1,1],[0,1],[1,0],[0.5,0.5]]";
+static const char *seed_v = "[[1,0],[0,1],[1,1],[0.5,0.5]]";
+
+static void test_seed_example(void) {
+    char body[512];
+    snprintf(body, sizeof body, "{\"q\":%s,\"k\":%s,\"v\":%s,\"need_weights\":true}", seed_q,
+             seed_q, seed_v);
+    api_error e = {0};
+    json_t *j = request_str(API_OP_SDPA, body, NULL, &e);
+    CHECK(j != NULL, "seed sdpa: %s", e.message);
+    if (!j)
+        return;
+    float out[8], w[16];
+    CHECK(flatten(json_object_get(j, "output"), out, 8) == 8, "output is (4, 2)");
+    CHECK(flatten(json_object_get(j, "weights"), w, 16) == 16, "weights are (4, 4)");
+    CHECK(fabsf(out[0] - 0.70f) < 0.005f && fabsf(out[1] - 0.50f) < 0.005f,
+          "output row 0 = [%g, %g], want [0.70, 0.50]", (double)out[0], (double)out[1]);
+    CHECK(fabsf(w[0] - 0.40f) < 0.005f && fabsf(w[1] - 0.20f) < 0.005f &&
+              fabsf(w[2] - 0.20f) < 0.005f && fabsf(w[3] - 0.20f) < 0.005f,
+          "weights row 0 = [%g, %g, %g, %g]", (double)w[0], (double)w[1], (double)w[2],
+          (double)w[3]);
+    size_t dims[4];
+    CHECK(shape_of_json(json_object_get(j, "output"), dims) == 2 && dims[0] == 4 && dims[1] == 2,
+          "sdpa rank-2 output shape");
+    CHECK(json_object_get(j, "usage") && json_object_get(j, "model") == NULL &&
+              json_integer_value(json_object_get(json_object_get(j, "usage"), "flops")) == 128,
+          "sdpa usage");
+    CHECK(json_object_size(j) == 3, "sdpa response has output, weights, usage");
+    json_decref(j);
+
+    /* Through /v1/attention with identity projections and one head: Q = K = V = query, scale
+     * 1/sqrt(E = 2), so the weights are the seed's and the output is weights @ query; with the
+     * seed's values as value, the output is the seed's output. Reference in double. */
+    const double x[4][2] = {{1, 1}, {0, 1}, {1, 0}, {0.5, 0.5}},
+                 vv[4][2] = {{1, 0}, {0, 1}, {1, 1}, {0.5, 0.5}};
+    double ref_w[4][4], ref_self[4][2] = {{0}}, ref_cross[4][2] = {{0}};
+    for (int i = 0; i < 4; i++) {
+        double s[4], mx = -1e300, z = 0;
+        for (int k = 0; k < 4; k++) {
+            s[k] = (x[i][0] * x[k][0] + x[i][1] * x[k][1]) / sqrt(2.0);
+            mx = s[k] > mx ? s[k] : mx;
+        }
+        for (int k = 0; k < 4; k++)
+            z += exp(s[k] - mx);
+        for (int k = 0; k < 4; k++) {
+            ref_w[i][k] = exp(s[k] - mx) / z;
+            for (int c = 0; c < 2; c++) {
+                ref_self[i][c] += ref_w[i][k] * x[k][c];
+                ref_cross[i][c] += ref_w[i][k] * vv[k][c];
+            }
+        }
+    }
+    for (int cross = 0; cross < 2; cross++) {
+        snprintf(body, sizeof body,
+                 "{\"query\":%s%s%s,\"params\":{\"init\":\"identity\",\"num_heads\":1},"
+                 "\"need_weights\":\"per_head\"}",
+                 seed_q, cross ? ",\"value\":" : "", cross ? seed_v : "");
+        j = request_str(API_OP_ATTENTION, body, NULL, &e);
+        CHECK(j != NULL, "identity attention: %s", e.message);
+        if (!j)
+            continue;
+        CHECK(flatten(json_object_get(j, "output"), out, 8) == 8, "output (4, 2)");
+        CHECK(flatten(json_object_get(j, "weights"), w, 16) == 16, "weights (1, 4, 4)");
+        double err = 0;
+        for (int i = 0; i < 4; i++)
+            for (int c = 0; c < 2; c++)
+                err =
+                    fmax(err, fabs((double)out[i * 2 + c] - (cross ? ref_cross : ref_self)[i][c]));
+        for (int i = 0; i < 16; i++)
+            err = fmax(err, fabs((double)w[i] - ref_w[i / 4][i % 4]));
+        CHECK(err < 1e-6, "identity attention (cross %d) off by %g", cross, err);
+        CHECK(cross || (fabsf(out[0] - 0.7016775f) < 1e-6f && fabsf(out[1] - 0.7016775f) < 1e-6f),
+              "self-attention row 0 = [%g, %g]: weights @ query", (double)out[0], (double)out[1]);
+        CHECK(!cross || (fabsf(out[0] - 0.70f) < 0.005f && fabsf(out[1] - 0.50f) < 0.005f),
+              "cross row 0 = [%g, %g]", (double)out[0], (double)out[1]);
+        size_t wd[4];
+        CHECK(shape_of_json(json_object_get(j, "weights"), wd) == 3 && wd[0] == 1 && wd[1] == 4 &&
+                  wd[2] == 4,
+              "rank-2 per-head weights are (H, L, S)");
+        CHECK(json_is_null(json_object_get(j, "model")) &&
+                  json_integer_value(json_object_get(j, "num_heads")) == 1,
+              "model null, num_heads 1");
+        json_t *sh = json_object_get(j, "shape");
+        CHECK(json_integer_value(json_object_get(sh, "N")) == 1 &&
+                  json_integer_value(json_object_get(sh, "L")) == 4 &&
+                  json_integer_value(json_object_get(sh, "S")) == 4 &&
+                  json_integer_value(json_object_get(sh, "E")) == 2,
+              "shape N, L, S, E");
+        json_t *us = json_object_get(j, "usage");
+        CHECK(json_is_integer(json_object_get(us, "flops")) &&
+                  json_real_value(json_object_get(us, "queue_ms")) == 1.5 &&
+                  json_real_value(json_object_get(us, "compute_ms")) == 2.25,
+              "usage flops, queue_ms, compute_ms");
+        json_decref(j);
+    }
+}
+
+/* ---- Bitwise agreement with libattn ------------------------------------------------------- */
+
+/* Random cross-attention with kdim/vdim, biases, every mask kind and per-head weights, sent as
+ * JSON and as base64; the response (base64) must equal libattn's own result bit for bit. */
+static void test_bitwise_cross(void) {
+    enum { N = 2, L = 5, S = 7, E = 8, H = 2, KD = 3, VD = 6 };
+    float *q = frand_new(N * L * E), *k = frand_new(N * S * KD), *v = frand_new(N * S * VD);
+    float *wq = frand_new(E * E), *wk = frand_new(E * KD), *wv = frand_new(E * VD);
+    float *bin = frand_new(3 * E), *wo = frand_new(E * E), *bo = frand_new(E);
+    float bias[N * L * S];
+    for (int i = 0; i < N * L * S; i++)
+        bias[i] = i % 11 == 3 ? -INFINITY : frand();
+    int32_t kl[N] = {6, 4};
+    uint8_t km[S] = {1, 1, 0, 1, 1, 1, 1};
+    for (int b64 = 0; b64 < 2; b64++) {
+        sb body = {0};
+        void (*put)(sb *, const float *, const size_t *, size_t) = b64 ? sb_tensor_b64 : sb_tensor;
+        sb_add(&body, "{\"query\":");
+        put(&body, q, (size_t[]){N, L, E}, 3);
+        sb_add(&body, ",\"key\":");
+        put(&body, k, (size_t[]){N, S, KD}, 3);
+        sb_add(&body, ",\"value\":");
+        put(&body, v, (size_t[]){N, S, VD}, 3);
+        sb_add(&body, ",\"params\":{\"num_heads\":%d,\"q_proj_weight\":", H);
+        put(&body, wq, (size_t[]){E, E}, 2);
+        sb_add(&body, ",\"k_proj_weight\":");
+        put(&body, wk, (size_t[]){E, KD}, 2);
+        sb_add(&body, ",\"v_proj_weight\":");
+        put(&body, wv, (size_t[]){E, VD}, 2);
+        sb_add(&body, ",\"in_proj_bias\":");
+        put(&body, bin, (size_t[]){3 * E}, 1);
+        sb_add(&body, ",\"out_proj.weight\":");
+        put(&body, wo, (size_t[]){E, E}, 2);
+        sb_add(&body, ",\"out_proj.bias\":");
+        put(&body, bo, (size_t[]){E}, 1);
+        sb_add(&body, "},\"causal\":\"bottom_right\",\"key_lengths\":[6,4],"
+                      "\"key_mask\":[1,1,0,1,1,1,1],\"attn_bias\":");
+        if (b64) {
+            sb_tensor_b64(&body, bias, (size_t[]){N, L, S}, 3);
+        } else { /* JSON cannot hold -inf: the string "-inf" stands for it */
+            sb_add(&body, "[");
+            for (int i = 0; i < N * L * S; i++) {
+                char t[40];
+                t[api_float_write(t, bias[i])] = '\0';
+                sb_add(&body, "%s%s%s%s%s", i % (L * S) == 0 ? (i ? "]],[[" : "[[") : "",
+                       i % S == 0 && i % (L * S) ? "],[" : "", i % S ? "," : "",
+                       isinf(bias[i]) ? "\"-inf\"" : t, "");
+            }
+            sb_add(&body, "]]]");
+        }
+        sb_add(&body, ",\"need_weights\":\"per_head\",\"encoding\":\"base64\"}");
+        api_error e = {0};
+        json_t *j = request_str(API_OP_ATTENTION, body.s, NULL, &e);
+        CHECK(j != NULL, "cross request (base64 in: %d): %s", b64, e.message);
+
+        attn_mha_dims dims = {.n = N, .l = L, .s = S, .e = E, .h = H, .kdim = KD, .vdim = VD};
+        attn_masks m = {.causal = ATTN_CAUSAL_BOTTOM_RIGHT,
+                        .key_lengths = kl,
+                        .key_mask = km,
+                        .key_mask_n = 1,
+                        .attn_bias = bias,
+                        .attn_bias_n = N,
+                        .attn_bias_h = 1};
+        attn_opts o = {.weights = ATTN_WEIGHTS_PER_HEAD};
+        attn_plan p;
+        attn_error ae = {0};
+        CHECK(attn_mha_plan(&p, &dims, &o, &m, 1, &ae) == ATTN_OK, "plan: %s", ae.msg);
+        void *ws = aligned_alloc(64, (p.workspace_bytes + 63) / 64 * 64 + 64);
+        float out[N * L * E], w[N * H * L * S];
+        attn_weights_out wo_ = {.values = w};
+        attn_mha_params pr = {.q_proj_weight = wq,
+                              .k_proj_weight = wk,
+                              .v_proj_weight = wv,
+                              .in_proj_bias = bin,
+                              .out_proj_weight = wo,
+                              .out_proj_bias = bo};
+        CHECK(attn_mha_forward(&p, ws, out, &wo_, q, k, v, &pr, NULL, &ae) == ATTN_OK,
+              "forward: %s", ae.msg);
+        float got[N * L * E], gw[N * H * L * S];
+        size_t at = 0;
+        if (j) {
+            CHECK(flatten(json_object_get(j, "output"), got, N * L * E) == N * L * E,
+                  "output size");
+            CHECK(flatten(json_object_get(j, "weights"), gw, N * H * L * S) == N * H * L * S,
+                  "weights size");
+            CHECK(same_bits(got, out, N * L * E, &at), "output differs from libattn at %zu", at);
+            CHECK(same_bits(gw, w, N * H * L * S, &at), "weights differ from libattn at %zu", at);
+            size_t d[4];
+            CHECK(shape_of_json(json_object_get(j, "weights"), d) == 4 && d[0] == N && d[1] == H &&
+                      d[2] == L && d[3] == S,
+                  "weights shape (N, H, L, S)");
+            CHECK(strcmp(json_string_value(json_object_get(json_object_get(j, "output"), "dtype")),
+                         "float32") == 0,
+                  "base64 output dtype");
+            json_decref(j);
+        }
+        free(ws);
+        free(body.s);
+    }
+    free(q), free(k), free(v), free(wq), free(wk), free(wv), free(bin), free(wo), free(bo);
+}
+
+/* Self-attention without key and value (libattn's packed path, same pointer), rank 2 and
+ * rank 3, against libattn with query == key == value, in JSON out (exact by round trip). */
+static void test_bitwise_self(void) {
+    enum { N = 3, L = 6, E = 12, H = 3 };
+    float *q = frand_new(N * L * E), *win = frand_new(3 * E * E), *wo = frand_new(E * E);
+    float *bin = frand_new(3 * E), *bo = frand_new(E);
+    for (int rank = 2; rank <= 3; rank++) {
+        size_t n = rank == 3 ? N : 1;
+        sb body = {0};
+        sb_add(&body, "{\"query\":");
+        sb_tensor(&body, q, rank == 3 ? (size_t[]){N, L, E} : (size_t[]){L, E}, (size_t)rank);
+        sb_add(&body, ",\"params\":{\"num_heads\":%d,\"in_proj_weight\":", H);
+        sb_tensor(&body, win, (size_t[]){3 * E, E}, 2);
+        sb_add(&body, ",\"in_proj_bias\":");
+        sb_tensor(&body, bin, (size_t[]){3 * E}, 1);
+        sb_add(&body, ",\"out_proj.weight\":");
+        sb_tensor(&body, wo, (size_t[]){E, E}, 2);
+        sb_add(&body, ",\"out_proj.bias\":");
+        sb_tensor(&body, bo, (size_t[]){E}, 1);
+        sb_add(&body, "},\"causal\":true,\"need_weights\":\"mean\"}");
+        api_error e = {0};
+        json_t *j = request_str(API_OP_ATTENTION, body.s, NULL, &e);
+        CHECK(j != NULL, "self request: %s", e.message);
+        attn_mha_dims dims = {.n = n, .l = L, .s = L, .e = E, .h = H};
+        attn_masks m = {.causal = ATTN_CAUSAL_TOP_LEFT};
+        attn_opts o = {.weights = ATTN_WEIGHTS_MEAN};
+        attn_plan p;
+        attn_error ae = {0};
+        attn_mha_plan(&p, &dims, &o, &m, 1, &ae);
+        void *ws = aligned_alloc(64, (p.workspace_bytes + 63) / 64 * 64 + 64);
+        float out[N * L * E], w[N * L * L], got[N * L * E], gw[N * L * L];
+        attn_weights_out wout = {.values = w};
+        attn_mha_params pr = {
+            .in_proj_weight = win, .in_proj_bias = bin, .out_proj_weight = wo, .out_proj_bias = bo};
+        attn_mha_forward(&p, ws, out, &wout, q, q, q, &pr, NULL, &ae);
+        if (j) {
+            size_t at = 0, d[4];
+            CHECK(flatten(json_object_get(j, "output"), got, N * L * E) == n * L * E, "size");
+            CHECK(flatten(json_object_get(j, "weights"), gw, N * L * L) == n * L * L, "size");
+            CHECK(same_bits(got, out, n * L * E, &at), "rank %d output differs at %zu", rank, at);
+            CHECK(same_bits(gw, w, n * L * L, &at), "rank %d weights differ at %zu", rank, at);
+            CHECK(shape_of_json(json_object_get(j, "output"), d) == (size_t)rank, "out rank");
+            CHECK(shape_of_json(json_object_get(j, "weights"), d) == (size_t)rank - 1 + 0 + 1 &&
+                      d[rank - 2] == L && d[rank - 1] == L,
+                  "mean weights rank");
+            json_decref(j);
+        }
+        free(ws);
+        free(body.s);
+    }
+    free(q), free(win), free(wo), free(bin), free(bo);
+}
+
+/* ---- Models ------------------------------------------------------------------------------- */
+
+static uint64_t sm_state;
+static uint64_t sm_next(void) { /* splitmix64, written out again independently */
+    uint64_t z = (sm_state += 0x9E3779B97F4A7C15u);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
+    return z ^ (z >> 31);
+}
+
+static void test_init_models(void) {
+    api_error e = {0};
+    const size_t E = 16, H = 4;
+    const uint64_t seed = 12345;
+    api_model *m = api_model_init_random("r", E, H, seed, &e);
+    CHECK(m != NULL, "init_random: %s", e.message);
+    const attn_mha_params *pp = api_model_params(m);
+    sm_state = seed;
+    size_t bad = 0;
+    double a_in = sqrt(6.0 / (double)(4 * E)), a_out = sqrt(6.0 / (double)(2 * E));
+    for (size_t i = 0; i < 4 * E * E; i++) {
+        double u = (double)(sm_next() >> 40) / 16777216.0;
+        float want = (float)((i < 3 * E * E ? a_in : a_out) * (2.0 * u - 1.0));
+        float got = i < 3 * E * E ? pp->in_proj_weight[i] : pp->out_proj_weight[i - 3 * E * E];
+        bad += memcmp(&want, &got, sizeof got) != 0;
+    }
+    CHECK(bad == 0, "%zu init_random weights differ from the documented stream", bad);
+    CHECK(!pp->in_proj_bias && !pp->out_proj_bias, "no biases");
+    api_model_info mi = api_model_describe(m);
+    CHECK(mi.embed_dim == E && mi.num_heads == H && mi.kdim == E && mi.vdim == E && !mi.has_bias &&
+              strcmp(mi.source, "builtin") == 0 && strcmp(mi.name, "r") == 0,
+          "describe");
+
+    /* The same weights inline ({"init": "random"}) give the same output bit for bit. */
+    float *x = frand_new(5 * E);
+    sb body = {0};
+    sb_add(&body, "{\"query\":");
+    sb_tensor(&body, x, (size_t[]){5, E}, 2);
+    sb_add(&body,
+           ",\"params\":{\"init\":\"random\",\"seed\":%llu,\"num_heads\":%zu},\"encoding\":"
+           "\"base64\"}",
+           (unsigned long long)seed, H);
+    api_registry *reg = api_registry_create();
+    api_registry_add(reg, m, &e);
+    json_t *inl = request_str(API_OP_ATTENTION, body.s, reg, &e);
+    CHECK(inl != NULL, "init random request: %s", e.message);
+    body.n = 0;
+    sb_add(&body, "{\"query\":");
+    sb_tensor(&body, x, (size_t[]){5, E}, 2);
+    sb_add(&body, ",\"model\":\"r\",\"encoding\":\"base64\"}");
+    json_t *named = request_str(API_OP_ATTENTION, body.s, reg, &e);
+    CHECK(named != NULL, "model request: %s", e.message);
+    if (inl && named) {
+        float a[5 * 16], b[5 * 16];
+        size_t at = 0;
+        CHECK(flatten(json_object_get(inl, "output"), a, 80) == 80 &&
+                  flatten(json_object_get(named, "output"), b, 80) == 80 &&
+                  same_bits(a, b, 80, &at),
+              "init random inline != the same model by name (at %zu)", at);
+        CHECK(strcmp(json_string_value(json_object_get(named, "model")), "r") == 0,
+              "model name in the response");
+        CHECK(json_integer_value(json_object_get(named, "num_heads")) == 4, "num_heads 4");
+    }
+    json_decref(inl);
+    json_decref(named);
+
+    /* Identity: output = softmax(x x^T / sqrt(Dh) per head) x, checked in double. */
+    body.n = 0;
+    sb_add(&body, "{\"query\":");
+    sb_tensor(&body, x, (size_t[]){5, E}, 2);
+    sb_add(&body, ",\"params\":{\"init\":\"identity\",\"num_heads\":%zu}}", H);
+    json_t *id = request_str(API_OP_ATTENTION, body.s, NULL, &e);
+    CHECK(id != NULL, "identity request: %s", e.message);
+    if (id) {
+        float got[80];
+        CHECK(flatten(json_object_get(id, "output"), got, 80) == 80, "identity output");
+        double err = 0;
+        size_t dh = E / H;
+        for (size_t hh = 0; hh < H; hh++)
+            for (size_t i = 0; i < 5; i++) {
+                double s[5], mx = -1e300, z = 0;
+                for (size_t k = 0; k < 5; k++) {
+                    s[k] = 0;
+                    for (size_t c = 0; c < dh; c++)
+                        s[k] += (double)x[i * E + hh * dh + c] * (double)x[k * E + hh * dh + c];
+                    s[k] /= sqrt((double)dh);
+                    mx = fmax(mx, s[k]);
+                }
+                for (size_t k = 0; k < 5; k++)
+                    z += exp(s[k] - mx);
+                for (size_t c = 0; c < dh; c++) {
+                    double o = 0;
+                    for (size_t k = 0; k < 5; k++)
+                        o += exp(s[k] - mx) / z * (double)x[k * E + hh * dh + c];
+                    err = fmax(err, fabs(o - (double)got[i * E + hh * dh + c]));
+                }
+            }
+        CHECK(err < 2e-6, "identity MHA off by %g", err);
+        json_decref(id);
+    }
+    api_model *idm = api_model_init_identity("i", 6, 3, &e);
+    CHECK(idm && api_model_params(idm)->in_proj_weight[0] == 1.0f &&
+              api_model_params(idm)->in_proj_weight[1] == 0.0f &&
+              api_model_params(idm)->in_proj_weight[(2 * 6 + 5) * 6 + 5] == 1.0f &&
+              api_model_params(idm)->out_proj_weight[7] == 1.0f,
+          "identity weights");
+    api_model_destroy(idm);
+    api_error e2 = {0};
+    CHECK(api_model_init_identity("bad", 6, 4, &e2) == NULL && e2.status == 400, "E %% H");
+
+    /* The demo model is init_random("demo", 64, 4, seed 24301). */
+    api_model *demo = api_model_demo(&e), *same = api_model_init_random("x", 64, 4, 24301, &e);
+    mi = api_model_describe(demo);
+    CHECK(mi.embed_dim == 64 && mi.num_heads == 4 && strcmp(mi.name, "demo") == 0,
+          "demo is E=64 H=4");
+    CHECK(memcmp(api_model_params(demo)->in_proj_weight, api_model_params(same)->in_proj_weight,
+                 3 * 64 * 64 * 4) == 0 &&
+              memcmp(api_model_params(demo)->out_proj_weight,
+                     api_model_params(same)->out_proj_weight, 64 * 64 * 4) == 0,
+          "demo weights = init_random seed 24301");
+    api_model_destroy(demo);
+    api_model_destroy(same);
+    api_model_destroy(NULL);
+    api_registry_destroy(reg);
+    free(x);
+    free(body.s);
+}
+
+static void test_registry(void) {
+    api_error e = {0};
+    api_registry *r = api_registry_create();
+    CHECK(api_registry_default(r) == NULL && api_registry_count(r) == 0, "empty registry");
+    api_buf b = {0};
+    api_registry_list_json(r, &b);
+    CHECK(b.len == strlen("{\"default\":null,\"models\":[]}") &&
+              memcmp(b.data, "{\"default\":null,\"models\":[]}", b.len) == 0,
+          "empty list %.*s", (int)b.len, b.data);
+    CHECK(api_registry_add(r, api_model_demo(&e), &e) == 0, "add demo");
+    CHECK(api_registry_add(r, api_model_init_identity("id\"x", 4, 2, &e), &e) == 0, "add id");
+    api_error d = {0};
+    CHECK(api_registry_add(r, api_model_init_identity("demo", 4, 2, &e), &d) == -1 &&
+              d.status == 500 && strcmp(d.code, "duplicate_model") == 0,
+          "duplicate name");
+    api_error nullm = {0};
+    CHECK(api_registry_add(r, NULL, &nullm) == -1 && nullm.status != 0, "NULL model");
+    CHECK(api_registry_count(r) == 2 && api_registry_at(r, 5) == NULL, "count");
+    CHECK(api_registry_default(r) == api_registry_find(r, "demo"), "first is default");
+    api_error u = {0};
+    CHECK(api_registry_set_default(r, "nope", &u) == -1 && u.status == 404 &&
+              strcmp(u.code, "unknown_model") == 0,
+          "set_default unknown");
+    CHECK(api_registry_set_default(r, "id\"x", &e) == 0 &&
+              api_registry_default(r) == api_registry_at(r, 1),
+          "set_default");
+    api_buf_reset(&b);
+    api_registry_list_json(r, &b);
+    const char *want = "{\"default\":\"id\\\"x\",\"models\":[{\"name\":\"demo\",\"embed_dim\":64,"
+                       "\"num_heads\":4,\"source\":\"builtin\",\"has_bias\":false},{\"name\":"
+                       "\"id\\\"x\",\"embed_dim\":4,\"num_heads\":2,\"source\":\"builtin\","
+                       "\"has_bias\":false}]}";
+    CHECK(b.len == strlen(want) && memcmp(b.data, want, b.len) == 0, "list: %.*s", (int)b.len,
+          b.data);
+    api_buf_free(&b);
+    api_registry_destroy(r);
+    api_registry_destroy(NULL);
+}
+
+/* ---- Weights subsets, top-k, masked rows -------------------------------------------------- */
+
+static void test_weights_views(void) {
+    enum { L = 6, S = 6, E = 8, H = 4 };
+    float *x = frand_new(L * E);
+    sb base = {0};
+    sb_add(&base, "{\"query\":");
+    sb_tensor(&base, x, (size_t[]){L, E}, 2);
+    sb_add(&base, ",\"params\":{\"init\":\"random\",\"seed\":5,\"num_heads\":%d}", H);
+    char body[8192];
+    api_error e = {0};
+    snprintf(body, sizeof body, "%s,\"need_weights\":\"per_head\"}", base.s);
+    json_t *dense = request_str(API_OP_ATTENTION, body, NULL, &e);
+    snprintf(body, sizeof body, "%s,\"need_weights\":\"per_head\",\"heads\":[3,1]}", base.s);
+    json_t *sub = request_str(API_OP_ATTENTION, body, NULL, &e);
+    snprintf(body, sizeof body,
+             "%s,\"need_weights\":\"per_head\",\"heads\":[2],\"weights_top_k\":3}", base.s);
+    json_t *topk = request_str(API_OP_ATTENTION, body, NULL, &e);
+    snprintf(body, sizeof body,
+             "%s,\"need_weights\":\"mean\",\"weights_top_k\":2,"
+             "\"encoding\":\"base64\"}",
+             base.s);
+    json_t *mean = request_str(API_OP_ATTENTION, body, NULL, &e);
+    CHECK(dense && sub && topk && mean, "weights requests: %s", e.message);
+    if (dense && sub && topk && mean) {
+        float w[H * L * S], ws[2 * L * S], vals[L * 3], mv[L * 2];
+        CHECK(flatten(json_object_get(dense, "weights"), w, H * L * S) == H * L * S, "dense");
+        CHECK(flatten(json_object_get(sub, "weights"), ws, 2 * L * S) == 2 * L * S, "subset");
+        CHECK(memcmp(ws, w + 3 * L * S, L * S * 4) == 0 &&
+                  memcmp(ws + L * S, w + 1 * L * S, L * S * 4) == 0,
+              "heads [3, 1] are the dense maps 3 and 1, in that order");
+        size_t d[4];
+        CHECK(shape_of_json(json_object_get(sub, "weights"), d) == 3 && d[0] == 2 && d[1] == L,
+              "subset shape (2, L, S)");
+        json_t *tw = json_object_get(topk, "weights");
+        float idx[L * 3];
+        CHECK(flatten(json_object_get(tw, "values"), vals, L * 3) == L * 3 &&
+                  flatten(json_object_get(tw, "indices"), idx, L * 3) == L * 3,
+              "top-k values and indices");
+        CHECK(json_is_integer(json_array_get(
+                  json_array_get(json_array_get(json_object_get(tw, "indices"), 0), 0), 0)),
+              "top-k indices are JSON integers");
+        for (int i = 0; i < L; i++) {
+            const float *row = w + (2 * L + i) * S;
+            for (int r = 0; r < 3; r++) {
+                int j = (int)idx[i * 3 + r];
+                CHECK(j >= 0 && j < S && vals[i * 3 + r] == row[j], "top-k value = dense");
+                CHECK(r == 0 || vals[i * 3 + r] <= vals[i * 3 + r - 1], "descending");
+                int above = 0;
+                for (int c = 0; c < S; c++)
+                    above += row[c] > row[j];
+                CHECK(above <= r, "top-k entry %d of row %d is not among the largest", r, i);
+            }
+        }
+        json_t *mw = json_object_get(mean, "weights");
+        CHECK(strcmp(json_string_value(json_object_get(json_object_get(mw, "indices"), "dtype")),
+                     "int32") == 0,
+              "base64 indices are int32");
+        CHECK(flatten(json_object_get(mw, "values"), mv, L * 2) == L * 2, "mean top-2");
+        const char *idata =
+            json_string_value(json_object_get(json_object_get(mw, "indices"), "data"));
+        int32_t ii[L * 2];
+        size_t got = 0;
+        CHECK(idata && api_base64_decode((uint8_t *)ii, &got, idata, strlen(idata)) &&
+                  got == sizeof ii,
+              "indices decode");
+        for (int i = 0; i < L; i++) {
+            double mean0 = 0;
+            for (int hh = 0; hh < H; hh++)
+                mean0 += (double)w[(hh * L + i) * S + ii[i * 2]];
+            mean0 /= H;
+            CHECK(fabs(mean0 - (double)mv[i * 2]) < 1e-6,
+                  "mean top-1 of row %d = %g, dense mean %g", i, (double)mv[i * 2], mean0);
+        }
+    }
+    json_decref(dense), json_decref(sub), json_decref(topk), json_decref(mean);
+    free(base.s);
+    free(x);
+}
+
+/* A query row whose every key is blocked: output = out_proj.bias exactly, weights zeros. */
+static void test_fully_masked(void) {
+    enum { N = 2, L = 3, E = 4, H = 2 };
+    float *x = frand_new(N * L * E), *win = frand_new(3 * E * E), *wo = frand_new(E * E);
+    float *bo = frand_new(E), *bin = frand_new(3 * E);
+    const char *masks[] = {
+        "\"key_mask\":[[1,1,1],[0,0,0]]", "\"key_lengths\":[3,0]",
+        "\"attn_mask\":[[[1,1,1],[1,1,1],[1,1,1]],[[0,0,0],[0,0,0],[0,0,0]]]",
+        ("\"attn_bias\":[[[0,0,0],[0,0,0],[0,0,0]],[[\"-inf\",\"-inf\",\"-inf\"],"
+         "[\"-inf\",\"-inf\",\"-inf\"],[\"-inf\",\"-inf\",\"-inf\"]]]")};
+    for (int mi = 0; mi < 4; mi++) {
+        sb b = {0};
+        sb_add(&b, "{\"query\":");
+        sb_tensor(&b, x, (size_t[]){N, L, E}, 3);
+        sb_add(&b, ",\"params\":{\"num_heads\":%d,\"in_proj_weight\":", H);
+        sb_tensor(&b, win, (size_t[]){3 * E, E}, 2);
+        sb_add(&b, ",\"in_proj_bias\":");
+        sb_tensor(&b, bin, (size_t[]){3 * E}, 1);
+        sb_add(&b, ",\"out_proj.weight\":");
+        sb_tensor(&b, wo, (size_t[]){E, E}, 2);
+        sb_add(&b, ",\"out_proj.bias\":");
+        sb_tensor(&b, bo, (size_t[]){E}, 1);
+        sb_add(&b, "},%s,\"need_weights\":\"per_head\"}", masks[mi]);
+        api_error e = {0};
+        json_t *j = request_str(API_OP_ATTENTION, b.s, NULL, &e);
+        CHECK(j != NULL, "masked request %d: %s", mi, e.message);
+        if (j) {
+            float out[N * L * E], w[N * H * L * L];
+            CHECK(flatten(json_object_get(j, "output"), out, N * L * E) == N * L * E, "out");
+            CHECK(flatten(json_object_get(j, "weights"), w, N * H * L * L) == N * H * L * L, "w");
+            size_t at = 0;
+            for (int i = 0; i < L; i++)
+                CHECK(same_bits(out + (L + i) * E, bo, E, &at),
+                      "mask %d: masked row %d is not out_proj.bias (at %zu)", mi, i, at);
+            bool zeros = true, finite = true;
+            for (int i = 0; i < H * L * L; i++)
+                zeros &= w[H * L * L + i] == 0.0f;
+            for (int i = 0; i < N * L * E; i++)
+                finite &= isfinite(out[i]) != 0;
+            CHECK(zeros, "mask %d: weights of masked rows are not zero", mi);
+            CHECK(finite, "mask %d: NaN in the output", mi);
+            json_decref(j);
+        }
+        free(b.s);
+    }
+    free(x), free(win), free(wo), free(bo), free(bin);
+}
+
+/* ---- Limits, numeric overflow, errors, buffers -------------------------------------------- */
+
+static void test_limits(void) {
+    const char *body = "{\"query\":[[1,0],[0,1],[1,1]],\"params\":{\"init\":\"random\",\"seed\":1,"
+                       "\"num_heads\":2},\"need_weights\":\"mean\"}";
+    api_limits lim = api_limits_default();
+    CHECK(lim.max_job_bytes == (size_t)1 << 30 && lim.max_dim == 65536 && lim.max_heads == 256 &&
+              lim.nslots == 1,
+          "api_limits_default");
+    api_error e = {0};
+    api_job *job = api_job_parse(API_OP_ATTENTION, body, strlen(body), NULL, &lim, &e);
+    CHECK(job != NULL, "parse: %s", e.message);
+    size_t bytes = api_job_bytes(job);
+    CHECK(bytes > 0 && bytes % 64 == 0, "job bytes %zu", bytes);
+    CHECK(api_job_flops(job) > 0, "flops");
+    api_error twice = {0};
+    CHECK(api_job_run(job, NULL, &e) == 0 && api_job_run(job, NULL, &twice) == -1 &&
+              twice.status == 500,
+          "a job runs once");
+    api_job_destroy(job);
+    lim.max_job_bytes = bytes;
+    job = api_job_parse(API_OP_ATTENTION, body, strlen(body), NULL, &lim, &e);
+    CHECK(job != NULL, "exactly at the limit: %s", e.message);
+    api_job_destroy(job);
+    lim.max_job_bytes = bytes - 1;
+    api_error big = {0};
+    job = api_job_parse(API_OP_ATTENTION, body, strlen(body), NULL, &lim, &big);
+    char need[32], limit[32];
+    snprintf(need, sizeof need, "%zu bytes", bytes);
+    snprintf(limit, sizeof limit, "%zu bytes", bytes - 1);
+    CHECK(!job && big.status == 413 && strcmp(big.code, "job_too_large") == 0 &&
+              strstr(big.message, "max_job_bytes") && strstr(big.message, need) &&
+              strstr(big.message, limit),
+          "413 names the limit and both sizes: %s", big.message);
+    /* An arena of 2^62 floats is refused before anything is allocated. */
+    const char *huge = "{\"query\":{\"dtype\":\"float32\",\"shape\":[65536,65536,65536],\"data\":"
+                       "\"\"},\"params\":{\"init\":\"identity\",\"num_heads\":1}}";
+    api_error h = {0};
+    lim = api_limits_default();
+    job = api_job_parse(API_OP_ATTENTION, huge, strlen(huge), NULL, &lim, &h);
+    CHECK(!job && (h.status == 413 || h.status == 400), "huge shape: %d %s", h.status, h.message);
+    /* Numeric overflow: logits beyond float32. */
+    const char *ov = "{\"q\":[[1e20,1e20]],\"k\":[[1e20,1e20]],\"v\":[[1,1]]}";
+    api_error o = {0};
+    json_t *j = request_str(API_OP_SDPA, ov, NULL, &o);
+    CHECK(!j && o.status == 400 && strcmp(o.code, "numeric_overflow") == 0,
+          "numeric overflow: %d %s", o.status, o.code);
+    json_decref(j);
+    /* A NULL registry has no default model. */
+    api_error nm = {0};
+    j = request_str(API_OP_ATTENTION, "{\"query\":[[1]]}", NULL, &nm);
+    CHECK(!j && nm.status == 404 && strcmp(nm.field, "model") == 0, "no default model");
+}
+
+static void test_errors_and_buffers(void) {
+    api_error e = {0};
+    CHECK(api_fail(&e, 400, "invalid_field", "query", "first %d", 1) == -1, "api_fail -1");
+    api_fail(&e, 500, "internal", NULL, "second");
+    CHECK(e.status == 400 && strcmp(e.message, "first 1") == 0 && strcmp(e.field, "query") == 0,
+          "first error wins");
+    CHECK(api_fail(NULL, 400, "x", NULL, "no record") == -1, "NULL record");
+    api_buf b = {0};
+    api_error w = {.status = 400, .code = "invalid_field", .field = "a\"b"};
+    snprintf(w.message, sizeof w.message,
+             "ctl \x01 tab\t nl\n bad \xff utf8 \xc3\xa9 quote \" bs \\");
+    api_error_body(&w, &b);
+    json_error_t je;
+    json_t *j = json_loadb(b.data, b.len, 0, &je);
+    CHECK(j != NULL, "error body is JSON: %s", je.text);
+    json_t *er = json_object_get(j, "error");
+    CHECK(
+        er && strcmp(json_string_value(json_object_get(er, "field")), "a\"b") == 0 &&
+            strcmp(json_string_value(json_object_get(er, "code")), "invalid_field") == 0 &&
+            strstr(json_string_value(json_object_get(er, "message")), "\xef\xbf\xbd utf8 \xc3\xa9"),
+        "error body fields");
+    json_decref(j);
+    api_buf_reset(&b);
+    api_error nf = {.status = 404, .code = "unknown_model", .message = "m"};
+    api_error_body(&nf, &b);
+    const char *want = "{\"error\":{\"code\":\"unknown_model\",\"message\":\"m\",\"field\":null}}";
+    CHECK(b.len == strlen(want) && memcmp(b.data, want, b.len) == 0, "null field: %.*s", (int)b.len,
+          b.data);
+    for (int i = 0; i < 10000; i++)
+        api_buf_append(&b, "0123456789", 10);
+    CHECK(b.len == strlen(want) + 100000 && !b.failed, "growth");
+    api_buf_free(&b);
+    CHECK(b.data == NULL && b.len == 0, "free");
+    api_buf_free(NULL);
+}
+
+/* ---- Safetensors -------------------------------------------------------------------------- */
+
+static void test_safetensors_valid(const char *dir, const char *name) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s/model.safetensors", dir, name);
+    api_error e = {0};
+    api_model *m = api_model_load_file(path, &e);
+    CHECK(m != NULL, "%s: %s", path, e.message);
+    if (!m)
+        return;
+    snprintf(path, sizeof path, "%s/%s/reference.json", dir, name);
+    json_error_t je;
+    json_t *ref = json_load_file(path, JSON_DECODE_INT_AS_REAL, &je);
+    CHECK(ref != NULL, "%s: %s", path, je.text);
+    if (!ref) {
+        api_model_destroy(m);
+        return;
+    }
+    api_model_info mi = api_model_describe(m);
+    CHECK(strcmp(mi.name, "model") == 0 && strcmp(mi.source, "file") == 0, "name is the stem");
+    CHECK(mi.embed_dim == (size_t)json_number_value(json_object_get(ref, "embed_dim")) &&
+              mi.num_heads == (size_t)json_number_value(json_object_get(ref, "num_heads")) &&
+              mi.kdim == (size_t)json_number_value(json_object_get(ref, "kdim")) &&
+              mi.vdim == (size_t)json_number_value(json_object_get(ref, "vdim")) &&
+              mi.has_bias == json_is_true(json_object_get(ref, "has_bias")),
+          "%s: model info", name);
+    /* Weights: bit-exact after the dtype conversion. */
+    const attn_mha_params *pp = api_model_params(m);
+    const char *tn[] = {"in_proj_weight", "in_proj_bias",  "out_proj.weight", "out_proj.bias",
+                        "q_proj_weight",  "k_proj_weight", "v_proj_weight"};
+    const float *tp[] = {pp->in_proj_weight, pp->in_proj_bias,  pp->out_proj_weight,
+                         pp->out_proj_bias,  pp->q_proj_weight, pp->k_proj_weight,
+                         pp->v_proj_weight};
+    json_t *wj = json_object_get(ref, "weights");
+    for (int i = 0; i < 7; i++) {
+        json_t *a = json_object_get(wj, tn[i]);
+        CHECK((a != NULL) == (tp[i] != NULL), "%s: %s presence", name, tn[i]);
+        size_t bad = 0;
+        for (size_t k = 0; a && tp[i] && k < json_array_size(a); k++) {
+            float want = (float)json_number_value(json_array_get(a, k));
+            bad += memcmp(&want, tp[i] + k, 4) != 0;
+        }
+        CHECK(bad == 0, "%s: %zu values of %s differ after conversion", name, bad, tn[i]);
+    }
+    /* Output against PyTorch, through a request to the registered model. */
+    api_registry *reg = api_registry_create();
+    api_registry_add(reg, m, &e);
+    char *q = json_dumps(json_object_get(ref, "query"), JSON_COMPACT | JSON_REAL_PRECISION(9));
+    char *k = json_object_get(ref, "key")
+                  ? json_dumps(json_object_get(ref, "key"), JSON_COMPACT | JSON_REAL_PRECISION(9))
+                  : NULL;
+    char *v = json_object_get(ref, "value")
+                  ? json_dumps(json_object_get(ref, "value"), JSON_COMPACT | JSON_REAL_PRECISION(9))
+                  : NULL;
+    sb body = {0};
+    sb_add(&body, "{\"model\":\"model\",\"query\":%s", q);
+    if (k)
+        sb_add(&body, ",\"key\":%s,\"value\":%s", k, v);
+    sb_add(&body, "}");
+    json_t *resp = request_str(API_OP_ATTENTION, body.s, reg, &e);
+    CHECK(resp != NULL, "%s: request: %s", name, e.message);
+    if (resp) {
+        float got[4096], want[4096];
+        size_t n = flatten(json_object_get(resp, "output"), got, 4096);
+        size_t nw = flatten(json_object_get(ref, "output"), want, 4096);
+        CHECK(n == nw && n > 0, "%s: output sizes %zu vs %zu", name, n, nw);
+        double err = 0;
+        for (size_t i = 0; i < n && n == nw; i++)
+            err = fmax(err, fabs((double)got[i] - (double)want[i]) / (1.0 + fabs((double)want[i])));
+        CHECK(err < 2e-5, "%s: output differs from PyTorch by %g", name, err);
+        json_decref(resp);
+    }
+    free(q), free(k), free(v), free(body.s);
+    json_decref(ref);
+    api_registry_destroy(reg);
+}
+
+static void test_safetensors(void) {
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/safetensors/valid", cases_dir);
+    DIR *d = opendir(dir);
+    CHECK(d != NULL, "cannot open %s", dir);
+    size_t nvalid = 0, ninvalid = 0;
+    struct dirent *de;
+    while (d && (de = readdir(d)))
+        if (de->d_name[0] != '.') {
+            test_safetensors_valid(dir, de->d_name);
+            nvalid++;
+        }
+    if (d)
+        closedir(d);
+    CHECK(nvalid >= 4, "only %zu valid safetensors cases", nvalid);
+
+    snprintf(dir, sizeof dir, "%s/safetensors/invalid", cases_dir);
+    d = opendir(dir);
+    CHECK(d != NULL, "cannot open %s", dir);
+    while (d && (de = readdir(d))) {
+        if (de->d_name[0] == '.')
+            continue;
+        char path[1024], epath[1024];
+        snprintf(path, sizeof path, "%s/%s/model.safetensors", dir, de->d_name);
+        snprintf(epath, sizeof epath, "%s/%s/expect", dir, de->d_name);
+        size_t el = 0;
+        char *expect = read_file(epath, &el);
+        CHECK(expect != NULL, "cannot read %s", epath);
+        if (!expect)
+            continue;
+        while (el && (expect[el - 1] == '\n'))
+            expect[--el] = '\0';
+        api_error e = {0};
+        api_model *m = api_model_load_file(path, &e);
+        CHECK(m == NULL, "%s was accepted", path);
+        CHECK(e.status == 400 && strcmp(e.code, "invalid_model") == 0, "%s: %d %s", path, e.status,
+              e.code);
+        CHECK(strncmp(e.message, path, strlen(path)) == 0, "%s: message does not name the file",
+              path);
+        CHECK(strstr(e.message, expect) != NULL, "%s: message \"%s\" lacks \"%s\"", path, e.message,
+              expect);
+        CHECK(!strchr(e.message, '\n'), "%s: message is not one line", path);
+        api_model_destroy(m);
+        free(expect);
+        ninvalid++;
+    }
+    if (d)
+        closedir(d);
+    CHECK(ninvalid >= 25, "only %zu invalid safetensors cases", ninvalid);
+    printf("safetensors cases: %zu valid, %zu invalid\n", nvalid, ninvalid);
+
+    /* A missing file is an I/O error naming it. */
+    api_error e = {0};
+    CHECK(!api_model_load_file("/nonexistent/x.safetensors", &e) && e.status == 500 &&
+              strstr(e.message, "/nonexistent/x.safetensors"),
+          "missing file: %s", e.message);
+    /* Every prefix and random corruptions of a valid file fail cleanly or load (ASan watches
+     * the reads: each copy is exactly as long as claimed). */
+    char path[1024];
+    snprintf(path, sizeof path, "%s/safetensors/valid/bf16-kvdim-bias/model.safetensors",
+             cases_dir);
+    size_t len = 0;
+    char *ok = read_file(path, &len);
+    CHECK(ok != NULL, "read %s", path);
+    for (size_t n = 0; ok && n < len; n++) {
+        uint8_t *cut = malloc(n ? n : 1);
+        memcpy(cut, ok, n);
+        api_error ce = {0};
+        api_model *m = api_model_from_safetensors("cut", cut, n, &ce);
+        CHECK(!m && ce.status == 400 && strncmp(ce.message, "cut: ", 5) == 0,
+              "prefix of %zu bytes: %s", n, ce.message);
+        api_model_destroy(m);
+        free(cut);
+    }
+    size_t loaded = 0;
+    for (int it = 0; ok && it < 3000; it++) {
+        uint8_t *c = malloc(len);
+        memcpy(c, ok, len);
+        int flips = 1 + (int)(rnd64() % 4);
+        for (int f = 0; f < flips; f++) {
+            size_t at = (size_t)(rnd64() % (it % 2 ? len : (len < 400 ? len : 400)));
+            c[at] = (uint8_t)rnd64();
+        }
+        api_error ce = {0};
+        api_model *m = api_model_from_safetensors("fuzz", c, len, &ce);
+        CHECK(m || (ce.status && ce.message[0]), "corrupt file: no model and no error");
+        loaded += m != NULL;
+        api_model_destroy(m);
+        free(c);
+    }
+    free(ok);
+    CHECK(loaded > 0, "no corrupted file loaded at all (data flips should still load)");
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1)
+        cases_dir = argv[1];
+    test_float_write();
+    test_base64();
+    test_json();
+    test_errors_and_buffers();
+    test_registry();
+    test_request_cases();
+    test_seed_example();
+    test_bitwise_cross();
+    test_bitwise_self();
+    test_init_models();
+    test_weights_views();
+    test_fully_masked();
+    test_limits();
+    test_safetensors();
+    printf("%d passed, %d failed\n", checks - failures, failures);
+    return failures ? 1 : 0;
+}
