@@ -8,20 +8,23 @@ OPT      ?= -O2
 CFLAGS   ?= $(OPT) -g
 WARN     := -std=c11 -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
             -Wvla -Wdouble-promotion $(if $(WERROR),-Werror)
-CPPFLAGS += -D_GNU_SOURCE -Iattention
+CPPFLAGS += -D_GNU_SOURCE -Iattention -Iapi -Iserver
 LDLIBS   := -lopenblas -lpthread -lm
 PY       := /usr/bin/python3
 
 # Debian packages each goal needs.
-PKG_BUILD := gcc make libc6-dev libopenblas-dev
-PKG_TEST  := $(PKG_BUILD) python3 python3-torch python3-numpy
+PKG_BUILD := gcc make libc6-dev libopenblas-dev libmicrohttpd-dev
+PKG_TEST  := $(PKG_BUILD) libjansson-dev python3 python3-torch python3-numpy python3-yaml libcurl4-openssl-dev prometheus \
+             curl
 
 ATTN_SRC := attention/mha.c attention/kernels.c attention/pool.c attention/blas.c
 ATTN_OBJ := $(ATTN_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: all test bench deps-build deps-test check-format format clean
+.PHONY: all run test test-core bench deps-build deps-test check-format format clean
 
-all: $(BUILD)/libattn.a
+HEADERS := $(wildcard attention/*.h api/*.h server/*.h)
+
+all: $(BUILD)/libattn.a $(BUILD)/attnd
 
 # Installs what is missing from the given package list (needs root and apt).
 define install_missing
@@ -38,15 +41,18 @@ endef
 deps-build:
 	$(call install_missing,$(PKG_BUILD))
 
+# npm: Debian's nodejs and npm, unless a node with npm is already there (e.g. from nodesource).
 deps-test:
 	$(call install_missing,$(PKG_TEST))
+	@command -v npm >/dev/null || { echo "installing: nodejs npm"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; }
 
-$(BUILD)/%.o: %.c attention/attention.h attention/internal.h
+$(BUILD)/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) -c $< -o $@
 
 # The softmax kernels: vectorised per ISA; FMA contraction is allowed there (never -ffast-math).
-$(BUILD)/attention/kernels.o: attention/kernels.c attention/attention.h attention/internal.h
+$(BUILD)/attention/kernels.o: attention/kernels.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) -O3 -ffp-contract=fast -c $< -o $@
 
@@ -62,8 +68,18 @@ $(BUILD)/tests/oracle_run: $(BUILD)/tests/oracle_run.o $(BUILD)/libattn.a
 $(BUILD)/bench/bench_attention: $(BUILD)/bench/bench_attention.o $(BUILD)/libattn.a
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
+# The api/ and server/ modules bring their own build and test rules: libapi.a and test-api,
+# build/attnd and test-server.
+include api/api.mk server/server.mk
+
+run: deps-build
+	$(MAKE) --no-print-directory $(BUILD)/attnd
+	$(BUILD)/attnd
+
 test: deps-test
-	$(MAKE) --no-print-directory $(BUILD)/tests/test_attention $(BUILD)/tests/oracle_run
+	$(MAKE) --no-print-directory test-core test-api test-server
+
+test-core: $(BUILD)/tests/test_attention $(BUILD)/tests/oracle_run
 	$(BUILD)/tests/test_attention
 	$(PY) tests/oracle/run_oracle.py --runner $(BUILD)/tests/oracle_run --work $(BUILD)/oracle
 
@@ -71,11 +87,13 @@ bench: deps-test
 	$(MAKE) --no-print-directory OPT=-O2 $(BUILD)/bench/bench_attention
 	$(PY) bench/run_bench.py --bin $(BUILD)/bench/bench_attention --out $(BUILD)/bench/results.md
 
+FORMATTED := $(wildcard attention/*.[ch] api/*.[ch] server/*.[ch] tests/*.c bench/*.c)
+
 check-format:
-	clang-format --dry-run -Werror attention/*.c attention/*.h tests/*.c bench/*.c
+	clang-format --dry-run -Werror $(FORMATTED)
 
 format:
-	clang-format -i attention/*.c attention/*.h tests/*.c bench/*.c
+	clang-format -i $(FORMATTED)
 
 clean:
 	rm -rf $(BUILD)

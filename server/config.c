@@ -1,0 +1,455 @@
+/* config.c - the daemon's configuration: flags, their ATTND_* environment twins, defaults,
+ * validation with one clear message per bad value, and the --help text. */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "server.h"
+
+#define KEY_FILE_MAX 4096
+
+int srv_fail(srv_error *err, const char *fmt, ...) {
+    if (err && err->code == 0) {
+        err->code = SRV_ERR;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+    }
+    return SRV_ERR;
+}
+
+double srv_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The cores this process may run on (its affinity mask), at least 1. */
+static size_t online_cores(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return (size_t)CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (size_t)n : 1;
+}
+
+#define AUTO_SIZE ((size_t)-1)
+
+void srv_config_init(srv_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    snprintf(cfg->host, sizeof cfg->host, "127.0.0.1");
+    cfg->port = 8080;
+    cfg->threads = online_cores();
+    cfg->pool_threads = AUTO_SIZE;
+    cfg->http_threads = 2;
+    cfg->max_body_bytes = (size_t)64 << 20;
+    cfg->max_job_bytes = (size_t)256 << 20;
+    api_limits lim = api_limits_default();
+    cfg->max_dim = lim.max_dim;
+    cfg->max_heads = lim.max_heads;
+    cfg->max_queue = 128;
+    cfg->max_connections = 1024;
+    cfg->request_timeout = 30;
+    cfg->drain_timeout = 30;
+    cfg->idle_timeout = 60;
+    cfg->log_format = SRV_LOG_TEXT;
+}
+
+/* ---- The options -------------------------------------------------------------------------- */
+
+typedef enum opt_kind {
+    OPT_LISTEN,
+    OPT_COUNT,   /* a whole number in [lo, hi] */
+    OPT_BYTES,   /* a byte count with an optional K/M/G suffix, in [lo, hi] */
+    OPT_SECONDS, /* a decimal number of seconds in [lo, hi] */
+    OPT_STRING,
+    OPT_KEY,      /* the API key itself (environment only) */
+    OPT_KEY_FILE, /* a file holding the API key */
+    OPT_CORS,
+    OPT_LOG_FORMAT,
+} opt_kind;
+
+typedef struct opt {
+    const char *flag; /* NULL: environment only */
+    const char *env;
+    const char *metavar;
+    opt_kind kind;
+    size_t offset; /* of the field in srv_config */
+    double lo, hi;
+    const char *dflt; /* the default, as --help shows it */
+    const char *help;
+} opt;
+
+#define FIELD(f) offsetof(srv_config, f)
+
+static const opt OPTS[] = {
+    {"--listen", "ATTND_LISTEN", "HOST:PORT", OPT_LISTEN, 0, 0, 0, "127.0.0.1:8080",
+     "address to listen on; port 0 picks a free port (the log says which); [::1]:PORT for "
+     "IPv6"},
+    {"--threads", "ATTND_THREADS", "N", OPT_COUNT, FIELD(threads), 1, 1024, "the online cores",
+     "worker threads: jobs computed at once"},
+    {"--pool-threads", "ATTND_POOL_THREADS", "N", OPT_COUNT, FIELD(pool_threads), 0, 1024,
+     "threads - 1", "helper threads of the compute pool that every worker's job can use"},
+    {"--http-threads", "ATTND_HTTP_THREADS", "N", OPT_COUNT, FIELD(http_threads), 1, 64, "2",
+     "HTTP threads: they read bodies, parse and validate jobs, and send replies"},
+    {"--models", "ATTND_MODELS", "DIR", OPT_STRING, FIELD(models_dir), 0, 0, "none",
+     "load every DIR/NAME.safetensors as a model named NAME"},
+    {"--default-model", "ATTND_DEFAULT_MODEL", "NAME", OPT_STRING, FIELD(default_model), 0, 0,
+     "demo", "the model of requests that name none"},
+    {"--max-body-bytes", "ATTND_MAX_BODY_BYTES", "SIZE", OPT_BYTES, FIELD(max_body_bytes), 2,
+     (double)((size_t)1 << 40), "64M", "largest request body (413 beyond)"},
+    {"--max-job-bytes", "ATTND_MAX_JOB_BYTES", "SIZE", OPT_BYTES, FIELD(max_job_bytes), 1024,
+     (double)((size_t)1 << 42), "256M",
+     "working memory of one job: its tensors, weights, workspace and outputs (413 beyond)"},
+    {"--max-dim", "ATTND_MAX_DIM", "N", OPT_COUNT, FIELD(max_dim), 1, 1 << 24, "65536",
+     "largest size of any tensor dimension (400 beyond)"},
+    {"--max-heads", "ATTND_MAX_HEADS", "N", OPT_COUNT, FIELD(max_heads), 1, 1 << 16, "256",
+     "largest number of heads (400 beyond)"},
+    {"--max-queue", "ATTND_MAX_QUEUE", "N", OPT_COUNT, FIELD(max_queue), 1, 1000000, "128",
+     "jobs waiting for a worker; when full, 503 with Retry-After at once"},
+    {"--max-connections", "ATTND_MAX_CONNECTIONS", "N", OPT_COUNT, FIELD(max_connections), 1,
+     1000000, "1024",
+     "open connections at once; bodies being read hold at most this x --max-body-bytes"},
+    {"--request-timeout", "ATTND_REQUEST_TIMEOUT", "SEC", OPT_SECONDS, FIELD(request_timeout),
+     0.001, 86400, "30", "deadline from a request's arrival; a job still queued past it gets 503"},
+    {"--drain-timeout", "ATTND_DRAIN_TIMEOUT", "SEC", OPT_SECONDS, FIELD(drain_timeout), 0, 86400,
+     "30", "on SIGTERM/SIGINT, how long queued and running jobs may take before they get 503"},
+    {"--idle-timeout", "ATTND_IDLE_TIMEOUT", "N", OPT_COUNT, FIELD(idle_timeout), 0, 86400, "60",
+     "close a connection idle for N whole seconds (0 = never)"},
+    {"--api-key-file", "ATTND_API_KEY_FILE", "PATH", OPT_KEY_FILE, 0, 0, 0, "none",
+     "require Authorization: Bearer <the key in PATH> (/healthz and /readyz stay open)"},
+    {NULL, "ATTND_API_KEY", "KEY", OPT_KEY, 0, 0, 0, "none",
+     "the API key itself, when no key file is given"},
+    {"--cors-origins", "ATTND_CORS_ORIGINS", "LIST", OPT_CORS, 0, 0, 0, "none",
+     "comma-separated origins allowed by CORS (e.g. https://a.example,http://localhost:3000), "
+     "or *"},
+    {"--log-format", "ATTND_LOG_FORMAT", "FORMAT", OPT_LOG_FORMAT, 0, 0, 0, "text",
+     "text (key=value) or json (one object per line)"},
+};
+
+#define NOPTS (sizeof OPTS / sizeof OPTS[0])
+
+void srv_config_usage(FILE *f) {
+    fprintf(f, "Usage: attnd [FLAG VALUE | FLAG=VALUE]...\n"
+               "\n"
+               "attnd serves multi-head attention over HTTP (API v1: POST /v1/attention, POST "
+               "/v1/sdpa,\nGET /v1/models, /healthz, /readyz, /metrics, /openapi.yaml, /).\n"
+               "Each flag has an environment twin; a flag wins over its twin.\n\n");
+    for (size_t i = 0; i < NOPTS; i++) {
+        const opt *o = &OPTS[i];
+        char head[96];
+        if (o->flag)
+            snprintf(head, sizeof head, "%s %s", o->flag, o->metavar);
+        else
+            snprintf(head, sizeof head, "(environment only)");
+        fprintf(f, "  %-26s env %s, default: %s\n      %s\n", head, o->env, o->dflt, o->help);
+    }
+    fprintf(f, "  --help                     print this and exit\n"
+               "  --version                  print the version and exit\n\n");
+    fprintf(f, "SIZE is a byte count with an optional K, M or G suffix (powers of 1024); SEC "
+               "may have decimals.\n"
+               "A bad value stops the start with one line on stderr and exit status 2.\n"
+               "Exit status: 0 after a clean shutdown (SIGTERM/SIGINT), 1 on a runtime failure "
+               "or when\nthe drain timeout cut running jobs short, 2 on a bad flag or model.\n");
+}
+
+/* ---- Value parsers ------------------------------------------------------------------------ */
+
+static bool parse_u64(const char *s, unsigned long long *out, const char **rest) {
+    if (!isdigit((unsigned char)s[0]))
+        return false;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno == ERANGE)
+        return false;
+    *out = v;
+    *rest = end;
+    return true;
+}
+
+static int set_count(size_t *dst, const char *name, const char *v, double lo, double hi,
+                     srv_error *err) {
+    unsigned long long x;
+    const char *rest;
+    if (!parse_u64(v, &x, &rest) || *rest || (double)x < lo || (double)x > hi)
+        return srv_fail(err, "%s: '%s' is not a whole number from %.0f to %.0f", name, v, lo, hi);
+    *dst = (size_t)x;
+    return SRV_OK;
+}
+
+static int set_bytes(size_t *dst, const char *name, const char *v, double lo, double hi,
+                     srv_error *err) {
+    unsigned long long x;
+    const char *rest;
+    int shift = -1;
+    if (parse_u64(v, &x, &rest)) {
+        if (!*rest || !strcasecmp(rest, "B"))
+            shift = 0;
+        else if (!strcasecmp(rest, "K") || !strcasecmp(rest, "KiB") || !strcasecmp(rest, "KB"))
+            shift = 10;
+        else if (!strcasecmp(rest, "M") || !strcasecmp(rest, "MiB") || !strcasecmp(rest, "MB"))
+            shift = 20;
+        else if (!strcasecmp(rest, "G") || !strcasecmp(rest, "GiB") || !strcasecmp(rest, "GB"))
+            shift = 30;
+    }
+    if (shift < 0 || (shift > 0 && x > (unsigned long long)(SIZE_MAX >> shift)))
+        return srv_fail(err,
+                        "%s: '%s' is not a byte count (a whole number with an optional K, M or "
+                        "G suffix)",
+                        name, v);
+    x <<= shift;
+    if ((double)x < lo || (double)x > hi)
+        return srv_fail(err, "%s: %s is out of range: give %.0f to %.0f bytes", name, v, lo, hi);
+    *dst = (size_t)x;
+    return SRV_OK;
+}
+
+static int set_seconds(double *dst, const char *name, const char *v, double lo, double hi,
+                       srv_error *err) {
+    errno = 0;
+    char *end;
+    double x = strtod(v, &end);
+    if (!v[0] || isspace((unsigned char)v[0]) || *end || errno == ERANGE || !isfinite(x) ||
+        x < lo || x > hi)
+        return srv_fail(err, "%s: '%s' is not a number of seconds from %g to %g", name, v, lo, hi);
+    *dst = x;
+    return SRV_OK;
+}
+
+static int set_string(char *dst, size_t cap, const char *name, const char *v, srv_error *err) {
+    size_t n = strlen(v);
+    if (n == 0)
+        return srv_fail(err, "%s: the value is empty", name);
+    if (n >= cap)
+        return srv_fail(err, "%s: the value is longer than %zu bytes", name, cap - 1);
+    memcpy(dst, v, n + 1);
+    return SRV_OK;
+}
+
+static int set_listen(srv_config *cfg, const char *name, const char *v, srv_error *err) {
+    const char *host = v, *colon;
+    size_t hlen;
+    if (v[0] == '[') {
+        const char *close = strchr(v, ']');
+        if (!close || close[1] != ':')
+            return srv_fail(err, "%s: '%s' is not HOST:PORT ([ADDRESS]:PORT for IPv6)", name, v);
+        host = v + 1;
+        hlen = (size_t)(close - host);
+        colon = close + 1;
+    } else {
+        colon = strrchr(v, ':');
+        if (!colon)
+            return srv_fail(err, "%s: '%s' is not HOST:PORT (for example 127.0.0.1:8080)", name, v);
+        hlen = (size_t)(colon - v);
+    }
+    if (hlen == 0)
+        return srv_fail(err, "%s: '%s' has no host; use 0.0.0.0:PORT to listen everywhere", name,
+                        v);
+    if (hlen >= sizeof cfg->host)
+        return srv_fail(err, "%s: the host is too long", name);
+    unsigned long long port;
+    const char *rest;
+    if (!parse_u64(colon + 1, &port, &rest) || *rest || port > 65535)
+        return srv_fail(err, "%s: '%s' has no port from 0 to 65535 after the colon", name, v);
+    memcpy(cfg->host, host, hlen);
+    cfg->host[hlen] = '\0';
+    cfg->port = (uint16_t)port;
+    return SRV_OK;
+}
+
+/* A key: printable ASCII without spaces, as an HTTP token68-ish credential. */
+static int set_key(srv_config *cfg, const char *name, const char *key, size_t n, srv_error *err) {
+    if (n == 0)
+        return srv_fail(err, "%s: the API key is empty", name);
+    if (n >= sizeof cfg->api_key)
+        return srv_fail(err, "%s: the API key is longer than %zu bytes", name,
+                        sizeof cfg->api_key - 1);
+    for (size_t i = 0; i < n; i++)
+        if (key[i] <= ' ' || key[i] > '~')
+            return srv_fail(err,
+                            "%s: the API key holds a space or a byte outside printable ASCII "
+                            "(at offset %zu)",
+                            name, i);
+    memcpy(cfg->api_key, key, n);
+    cfg->api_key[n] = '\0';
+    cfg->api_key_len = n;
+    return SRV_OK;
+}
+
+static int set_key_file(srv_config *cfg, const char *name, const char *path, srv_error *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return srv_fail(err, "%s: cannot open %s: %s", name, path, strerror(errno));
+    char buf[KEY_FILE_MAX + 1];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    bool bad = ferror(f);
+    fclose(f);
+    if (bad)
+        return srv_fail(err, "%s: cannot read %s", name, path);
+    if (n > KEY_FILE_MAX)
+        return srv_fail(err, "%s: %s is larger than %d bytes; it should hold only the key", name,
+                        path, KEY_FILE_MAX);
+    while (n > 0 && isspace((unsigned char)buf[n - 1]))
+        n--;
+    size_t start = 0;
+    while (start < n && isspace((unsigned char)buf[start]))
+        start++;
+    char what[160];
+    snprintf(what, sizeof what, "%s (%s)", name, path);
+    int rc = set_key(cfg, what, buf + start, n - start, err);
+    memset(buf, 0, sizeof buf);
+    return rc;
+}
+
+static int set_cors(srv_config *cfg, const char *name, const char *v, srv_error *err) {
+    char out[sizeof cfg->cors_origins];
+    size_t len = 0;
+    const char *p = v;
+    while (*p) {
+        const char *comma = strchr(p, ',');
+        const char *end = comma ? comma : p + strlen(p);
+        const char *a = p, *b = end;
+        while (a < b && isspace((unsigned char)*a))
+            a++;
+        while (b > a && isspace((unsigned char)b[-1]))
+            b--;
+        size_t n = (size_t)(b - a);
+        if (n == 0)
+            return srv_fail(err, "%s: an empty entry in '%s'", name, v);
+        bool star = n == 1 && *a == '*';
+        const char *sep = memchr(a, ':', n);
+        bool origin = sep && b - sep > 3 && sep[1] == '/' && sep[2] == '/' &&
+                      !memchr(sep + 3, '/', (size_t)(b - sep - 3));
+        for (const char *c = a; c < b; c++)
+            if (*c <= ' ' || *c > '~')
+                origin = false;
+        if (!star && !origin)
+            return srv_fail(err,
+                            "%s: '%.*s' is not an origin such as https://example.org or "
+                            "http://localhost:3000 (no path, no trailing slash), nor *",
+                            name, (int)n, a);
+        if (len + n + 2 > sizeof out)
+            return srv_fail(err, "%s: the list is longer than %zu bytes", name, sizeof out - 1);
+        if (len)
+            out[len++] = ',';
+        memcpy(out + len, a, n);
+        len += n;
+        p = comma ? comma + 1 : end;
+    }
+    if (len == 0)
+        return srv_fail(err, "%s: the list is empty", name);
+    out[len] = '\0';
+    memcpy(cfg->cors_origins, out, len + 1);
+    return SRV_OK;
+}
+
+bool srv_config_origin_allowed(const srv_config *cfg, const char *origin, size_t len) {
+    const char *p = cfg->cors_origins;
+    while (*p) {
+        const char *comma = strchr(p, ',');
+        size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        if ((n == 1 && p[0] == '*') || (n == len && strncasecmp(p, origin, n) == 0))
+            return true;
+        if (!comma)
+            break;
+        p = comma + 1;
+    }
+    return false;
+}
+
+/* Applies one option's value; name is the flag or variable, for messages. */
+static int apply(srv_config *cfg, const opt *o, const char *name, const char *v, srv_error *err) {
+    char *base = (char *)cfg;
+    switch (o->kind) {
+    case OPT_LISTEN:
+        return set_listen(cfg, name, v, err);
+    case OPT_COUNT:
+        return set_count((size_t *)(base + o->offset), name, v, o->lo, o->hi, err);
+    case OPT_BYTES:
+        return set_bytes((size_t *)(base + o->offset), name, v, o->lo, o->hi, err);
+    case OPT_SECONDS:
+        return set_seconds((double *)(base + o->offset), name, v, o->lo, o->hi, err);
+    case OPT_STRING:
+        return set_string(base + o->offset,
+                          o->offset == FIELD(models_dir) ? sizeof cfg->models_dir
+                                                         : sizeof cfg->default_model,
+                          name, v, err);
+    case OPT_KEY:
+        return set_key(cfg, name, v, strlen(v), err);
+    case OPT_KEY_FILE:
+        return set_key_file(cfg, name, v, err);
+    case OPT_CORS:
+        return set_cors(cfg, name, v, err);
+    case OPT_LOG_FORMAT:
+        if (!strcmp(v, "text"))
+            cfg->log_format = SRV_LOG_TEXT;
+        else if (!strcmp(v, "json"))
+            cfg->log_format = SRV_LOG_JSON;
+        else
+            return srv_fail(err, "%s: '%s' is not a log format; use text or json", name, v);
+        return SRV_OK;
+    }
+    return srv_fail(err, "%s: unhandled option", name);
+}
+
+int srv_config_parse(srv_config *cfg, int argc, char **argv, srv_error *err) {
+    /* The flags first, only to know which are given (the last of a repeated flag counts)... */
+    const char *given[NOPTS] = {0};
+    for (int a = 1; a < argc; a++) {
+        const char *arg = argv[a];
+        if (!strcmp(arg, "--help") || !strcmp(arg, "-h"))
+            return SRV_HELP;
+        if (!strcmp(arg, "--version"))
+            return SRV_VERSION_ASKED;
+        size_t which = NOPTS;
+        const char *value = NULL;
+        for (size_t i = 0; i < NOPTS && which == NOPTS; i++) {
+            const char *f = OPTS[i].flag;
+            size_t n = f ? strlen(f) : 0;
+            if (f && !strncmp(arg, f, n) && (arg[n] == '\0' || arg[n] == '=')) {
+                which = i;
+                value = arg[n] == '=' ? arg + n + 1 : NULL;
+            }
+        }
+        if (which == NOPTS)
+            return srv_fail(err, "unknown argument '%s' (attnd --help lists the flags)", arg);
+        if (!value) {
+            if (a + 1 >= argc)
+                return srv_fail(err, "%s needs a value (%s)", OPTS[which].flag,
+                                OPTS[which].metavar);
+            value = argv[++a];
+        }
+        given[which] = value;
+    }
+    /* ...then each option from its flag, or else from its environment twin. A key file, from
+     * either, wins over ATTND_API_KEY. */
+    bool key_file = false;
+    for (size_t i = 0; i < NOPTS; i++) {
+        const opt *o = &OPTS[i];
+        const char *v = given[i], *name = o->flag;
+        if (!v) {
+            v = getenv(o->env);
+            name = o->env;
+            if (v && !*v)
+                v = NULL; /* an empty variable counts as unset */
+        }
+        if (!v || (o->kind == OPT_KEY && key_file))
+            continue;
+        if (apply(cfg, o, name, v, err) != SRV_OK)
+            return SRV_ERR;
+        key_file |= o->kind == OPT_KEY_FILE;
+    }
+    if (cfg->pool_threads == AUTO_SIZE)
+        cfg->pool_threads = cfg->threads - 1;
+    return SRV_OK;
+}

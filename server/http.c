@@ -1,0 +1,864 @@
+/* http.c - the HTTP side of attnd on libmicrohttpd: routes, auth, CORS, the capped body, jobs
+ * handed to the workers behind MHD_suspend_connection, replies and their headers, and one access
+ * log line per request.
+ *
+ * A request's life (one http_req per request, created on the first call of the access handler,
+ * freed when both the connection and the worker have let go of it):
+ *
+ *   REQ_NEW     first call: route, method, auth, early refusals (405, 413 from Content-Length,
+ *               415, 503) and the replies of the GET routes;
+ *   REQ_BODY    the body arrives in pieces; past --max-body-bytes it is dropped and 413 follows;
+ *   (complete)  api_job_parse on this thread; submit to the workers and suspend, under r->mu;
+ *   REQ_QUEUED  a worker fills r->sj and resumes the connection (under r->mu, so never before
+ *               the suspend); the access handler is called again and queues the reply;
+ *   REQ_REPLIED nothing more to do; the completion callback logs, counts and lets go.
+ */
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "server.h"
+
+#define ID_MAX         64                 /* longest X-Request-Id kept; longer ones are replaced */
+#define BODY_FIRST_CAP ((size_t)1 << 20)  /* most of a body reserved before it arrives */
+#define MHD_MEMORY     (128 << 10)        /* per-connection buffer of libmicrohttpd */
+#define DISCARD_SLACK  ((size_t)16 << 20) /* body bytes read past the cap before dropping */
+#define ALLOW_JOB      "POST, OPTIONS"
+#define ALLOW_GET      "GET, HEAD, OPTIONS"
+#define CORS_HEADERS   "Authorization, Content-Type, X-Request-Id"
+#define CORS_EXPOSE    "X-Request-Id, Retry-After, WWW-Authenticate"
+#define PAGE_CSP                                                                                   \
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "              \
+    "connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; "             \
+    "form-action 'self'"
+
+struct srv_http {
+    const srv_config *cfg;
+    const srv_log *log;
+    srv_metrics *metrics;
+    struct MHD_Daemon *daemon;
+    /* Written once by srv_http_set_ready before ready is set (release); read after it. */
+    const api_registry *models;
+    api_limits limits;
+    srv_workers *workers;
+    atomic_bool ready, draining;
+    atomic_size_t outstanding; /* requests given to the workers and not yet completed */
+    atomic_uint_fast64_t next_id;
+    uint64_t id_salt;
+    double start_wall;
+};
+
+typedef enum req_state { REQ_NEW = 0, REQ_BODY, REQ_QUEUED, REQ_REPLIED } req_state;
+
+typedef struct http_req {
+    srv_job sj; /* the job as the workers see it; sj.owner is this request */
+    srv_http *h;
+    struct MHD_Connection *conn;
+    pthread_mutex_t mu; /* orders the worker's resume after the handler's suspend */
+    atomic_int refs;    /* the connection's, and the worker's while the job is out */
+    req_state state;
+    srv_route route;
+    bool is_get, is_post, is_options;
+    bool handed; /* given to the workers: counted in h->outstanding */
+    char method[16];
+    char *path;
+    char id[ID_MAX + 1];
+    char *body; /* (body_len of body_cap bytes), freed once parsed */
+    size_t body_len, body_cap;
+    bool body_over, body_oom;
+    size_t bytes_in, bytes_out;
+    unsigned status;
+    char code[32]; /* the error code of an error reply */
+    double t_start, parse_ms;
+    /* headers of the reply being built */
+    const char *allow;
+    bool www_auth, bad_token, page;
+} http_req;
+
+/* ---- Small helpers ------------------------------------------------------------------------ */
+
+static uint64_t mix64(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+static bool id_char_ok(char c) {
+    return isalnum((unsigned char)c) || strchr("-_.:/+=@", c);
+}
+
+static void set_request_id(srv_http *h, http_req *r) {
+    const char *given = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-Request-Id");
+    if (given) {
+        size_t n = strlen(given);
+        bool ok = n > 0 && n <= ID_MAX;
+        for (size_t i = 0; ok && i < n; i++)
+            ok = id_char_ok(given[i]);
+        if (ok) {
+            memcpy(r->id, given, n + 1);
+            return;
+        }
+    }
+    uint64_t n = atomic_fetch_add_explicit(&h->next_id, 1, memory_order_relaxed);
+    snprintf(r->id, sizeof r->id, "%016llx", (unsigned long long)mix64(h->id_salt ^ n));
+}
+
+/* Constant-time in the key: the time depends only on the key's length and the token's. */
+static bool key_equal(const char *token, size_t tlen, const char *key, size_t klen) {
+    volatile unsigned char d = tlen != klen;
+    for (size_t i = 0; i < klen; i++)
+        d |= (unsigned char)(key[i] ^ (i < tlen ? token[i] : 0));
+    return d == 0;
+}
+
+/* True when no key is configured, or Authorization: Bearer carries it. *had_token tells
+ * whether a Bearer token was given at all. */
+static bool authorized(const srv_http *h, http_req *r, bool *had_token) {
+    *had_token = false;
+    if (h->cfg->api_key_len == 0)
+        return true;
+    const char *a =
+        MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!a)
+        return false;
+    while (*a == ' ' || *a == '\t')
+        a++;
+    if (strncasecmp(a, "Bearer", 6) != 0 || (a[6] != ' ' && a[6] != '\t'))
+        return false;
+    a += 6;
+    while (*a == ' ' || *a == '\t')
+        a++;
+    size_t n = strlen(a);
+    while (n > 0 && (a[n - 1] == ' ' || a[n - 1] == '\t'))
+        n--;
+    *had_token = n > 0;
+    return key_equal(a, n, h->cfg->api_key, h->cfg->api_key_len);
+}
+
+/* Content-Type is application/json, perhaps with parameters. */
+static bool is_json(const char *ct) {
+    if (!ct)
+        return false;
+    while (*ct == ' ' || *ct == '\t')
+        ct++;
+    static const char want[] = "application/json";
+    if (strncasecmp(ct, want, sizeof want - 1) != 0)
+        return false;
+    ct += sizeof want - 1;
+    while (*ct == ' ' || *ct == '\t')
+        ct++;
+    return *ct == '\0' || *ct == ';';
+}
+
+static srv_route route_of(const char *url) {
+    static const struct {
+        const char *path;
+        srv_route route;
+    } routes[] = {
+        {"/v1/attention", SRV_ROUTE_ATTENTION}, {"/v1/sdpa", SRV_ROUTE_SDPA},
+        {"/v1/models", SRV_ROUTE_MODELS},       {"/healthz", SRV_ROUTE_HEALTHZ},
+        {"/readyz", SRV_ROUTE_READYZ},          {"/metrics", SRV_ROUTE_METRICS},
+        {"/openapi.yaml", SRV_ROUTE_OPENAPI},
+    };
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
+        if (!strcmp(url, routes[i].path))
+            return routes[i].route;
+    return srv_static_find(url) ? SRV_ROUTE_STATIC : SRV_ROUTE_UNKNOWN;
+}
+
+static bool is_job_route(srv_route r) {
+    return r == SRV_ROUTE_ATTENTION || r == SRV_ROUTE_SDPA;
+}
+
+/* ---- Request objects ---------------------------------------------------------------------- */
+
+static http_req *req_create(srv_http *h, struct MHD_Connection *conn, const char *url,
+                            const char *method) {
+    http_req *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    size_t n = strlen(url);
+    if (n > 2048)
+        n = 2048;
+    r->path = malloc(n + 1);
+    if (!r->path) {
+        free(r);
+        return NULL;
+    }
+    memcpy(r->path, url, n);
+    r->path[n] = '\0';
+    pthread_mutex_init(&r->mu, NULL);
+    atomic_init(&r->refs, 1);
+    r->h = h;
+    r->conn = conn;
+    r->t_start = srv_now();
+    snprintf(r->method, sizeof r->method, "%s", method);
+    r->is_get = !strcmp(method, MHD_HTTP_METHOD_GET) || !strcmp(method, MHD_HTTP_METHOD_HEAD);
+    r->is_post = !strcmp(method, MHD_HTTP_METHOD_POST);
+    r->is_options = !strcmp(method, MHD_HTTP_METHOD_OPTIONS);
+    r->route = route_of(url);
+    r->sj.owner = r;
+    set_request_id(h, r);
+    return r;
+}
+
+static void req_unref(http_req *r) {
+    if (atomic_fetch_sub(&r->refs, 1) != 1)
+        return;
+    free(r->body);
+    api_buf_free(&r->sj.body);
+    api_job_destroy(r->sj.job);
+    pthread_mutex_destroy(&r->mu);
+    free(r->path);
+    free(r);
+}
+
+/* ---- Replies ------------------------------------------------------------------------------ */
+
+static void add_cors(const srv_http *h, http_req *r, struct MHD_Response *resp) {
+    if (!h->cfg->cors_origins[0])
+        return;
+    MHD_add_response_header(resp, "Vary", "Origin");
+    const char *origin = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Origin");
+    if (origin && srv_config_origin_allowed(h->cfg, origin, strlen(origin))) {
+        MHD_add_response_header(resp, "Access-Control-Allow-Origin", origin);
+        MHD_add_response_header(resp, "Access-Control-Expose-Headers", CORS_EXPOSE);
+    }
+}
+
+/* Queues a reply with the headers every response carries. mode says who owns body (MUST_FREE:
+ * malloc'd, passed to libmicrohttpd). */
+static enum MHD_Result reply(http_req *r, unsigned status, const char *type, void *body, size_t len,
+                             enum MHD_ResponseMemoryMode mode) {
+    srv_http *h = r->h;
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, body, mode);
+    if (!resp) {
+        if (mode == MHD_RESPMEM_MUST_FREE)
+            free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, "X-Request-Id", r->id);
+    if (type)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(resp, "Referrer-Policy", "no-referrer");
+    if (r->page) {
+        MHD_add_response_header(resp, "Content-Security-Policy", PAGE_CSP);
+        MHD_add_response_header(resp, "X-Frame-Options", "DENY");
+        MHD_add_response_header(resp, "Cache-Control", "no-cache");
+    } else {
+        MHD_add_response_header(resp, "Cache-Control", "no-store");
+    }
+    if (r->allow)
+        MHD_add_response_header(resp, "Allow", r->allow);
+    if (r->www_auth)
+        MHD_add_response_header(resp, "WWW-Authenticate",
+                                r->bad_token ? "Bearer realm=\"attnd\", error=\"invalid_token\""
+                                             : "Bearer realm=\"attnd\"");
+    if (status == 503)
+        MHD_add_response_header(resp, "Retry-After", atomic_load(&h->draining) ? "5" : "1");
+    if (atomic_load(&h->draining))
+        MHD_add_response_header(resp, "Connection", "close");
+    add_cors(h, r, resp);
+    r->status = status;
+    r->bytes_out = len;
+    r->state = REQ_REPLIED;
+    enum MHD_Result rc = MHD_queue_response(r->conn, status, resp);
+    MHD_destroy_response(resp);
+    return rc;
+}
+
+/* Replies with body (moved out of *b). */
+static enum MHD_Result reply_buf(http_req *r, unsigned status, const char *type, api_buf *b) {
+    if (b->failed) {
+        api_buf_free(b);
+        static const char oom[] = "{\"error\": {\"code\": \"out_of_memory\", \"message\": \"out of "
+                                  "memory writing the reply\", \"field\": null}}";
+        snprintf(r->code, sizeof r->code, "out_of_memory");
+        return reply(r, 500, "application/json", (void *)oom, sizeof oom - 1,
+                     MHD_RESPMEM_PERSISTENT);
+    }
+    void *data = b->data;
+    size_t len = b->len;
+    *b = (api_buf){0};
+    if (!data)
+        return reply(r, status, type, (void *)"", 0, MHD_RESPMEM_PERSISTENT);
+    return reply(r, status, type, data, len, MHD_RESPMEM_MUST_FREE);
+}
+
+static enum MHD_Result reply_api_error(http_req *r, const api_error *e) {
+    api_buf b = {0};
+    api_error_body(e, &b);
+    snprintf(r->code, sizeof r->code, "%s", e->code);
+    return reply_buf(r, e->status ? (unsigned)e->status : 500, "application/json", &b);
+}
+
+static enum MHD_Result reply_error(http_req *r, unsigned status, const char *code, const char *fmt,
+                                   ...) __attribute__((format(printf, 4, 5)));
+
+static enum MHD_Result reply_error(http_req *r, unsigned status, const char *code, const char *fmt,
+                                   ...) {
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    api_error e = {0};
+    api_fail(&e, (int)status, code, NULL, "%s", msg);
+    return reply_api_error(r, &e);
+}
+
+static enum MHD_Result reply_json(http_req *r, unsigned status, const char *literal) {
+    return reply(r, status, "application/json", (void *)literal, strlen(literal),
+                 MHD_RESPMEM_PERSISTENT);
+}
+
+static enum MHD_Result reply_unavailable(http_req *r) {
+    if (atomic_load(&r->h->draining)) {
+        srv_metrics_reject(r->h->metrics, SRV_REJECT_DRAINING);
+        return reply_error(r, 503, "draining",
+                           "attnd is shutting down and takes no new jobs; retry on another "
+                           "instance");
+    }
+    return reply_error(r, 503, "not_ready", "attnd is starting and not ready yet; retry shortly");
+}
+
+/* ---- Routes ------------------------------------------------------------------------------- */
+
+static srv_gauges gauges(const srv_http *h) {
+    srv_gauges g = {0};
+    bool ready = atomic_load_explicit(&h->ready, memory_order_acquire);
+    if (ready)
+        srv_workers_stats(h->workers, &g.queue_depth, &g.jobs_in_flight);
+    g.queue_capacity = h->cfg->max_queue;
+    g.workers = h->cfg->threads;
+    g.pool_threads = h->cfg->pool_threads;
+    g.draining = atomic_load(&h->draining);
+    g.ready = ready && !g.draining;
+    g.start_time = h->start_wall;
+    return g;
+}
+
+/* True when method is one of the comma-separated list. */
+static bool method_listed(const char *list, const char *method) {
+    size_t mn = strlen(method);
+    for (const char *p = list; *p;) {
+        size_t n = strcspn(p, ",");
+        if (n == mn && !strncmp(p, method, n))
+            return true;
+        p += n;
+        while (*p == ',' || *p == ' ')
+            p++;
+    }
+    return false;
+}
+
+/* OPTIONS: a CORS preflight (Origin and Access-Control-Request-Method given), or a plain one
+ * that lists the route's methods. Needs no API key: browsers send none with a preflight. */
+static enum MHD_Result on_options(srv_http *h, http_req *r) {
+    if (r->route == SRV_ROUTE_UNKNOWN)
+        return reply_error(r, 404, "not_found", "there is no route %.200s; see /openapi.yaml",
+                           r->path);
+    const char *allow = is_job_route(r->route) ? ALLOW_JOB : ALLOW_GET;
+    const char *origin = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Origin");
+    const char *want =
+        MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Access-Control-Request-Method");
+    if (!origin || !want) { /* not a CORS preflight */
+        r->allow = allow;
+        return reply(r, 204, NULL, (void *)"", 0, MHD_RESPMEM_PERSISTENT);
+    }
+    if (!srv_config_origin_allowed(h->cfg, origin, strlen(origin)))
+        return reply_error(r, 403, "cors_rejected",
+                           "the origin %.100s is not allowed (--cors-origins)", origin);
+    if (!method_listed(allow, want))
+        return reply_error(r, 403, "cors_rejected", "%s does not take the method %.20s (only %s)",
+                           r->path, want, allow);
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    if (!resp)
+        return MHD_NO;
+    MHD_add_response_header(resp, "X-Request-Id", r->id);
+    MHD_add_response_header(resp, "Access-Control-Allow-Origin", origin);
+    MHD_add_response_header(resp, "Access-Control-Allow-Methods", allow);
+    MHD_add_response_header(resp, "Access-Control-Allow-Headers", CORS_HEADERS);
+    MHD_add_response_header(resp, "Access-Control-Max-Age", "600");
+    MHD_add_response_header(resp, "Vary", "Origin");
+    MHD_add_response_header(resp, "Cache-Control", "no-store");
+    r->status = 204;
+    r->state = REQ_REPLIED;
+    enum MHD_Result rc = MHD_queue_response(r->conn, 204, resp);
+    MHD_destroy_response(resp);
+    return rc;
+}
+
+static enum MHD_Result on_job_headers(srv_http *h, http_req *r) {
+    if (!atomic_load_explicit(&h->ready, memory_order_acquire) || atomic_load(&h->draining))
+        return reply_unavailable(r);
+    const char *ct =
+        MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    if (!is_json(ct))
+        return reply_error(r, 415, "unsupported_media_type",
+                           "send the body as JSON with Content-Type: application/json (got %.60s)",
+                           ct ? ct : "none");
+    const char *cl =
+        MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    size_t expect = 0;
+    if (cl) {
+        errno = 0;
+        char *end;
+        unsigned long long v = strtoull(cl, &end, 10);
+        if (!errno && end != cl && !*end && v > h->cfg->max_body_bytes)
+            return reply_error(r, 413, "body_too_large",
+                               "the request body is %llu bytes, over the limit of %zu bytes "
+                               "(--max-body-bytes)",
+                               v, h->cfg->max_body_bytes);
+        if (!errno && end != cl && !*end)
+            expect = (size_t)v;
+    }
+    size_t queued, running;
+    srv_workers_stats(h->workers, &queued, &running);
+    if (queued >= h->cfg->max_queue) {
+        srv_metrics_reject(h->metrics, SRV_REJECT_QUEUE_FULL);
+        return reply_error(r, 503, "queue_full",
+                           "all %zu places of the job queue are taken (--max-queue); retry "
+                           "shortly",
+                           h->cfg->max_queue);
+    }
+    /* What Content-Length announces is only reserved up to BODY_FIRST_CAP: a client that
+     * announces much and sends little holds little. */
+    size_t cap = expect && expect < BODY_FIRST_CAP ? expect : BODY_FIRST_CAP;
+    if (cap > h->cfg->max_body_bytes)
+        cap = h->cfg->max_body_bytes;
+    r->body = malloc(cap + 1);
+    if (!r->body)
+        return reply_error(r, 503, "out_of_memory",
+                           "no memory for a body of %zu bytes now; retry later", cap);
+    r->body_cap = cap;
+    r->state = REQ_BODY;
+    return MHD_YES;
+}
+
+/* Keeps a piece of the body; past the cap drops it all and only counts. */
+static void body_append(srv_http *h, http_req *r, const char *data, size_t n) {
+    r->bytes_in += n;
+    if (r->body_over || r->body_oom)
+        return;
+    size_t max = h->cfg->max_body_bytes;
+    if (n > max - r->body_len) {
+        r->body_over = true;
+        free(r->body);
+        r->body = NULL;
+        r->body_len = r->body_cap = 0;
+        return;
+    }
+    if (r->body_len + n > r->body_cap) {
+        size_t cap = r->body_cap * 2;
+        if (cap < r->body_len + n)
+            cap = r->body_len + n;
+        if (cap > max)
+            cap = max;
+        char *b = realloc(r->body, cap + 1);
+        if (!b) {
+            r->body_oom = true;
+            free(r->body);
+            r->body = NULL;
+            r->body_len = r->body_cap = 0;
+            return;
+        }
+        r->body = b;
+        r->body_cap = cap;
+    }
+    memcpy(r->body + r->body_len, data, n);
+    r->body_len += n;
+}
+
+static void on_job_done(srv_job *sj) {
+    http_req *r = sj->owner;
+    pthread_mutex_lock(&r->mu);
+    MHD_resume_connection(r->conn);
+    pthread_mutex_unlock(&r->mu);
+    req_unref(r);
+}
+
+static enum MHD_Result on_body_complete(srv_http *h, http_req *r) {
+    if (r->body_over)
+        return reply_error(r, 413, "body_too_large",
+                           "the request body is over the limit of %zu bytes (--max-body-bytes)",
+                           h->cfg->max_body_bytes);
+    if (r->body_oom)
+        return reply_error(r, 503, "out_of_memory",
+                           "no memory to hold the request body now; retry later");
+    if (atomic_load(&h->draining))
+        return reply_unavailable(r);
+    api_op op = r->route == SRV_ROUTE_SDPA ? API_OP_SDPA : API_OP_ATTENTION;
+    r->body[r->body_len] = '\0';
+    double t0 = srv_now();
+    api_error e = {0};
+    api_job *job = api_job_parse(op, r->body, r->body_len, h->models, &h->limits, &e);
+    r->parse_ms = (srv_now() - t0) * 1e3;
+    free(r->body);
+    r->body = NULL;
+    if (!job) {
+        if (!e.status)
+            api_fail(&e, 500, "internal_error", NULL, "the job could not be parsed");
+        return reply_api_error(r, &e);
+    }
+
+    r->sj.job = job;
+    r->sj.op = op;
+    r->sj.deadline = r->t_start + h->cfg->request_timeout;
+    r->sj.done = on_job_done;
+    atomic_fetch_add(&r->refs, 1);
+    atomic_fetch_add(&h->outstanding, 1);
+    r->handed = true;
+    pthread_mutex_lock(&r->mu);
+    int rc = srv_workers_submit(h->workers, &r->sj);
+    if (rc == SRV_OK) {
+        MHD_suspend_connection(r->conn);
+        r->state = REQ_QUEUED;
+    }
+    pthread_mutex_unlock(&r->mu);
+    if (rc == SRV_OK)
+        return MHD_YES;
+
+    /* Not taken: undo, and say why. */
+    r->handed = false;
+    atomic_fetch_sub(&h->outstanding, 1);
+    atomic_fetch_sub(&r->refs, 1);
+    api_job_destroy(job);
+    r->sj.job = NULL;
+    if (rc == SRV_QUEUE_FULL) {
+        srv_metrics_reject(h->metrics, SRV_REJECT_QUEUE_FULL);
+        return reply_error(r, 503, "queue_full",
+                           "all %zu places of the job queue are taken (--max-queue); retry "
+                           "shortly",
+                           h->cfg->max_queue);
+    }
+    return reply_unavailable(r);
+}
+
+static enum MHD_Result on_job_result(http_req *r) {
+    srv_job *sj = &r->sj;
+    if (sj->status != 200)
+        snprintf(r->code, sizeof r->code, "%s", sj->code);
+    return reply_buf(r, sj->status, "application/json", &sj->body);
+}
+
+static enum MHD_Result on_static(http_req *r) {
+    const srv_static_file *f = srv_static_find(r->path);
+    if (!f && r->route == SRV_ROUTE_OPENAPI)
+        return reply_error(r, 404, "not_found",
+                           "this build has no OpenAPI description (api/openapi.yaml was missing "
+                           "when attnd was built)");
+    if (!f)
+        return reply_error(r, 404, "not_found", "there is no file %.200s", r->path);
+    r->page = true;
+    return reply(r, 200, srv_static_mime(f->path), (void *)f->data, (size_t)(f->end - f->data),
+                 MHD_RESPMEM_PERSISTENT);
+}
+
+static enum MHD_Result on_new(srv_http *h, http_req *r) {
+    if (r->is_options)
+        return on_options(h, r);
+    bool open = r->route == SRV_ROUTE_HEALTHZ || r->route == SRV_ROUTE_READYZ;
+    bool had_token;
+    if (!open && !authorized(h, r, &had_token)) {
+        r->www_auth = true;
+        r->bad_token = had_token;
+        return reply_error(r, 401, "unauthorized",
+                           had_token ? "the API key is wrong"
+                                     : "this server needs an API key: send Authorization: "
+                                       "Bearer <key>");
+    }
+    if (r->route == SRV_ROUTE_UNKNOWN)
+        return reply_error(r, 404, "not_found", "there is no route %.200s; see /openapi.yaml",
+                           r->path);
+    bool job = is_job_route(r->route);
+    if ((job && !r->is_post) || (!job && !r->is_get)) {
+        r->allow = job ? ALLOW_JOB : ALLOW_GET;
+        return reply_error(r, 405, "method_not_allowed", "%s takes %s, not %s", r->path,
+                           job ? "POST" : "GET", r->method);
+    }
+    bool ready = atomic_load_explicit(&h->ready, memory_order_acquire);
+    switch (r->route) {
+    case SRV_ROUTE_ATTENTION:
+    case SRV_ROUTE_SDPA:
+        return on_job_headers(h, r);
+    case SRV_ROUTE_HEALTHZ:
+        return reply_json(r, 200, "{\"status\": \"ok\"}");
+    case SRV_ROUTE_READYZ:
+        if (ready && !atomic_load(&h->draining))
+            return reply_json(r, 200, "{\"status\": \"ready\"}");
+        return reply_unavailable(r);
+    case SRV_ROUTE_MODELS: {
+        if (!ready)
+            return reply_unavailable(r);
+        api_buf b = {0};
+        api_registry_list_json(h->models, &b);
+        return reply_buf(r, 200, "application/json", &b);
+    }
+    case SRV_ROUTE_METRICS: {
+        api_buf b = {0};
+        srv_gauges g = gauges(h);
+        srv_metrics_render(h->metrics, &g, &b);
+        return reply_buf(r, 200, "text/plain; version=0.0.4; charset=utf-8", &b);
+    }
+    case SRV_ROUTE_OPENAPI:
+    case SRV_ROUTE_STATIC:
+        return on_static(r);
+    case SRV_ROUTE_UNKNOWN:
+    case SRV_ROUTE_COUNT:
+        break;
+    }
+    return reply_error(r, 404, "not_found", "there is no route %.200s", r->path);
+}
+
+/* True when the request announces a body (a Content-Length above 0, or chunked). */
+static bool has_body(struct MHD_Connection *conn) {
+    const char *cl =
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    const char *te =
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    return te || (cl && strspn(cl, "0") != strlen(cl));
+}
+
+static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url,
+                                 const char *method, const char *version, const char *upload_data,
+                                 size_t *upload_data_size, void **con_cls) {
+    (void)version;
+    srv_http *h = cls;
+    http_req *r = *con_cls;
+    if (!r) {
+        r = req_create(h, conn, url, method);
+        if (!r)
+            return MHD_NO; /* out of memory: drop the connection */
+        *con_cls = r;
+        /* A request with a body is judged now, before its body is read (a reply now closes the
+         * connection after it). One without waits for the next call: a reply queued then keeps
+         * the connection alive. */
+        return has_body(conn) ? on_new(h, r) : MHD_YES;
+    }
+    switch (r->state) {
+    case REQ_NEW:
+        return on_new(h, r);
+    case REQ_BODY:
+        if (*upload_data_size) {
+            body_append(h, r, upload_data, *upload_data_size);
+            *upload_data_size = 0;
+            /* A body far past the cap is not read to its end: drop the connection. */
+            if (r->body_over && r->bytes_in - h->cfg->max_body_bytes > DISCARD_SLACK)
+                return MHD_NO;
+            return MHD_YES;
+        }
+        return on_body_complete(h, r);
+    case REQ_QUEUED:
+        return on_job_result(r);
+    case REQ_REPLIED:
+        break;
+    }
+    /* A body sent to a route that replied at once: ignore it. */
+    *upload_data_size = 0;
+    return MHD_YES;
+}
+
+static const char *end_name(enum MHD_RequestTerminationCode toe) {
+    switch (toe) {
+    case MHD_REQUEST_TERMINATED_COMPLETED_OK:
+        return NULL;
+    case MHD_REQUEST_TERMINATED_WITH_ERROR:
+        return "error";
+    case MHD_REQUEST_TERMINATED_TIMEOUT_REACHED:
+        return "timeout";
+    case MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN:
+        return "shutdown";
+    case MHD_REQUEST_TERMINATED_READ_ERROR:
+        return "read_error";
+    case MHD_REQUEST_TERMINATED_CLIENT_ABORT:
+        return "client_abort";
+    }
+    return "unknown";
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+    (void)conn;
+    srv_http *h = cls;
+    http_req *r = *con_cls;
+    if (!r)
+        return;
+    *con_cls = NULL;
+    double total_ms = (srv_now() - r->t_start) * 1e3;
+    srv_kv kv[16];
+    size_t n = 0;
+    kv[n++] = SRV_STR("method", r->method);
+    kv[n++] = SRV_STR("path", r->path);
+    kv[n++] = SRV_INT("status", r->status);
+    kv[n++] = SRV_INT("bytes_in", r->bytes_in);
+    kv[n++] = SRV_INT("bytes_out", r->bytes_out);
+    kv[n++] = SRV_NUM("queue_ms", r->sj.queue_ms);
+    kv[n++] = SRV_NUM("compute_ms", r->sj.compute_ms);
+    kv[n++] = SRV_NUM("parse_ms", r->parse_ms);
+    kv[n++] = SRV_NUM("encode_ms", r->sj.encode_ms);
+    kv[n++] = SRV_NUM("total_ms", total_ms);
+    kv[n++] = SRV_STR("id", r->id);
+    if (r->code[0])
+        kv[n++] = SRV_STR("code", r->code);
+    const char *end = end_name(toe);
+    if (end)
+        kv[n++] = SRV_STR("end", end);
+    srv_log_write(h->log, "info", "access", kv, n);
+    srv_metrics_request(h->metrics, r->route, r->status, r->bytes_in, r->bytes_out);
+    if (r->handed)
+        atomic_fetch_sub(&h->outstanding, 1);
+    req_unref(r);
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
+    srv_http *h = cls;
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
+        msg[--n] = '\0';
+    srv_kv kv[] = {SRV_STR("detail", msg)};
+    srv_log_write(h->log, "warn", "libmicrohttpd", kv, 1);
+}
+
+/* ---- Life cycle --------------------------------------------------------------------------- */
+
+int srv_listen(const srv_config *cfg, char *bound, size_t bound_len, srv_error *err) {
+    struct addrinfo hints = {0}, *res = NULL;
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    char port[8];
+    snprintf(port, sizeof port, "%u", (unsigned)cfg->port);
+    int rc = getaddrinfo(cfg->host, port, &hints, &res);
+    if (rc != 0)
+        return srv_fail(err, "--listen: cannot resolve the host '%s': %s", cfg->host,
+                        gai_strerror(rc));
+    int fd = -1, last = 0;
+    for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
+        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+        if (fd < 0) {
+            last = errno;
+            continue;
+        }
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, SOMAXCONN) != 0) {
+            last = errno;
+            close(fd);
+            fd = -1;
+        }
+    }
+    freeaddrinfo(res);
+    if (fd < 0)
+        return srv_fail(err, "--listen: cannot listen on %s:%u: %s", cfg->host, (unsigned)cfg->port,
+                        strerror(last));
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0)
+        fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    char host[INET6_ADDRSTRLEN] = "?";
+    unsigned p = cfg->port;
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
+        if (ss.ss_family == AF_INET) {
+            struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+            inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
+            p = ntohs(a->sin_port);
+        } else if (ss.ss_family == AF_INET6) {
+            struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+            inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
+            p = ntohs(a->sin6_port);
+        }
+    }
+    snprintf(bound, bound_len, ss.ss_family == AF_INET6 ? "[%s]:%u" : "%s:%u", host, p);
+    return fd;
+}
+
+srv_http *srv_http_start(const srv_config *cfg, const srv_log *log, int listen_fd,
+                         srv_metrics *metrics, srv_error *err) {
+    srv_http *h = calloc(1, sizeof *h);
+    if (!h) {
+        close(listen_fd);
+        srv_fail(err, "out of memory starting HTTP");
+        return NULL;
+    }
+    h->cfg = cfg;
+    h->log = log;
+    h->metrics = metrics;
+    atomic_init(&h->ready, false);
+    atomic_init(&h->draining, false);
+    atomic_init(&h->outstanding, 0);
+    atomic_init(&h->next_id, 1);
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    h->start_wall = (double)tv.tv_sec + (double)tv.tv_usec * 1e-6;
+    if (getrandom(&h->id_salt, sizeof h->id_salt, GRND_NONBLOCK) != sizeof h->id_salt)
+        h->id_salt = mix64((uint64_t)tv.tv_usec ^ ((uint64_t)getpid() << 32));
+
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_ALLOW_SUSPEND_RESUME |
+                     MHD_USE_ERROR_LOG;
+    h->daemon = MHD_start_daemon(
+        flags, 0, NULL, NULL, on_access, h, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, h,
+        MHD_OPTION_LISTEN_SOCKET, (MHD_socket)listen_fd, MHD_OPTION_THREAD_POOL_SIZE,
+        (unsigned)cfg->http_threads, MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->idle_timeout,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)MHD_MEMORY, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)cfg->max_connections, MHD_OPTION_END);
+    if (!h->daemon) {
+        close(listen_fd);
+        free(h);
+        srv_fail(err, "libmicrohttpd failed to start (see the lines above)");
+        return NULL;
+    }
+    return h;
+}
+
+void srv_http_set_ready(srv_http *h, const api_registry *models, const api_limits *limits,
+                        srv_workers *workers) {
+    h->models = models;
+    h->limits = *limits;
+    h->workers = workers;
+    atomic_store_explicit(&h->ready, true, memory_order_release);
+}
+
+void srv_http_set_draining(srv_http *h) {
+    atomic_store(&h->draining, true);
+}
+
+bool srv_http_wait_replied(srv_http *h, double deadline) {
+    while (atomic_load(&h->outstanding) > 0) {
+        if (srv_now() >= deadline)
+            return false;
+        struct timespec ts = {0, 5 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return true;
+}
+
+void srv_http_stop(srv_http *h) {
+    if (!h)
+        return;
+    MHD_stop_daemon(h->daemon);
+    free(h);
+}

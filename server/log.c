@@ -1,0 +1,172 @@
+/* log.c - log lines, as key=value text or as JSON objects, one write(2) each so that lines from
+ * different threads never interleave. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "server.h"
+
+#define LINE_MAX_BYTES  8192
+#define VALUE_MAX_BYTES 1024 /* longer string values are cut, marked with "..." */
+
+typedef struct line {
+    char buf[LINE_MAX_BYTES];
+    size_t len;
+    bool cut;
+} line;
+
+static void put(line *l, const char *s, size_t n) {
+    size_t room = l->len < sizeof l->buf - 2 ? sizeof l->buf - 2 - l->len : 0; /* + newline */
+    if (n > room) {
+        n = room;
+        l->cut = true;
+    }
+    memcpy(l->buf + l->len, s, n);
+    l->len += n;
+}
+
+static void puts_(line *l, const char *s) {
+    put(l, s, strlen(s));
+}
+
+static void putf(line *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void putf(line *l, const char *fmt, ...) {
+    char tmp[64];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        put(l, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
+}
+
+/* A JSON string body: quotes, backslashes and control bytes escaped. */
+static void put_json_str(line *l, const char *s) {
+    put(l, "\"", 1);
+    size_t k = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++, k++) {
+        if (k == VALUE_MAX_BYTES) {
+            puts_(l, "...");
+            break;
+        }
+        if (*p == '"' || *p == '\\') {
+            char e[2] = {'\\', (char)*p};
+            put(l, e, 2);
+        } else if (*p < 0x20 || *p == 0x7f) {
+            putf(l, "\\u%04x", *p);
+        } else {
+            put(l, (const char *)p, 1);
+        }
+    }
+    put(l, "\"", 1);
+}
+
+/* A text value: bare when it is plain, else quoted with \" \\ and \xNN escapes. */
+static void put_text_str(line *l, const char *s) {
+    bool plain = *s != '\0' && strlen(s) <= VALUE_MAX_BYTES;
+    for (const unsigned char *p = (const unsigned char *)s; *p && plain; p++)
+        plain = *p > ' ' && *p < 0x7f && *p != '"' && *p != '\\' && *p != '=';
+    if (plain) {
+        puts_(l, s);
+        return;
+    }
+    put(l, "\"", 1);
+    size_t k = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++, k++) {
+        if (k == VALUE_MAX_BYTES) {
+            puts_(l, "...");
+            break;
+        }
+        if (*p == '"' || *p == '\\') {
+            char e[2] = {'\\', (char)*p};
+            put(l, e, 2);
+        } else if (*p < 0x20 || *p >= 0x7f) {
+            putf(l, "\\x%02x", *p);
+        } else {
+            put(l, (const char *)p, 1);
+        }
+    }
+    put(l, "\"", 1);
+}
+
+void srv_log_write(const srv_log *log, const char *level, const char *msg, const srv_kv *kv,
+                   size_t n) {
+    line l;
+    l.len = 0;
+    l.cut = false;
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    struct tm tm;
+    gmtime_r(&tv.tv_sec, &tm);
+    char ts[40];
+    size_t tn = strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(ts + tn, sizeof ts - tn, ".%03dZ", (int)(tv.tv_usec / 1000));
+    bool json = log && log->format == SRV_LOG_JSON;
+
+    if (json) {
+        puts_(&l, "{\"time\":\"");
+        puts_(&l, ts);
+        puts_(&l, "\",\"level\":\"");
+        puts_(&l, level);
+        puts_(&l, "\",\"msg\":");
+        put_json_str(&l, msg);
+    } else {
+        puts_(&l, ts);
+        put(&l, " ", 1);
+        puts_(&l, level);
+        put(&l, " ", 1);
+        puts_(&l, msg);
+    }
+    for (size_t i = 0; i < n; i++) {
+        const srv_kv *f = &kv[i];
+        line fl; /* one field, appended only when it fits whole */
+        fl.len = 0;
+        fl.cut = false;
+        if (json) {
+            put(&fl, ",", 1);
+            put_json_str(&fl, f->key);
+            put(&fl, ":", 1);
+        } else {
+            put(&fl, " ", 1);
+            puts_(&fl, f->key);
+            put(&fl, "=", 1);
+        }
+        switch (f->type) {
+        case SRV_KV_STR:
+            if (!f->s)
+                puts_(&fl, json ? "null" : "-");
+            else if (json)
+                put_json_str(&fl, f->s);
+            else
+                put_text_str(&fl, f->s);
+            break;
+        case SRV_KV_INT:
+            putf(&fl, "%lld", f->i);
+            break;
+        case SRV_KV_NUM:
+            putf(&fl, "%.3f", f->d);
+            break;
+        }
+        if (fl.cut || l.len + fl.len + 32 > sizeof l.buf) {
+            l.cut = true;
+            break;
+        }
+        put(&l, fl.buf, fl.len);
+    }
+    if (l.cut)
+        puts_(&l, json ? ",\"cut\":true" : " cut=true");
+    if (json)
+        put(&l, "}", 1);
+    l.buf[l.len++] = '\n';
+    size_t off = 0;
+    while (off < l.len) {
+        ssize_t w = write(STDERR_FILENO, l.buf + off, l.len - off);
+        if (w <= 0)
+            break;
+        off += (size_t)w;
+    }
+}

@@ -1,0 +1,300 @@
+/* main.c - attnd's entry point: BLAS set-up, configuration, models, the compute pool, the
+ * workers and HTTP, then waiting for SIGTERM/SIGINT and draining.
+ *
+ * Exit status: 0 after a clean shutdown, 1 on a runtime failure or when the drain timeout cut
+ * running jobs short, 2 on a bad flag, environment variable or model file. */
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "server.h"
+
+#define SUFFIX ".safetensors"
+
+/* One start-up failure: one line, plain in text mode, an object in JSON mode. */
+static void fatal(const srv_log *log, const char *msg) {
+    if (log && log->format == SRV_LOG_JSON) {
+        srv_kv kv[] = {SRV_STR("error", msg)};
+        srv_log_write(log, "error", "startup_failed", kv, 1);
+    } else {
+        fprintf(stderr, "attnd: error: %s\n", msg);
+    }
+}
+
+static int cmp_names(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Loads every DIR/NAME.safetensors (in name order) into models. SRV_ERR with err naming the file
+ * and what is wrong. */
+static int load_models_dir(const char *dir, api_registry *models, srv_error *err) {
+    DIR *d = opendir(dir);
+    if (!d)
+        return srv_fail(err, "--models: cannot open the directory %s: %s", dir, strerror(errno));
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    int rc = SRV_OK;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        size_t len = strlen(de->d_name), sl = sizeof SUFFIX - 1;
+        if (de->d_name[0] == '.' || len <= sl || strcmp(de->d_name + len - sl, SUFFIX) != 0)
+            continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            char **nn = realloc(names, cap * sizeof *names);
+            if (!nn) {
+                rc = srv_fail(err, "out of memory listing %s", dir);
+                goto done;
+            }
+            names = nn;
+        }
+        if (!(names[n] = strdup(de->d_name))) {
+            rc = srv_fail(err, "out of memory listing %s", dir);
+            goto done;
+        }
+        n++;
+    }
+    if (n)
+        qsort(names, n, sizeof *names, cmp_names);
+    for (size_t i = 0; i < n && rc == SRV_OK; i++) {
+        char path[2048];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        api_error e = {0};
+        api_model *m = api_model_load_file(path, &e);
+        if (!m || api_registry_add(models, m, &e) != 0) {
+            if (strstr(e.message, names[i]))
+                rc = srv_fail(err, "%s", e.message);
+            else
+                rc = srv_fail(err, "%s: %s", path, e.message[0] ? e.message : "cannot load");
+        }
+    }
+done:
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+    closedir(d);
+    return rc;
+}
+
+static void log_models(const srv_log *log, const api_registry *models) {
+    const api_model *def = api_registry_default(models);
+    for (size_t i = 0; i < api_registry_count(models); i++) {
+        const api_model *m = api_registry_at(models, i);
+        api_model_info info = api_model_describe(m);
+        srv_kv kv[] = {
+            SRV_STR("name", info.name),
+            SRV_STR("source", info.source),
+            SRV_INT("embed_dim", info.embed_dim),
+            SRV_INT("num_heads", info.num_heads),
+            SRV_INT("kdim", info.kdim),
+            SRV_INT("vdim", info.vdim),
+            SRV_STR("has_bias", info.has_bias ? "true" : "false"),
+            SRV_STR("default", m == def ? "true" : "false"),
+        };
+        srv_log_write(log, "info", "model", kv, sizeof kv / sizeof kv[0]);
+    }
+}
+
+/* Waits for a signal of set; returns its number. */
+static int wait_signal(const sigset_t *set) {
+    for (;;) {
+        int sig = sigwaitinfo(set, NULL);
+        if (sig > 0)
+            return sig;
+    }
+}
+
+int main(int argc, char **argv) {
+    /* First: it may re-execute the program with the right OpenBLAS kernel. */
+    attn_blas_info blas;
+    attn_error aerr = {0};
+    if (attn_blas_setup(argv, &blas, &aerr) != ATTN_OK) {
+        fprintf(stderr, "attnd: error: ATTND_BLAS_CORETYPE: %s\n", aerr.msg);
+        return 2;
+    }
+
+    srv_config cfg;
+    srv_config_init(&cfg);
+    srv_error err = {0};
+    int rc = srv_config_parse(&cfg, argc, argv, &err);
+    if (rc == SRV_HELP) {
+        srv_config_usage(stdout);
+        return 0;
+    }
+    if (rc == SRV_VERSION_ASKED) {
+        printf("attnd %s\n", SRV_VERSION);
+        return 0;
+    }
+    if (rc != SRV_OK) {
+        fprintf(stderr, "attnd: error: %s\n", err.msg);
+        return 2;
+    }
+    srv_log log = {.format = cfg.log_format};
+
+    /* Signals are taken by main alone: block them before any thread starts. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    int status = 1;
+    srv_metrics *metrics = NULL;
+    srv_http *http = NULL;
+    api_registry *models = NULL;
+    attn_pool *pool = NULL;
+    srv_workers *workers = NULL;
+
+    {
+        srv_kv kv[] = {SRV_STR("version", SRV_VERSION), SRV_INT("pid", getpid())};
+        srv_log_write(&log, "info", "starting", kv, 2);
+    }
+    {
+        srv_kv kv[] = {SRV_STR("kernel", blas.active), SRV_STR("detected", blas.detected),
+                       SRV_STR("best", blas.best), SRV_STR("how", blas.how)};
+        srv_log_write(&log, "info", "blas", kv, 4);
+    }
+    if (!(metrics = srv_metrics_create(&err))) {
+        fatal(&log, err.msg);
+        goto out;
+    }
+    char bound[300];
+    int fd = srv_listen(&cfg, bound, sizeof bound, &err);
+    if (fd < 0) {
+        fatal(&log, err.msg);
+        status = 2;
+        goto out;
+    }
+    if (!(http = srv_http_start(&cfg, &log, fd, metrics, &err))) {
+        fatal(&log, err.msg);
+        goto out;
+    }
+    {
+        const char *colon = strrchr(bound, ':');
+        srv_kv kv[] = {SRV_STR("address", bound), SRV_INT("port", colon ? atoi(colon + 1) : 0)};
+        srv_log_write(&log, "info", "listening", kv, 2);
+    }
+
+    /* Models: the built-in demo first (the default unless --default-model says otherwise). */
+    api_error ae = {0};
+    if (!(models = api_registry_create())) {
+        fatal(&log, "out of memory for the model registry");
+        goto out;
+    }
+    api_model *demo = api_model_demo(&ae);
+    if (!demo || api_registry_add(models, demo, &ae) != 0) {
+        fatal(&log, ae.message);
+        goto out;
+    }
+    if (cfg.models_dir[0] && load_models_dir(cfg.models_dir, models, &err) != SRV_OK) {
+        fatal(&log, err.msg);
+        status = 2;
+        goto out;
+    }
+    if (cfg.default_model[0] && api_registry_set_default(models, cfg.default_model, &ae) != 0) {
+        char msg[600];
+        snprintf(msg, sizeof msg,
+                 "--default-model: no model is named '%s' (see the model lines "
+                 "above)",
+                 cfg.default_model);
+        log_models(&log, models);
+        fatal(&log, msg);
+        status = 2;
+        goto out;
+    }
+    log_models(&log, models);
+
+    /* Compute: --threads workers, each job spread over the caller and the pool's helpers. */
+    if (cfg.pool_threads > 0 && !(pool = attn_pool_create(cfg.pool_threads, &aerr))) {
+        fatal(&log, aerr.msg);
+        goto out;
+    }
+    api_limits limits = api_limits_default();
+    limits.max_job_bytes = cfg.max_job_bytes;
+    limits.max_dim = cfg.max_dim;
+    limits.max_heads = cfg.max_heads;
+    limits.nslots = attn_pool_slots(pool);
+    if (!(workers = srv_workers_create(cfg.threads, cfg.max_queue, pool, metrics, &err))) {
+        fatal(&log, err.msg);
+        goto out;
+    }
+    {
+        srv_kv kv[] = {SRV_INT("workers", cfg.threads), SRV_INT("pool_threads", cfg.pool_threads),
+                       SRV_INT("slots_per_job", limits.nslots),
+                       SRV_INT("http_threads", cfg.http_threads),
+                       SRV_INT("cores", sysconf(_SC_NPROCESSORS_ONLN))};
+        srv_log_write(&log, "info", "threads", kv, 5);
+    }
+    {
+        srv_kv kv[] = {SRV_INT("max_body_bytes", cfg.max_body_bytes),
+                       SRV_INT("max_job_bytes", cfg.max_job_bytes),
+                       SRV_INT("max_queue", cfg.max_queue),
+                       SRV_INT("max_connections", cfg.max_connections),
+                       SRV_NUM("request_timeout_s", cfg.request_timeout),
+                       SRV_NUM("drain_timeout_s", cfg.drain_timeout),
+                       SRV_STR("auth", cfg.api_key_len ? "bearer" : "none"),
+                       SRV_STR("cors_origins", cfg.cors_origins[0] ? cfg.cors_origins : NULL)};
+        srv_log_write(&log, "info", "limits", kv, sizeof kv / sizeof kv[0]);
+    }
+    srv_http_set_ready(http, models, &limits, workers);
+    srv_log_write(&log, "info", "ready", NULL, 0);
+
+    /* Serve until SIGTERM or SIGINT, then drain. */
+    int sig = wait_signal(&sigs);
+    {
+        srv_kv kv[] = {SRV_STR("signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"),
+                       SRV_NUM("drain_timeout_s", cfg.drain_timeout)};
+        srv_log_write(&log, "info", "draining", kv, 2);
+    }
+    srv_http_set_draining(http);
+    srv_workers_close(workers);
+    double deadline = srv_now() + cfg.drain_timeout;
+    bool idle = false, forced = false;
+    for (;;) {
+        double step = srv_now() + 0.05;
+        idle = srv_workers_wait_idle(workers, step < deadline ? step : deadline);
+        if (idle || srv_now() >= deadline)
+            break;
+        struct timespec zero = {0, 0};
+        if (sigtimedwait(&sigs, NULL, &zero) > 0) {
+            forced = true;
+            break;
+        }
+    }
+    size_t expired = 0, abandoned = 0;
+    if (!idle) {
+        expired = srv_workers_expire(workers);
+        abandoned = srv_workers_abandon(workers);
+    }
+    bool replied = srv_http_wait_replied(http, srv_now() + 5.0);
+    srv_http_stop(http);
+    http = NULL;
+    {
+        srv_kv kv[] = {SRV_STR("drained", idle ? "true" : "false"),
+                       SRV_STR("forced", forced ? "true" : "false"),
+                       SRV_INT("expired_jobs", expired), SRV_INT("abandoned_jobs", abandoned),
+                       SRV_STR("replies_sent", replied ? "true" : "false")};
+        srv_log_write(&log, abandoned ? "warn" : "info", "stopped", kv, sizeof kv / sizeof kv[0]);
+    }
+    if (abandoned) {
+        /* Workers are still computing with the pool and the models: do not free them. */
+        memset(cfg.api_key, 0, sizeof cfg.api_key);
+        _exit(1);
+    }
+    status = 0;
+
+out:
+    srv_http_stop(http);
+    srv_workers_destroy(workers);
+    attn_pool_destroy(pool);
+    api_registry_destroy(models);
+    srv_metrics_destroy(metrics);
+    memset(cfg.api_key, 0, sizeof cfg.api_key);
+    return status;
+}

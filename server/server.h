@@ -1,0 +1,315 @@
+/* server.h - the attnd daemon: HTTP over libmicrohttpd, the job queue and its workers, the
+ * configuration, logs, metrics and the static files built into the binary.
+ *
+ * server/ is the only module that knows HTTP. api/ turns bytes into jobs and jobs into bytes;
+ * attention/ computes. A POST /v1/attention or /v1/sdpa goes like this:
+ *
+ *   HTTP thread   reads the body (capped), has api_job_parse turn it into a validated job,
+ *                 submits the job to the bounded queue and suspends the connection;
+ *   worker        pops the job, checks its deadline, runs it on libattn (api_job_run, with the
+ *                 shared attn_pool), writes the body (api_job_respond), resumes the connection;
+ *   HTTP thread   is called again for the resumed connection and queues the reply.
+ *
+ * HTTP threads never compute, and workers never touch a socket.
+ *
+ * How main wires it (error handling elided; see main.c):
+ *
+ *     srv_config cfg;
+ *     srv_config_init(&cfg);
+ *     srv_config_parse(&cfg, argc, argv, &err);               // flags, ATTND_* twins
+ *     srv_log log = {.format = cfg.log_format};
+ *     srv_metrics *metrics = srv_metrics_create(&err);
+ *     int fd = srv_listen(&cfg, bound, sizeof bound, &err);   // the actual port, for port 0
+ *     srv_http *http = srv_http_start(&cfg, &log, fd, metrics, &err);   // readyz: 503
+ *     ... load the models, create the pool and the workers ...
+ *     srv_http_set_ready(http, models, &limits, workers);       // readyz: 200
+ *     ... SIGTERM ...
+ *     srv_http_set_draining(http);                              // readyz: 503, new jobs 503
+ *     srv_workers_close(workers);
+ *     srv_workers_wait_idle(workers, deadline);                 // queued and running jobs end
+ *     srv_http_stop(http);
+ *
+ * Conventions: fallible functions return SRV_OK or a negative srv_status and fill an optional
+ * caller-owned srv_error (the first error wins). Times are monotonic seconds as doubles.
+ */
+#ifndef ATTND_SERVER_H
+#define ATTND_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "api.h"
+#include "attention.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SRV_VERSION "1.0.0"
+
+typedef enum srv_status {
+    SRV_OK = 0,
+    SRV_ERR = -1,           /* see the error record */
+    SRV_HELP = -2,          /* srv_config_parse: --help was given */
+    SRV_QUEUE_FULL = -3,    /* srv_workers_submit: max_queue jobs are waiting */
+    SRV_CLOSED = -4,        /* srv_workers_submit: the queue takes no more jobs (draining) */
+    SRV_VERSION_ASKED = -5, /* srv_config_parse: --version was given */
+} srv_status;
+
+/* Caller-owned error record; fixed size. msg is one line a user can act on. */
+typedef struct srv_error {
+    int code; /* 0 = no error yet */
+    char msg[512];
+} srv_error;
+
+/* Fills err (when it is still clear) with a printf-style message; returns SRV_ERR. */
+int srv_fail(srv_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Monotonic seconds. */
+double srv_now(void);
+
+/* ---- Configuration (config.c) ------------------------------------------------------------- */
+
+typedef enum srv_log_format {
+    SRV_LOG_TEXT = 0, /* key=value lines */
+    SRV_LOG_JSON,     /* one JSON object per line */
+} srv_log_format;
+
+/* The daemon's configuration: plain data, immutable once parsed. */
+typedef struct srv_config {
+    char host[256];          /* what to bind: an IPv4/IPv6 address or a host name */
+    uint16_t port;           /* 0 = an ephemeral port */
+    size_t threads;          /* worker threads: jobs computed at once */
+    size_t pool_threads;     /* helper threads of the shared libattn pool */
+    size_t http_threads;     /* libmicrohttpd threads: read, parse, reply */
+    char models_dir[1024];   /* "" = only the built-in demo model */
+    char default_model[128]; /* "" = the first model (demo) */
+    size_t max_body_bytes;   /* request body cap (413) */
+    size_t max_job_bytes;    /* working memory of one job (413, from api/) */
+    size_t max_dim;          /* largest tensor dimension */
+    size_t max_heads;        /* largest num_heads */
+    size_t max_queue;        /* jobs waiting for a worker (503 beyond) */
+    size_t max_connections;  /* open connections; more are refused at accept */
+    double request_timeout;  /* seconds from arrival; a job still queued past it gets 503 */
+    double drain_timeout;    /* seconds SIGTERM waits for queued and running jobs */
+    size_t idle_timeout;     /* seconds before an idle connection is closed; 0 = never */
+    char api_key[512];       /* "" = no auth; never logged */
+    size_t api_key_len;
+    char cors_origins[1024]; /* comma-separated allow-list; "*" allows any; "" = none */
+    srv_log_format log_format;
+} srv_config;
+
+/* Fills cfg with the defaults (threads = the cores this process may run on). */
+void srv_config_init(srv_config *cfg);
+
+/* Sets each option of cfg from its flag in argv, or else from its ATTND_* environment twin (an
+ * empty variable counts as unset; a bad variable is an error only when no flag overrides it).
+ * Returns SRV_OK; SRV_HELP for --help (print srv_config_usage); SRV_VERSION_ASKED for
+ * --version; or SRV_ERR with err naming the flag or variable and what is wrong. Reads the API
+ * key file. */
+int srv_config_parse(srv_config *cfg, int argc, char **argv, srv_error *err);
+
+/* Writes the --help text (every flag, its environment twin and its default) to f. */
+void srv_config_usage(FILE *f);
+
+/* True when origin (len bytes, from an Origin header) is in the CORS allow-list. */
+bool srv_config_origin_allowed(const srv_config *cfg, const char *origin, size_t len);
+
+/* ---- Logs (log.c) ------------------------------------------------------------------------- */
+
+/* Where and how to log; plain data. Lines go to stderr, each with one write(2). */
+typedef struct srv_log {
+    srv_log_format format;
+} srv_log;
+
+typedef enum srv_kv_type { SRV_KV_STR, SRV_KV_INT, SRV_KV_NUM } srv_kv_type;
+
+/* One field of a log line. */
+typedef struct srv_kv {
+    const char *key;
+    srv_kv_type type;
+    const char *s; /* SRV_KV_STR; NULL is written as null / - */
+    long long i;   /* SRV_KV_INT */
+    double d;      /* SRV_KV_NUM, written with 3 decimals */
+} srv_kv;
+
+#define SRV_STR(k, v) ((srv_kv){.key = (k), .type = SRV_KV_STR, .s = (v)})
+#define SRV_INT(k, v) ((srv_kv){.key = (k), .type = SRV_KV_INT, .i = (long long)(v)})
+#define SRV_NUM(k, v) ((srv_kv){.key = (k), .type = SRV_KV_NUM, .d = (double)(v)})
+
+/* Writes one line: time, level ("info", "warn", "error"), msg, then the fields. Values are
+ * escaped (text: quoted when they hold spaces, quotes or control bytes; JSON: as strings).
+ * Lines longer than 8 KiB are cut. Thread-safe. */
+void srv_log_write(const srv_log *log, const char *level, const char *msg, const srv_kv *kv,
+                   size_t n);
+
+/* ---- Metrics (metrics.c) ------------------------------------------------------------------ */
+
+/* The routes, as metrics and logs name them. */
+typedef enum srv_route {
+    SRV_ROUTE_ATTENTION = 0, /* POST /v1/attention */
+    SRV_ROUTE_SDPA,          /* POST /v1/sdpa */
+    SRV_ROUTE_MODELS,        /* GET /v1/models */
+    SRV_ROUTE_HEALTHZ,       /* GET /healthz */
+    SRV_ROUTE_READYZ,        /* GET /readyz */
+    SRV_ROUTE_METRICS,       /* GET /metrics */
+    SRV_ROUTE_OPENAPI,       /* GET /openapi.yaml */
+    SRV_ROUTE_STATIC,        /* GET / and the other built-in files */
+    SRV_ROUTE_UNKNOWN,       /* anything else (404) */
+    SRV_ROUTE_COUNT
+} srv_route;
+
+/* The route's label: "/v1/attention", ..., "static", "unknown". */
+const char *srv_route_name(srv_route route);
+
+/* Why a job was refused or dropped with 503. */
+typedef enum srv_reject {
+    SRV_REJECT_QUEUE_FULL = 0,
+    SRV_REJECT_DEADLINE,
+    SRV_REJECT_DRAINING,
+    SRV_REJECT_COUNT
+} srv_reject;
+
+/* Counters and histograms, updated with atomics from any thread. Opaque. */
+typedef struct srv_metrics srv_metrics;
+
+/* NULL with err when out of memory. Free with srv_metrics_destroy (NULL does nothing). */
+srv_metrics *srv_metrics_create(srv_error *err);
+void srv_metrics_destroy(srv_metrics *m);
+
+/* One finished request: its route, HTTP status (0 when none was sent), body bytes in and out. */
+void srv_metrics_request(srv_metrics *m, srv_route route, unsigned status, size_t bytes_in,
+                         size_t bytes_out);
+
+/* One job that a worker ran: seconds it waited in the queue and computed, and its FLOPs. */
+void srv_metrics_job(srv_metrics *m, api_op op, double queue_s, double compute_s, double flops);
+
+/* One job refused or dropped with 503. */
+void srv_metrics_reject(srv_metrics *m, srv_reject why);
+
+/* Point-in-time values the exposition also shows. */
+typedef struct srv_gauges {
+    size_t queue_depth, queue_capacity, jobs_in_flight, workers, pool_threads;
+    bool ready, draining;
+    double start_time; /* wall-clock seconds since the epoch */
+} srv_gauges;
+
+/* Appends the Prometheus text exposition (format 0.0.4) of m and g to out. */
+void srv_metrics_render(const srv_metrics *m, const srv_gauges *g, api_buf *out);
+
+/* ---- Workers and the job queue (workers.c) ------------------------------------------------ */
+
+typedef struct srv_job srv_job;
+
+/* Called once per submitted job, from a worker or from srv_workers_expire/_abandon, when the
+ * job's result (status, body, times) is in place. From then on the workers never touch it. */
+typedef void (*srv_job_done_fn)(srv_job *job);
+
+/* A job as the queue holds it. The submitter allocates it (it is usually part of a request)
+ * and keeps it alive until done() is called. */
+struct srv_job {
+    /* set by the submitter */
+    api_job *job; /* the parsed job; owned by the workers from a successful submit on */
+    api_op op;
+    double deadline;      /* srv_now() past which a still-queued job is answered 503 */
+    srv_job_done_fn done; /* see srv_job_done_fn */
+    void *owner;          /* for done() */
+    /* set before done() is called */
+    unsigned status;   /* 200, or the error's status */
+    char code[32];     /* the error code ("deadline_exceeded", ...), "" on 200 */
+    api_buf body;      /* the response body (JSON); the owner frees it */
+    double t_queued;   /* srv_now() at submit */
+    double queue_ms;   /* time spent waiting for a worker */
+    double compute_ms; /* api_job_run */
+    double encode_ms;  /* api_job_respond */
+    /* private to workers.c */
+    srv_job *next;
+};
+
+typedef struct srv_workers srv_workers;
+
+/* Starts nworkers threads serving a FIFO queue of at most max_queue waiting jobs. Each job runs
+ * on the calling worker plus the helpers of pool (may be NULL), as limits->nslots allows.
+ * metrics (borrowed) records queue and compute times. NULL with err on failure. */
+srv_workers *srv_workers_create(size_t nworkers, size_t max_queue, attn_pool *pool,
+                                srv_metrics *metrics, srv_error *err);
+
+/* Queues job. SRV_OK: a worker will call job->done (possibly before this returns, on another
+ * thread). SRV_QUEUE_FULL or SRV_CLOSED: nothing was taken; the caller still owns job->job. */
+int srv_workers_submit(srv_workers *w, srv_job *job);
+
+/* Jobs waiting, and jobs a worker is running. */
+void srv_workers_stats(srv_workers *w, size_t *queued, size_t *running);
+
+/* From now on submit returns SRV_CLOSED; queued jobs still run. */
+void srv_workers_close(srv_workers *w);
+
+/* Waits until no job is queued or running, or until the monotonic time deadline. True when
+ * idle. */
+bool srv_workers_wait_idle(srv_workers *w, double deadline);
+
+/* Answers every queued job 503 (draining) without running it. Returns how many. */
+size_t srv_workers_expire(srv_workers *w);
+
+/* Answers every running job 503 now; its worker finishes computing and then drops the result
+ * without touching the job again. Returns how many. For a shutdown that cannot wait longer. */
+size_t srv_workers_abandon(srv_workers *w);
+
+/* Stops and joins the workers. Call only when idle (or after abandon, when the process exits
+ * anyway). NULL does nothing. */
+void srv_workers_destroy(srv_workers *w);
+
+/* ---- Static files (static.c and the generated embed table) ------------------------------- */
+
+/* A file built into the binary by server/server.mk. */
+typedef struct srv_static_file {
+    const char *path;          /* URL path: "/index.html", "/openapi.yaml", ... */
+    const unsigned char *data; /* the file's bytes */
+    const unsigned char *end;  /* one past the last byte */
+} srv_static_file;
+
+/* The built-in file served at path ("/" is "/index.html"), or NULL. Only exact matches: nothing
+ * outside the table is ever served. */
+const srv_static_file *srv_static_find(const char *path);
+
+/* The Content-Type for a path, from its extension. */
+const char *srv_static_mime(const char *path);
+
+/* ---- HTTP (http.c) ------------------------------------------------------------------------ */
+
+/* Creates a listening TCP socket for cfg->host:cfg->port. Writes the bound address
+ * ("127.0.0.1:43121", with the actual port) to bound. Returns the fd, or SRV_ERR with err. */
+int srv_listen(const srv_config *cfg, char *bound, size_t bound_len, srv_error *err);
+
+typedef struct srv_http srv_http;
+
+/* Starts libmicrohttpd on listen_fd (taken over) with cfg's thread count and limits. Until
+ * srv_http_set_ready, /readyz and the job routes answer 503. cfg, log and metrics are
+ * borrowed. NULL with err on failure (listen_fd is then closed). */
+srv_http *srv_http_start(const srv_config *cfg, const srv_log *log, int listen_fd,
+                         srv_metrics *metrics, srv_error *err);
+
+/* Starts serving jobs against models and limits, queued on workers (all borrowed; keep them
+ * alive and unchanged until srv_http_stop). */
+void srv_http_set_ready(srv_http *h, const api_registry *models, const api_limits *limits,
+                        srv_workers *workers);
+
+/* Stops taking jobs: /readyz and new job requests answer 503, replies carry Connection:
+ * close. */
+void srv_http_set_draining(srv_http *h);
+
+/* Waits until every request that was given to the workers has been answered, or until the
+ * monotonic time deadline. True when none is left. */
+bool srv_http_wait_replied(srv_http *h, double deadline);
+
+/* Stops libmicrohttpd and frees h. Every job must have been answered (done() called). NULL does
+ * nothing. */
+void srv_http_stop(srv_http *h);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,2021 @@
+/* test_server.c - integration tests of the attnd daemon over HTTP, with libcurl.
+ *
+ * Starts build/attnd itself (fork/exec) on 127.0.0.1:0 for each scenario, reads the bound port
+ * from its log, and checks every endpoint, every error code with its JSON error body, base64 in
+ * and out, rank-2 and rank-3 queries, cross-attention with kdim/vdim, file models against
+ * PyTorch's answers (made by tests/server/make_models.py), X-Request-Id, keep-alive, CORS, the
+ * API key, 64 parallel clients whose answers must stay exact, the bounded queue and the request
+ * deadline, draining on SIGTERM, and /metrics through `promtool check metrics`.
+ *
+ * Usage: test_server --attnd build/attnd --data build/tests/server [--openapi api/openapi.yaml]
+ *                    [--promtool promtool] [--only NAME]
+ * Prints one line per failed check and a closing "N passed, N failed" line; exits 1 on any
+ * failure. Every wait is bounded.
+ *
+ * Legend: N batch, L query length, S key length, E embedding, H heads, D/Dv the SDPA widths.
+ */
+#include <ctype.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TOL          1e-4 /* absolute, against float64 references */
+#define START_SECS   20.0 /* for a daemon to print its port and answer /readyz */
+#define STOP_SECS    60.0 /* for a daemon to exit after a signal */
+#define CURL_SECS    120L /* for any one request */
+#define NCLIENTS     64
+#define PER_CLIENT   4
+#define SLOW_TARGET  0.8 /* seconds of compute a "slow" job should take */
+#define SLOW_TIMEOUT "0.25"
+
+/* The test's settings, set once by main. */
+typedef struct settings {
+    const char *attnd, *data, *openapi, *promtool, *only;
+} settings;
+
+static settings cfg;
+
+/* ---- Checks ------------------------------------------------------------------------------- */
+
+static atomic_int passed, failed;
+
+static bool check(bool ok, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static bool check(bool ok, int line, const char *fmt, ...) {
+    if (ok) {
+        atomic_fetch_add(&passed, 1);
+        return true;
+    }
+    atomic_fetch_add(&failed, 1);
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "FAIL test_server.c:%d: %s\n", line, msg);
+    return false;
+}
+
+#define CHECK(cond, ...) check((cond), __LINE__, __VA_ARGS__)
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void sleep_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* ---- Data --------------------------------------------------------------------------------- */
+
+/* Deterministic uniform floats in [-1, 1) from a splitmix64 stream. */
+static float rnd(uint64_t *state) {
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    return (float)((double)(z >> 40) / 8388608.0 - 1.0);
+}
+
+static float *rnd_array(size_t n, uint64_t seed) {
+    float *a = malloc(n * sizeof *a);
+    for (size_t i = 0; i < n; i++)
+        a[i] = rnd(&seed);
+    return a;
+}
+
+static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static char *b64_encode(const void *data, size_t n) {
+    const unsigned char *p = data;
+    char *out = malloc((n + 2) / 3 * 4 + 1), *o = out;
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t v = (uint32_t)p[i] << 16;
+        if (i + 1 < n)
+            v |= (uint32_t)p[i + 1] << 8;
+        if (i + 2 < n)
+            v |= p[i + 2];
+        *o++ = B64[v >> 18];
+        *o++ = B64[(v >> 12) & 63];
+        *o++ = i + 1 < n ? B64[(v >> 6) & 63] : '=';
+        *o++ = i + 2 < n ? B64[v & 63] : '=';
+    }
+    *o = '\0';
+    return out;
+}
+
+/* Decodes standard base64 into a new buffer; NULL on a bad character or length. */
+static unsigned char *b64_decode(const char *s, size_t *n) {
+    size_t len = strlen(s);
+    if (len % 4)
+        return NULL;
+    unsigned char *out = malloc(len / 4 * 3 + 1);
+    size_t k = 0;
+    for (size_t i = 0; i < len; i += 4) {
+        uint32_t v = 0;
+        int pad = 0;
+        for (int j = 0; j < 4; j++) {
+            const char *c = strchr(B64, s[i + j]);
+            if (s[i + j] == '=' && i + 4 == len && j >= 2) {
+                pad++;
+                v <<= 6;
+            } else if (c && s[i + j] && !pad) {
+                v = (v << 6) | (uint32_t)(c - B64);
+            } else {
+                free(out);
+                return NULL;
+            }
+        }
+        out[k++] = (unsigned char)(v >> 16);
+        if (pad < 2)
+            out[k++] = (unsigned char)(v >> 8);
+        if (pad < 1)
+            out[k++] = (unsigned char)v;
+    }
+    *n = k;
+    return out;
+}
+
+/* A dense tensor of doubles read from a response. */
+typedef struct tens {
+    double *v;
+    size_t n;
+    size_t shape[8];
+    int rank;
+} tens;
+
+static void tens_free(tens *t) {
+    free(t->v);
+    memset(t, 0, sizeof *t);
+}
+
+static bool flatten(const json_t *j, int depth, const tens *t, double *out, size_t *k) {
+    if (depth == t->rank) {
+        if (!json_is_number(j))
+            return false;
+        out[(*k)++] = json_number_value(j);
+        return true;
+    }
+    if (!json_is_array(j) || json_array_size(j) != t->shape[depth])
+        return false;
+    for (size_t i = 0; i < json_array_size(j); i++)
+        if (!flatten(json_array_get(j, i), depth + 1, t, out, k))
+            return false;
+    return true;
+}
+
+/* Reads nested arrays of numbers, or {"dtype": "float32", "shape", "data": base64}. */
+static bool tens_from_json(const json_t *j, tens *t) {
+    memset(t, 0, sizeof *t);
+    if (json_is_object(j)) {
+        const json_t *shape = json_object_get(j, "shape");
+        const char *dtype = json_string_value(json_object_get(j, "dtype"));
+        const char *data = json_string_value(json_object_get(j, "data"));
+        if (!json_is_array(shape) || !dtype || !data || strcmp(dtype, "float32") ||
+            json_array_size(shape) > 8)
+            return false;
+        t->rank = (int)json_array_size(shape);
+        size_t n = 1;
+        for (int i = 0; i < t->rank; i++) {
+            t->shape[i] = (size_t)json_integer_value(json_array_get(shape, (size_t)i));
+            n *= t->shape[i];
+        }
+        size_t bytes;
+        unsigned char *raw = b64_decode(data, &bytes);
+        if (!raw || bytes != n * 4) {
+            free(raw);
+            return false;
+        }
+        t->v = malloc((n ? n : 1) * sizeof *t->v);
+        t->n = n;
+        for (size_t i = 0; i < n; i++) {
+            float f;
+            memcpy(&f, raw + 4 * i, 4);
+            t->v[i] = f;
+        }
+        free(raw);
+        return true;
+    }
+    const json_t *x = j;
+    while (json_is_array(x) && t->rank < 8) {
+        t->shape[t->rank++] = json_array_size(x);
+        if (json_array_size(x) == 0)
+            break;
+        x = json_array_get(x, 0);
+    }
+    size_t n = 1;
+    for (int i = 0; i < t->rank; i++)
+        n *= t->shape[i];
+    if (t->rank == 0)
+        return false;
+    t->v = malloc((n ? n : 1) * sizeof *t->v);
+    t->n = n;
+    size_t k = 0;
+    if (!flatten(j, 0, t, t->v, &k) || k != n) {
+        tens_free(t);
+        return false;
+    }
+    return true;
+}
+
+static json_t *json_matrix(const float *a, size_t rows, size_t cols) {
+    json_t *m = json_array();
+    for (size_t i = 0; i < rows; i++) {
+        json_t *r = json_array();
+        for (size_t j = 0; j < cols; j++)
+            json_array_append_new(r, json_real(a[i * cols + j]));
+        json_array_append_new(m, r);
+    }
+    return m;
+}
+
+static json_t *json_tensor3(const float *a, size_t n, size_t rows, size_t cols) {
+    json_t *t = json_array();
+    for (size_t b = 0; b < n; b++)
+        json_array_append_new(t, json_matrix(a + b * rows * cols, rows, cols));
+    return t;
+}
+
+static json_t *json_vector(const float *a, size_t n) {
+    json_t *v = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(v, json_real(a[i]));
+    return v;
+}
+
+/* {"dtype": "float32", "shape": [...], "data": base64} of a row-major array. */
+static json_t *json_b64(const float *a, const size_t *shape, int rank) {
+    size_t n = 1;
+    json_t *sh = json_array();
+    for (int i = 0; i < rank; i++) {
+        n *= shape[i];
+        json_array_append_new(sh, json_integer((json_int_t)shape[i]));
+    }
+    char *data = b64_encode(a, n * 4);
+    json_t *o = json_pack("{s:s,s:o,s:s}", "dtype", "float32", "shape", sh, "data", data);
+    free(data);
+    return o;
+}
+
+static char *dump(json_t *j) {
+    char *s = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    return s;
+}
+
+/* ---- HTTP --------------------------------------------------------------------------------- */
+
+typedef struct reply {
+    long status;
+    char *body;
+    size_t len;
+    char *hdr;
+    size_t hlen;
+    long connects; /* new connections this transfer opened: 0 when one was reused */
+    CURLcode rc;
+    double secs;
+} reply;
+
+static void reply_free(reply *r) {
+    free(r->body);
+    free(r->hdr);
+    memset(r, 0, sizeof *r);
+}
+
+static size_t on_body(char *p, size_t size, size_t n, void *ud) {
+    reply *r = ud;
+    size_t add = size * n;
+    char *b = realloc(r->body, r->len + add + 1);
+    if (!b)
+        return 0;
+    memcpy(b + r->len, p, add);
+    r->body = b;
+    r->len += add;
+    r->body[r->len] = '\0';
+    return add;
+}
+
+static size_t on_header(char *p, size_t size, size_t n, void *ud) {
+    reply *r = ud;
+    size_t add = size * n;
+    char *b = realloc(r->hdr, r->hlen + add + 1);
+    if (!b)
+        return 0;
+    memcpy(b + r->hlen, p, add);
+    r->hdr = b;
+    r->hlen += add;
+    r->hdr[r->hlen] = '\0';
+    return add;
+}
+
+/* The value of the last response's header name (a new string), or NULL. */
+static char *header(const reply *r, const char *name) {
+    if (!r->hdr)
+        return NULL;
+    size_t nl = strlen(name);
+    const char *start = r->hdr;
+    /* Only the last response's headers (after any "100 Continue"). */
+    for (const char *p = r->hdr; (p = strstr(p, "HTTP/")) != NULL; p++)
+        if (p == r->hdr || p[-1] == '\n')
+            start = p;
+    for (const char *p = start; *p;) {
+        const char *eol = strchr(p, '\n');
+        size_t len = eol ? (size_t)(eol - p) : strlen(p);
+        if (len > nl && !strncasecmp(p, name, nl) && p[nl] == ':') {
+            const char *v = p + nl + 1;
+            while (*v == ' ')
+                v++;
+            size_t vl = (size_t)(p + len - v);
+            while (vl && (v[vl - 1] == '\r' || v[vl - 1] == ' '))
+                vl--;
+            char *out = malloc(vl + 1);
+            memcpy(out, v, vl);
+            out[vl] = '\0';
+            return out;
+        }
+        if (!eol)
+            break;
+        p = eol + 1;
+    }
+    return NULL;
+}
+
+typedef struct chunked {
+    size_t left;
+} chunked;
+
+static size_t on_read(char *buf, size_t size, size_t n, void *ud) {
+    chunked *c = ud;
+    size_t k = size * n < c->left ? size * n : c->left;
+    memset(buf, ' ', k);
+    c->left -= k;
+    return k;
+}
+
+typedef struct req {
+    const char *method; /* default: GET, or POST with a body */
+    const char *path;
+    const char *ctype; /* Content-Type, or NULL for none */
+    const char *body;
+    size_t len;          /* 0 = strlen(body) */
+    size_t chunked;      /* > 0: send this many bytes as a chunked body instead */
+    const char *hdrs[6]; /* extra "Name: value" lines */
+} req;
+
+/* Sends q to the daemon at port on c (a new handle when NULL). False on a transport error. */
+static bool http(CURL *c, int port, const req *q, reply *r) {
+    memset(r, 0, sizeof *r);
+    CURL *own = c ? NULL : curl_easy_init();
+    CURL *h = c ? c : own;
+    char url[2300];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, q->path);
+    curl_easy_reset(h);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, CURL_SECS);
+    curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, r);
+    struct curl_slist *hl = curl_slist_append(NULL, "Expect:");
+    char ct[200];
+    if (q->ctype) {
+        snprintf(ct, sizeof ct, "Content-Type: %s", q->ctype);
+        hl = curl_slist_append(hl, ct);
+    }
+    for (int i = 0; i < 6 && q->hdrs[i]; i++)
+        hl = curl_slist_append(hl, q->hdrs[i]);
+    chunked ck = {q->chunked};
+    if (q->chunked) {
+        hl = curl_slist_append(hl, "Transfer-Encoding: chunked");
+        curl_easy_setopt(h, CURLOPT_POST, 1L);
+        curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
+        curl_easy_setopt(h, CURLOPT_READDATA, &ck);
+    } else if (q->body) {
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, q->body);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE,
+                         (curl_off_t)(q->len ? q->len : strlen(q->body)));
+    }
+    if (q->method)
+        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, q->method);
+    if (q->method && !strcmp(q->method, "HEAD"))
+        curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
+    double t0 = now();
+    r->rc = curl_easy_perform(h);
+    r->secs = now() - t0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
+    curl_easy_getinfo(h, CURLINFO_NUM_CONNECTS, &r->connects);
+    curl_slist_free_all(hl);
+    if (own)
+        curl_easy_cleanup(own);
+    if (!r->body) {
+        r->body = calloc(1, 1);
+    }
+    return r->rc == CURLE_OK;
+}
+
+static bool get(int port, const char *path, reply *r) {
+    req q = {.path = path};
+    return http(NULL, port, &q, r);
+}
+
+static bool post(CURL *c, int port, const char *path, const char *body, reply *r) {
+    req q = {.path = path, .ctype = "application/json", .body = body};
+    return http(c, port, &q, r);
+}
+
+/* Checks an error reply: status, {"error": {"code", "message", "field"}} with field NULL for
+ * null or a prefix the field must start with. */
+static void check_error(const reply *r, long status, const char *code, const char *field,
+                        const char *what) {
+    CHECK(r->rc == CURLE_OK, "%s: transport error %s", what, curl_easy_strerror(r->rc));
+    CHECK(r->status == status, "%s: status %ld, expected %ld (body %.300s)", what, r->status,
+          status, r->body);
+    char *ct = header(r, "Content-Type");
+    CHECK(ct && !strncmp(ct, "application/json", 16), "%s: Content-Type %s", what,
+          ct ? ct : "none");
+    free(ct);
+    json_error_t je;
+    json_t *j = json_loads(r->body, 0, &je);
+    json_t *e = json_object_get(j, "error");
+    const char *got_code = json_string_value(json_object_get(e, "code"));
+    const char *msg = json_string_value(json_object_get(e, "message"));
+    json_t *f = json_object_get(e, "field");
+    CHECK(got_code && !strcmp(got_code, code), "%s: error code %s, expected %s (body %.300s)", what,
+          got_code ? got_code : "none", code, r->body);
+    CHECK(msg && strlen(msg) > 10, "%s: no clear message (body %.300s)", what, r->body);
+    CHECK(json_object_size(e) == 3,
+          "%s: the error object has %zu members, not code, message "
+          "and field",
+          what, json_object_size(e));
+    if (field)
+        CHECK(json_is_string(f) && !strncmp(json_string_value(f), field, strlen(field)),
+              "%s: field %s, expected %s...", what,
+              json_is_string(f) ? json_string_value(f) : "not a string", field);
+    else
+        CHECK(json_is_null(f), "%s: field should be null (body %.300s)", what, r->body);
+    json_decref(j);
+}
+
+/* The "output" (or another member) of a 200 reply, as a tensor. */
+static bool reply_tensor(const reply *r, const char *member, tens *t, const char *what) {
+    memset(t, 0, sizeof *t);
+    if (!CHECK(r->status == 200, "%s: status %ld (body %.400s)", what, r->status, r->body))
+        return false;
+    json_t *j = json_loads(r->body, 0, NULL);
+    bool ok = CHECK(j && tens_from_json(json_object_get(j, member), t),
+                    "%s: no tensor %s in the reply (body %.300s)", what, member, r->body);
+    json_decref(j);
+    return ok;
+}
+
+static double max_diff(const tens *t, const double *want, size_t n) {
+    if (t->n != n)
+        return INFINITY;
+    double m = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs(t->v[i] - want[i]);
+        if (!(d <= m))
+            m = isnan(d) ? (double)INFINITY : d;
+    }
+    return m;
+}
+
+/* ---- The daemon --------------------------------------------------------------------------- */
+
+typedef struct attnd {
+    pid_t pid;
+    int port;
+    char log[600];
+} attnd;
+
+/* Runs attnd with args (NULL-terminated) and env ("NAME=value", NULL-terminated; may be NULL)
+ * in a child whose stderr goes to log; ATTND_* variables of our environment are removed first
+ * (but the BLAS ones). */
+static pid_t spawn(const char *const *args, const char *const *env, const char *log) {
+    unlink(log); /* so that nothing of an earlier run is read */
+    pid_t pid = fork();
+    if (pid != 0)
+        return pid;
+    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+        dup2(fd, 2);
+        dup2(fd, 1);
+        close(fd);
+    }
+    extern char **environ;
+    char names[64][128];
+    int nn = 0;
+    for (char **e = environ; *e && nn < 64; e++)
+        if (!strncmp(*e, "ATTND_", 6) && strncmp(*e, "ATTND_BLAS_", 11)) {
+            size_t k = strcspn(*e, "=");
+            snprintf(names[nn++], sizeof names[0], "%.*s", (int)k, *e);
+        }
+    for (int i = 0; i < nn; i++)
+        unsetenv(names[i]);
+    for (int i = 0; env && env[i]; i++)
+        putenv((char *)env[i]);
+    const char *argv[64];
+    int n = 0;
+    argv[n++] = cfg.attnd;
+    for (int i = 0; args && args[i] && n < 63; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    execv(cfg.attnd, (char *const *)argv);
+    _exit(127);
+}
+
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return calloc(1, 1);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)(n > 0 ? n : 0) + 1);
+    size_t k = fread(s, 1, (size_t)(n > 0 ? n : 0), f);
+    s[k] = '\0';
+    fclose(f);
+    return s;
+}
+
+/* The port of a "listening" log line, text or JSON; 0 when there is none yet. */
+static int log_port(const char *log) {
+    const char *p = strstr(log, "listening");
+    if (!p || !strchr(p, '\n')) /* the line may still be being written */
+        return 0;
+    const char *t = strstr(p, "port=");
+    const char *j = strstr(p, "\"port\":");
+    if (t)
+        return atoi(t + 5);
+    if (j)
+        return atoi(j + 7);
+    return 0;
+}
+
+/* Starts attnd on 127.0.0.1:0 with the extra args; waits for its port and for /readyz. */
+static bool attnd_start(attnd *d, const char *name, const char *const *extra,
+                        const char *const *env) {
+    memset(d, 0, sizeof *d);
+    snprintf(d->log, sizeof d->log, "%s/%s.log", cfg.data, name);
+    const char *args[48] = {"--listen", "127.0.0.1:0"};
+    int n = 2;
+    for (int i = 0; extra && extra[i] && n < 47; i++)
+        args[n++] = extra[i];
+    args[n] = NULL;
+    d->pid = spawn(args, env, d->log);
+    double t0 = now();
+    while (now() - t0 < START_SECS) {
+        char *log = slurp(d->log);
+        d->port = log_port(log);
+        free(log);
+        if (d->port)
+            break;
+        int st;
+        if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
+            char *log2 = slurp(d->log);
+            CHECK(false, "%s: attnd exited at start (status %d): %.600s", name,
+                  WIFEXITED(st) ? WEXITSTATUS(st) : -1, log2);
+            free(log2);
+            d->pid = 0;
+            return false;
+        }
+        sleep_ms(10);
+    }
+    if (!CHECK(d->port > 0, "%s: no port in the log within %.0f s", name, START_SECS))
+        return false;
+    while (now() - t0 < START_SECS) {
+        reply r;
+        bool ok = get(d->port, "/readyz", &r) && r.status == 200;
+        reply_free(&r);
+        if (ok)
+            return true;
+        int st;
+        if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
+            char *log = slurp(d->log);
+            CHECK(false, "%s: attnd exited at start (status %d): %.600s", name,
+                  WIFEXITED(st) ? WEXITSTATUS(st) : -1, log);
+            free(log);
+            d->pid = 0;
+            return false;
+        }
+        sleep_ms(10);
+    }
+    kill(d->pid, SIGKILL);
+    waitpid(d->pid, NULL, 0);
+    d->pid = 0;
+    return CHECK(false, "%s: /readyz did not answer 200 within %.0f s", name, START_SECS);
+}
+
+/* Sends sig and waits for the exit; returns the exit status, or -1 (then kills it). */
+static int attnd_stop(attnd *d, int sig) {
+    if (d->pid <= 0)
+        return -1;
+    kill(d->pid, sig);
+    double t0 = now();
+    while (now() - t0 < STOP_SECS) {
+        int st;
+        if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
+            d->pid = 0;
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        }
+        sleep_ms(10);
+    }
+    kill(d->pid, SIGKILL);
+    waitpid(d->pid, NULL, 0);
+    d->pid = 0;
+    return -1;
+}
+
+/* Runs attnd expecting it to exit by itself; returns its status (-1 on timeout) and its
+ * output in *out. */
+static int attnd_run(const char *const *args, const char *const *env, const char *name,
+                     char **out) {
+    char log[600];
+    snprintf(log, sizeof log, "%s/%s.log", cfg.data, name);
+    pid_t pid = spawn(args, env, log);
+    double t0 = now();
+    int status = -1;
+    while (now() - t0 < START_SECS) {
+        int st;
+        if (waitpid(pid, &st, WNOHANG) == pid) {
+            status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+            break;
+        }
+        sleep_ms(10);
+    }
+    if (status < 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
+    *out = slurp(log);
+    return status;
+}
+
+/* A gauge or counter sample from /metrics ("name" or "name{labels}"), or -1. */
+static double metric(int port, const char *sample) {
+    reply r;
+    double v = -1;
+    if (get(port, "/metrics", &r) && r.status == 200) {
+        size_t n = strlen(sample);
+        for (const char *p = r.body; (p = strstr(p, sample)) != NULL; p += n)
+            if ((p == r.body || p[-1] == '\n') && p[n] == ' ') {
+                v = atof(p + n + 1);
+                break;
+            }
+    }
+    reply_free(&r);
+    return v;
+}
+
+/* Waits until metric(sample) >= want; false after secs. */
+static bool wait_metric(int port, const char *sample, double want, double secs) {
+    double t0 = now();
+    while (now() - t0 < secs) {
+        if (metric(port, sample) >= want)
+            return true;
+        sleep_ms(5);
+    }
+    return false;
+}
+
+/* ---- References (float64) ----------------------------------------------------------------- */
+
+/* Softmax attention of one head. q (L, D) with row stride qs, k (S, D) stride ks, v (S, Dv)
+ * stride vs; out (L, Dv) stride os; w (L, S) or NULL. causal: 1 top-left. */
+static void ref_attend(const double *q, size_t qs, const double *k, size_t ks, const double *v,
+                       size_t vs, size_t L, size_t S, size_t D, size_t Dv, double scale, int causal,
+                       double *out, size_t os, double *w) {
+    double *p = malloc(S * sizeof *p);
+    for (size_t i = 0; i < L; i++) {
+        double m = -INFINITY, z = 0;
+        for (size_t j = 0; j < S; j++) {
+            double s = 0;
+            for (size_t c = 0; c < D; c++)
+                s += q[i * qs + c] * k[j * ks + c];
+            p[j] = (causal && j > i) ? -(double)INFINITY : s * scale;
+            if (p[j] > m)
+                m = p[j];
+        }
+        for (size_t j = 0; j < S; j++)
+            z += (p[j] = isinf(p[j]) ? 0 : exp(p[j] - m));
+        for (size_t c = 0; c < Dv; c++) {
+            double acc = 0;
+            for (size_t j = 0; j < S; j++)
+                acc += p[j] / z * v[j * vs + c];
+            out[i * os + c] = acc;
+        }
+        if (w)
+            for (size_t j = 0; j < S; j++)
+                w[i * S + j] = p[j] / z;
+    }
+    free(p);
+}
+
+/* y (rows, out) = x (rows, in) W^T + b; W (out, in); b may be NULL. */
+static double *ref_linear(const float *x, size_t rows, size_t in, const float *W, const float *b,
+                          size_t outw) {
+    double *y = malloc(rows * outw * sizeof *y);
+    for (size_t r = 0; r < rows; r++)
+        for (size_t o = 0; o < outw; o++) {
+            double s = b ? b[o] : 0;
+            for (size_t i = 0; i < in; i++)
+                s += (double)x[r * in + i] * (double)W[o * in + i];
+            y[r * outw + o] = s;
+        }
+    return y;
+}
+
+/* MHA of one batch element, as nn.MultiheadAttention: xq (L, E), xk (S, kd), xv (S, vd); wq
+ * (E, E), wk (E, kd), wv (E, vd), bias b3 (3E) or NULL; wo (E, E), bo (E) or NULL. out (L, E),
+ * w (H, L, S) or NULL. */
+static void ref_mha(const float *xq, const float *xk, const float *xv, size_t L, size_t S, size_t E,
+                    size_t H, size_t kd, size_t vd, const float *wq, const float *wk,
+                    const float *wv, const float *b3, const float *wo, const float *bo, double *out,
+                    double *w) {
+    size_t Dh = E / H;
+    double *q = ref_linear(xq, L, E, wq, b3, E);
+    double *k = ref_linear(xk, S, kd, wk, b3 ? b3 + E : NULL, E);
+    double *v = ref_linear(xv, S, vd, wv, b3 ? b3 + 2 * E : NULL, E);
+    double *att = malloc(L * E * sizeof *att);
+    for (size_t h = 0; h < H; h++)
+        ref_attend(q + h * Dh, E, k + h * Dh, E, v + h * Dh, E, L, S, Dh, Dh,
+                   1.0 / sqrt((double)Dh), 0, att + h * Dh, E, w ? w + h * L * S : NULL);
+    for (size_t i = 0; i < L; i++)
+        for (size_t o = 0; o < E; o++) {
+            double s = bo ? bo[o] : 0;
+            for (size_t c = 0; c < E; c++)
+                s += att[i * E + c] * (double)wo[o * E + c];
+            out[i * E + o] = s;
+        }
+    free(q);
+    free(k);
+    free(v);
+    free(att);
+}
+
+/* ---- Tests: start-up ---------------------------------------------------------------------- */
+
+/* The lines of out that are not info lines of the log (the refusal itself). */
+static int error_lines(const char *out, char *first, size_t cap) {
+    int n = 0;
+    first[0] = '\0';
+    for (const char *p = out; *p;) {
+        const char *eol = strchr(p, '\n');
+        size_t len = eol ? (size_t)(eol - p) : strlen(p);
+        bool info = len > 30 && (strstr(p, " info ") && strstr(p, " info ") < p + len);
+        if (len && !info) {
+            if (!n)
+                snprintf(first, cap, "%.*s", (int)len, p);
+            n++;
+        }
+        if (!eol)
+            break;
+        p = eol + 1;
+    }
+    return n;
+}
+
+static void test_startup_refusals(void) {
+    static const struct {
+        const char *args[4];
+        const char *env;
+        const char *names; /* the line must contain this */
+    } bad[] = {
+        {{"--threads", "0"}, NULL, "--threads"},
+        {{"--threads", "many"}, NULL, "--threads"},
+        {{"--log-format", "xml"}, NULL, "--log-format"},
+        {{"--max-body-bytes", "12Q"}, NULL, "--max-body-bytes"},
+        {{"--request-timeout", "-1"}, NULL, "--request-timeout"},
+        {{"--listen", "127.0.0.1:99999"}, NULL, "--listen"},
+        {{"--listen", "nocolon"}, NULL, "--listen"},
+        {{"--cors-origins", "example.org/path"}, NULL, "--cors-origins"},
+        {{"--api-key-file", "/nonexistent/key"}, NULL, "--api-key-file"},
+        {{"--default-model", "nope"}, NULL, "nope"},
+        {{"--frobnicate"}, NULL, "--frobnicate"},
+        {{"--threads"}, NULL, "--threads"},
+        {{NULL}, "ATTND_MAX_QUEUE=lots", "ATTND_MAX_QUEUE"},
+        {{NULL}, "ATTND_LOG_FORMAT=yaml", "ATTND_LOG_FORMAT"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *args[8] = {"--listen", "127.0.0.1:0"};
+        int n = 2;
+        for (int k = 0; k < 4 && bad[i].args[k]; k++)
+            args[n++] = bad[i].args[k];
+        args[n] = NULL;
+        const char *env[] = {bad[i].env, NULL};
+        char *out;
+        int st = attnd_run(args, env, "refuse", &out);
+        char line[600];
+        int nerr = error_lines(out, line, sizeof line);
+        CHECK(st == 2, "refusal %s %s: exit status %d, expected 2",
+              bad[i].args[0] ? bad[i].args[0] : bad[i].env, bad[i].args[1] ? bad[i].args[1] : "",
+              st);
+        CHECK(nerr == 1 && strstr(line, bad[i].names),
+              "refusal %zu: expected one line naming %s, got %d: %s", i, bad[i].names, nerr, out);
+        free(out);
+    }
+    /* A flag wins over a bad environment twin. */
+    {
+        const char *env[] = {"ATTND_THREADS=bogus", NULL};
+        const char *args[] = {"--threads", "1", NULL};
+        attnd d;
+        if (attnd_start(&d, "flagwins", args, env))
+            CHECK(attnd_stop(&d, SIGTERM) == 0, "flag over env: exit status");
+    }
+    /* --help documents every flag with its default. */
+    {
+        const char *args[] = {"--help", NULL};
+        char *out;
+        int st = attnd_run(args, NULL, "help", &out);
+        CHECK(st == 0, "--help: exit status %d", st);
+        static const char *const flags[] = {
+            "--listen",        "--threads",         "--models",
+            "--default-model", "--max-body-bytes",  "--max-job-bytes",
+            "--max-queue",     "--request-timeout", "--drain-timeout",
+            "--api-key-file",  "--cors-origins",    "--log-format",
+            "ATTND_API_KEY",   "127.0.0.1:8080",    "64M",
+            "default"};
+        for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+            CHECK(strstr(out, flags[i]) != NULL, "--help does not mention %s", flags[i]);
+        free(out);
+    }
+}
+
+static void test_broken_models(void) {
+    char path[700];
+    snprintf(path, sizeof path, "%s/broken/expect.json", cfg.data);
+    json_t *expect = json_load_file(path, 0, NULL);
+    if (!CHECK(json_object_size(expect) >= 5, "no broken-model list at %s", path))
+        return;
+    const char *name;
+    json_t *file;
+    json_object_foreach(expect, name, file) {
+        char dir[700];
+        snprintf(dir, sizeof dir, "%s/broken/%s", cfg.data, name);
+        const char *args[] = {"--listen", "127.0.0.1:0", "--models", dir, NULL};
+        char *out;
+        int st = attnd_run(args, NULL, "broken", &out);
+        char line[600];
+        int nerr = error_lines(out, line, sizeof line);
+        CHECK(st == 2, "broken model %s: exit status %d, expected 2", name, st);
+        CHECK(nerr == 1 && strstr(line, json_string_value(file)),
+              "broken model %s: expected one line naming %s, got %d lines: %.600s", name,
+              json_string_value(file), nerr, out);
+        free(out);
+    }
+    json_decref(expect);
+}
+
+/* ---- Tests: the main daemon --------------------------------------------------------------- */
+
+static void test_endpoints(int port) {
+    reply r;
+    get(port, "/healthz", &r);
+    CHECK(r.status == 200 && strstr(r.body, "ok"), "/healthz: %ld %s", r.status, r.body);
+    reply_free(&r);
+    get(port, "/readyz", &r);
+    CHECK(r.status == 200, "/readyz: %ld", r.status);
+    reply_free(&r);
+
+    get(port, "/v1/models", &r);
+    json_t *j = json_loads(r.body, 0, NULL);
+    CHECK(r.status == 200 && j, "/v1/models: %ld %.200s", r.status, r.body);
+    const char *def = json_string_value(json_object_get(j, "default"));
+    CHECK(def && !strcmp(def, "demo"), "/v1/models: default %s", def ? def : "none");
+    json_t *models = json_object_get(j, "models");
+    static const struct {
+        const char *name, *source;
+        long e, h;
+        bool bias;
+    } want[] = {{"demo", "builtin", 64, 4, false},
+                {"f32", "file", 32, 4, true},
+                {"f16", "file", 16, 2, true},
+                {"bf16", "file", 24, 3, false},
+                {"kvdim", "file", 16, 4, true}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        bool found = false;
+        for (size_t k = 0; k < json_array_size(models); k++) {
+            json_t *m = json_array_get(models, k);
+            const char *n = json_string_value(json_object_get(m, "name"));
+            if (!n || strcmp(n, want[i].name))
+                continue;
+            found = true;
+            const char *src = json_string_value(json_object_get(m, "source"));
+            CHECK(src && !strcmp(src, want[i].source), "model %s: source %s", n,
+                  src ? src : "none");
+            CHECK(json_integer_value(json_object_get(m, "embed_dim")) == want[i].e &&
+                      json_integer_value(json_object_get(m, "num_heads")) == want[i].h,
+                  "model %s: embed_dim/num_heads wrong", n);
+            CHECK(json_is_boolean(json_object_get(m, "has_bias")) &&
+                      json_is_true(json_object_get(m, "has_bias")) == want[i].bias,
+                  "model %s: has_bias wrong", n);
+        }
+        CHECK(found, "/v1/models does not list %s", want[i].name);
+    }
+    json_decref(j);
+    reply_free(&r);
+
+    /* The page and the static files: built in, with security headers, nothing else served. */
+    static const char *const pages[] = {"/", "/index.html"};
+    for (size_t i = 0; i < 2; i++) {
+        get(port, pages[i], &r);
+        char *ct = header(&r, "Content-Type"), *csp = header(&r, "Content-Security-Policy"),
+             *nosniff = header(&r, "X-Content-Type-Options"), *ref = header(&r, "Referrer-Policy");
+        CHECK(r.status == 200 && strstr(r.body, "attnd") && strstr(r.body, "API v1"), "%s: %ld",
+              pages[i], r.status);
+        CHECK(ct && !strncmp(ct, "text/html", 9), "%s: Content-Type %s", pages[i], ct);
+        CHECK(csp && strstr(csp, "default-src"), "%s: no Content-Security-Policy", pages[i]);
+        CHECK(nosniff && !strcmp(nosniff, "nosniff"), "%s: no X-Content-Type-Options", pages[i]);
+        CHECK(ref != NULL, "%s: no Referrer-Policy", pages[i]);
+        free(ct);
+        free(csp);
+        free(nosniff);
+        free(ref);
+        reply_free(&r);
+    }
+    static const char *const outside[] = {"/../Makefile", "/%2e%2e/Makefile", "/web/index.html",
+                                          "/index.html/", "/server/http.c",   "//etc/passwd",
+                                          "/.git/config"};
+    for (size_t i = 0; i < sizeof outside / sizeof outside[0]; i++) {
+        get(port, outside[i], &r);
+        check_error(&r, 404, "not_found", NULL, outside[i]);
+        reply_free(&r);
+    }
+    {
+        req q = {.method = "HEAD", .path = "/healthz"};
+        http(NULL, port, &q, &r);
+        CHECK(r.status == 200 && r.len == 0, "HEAD /healthz: %ld, %zu body bytes", r.status, r.len);
+        reply_free(&r);
+    }
+
+    /* /openapi.yaml: the embedded api/openapi.yaml, byte for byte, when there is one. */
+    get(port, "/openapi.yaml", &r);
+    struct stat st;
+    if (cfg.openapi && stat(cfg.openapi, &st) == 0) {
+        char *want_yaml = slurp(cfg.openapi);
+        CHECK(r.status == 200 && r.len == strlen(want_yaml) && !memcmp(r.body, want_yaml, r.len),
+              "/openapi.yaml: %ld, %zu bytes, expected the %zu of %s", r.status, r.len,
+              strlen(want_yaml), cfg.openapi);
+        free(want_yaml);
+    } else {
+        check_error(&r, 404, "not_found", NULL, "/openapi.yaml (none built in)");
+    }
+    reply_free(&r);
+}
+
+static void test_errors(int port) {
+    reply r;
+    const char *ok_query = "[[0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8]]";
+    char body[512];
+
+    get(port, "/v2/attention", &r);
+    check_error(&r, 404, "not_found", NULL, "404 route");
+    reply_free(&r);
+
+    get(port, "/v1/attention", &r);
+    check_error(&r, 405, "method_not_allowed", NULL, "405 GET /v1/attention");
+    char *allow = header(&r, "Allow");
+    CHECK(allow && strstr(allow, "POST"), "405: Allow %s", allow ? allow : "missing");
+    free(allow);
+    reply_free(&r);
+    {
+        req q = {.method = "DELETE", .path = "/v1/models"};
+        http(NULL, port, &q, &r);
+        check_error(&r, 405, "method_not_allowed", NULL, "405 DELETE /v1/models");
+        allow = header(&r, "Allow");
+        CHECK(allow && strstr(allow, "GET") && !strstr(allow, "POST"), "405: Allow %s",
+              allow ? allow : "missing");
+        free(allow);
+        reply_free(&r);
+    }
+
+    {
+        req q = {.path = "/v1/sdpa", .ctype = "text/plain", .body = "{}"};
+        http(NULL, port, &q, &r);
+        check_error(&r, 415, "unsupported_media_type", NULL, "415 text/plain");
+        reply_free(&r);
+        req q2 = {.path = "/v1/attention", .body = "{}"};
+        http(NULL, port, &q2, &r); /* curl sends form-urlencoded */
+        check_error(&r, 415, "unsupported_media_type", NULL, "415 form");
+        reply_free(&r);
+        req q3 = {.path = "/v1/attention", .ctype = "application/json; charset=utf-8", .body = "{"};
+        http(NULL, port, &q3, &r);
+        check_error(&r, 400, "invalid_json", NULL, "400 charset param is JSON");
+        reply_free(&r);
+    }
+
+    post(NULL, port, "/v1/attention", "{\"query\": [[1, 2], [3, ", &r);
+    check_error(&r, 400, "invalid_json", NULL, "400 malformed JSON");
+    reply_free(&r);
+    post(NULL, port, "/v1/sdpa", "[1, 2, 3]", &r);
+    CHECK(r.status == 400, "400 not an object: %ld %s", r.status, r.body);
+    reply_free(&r);
+
+    snprintf(body, sizeof body,
+             "{\"query\": %s, \"params\": {\"init\": \"identity\", \"num_heads\": 2}, \"causal\": "
+             "\"sideways\"}",
+             ok_query);
+    post(NULL, port, "/v1/attention", body, &r);
+    check_error(&r, 400, "invalid_field", "causal", "400 invalid field causal");
+    reply_free(&r);
+    post(NULL, port, "/v1/attention",
+         "{\"query\": [[1, 2, 3], [4, 5]], \"params\": {\"init\": \"identity\", \"num_heads\": "
+         "1}}",
+         &r);
+    check_error(&r, 400, "invalid_field", "query", "400 ragged query");
+    reply_free(&r);
+    snprintf(body, sizeof body,
+             "{\"query\": %s, \"params\": {\"init\": \"identity\", "
+             "\"num_heads\": 3}}",
+             ok_query);
+    post(NULL, port, "/v1/attention", body, &r);
+    check_error(&r, 400, "invalid_field", "params", "400 E not divisible by heads");
+    reply_free(&r);
+
+    snprintf(body, sizeof body, "{\"query\": %s, \"model\": \"no-such-model\"}", ok_query);
+    post(NULL, port, "/v1/attention", body, &r);
+    check_error(&r, 404, "unknown_model", "model", "404 unknown model");
+    reply_free(&r);
+
+    /* 413: the body, announced by Content-Length (refused before it is read) and chunked. */
+    {
+        size_t big = (size_t)2 << 20; /* the daemon's cap is 1 MiB */
+        char *b = malloc(big + 1);
+        memset(b, ' ', big);
+        b[0] = '{';
+        b[big - 1] = '}';
+        b[big] = '\0';
+        post(NULL, port, "/v1/attention", b, &r);
+        check_error(&r, 413, "body_too_large", NULL, "413 body (Content-Length)");
+        CHECK(strstr(r.body, "max-body-bytes") != NULL,
+              "413 body: the message should name the "
+              "limit: %s",
+              r.body);
+        reply_free(&r);
+        free(b);
+        req q = {.path = "/v1/attention", .ctype = "application/json", .chunked = big};
+        http(NULL, port, &q, &r);
+        check_error(&r, 413, "body_too_large", NULL, "413 body (chunked)");
+        reply_free(&r);
+    }
+    /* 413: the job (per-head weights of 2 x 2048 x 2048 floats = 32 MiB > the 16 MiB cap). */
+    {
+        size_t L = 2048, E = 4;
+        float *x = rnd_array(L * E, 7);
+        size_t shape[2] = {L, E};
+        json_t *j = json_pack("{s:o,s:{s:s,s:i},s:s}", "query", json_b64(x, shape, 2), "params",
+                              "init", "identity", "num_heads", 2, "need_weights", "per_head");
+        char *s = dump(j);
+        post(NULL, port, "/v1/attention", s, &r);
+        check_error(&r, 413, "job_too_large", NULL, "413 job");
+        reply_free(&r);
+        free(s);
+        free(x);
+    }
+}
+
+/* Checks an MHA answer against ref_mha over N batch elements; rank says the query's rank. */
+typedef struct mha_case {
+    size_t N, L, S, E, H, kd, vd;
+    bool self, bias, split; /* split: q/k/v_proj_weight instead of in_proj_weight */
+    float *xq, *xk, *xv;    /* (N, L, E), (N, S, kd), (N, S, vd) */
+    float *w_in;            /* (3E, E) when !split */
+    float *wq, *wk, *wv;    /* (E, E), (E, kd), (E, vd) when split */
+    float *b_in, *wo, *bo;  /* (3E) or NULL, (E, E), (E) or NULL */
+} mha_case;
+
+static void mha_case_make(mha_case *c, size_t N, size_t L, size_t S, size_t E, size_t H, size_t kd,
+                          size_t vd, bool self, bool bias, uint64_t seed) {
+    memset(c, 0, sizeof *c);
+    c->N = N;
+    c->L = L;
+    c->S = S;
+    c->E = E;
+    c->H = H;
+    c->kd = kd;
+    c->vd = vd;
+    c->self = self;
+    c->bias = bias;
+    c->split = kd != E || vd != E;
+    c->xq = rnd_array(N * L * E, seed);
+    c->xk = self ? c->xq : rnd_array(N * S * kd, seed + 1);
+    c->xv = self ? c->xq : rnd_array(N * S * vd, seed + 2);
+    float *all = rnd_array(3 * E * E, seed + 3);
+    float sc = 1.0f / sqrtf((float)E);
+    for (size_t i = 0; i < 3 * E * E; i++)
+        all[i] *= sc;
+    if (c->split) {
+        c->wq = all;
+        c->wk = rnd_array(E * kd, seed + 4);
+        c->wv = rnd_array(E * vd, seed + 5);
+    } else {
+        c->w_in = all;
+        c->wq = all;
+        c->wk = all + E * E;
+        c->wv = all + 2 * E * E;
+    }
+    c->wo = rnd_array(E * E, seed + 6);
+    for (size_t i = 0; i < E * E; i++)
+        c->wo[i] *= sc;
+    if (bias) {
+        c->b_in = rnd_array(3 * E, seed + 7);
+        c->bo = rnd_array(E, seed + 8);
+    }
+}
+
+static void mha_case_free(mha_case *c) {
+    if (!c->self) {
+        free(c->xk);
+        free(c->xv);
+    }
+    free(c->xq);
+    if (c->split) {
+        free(c->wq);
+        free(c->wk);
+        free(c->wv);
+    } else {
+        free(c->w_in);
+    }
+    free(c->wo);
+    free(c->b_in);
+    free(c->bo);
+}
+
+/* The request body: rank 2 when N == 1 and rank2; base64 inputs when b64in. */
+static char *mha_case_body(const mha_case *c, bool rank2, bool b64in, const char *encoding,
+                           const char *weights) {
+    json_t *j = json_object();
+    size_t E = c->E;
+    size_t sq[3] = {c->N, c->L, E}, sk[3] = {c->N, c->S, c->kd}, sv[3] = {c->N, c->S, c->vd};
+    const size_t *sqp = rank2 ? sq + 1 : sq, *skp = rank2 ? sk + 1 : sk, *svp = rank2 ? sv + 1 : sv;
+    int rank = rank2 ? 2 : 3;
+#define TENSOR(a, shp, rows, cols)                                                                 \
+    (b64in   ? json_b64((a), (shp), rank)                                                          \
+     : rank2 ? json_matrix((a), (rows), (cols))                                                    \
+             : json_tensor3((a), c->N, (rows), (cols)))
+    json_object_set_new(j, "query", TENSOR(c->xq, sqp, c->L, E));
+    if (!c->self) {
+        json_object_set_new(j, "key", TENSOR(c->xk, skp, c->S, c->kd));
+        json_object_set_new(j, "value", TENSOR(c->xv, svp, c->S, c->vd));
+    }
+#undef TENSOR
+    json_t *p = json_object();
+    json_object_set_new(p, "num_heads", json_integer((json_int_t)c->H));
+    if (c->split) {
+        json_object_set_new(p, "q_proj_weight", json_matrix(c->wq, E, E));
+        json_object_set_new(p, "k_proj_weight", json_matrix(c->wk, E, c->kd));
+        json_object_set_new(p, "v_proj_weight", json_matrix(c->wv, E, c->vd));
+    } else {
+        json_object_set_new(p, "in_proj_weight", json_matrix(c->w_in, 3 * E, E));
+    }
+    json_object_set_new(p, "out_proj.weight", json_matrix(c->wo, E, E));
+    if (c->bias) {
+        json_object_set_new(p, "in_proj_bias", json_vector(c->b_in, 3 * E));
+        json_object_set_new(p, "out_proj.bias", json_vector(c->bo, E));
+    }
+    json_object_set_new(j, "params", p);
+    if (encoding)
+        json_object_set_new(j, "encoding", json_string(encoding));
+    if (weights)
+        json_object_set_new(j, "need_weights", json_string(weights));
+    return dump(j);
+}
+
+/* ref_mha over the batch: out (N, L, E), w (N, H, L, S). */
+static void mha_case_ref(const mha_case *c, double *out, double *w) {
+    for (size_t b = 0; b < c->N; b++)
+        ref_mha(c->xq + b * c->L * c->E, c->xk + b * c->S * c->kd, c->xv + b * c->S * c->vd, c->L,
+                c->S, c->E, c->H, c->kd, c->vd, c->wq, c->wk, c->wv, c->b_in, c->wo, c->bo,
+                out + b * c->L * c->E, w ? w + b * c->H * c->L * c->S : NULL);
+}
+
+static void test_results(int port) {
+    reply r;
+    tens t;
+    /* The seed chapter's worked example through /v1/sdpa: output row 0 = [0.70, 0.50]. */
+    {
+        const float q[8] = {1, 1, 0, 1, 1, 0, .5f, .5f}, v[8] = {1, 0, 0, 1, 1, 1, .5f, .5f};
+        json_t *j = json_pack("{s:o,s:o,s:o,s:b}", "q", json_matrix(q, 4, 2), "k",
+                              json_matrix(q, 4, 2), "v", json_matrix(v, 4, 2), "need_weights", 1);
+        char *s = dump(j);
+        post(NULL, port, "/v1/sdpa", s, &r);
+        double out[8], w[16];
+        double qd[8], vd[8];
+        for (int i = 0; i < 8; i++)
+            qd[i] = q[i], vd[i] = v[i];
+        ref_attend(qd, 2, qd, 2, vd, 2, 4, 4, 2, 2, 1 / sqrt(2.0), 0, out, 2, w);
+        if (reply_tensor(&r, "output", &t, "sdpa seed example")) {
+            CHECK(t.rank == 2 && t.shape[0] == 4 && t.shape[1] == 2, "sdpa: output shape");
+            CHECK(fabs(t.v[0] - 0.70) < 0.01 && fabs(t.v[1] - 0.50) < 0.01,
+                  "sdpa: row 0 is [%g, %g], expected about [0.70, 0.50]", t.v[0], t.v[1]);
+            CHECK(max_diff(&t, out, 8) < TOL, "sdpa: output off by %g", max_diff(&t, out, 8));
+            tens_free(&t);
+        }
+        if (reply_tensor(&r, "weights", &t, "sdpa seed weights"))
+            CHECK(max_diff(&t, w, 16) < TOL, "sdpa: weights off by %g", max_diff(&t, w, 16));
+        tens_free(&t);
+        reply_free(&r);
+        free(s);
+    }
+    /* MHA with inline parameters: rank 2 and 3, self and cross, with and without biases,
+     * kdim/vdim, JSON and base64 in and out, per-head weights. */
+    static const struct {
+        size_t N, L, S, E, H, kd, vd;
+        bool self, bias, rank2, b64in;
+        const char *encoding;
+    } cases[] = {
+        {1, 5, 5, 8, 2, 8, 8, true, true, true, false, NULL},
+        {3, 6, 6, 16, 4, 16, 16, true, false, false, false, "json"},
+        {2, 4, 7, 12, 3, 12, 12, false, true, false, true, "base64"},
+        {1, 3, 9, 16, 4, 5, 11, false, true, true, false, NULL},
+        {2, 6, 4, 16, 2, 9, 9, false, false, false, true, "base64"},
+        {1, 33, 33, 64, 8, 64, 64, true, true, true, true, "base64"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        mha_case c;
+        mha_case_make(&c, cases[i].N, cases[i].L, cases[i].S, cases[i].E, cases[i].H, cases[i].kd,
+                      cases[i].vd, cases[i].self, cases[i].bias, 100 + 10 * i);
+        size_t on = c.N * c.L * c.E, wn = c.N * c.H * c.L * c.S;
+        double *out = malloc(on * sizeof *out), *w = malloc(wn * sizeof *w);
+        mha_case_ref(&c, out, w);
+        char *s = mha_case_body(&c, cases[i].rank2, cases[i].b64in, cases[i].encoding, "per_head");
+        post(NULL, port, "/v1/attention", s, &r);
+        char what[96];
+        snprintf(what, sizeof what, "mha case %zu (N %zu, L %zu, S %zu, E %zu, kdim %zu, vdim %zu)",
+                 i, c.N, c.L, c.S, c.E, c.kd, c.vd);
+        if (reply_tensor(&r, "output", &t, what)) {
+            int rank = cases[i].rank2 ? 2 : 3;
+            CHECK(t.rank == rank, "%s: output rank %d, expected %d", what, t.rank, rank);
+            CHECK(t.shape[t.rank - 1] == c.E && t.shape[t.rank - 2] == c.L, "%s: output shape",
+                  what);
+            CHECK(max_diff(&t, out, on) < TOL, "%s: output off by %g", what, max_diff(&t, out, on));
+            json_t *j = json_loads(r.body, 0, NULL);
+            json_t *o = json_object_get(j, "output");
+            bool b64 = cases[i].encoding && !strcmp(cases[i].encoding, "base64");
+            CHECK(b64 == json_is_object(o), "%s: output encoding is not %s", what,
+                  b64 ? "base64" : "json");
+            CHECK(json_is_null(json_object_get(j, "model")),
+                  "%s: model should be null with inline params", what);
+            CHECK(json_integer_value(json_object_get(j, "num_heads")) == (json_int_t)c.H,
+                  "%s: num_heads", what);
+            json_t *usage = json_object_get(j, "usage");
+            CHECK(json_is_number(json_object_get(usage, "compute_ms")) &&
+                      json_is_number(json_object_get(usage, "queue_ms")) &&
+                      json_number_value(json_object_get(usage, "flops")) > 0,
+                  "%s: usage incomplete", what);
+            json_decref(j);
+            tens_free(&t);
+        }
+        if (reply_tensor(&r, "weights", &t, what))
+            CHECK(max_diff(&t, w, wn) < TOL, "%s: weights off by %g", what, max_diff(&t, w, wn));
+        tens_free(&t);
+        reply_free(&r);
+        free(s);
+        /* base64 out is bit-for-bit what JSON out says (shortest round-trip floats). */
+        if (cases[i].encoding && !strcmp(cases[i].encoding, "base64")) {
+            char *sj = mha_case_body(&c, cases[i].rank2, false, "json", NULL);
+            char *sb = mha_case_body(&c, cases[i].rank2, true, "base64", NULL);
+            reply rj, rb;
+            tens tj, tb;
+            post(NULL, port, "/v1/attention", sj, &rj);
+            post(NULL, port, "/v1/attention", sb, &rb);
+            /* JSON floats are the shortest decimals that round to the same float32. */
+            size_t diff = 0;
+            if (reply_tensor(&rj, "output", &tj, what) && reply_tensor(&rb, "output", &tb, what) &&
+                tj.n == tb.n)
+                for (size_t k = 0; k < tj.n; k++)
+                    diff += (float)tj.v[k] != (float)tb.v[k];
+            CHECK(tj.n == tb.n && tj.n > 0 && diff == 0,
+                  "%s: base64 and JSON outputs differ in %zu of %zu values", what, diff, tj.n);
+            tens_free(&tj);
+            tens_free(&tb);
+            reply_free(&rj);
+            reply_free(&rb);
+            free(sj);
+            free(sb);
+        }
+        free(out);
+        free(w);
+        mha_case_free(&c);
+    }
+}
+
+/* The file models (F32, F16, BF16, kvdim) against torch's float64 answers. */
+static void test_file_models(int port) {
+    static const char *const names[] = {"f32", "f16", "bf16", "kvdim"};
+    for (size_t i = 0; i < 4; i++) {
+        char path[700];
+        snprintf(path, sizeof path, "%s/cases/%s.json", cfg.data, names[i]);
+        json_t *c = json_load_file(path, 0, NULL);
+        if (!CHECK(c != NULL, "no case file %s", path))
+            continue;
+        char *body = json_dumps(json_object_get(c, "request"), JSON_COMPACT);
+        reply r;
+        post(NULL, port, "/v1/attention", body, &r);
+        tens want, got;
+        char what[64];
+        snprintf(what, sizeof what, "file model %s", names[i]);
+        if (tens_from_json(json_object_get(c, "output"), &want) &&
+            reply_tensor(&r, "output", &got, what)) {
+            CHECK(got.rank == 2 && got.n == want.n, "%s: output shape", what);
+            CHECK(max_diff(&got, want.v, want.n) < TOL, "%s: output off torch by %g", what,
+                  max_diff(&got, want.v, want.n));
+            json_t *j = json_loads(r.body, 0, NULL);
+            const char *m = json_string_value(json_object_get(j, "model"));
+            CHECK(m && !strcmp(m, names[i]), "%s: model %s", what, m ? m : "none");
+            json_decref(j);
+        }
+        tens_free(&want);
+        tens_free(&got);
+        if (tens_from_json(json_object_get(c, "weights"), &want) &&
+            reply_tensor(&r, "weights", &got, what))
+            CHECK(max_diff(&got, want.v, want.n) < TOL, "%s: weights off torch by %g", what,
+                  max_diff(&got, want.v, want.n));
+        tens_free(&want);
+        tens_free(&got);
+        reply_free(&r);
+        free(body);
+        json_decref(c);
+    }
+}
+
+static void test_request_id_keepalive_cors(int port) {
+    reply r;
+    {
+        req q = {.path = "/healthz", .hdrs = {"X-Request-Id: test-id_42.abc"}};
+        http(NULL, port, &q, &r);
+        char *id = header(&r, "X-Request-Id");
+        CHECK(id && !strcmp(id, "test-id_42.abc"), "X-Request-Id not echoed: %s", id);
+        free(id);
+        reply_free(&r);
+    }
+    {
+        get(port, "/healthz", &r);
+        char *id = header(&r, "X-Request-Id");
+        CHECK(id && strlen(id) >= 8, "no X-Request-Id generated: %s", id ? id : "none");
+        reply_free(&r);
+        get(port, "/healthz", &r);
+        char *id2 = header(&r, "X-Request-Id");
+        CHECK(id && id2 && strcmp(id, id2), "generated request ids repeat: %s", id2);
+        free(id);
+        free(id2);
+        reply_free(&r);
+        req q = {.path = "/healthz", .hdrs = {"X-Request-Id: bad id \"with\" spaces"}};
+        http(NULL, port, &q, &r);
+        id = header(&r, "X-Request-Id");
+        CHECK(id && !strchr(id, ' '), "an unsafe X-Request-Id was echoed: %s", id);
+        free(id);
+        reply_free(&r);
+    }
+    /* Keep-alive: the second request on a handle reuses the connection, also after a job. */
+    {
+        CURL *c = curl_easy_init();
+        const char *job = "{\"q\": [[1, 0], [0, 1]], \"k\": [[1, 0], [0, 1]], \"v\": [[1, 2], "
+                          "[3, 4]]}";
+        req q = {.path = "/v1/models"};
+        http(c, port, &q, &r);
+        CHECK(r.status == 200 && r.connects == 1, "keep-alive: first request %ld, %ld connects",
+              r.status, r.connects);
+        reply_free(&r);
+        post(c, port, "/v1/sdpa", job, &r);
+        CHECK(r.status == 200 && r.connects == 0,
+              "keep-alive: a job after a GET opened %ld new connections (status %ld)", r.connects,
+              r.status);
+        reply_free(&r);
+        post(c, port, "/v1/sdpa", job, &r);
+        CHECK(r.status == 200 && r.connects == 0, "keep-alive: job after job opened %ld",
+              r.connects);
+        reply_free(&r);
+        http(c, port, &q, &r);
+        CHECK(r.status == 200 && r.connects == 0, "keep-alive: GET after a job opened %ld",
+              r.connects);
+        reply_free(&r);
+        curl_easy_cleanup(c);
+    }
+    /* CORS: the allow-list and the preflight. */
+    {
+        req pre = {.method = "OPTIONS",
+                   .path = "/v1/attention",
+                   .hdrs = {"Origin: http://allowed.example", "Access-Control-Request-Method: POST",
+                            "Access-Control-Request-Headers: content-type, authorization"}};
+        http(NULL, port, &pre, &r);
+        char *acao = header(&r, "Access-Control-Allow-Origin");
+        char *acam = header(&r, "Access-Control-Allow-Methods");
+        char *acah = header(&r, "Access-Control-Allow-Headers");
+        CHECK(r.status == 204 && acao && !strcmp(acao, "http://allowed.example"),
+              "preflight: %ld, Allow-Origin %s", r.status, acao ? acao : "none");
+        CHECK(acam && strstr(acam, "POST"), "preflight: Allow-Methods %s", acam);
+        CHECK(acah && strcasestr(acah, "Authorization") && strcasestr(acah, "Content-Type"),
+              "preflight: Allow-Headers %s", acah);
+        free(acao);
+        free(acam);
+        free(acah);
+        reply_free(&r);
+        req bad = {.method = "OPTIONS",
+                   .path = "/v1/attention",
+                   .hdrs = {"Origin: http://evil.example", "Access-Control-Request-Method: POST"}};
+        http(NULL, port, &bad, &r);
+        acao = header(&r, "Access-Control-Allow-Origin");
+        check_error(&r, 403, "cors_rejected", NULL, "preflight from a foreign origin");
+        CHECK(!acao, "preflight from a foreign origin got Allow-Origin %s", acao);
+        free(acao);
+        reply_free(&r);
+        req simple = {.path = "/v1/models", .hdrs = {"Origin: http://allowed.example"}};
+        http(NULL, port, &simple, &r);
+        acao = header(&r, "Access-Control-Allow-Origin");
+        CHECK(r.status == 200 && acao && !strcmp(acao, "http://allowed.example"),
+              "CORS GET: Allow-Origin %s", acao ? acao : "none");
+        free(acao);
+        reply_free(&r);
+        req foreign = {.path = "/v1/models", .hdrs = {"Origin: http://evil.example"}};
+        http(NULL, port, &foreign, &r);
+        acao = header(&r, "Access-Control-Allow-Origin");
+        CHECK(r.status == 200 && !acao, "CORS GET from a foreign origin got Allow-Origin %s", acao);
+        free(acao);
+        reply_free(&r);
+    }
+}
+
+/* ---- 64 parallel clients ------------------------------------------------------------------ */
+
+#define NDISTINCT 8
+
+typedef struct par_shared {
+    int port;
+    char *bodies[NDISTINCT];
+    const char *paths[NDISTINCT];
+    tens want[NDISTINCT];
+    tens want_w[NDISTINCT]; /* weights, n = 0 when not asked */
+} par_shared;
+
+typedef struct par_client {
+    par_shared *sh;
+    int index;
+    int ok, bad;
+    char why[256];
+} par_client;
+
+static bool same(const tens *a, const tens *b) {
+    return a->n == b->n && a->rank == b->rank && !memcmp(a->v, b->v, a->n * sizeof *a->v);
+}
+
+static void *par_main(void *arg) {
+    par_client *pc = arg;
+    CURL *c = curl_easy_init();
+    for (int i = 0; i < PER_CLIENT; i++) {
+        int k = (pc->index + 3 * i) % NDISTINCT;
+        reply r;
+        req q = {.path = pc->sh->paths[k], .ctype = "application/json", .body = pc->sh->bodies[k]};
+        http(c, pc->sh->port, &q, &r);
+        json_t *j = r.status == 200 ? json_loads(r.body, 0, NULL) : NULL;
+        tens t = {0}, tw = {0};
+        bool good = j && tens_from_json(json_object_get(j, "output"), &t);
+        if (good && pc->sh->want_w[k].n)
+            good =
+                tens_from_json(json_object_get(j, "weights"), &tw) && same(&tw, &pc->sh->want_w[k]);
+        good = good && same(&t, &pc->sh->want[k]);
+        if (good) {
+            pc->ok++;
+        } else {
+            pc->bad++;
+            snprintf(pc->why, sizeof pc->why, "request %d: status %ld, %s", k, r.status,
+                     r.status == 200 ? "answer differs from the sequential one" : r.body);
+        }
+        tens_free(&t);
+        tens_free(&tw);
+        json_decref(j);
+        reply_free(&r);
+    }
+    curl_easy_cleanup(c);
+    return NULL;
+}
+
+static void test_parallel(int port) {
+    par_shared sh = {.port = port};
+    mha_case cs[3];
+    mha_case_make(&cs[0], 3, 6, 4, 16, 4, 16, 16, false, true, 500);
+    mha_case_make(&cs[1], 1, 5, 8, 16, 2, 6, 10, false, true, 510);
+    mha_case_make(&cs[2], 2, 20, 20, 32, 4, 32, 32, true, false, 520);
+    sh.bodies[0] = mha_case_body(&cs[0], false, false, NULL, "per_head");
+    sh.bodies[1] = mha_case_body(&cs[1], true, true, "base64", NULL);
+    sh.bodies[2] = mha_case_body(&cs[2], false, true, NULL, "mean");
+    float *x = rnd_array(2 * 16 * 64, 530);
+    sh.bodies[3] = dump(json_pack("{s:o,s:s}", "query", json_matrix(x, 16, 64), "need_weights",
+                                  "per_head")); /* W1 on the demo model */
+    sh.bodies[4] = dump(json_pack("{s:o}", "query", json_tensor3(x, 2, 16, 64)));
+    float *qkv = rnd_array(3 * 2 * 9 * 8, 540);
+    size_t sh4[4] = {2, 1, 9, 8};
+    sh.bodies[5] = dump(json_pack("{s:o,s:o,s:o,s:b,s:b}", "q", json_b64(qkv, sh4, 4), "k",
+                                  json_b64(qkv + 144, sh4, 4), "v", json_b64(qkv + 288, sh4, 4),
+                                  "causal", 1, "need_weights", 1));
+    sh.bodies[6] =
+        dump(json_pack("{s:o,s:o,s:o}", "q", json_matrix(qkv, 7, 8), "k",
+                       json_matrix(qkv + 56, 11, 8), "v", json_matrix(qkv + 144, 11, 8)));
+    char path[700];
+    snprintf(path, sizeof path, "%s/cases/kvdim.json", cfg.data);
+    json_t *kc = json_load_file(path, 0, NULL);
+    sh.bodies[7] = kc ? json_dumps(json_object_get(kc, "request"), JSON_COMPACT)
+                      : strdup("{\"query\": [[1]]}");
+    json_decref(kc);
+    for (int k = 0; k < NDISTINCT; k++)
+        sh.paths[k] = (k == 5 || k == 6) ? "/v1/sdpa" : "/v1/attention";
+
+    /* The answers, computed once, one request at a time. */
+    bool ready = true;
+    for (int k = 0; k < NDISTINCT; k++) {
+        reply r;
+        post(NULL, port, sh.paths[k], sh.bodies[k], &r);
+        char what[48];
+        snprintf(what, sizeof what, "parallel request %d (sequential)", k);
+        ready &= reply_tensor(&r, "output", &sh.want[k], what);
+        json_t *j = json_loads(r.body, 0, NULL);
+        if (json_object_get(j, "weights"))
+            tens_from_json(json_object_get(j, "weights"), &sh.want_w[k]);
+        json_decref(j);
+        reply_free(&r);
+    }
+    /* The MHA ones are also right, not only stable. */
+    for (int k = 0; k < 3 && ready; k++) {
+        size_t on = cs[k].N * cs[k].L * cs[k].E;
+        double *out = malloc(on * sizeof *out);
+        mha_case_ref(&cs[k], out, NULL);
+        CHECK(max_diff(&sh.want[k], out, on) < TOL, "parallel request %d off by %g", k,
+              max_diff(&sh.want[k], out, on));
+        free(out);
+    }
+    if (ready) {
+        pthread_t th[NCLIENTS];
+        par_client pc[NCLIENTS];
+        double t0 = now();
+        for (int i = 0; i < NCLIENTS; i++) {
+            pc[i] = (par_client){.sh = &sh, .index = i};
+            pthread_create(&th[i], NULL, par_main, &pc[i]);
+        }
+        int ok = 0, bad = 0;
+        for (int i = 0; i < NCLIENTS; i++) {
+            pthread_join(th[i], NULL);
+            ok += pc[i].ok;
+            bad += pc[i].bad;
+            if (pc[i].bad)
+                CHECK(false, "parallel client %d: %s", i, pc[i].why);
+        }
+        CHECK(ok == NCLIENTS * PER_CLIENT && bad == 0, "parallel: %d of %d answers exact and 200",
+              ok, NCLIENTS * PER_CLIENT);
+        printf("test_server: %d parallel clients x %d requests: %d exact answers in %.2f s\n",
+               NCLIENTS, PER_CLIENT, ok, now() - t0);
+    }
+    for (int k = 0; k < NDISTINCT; k++) {
+        free(sh.bodies[k]);
+        tens_free(&sh.want[k]);
+        tens_free(&sh.want_w[k]);
+    }
+    for (int k = 0; k < 3; k++)
+        mha_case_free(&cs[k]);
+    free(x);
+    free(qkv);
+}
+
+static void test_metrics(int port, const char *log_path) {
+    reply r;
+    get(port, "/metrics", &r);
+    char *ct = header(&r, "Content-Type");
+    CHECK(r.status == 200 && ct && !strncmp(ct, "text/plain", 10), "/metrics: %ld %s", r.status,
+          ct ? ct : "");
+    free(ct);
+    static const char *const series[] = {
+        "attnd_http_requests_total{route=\"/v1/attention\",code=\"200\"}",
+        "attnd_http_requests_total{route=\"/v1/attention\",code=\"413\"}",
+        "attnd_http_requests_total{route=\"unknown\",code=\"404\"}",
+        "attnd_job_queue_seconds_bucket{op=\"attention\",le=\"+Inf\"}",
+        "attnd_job_compute_seconds_count{op=\"sdpa\"}",
+        "attnd_queue_depth",
+        "attnd_jobs_in_flight",
+        "attnd_http_request_body_bytes_total{route=\"/v1/attention\"}",
+        "attnd_http_response_body_bytes_total{route=\"/v1/attention\"}",
+    };
+    for (size_t i = 0; i < sizeof series / sizeof series[0]; i++)
+        CHECK(strstr(r.body, series[i]) != NULL, "/metrics lacks %s", series[i]);
+    CHECK(metric(port, series[0]) >= 10, "/metrics: %s is %g", series[0], metric(port, series[0]));
+    /* promtool check metrics reads the exposition on stdin. */
+    char tmp[700], cmd[1600];
+    snprintf(tmp, sizeof tmp, "%s/metrics.txt", cfg.data);
+    FILE *f = fopen(tmp, "wb");
+    if (f) {
+        fwrite(r.body, 1, r.len, f);
+        fclose(f);
+    }
+    snprintf(cmd, sizeof cmd, "%s check metrics < %s > %s.out 2>&1", cfg.promtool, tmp, tmp);
+    int st = system(cmd);
+    snprintf(cmd, sizeof cmd, "%s.out", tmp);
+    char *out = slurp(cmd);
+    CHECK(st == 0, "promtool check metrics failed (status %d): %.800s", st, out);
+    free(out);
+    reply_free(&r);
+
+    /* The access log: one line per request with the fields, and our request id. */
+    char *log = slurp(log_path);
+    const char *line = strstr(log, "id=test-id_42.abc");
+    CHECK(line != NULL, "the access log lacks the request id test-id_42.abc");
+    const char *post_line = strstr(log, "method=POST path=/v1/attention status=200");
+    CHECK(post_line != NULL, "the access log lacks a POST /v1/attention 200 line");
+    if (post_line) {
+        const char *eol = strchr(post_line, '\n');
+        static const char *const fields[] = {
+            "bytes_in=", "bytes_out=", "queue_ms=", "compute_ms=", " id="};
+        for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+            const char *p = strstr(post_line, fields[i]);
+            CHECK(p && (!eol || p < eol), "the access line lacks %s", fields[i]);
+        }
+    }
+    static const char *const startup[] = {"listening", "kernel=", "workers=", "name=demo",
+                                          "name=f16"};
+    for (size_t i = 0; i < sizeof startup / sizeof startup[0]; i++)
+        CHECK(strstr(log, startup[i]) != NULL, "the start-up log lacks %s", startup[i]);
+    free(log);
+}
+
+/* ---- The API key -------------------------------------------------------------------------- */
+
+static void test_auth(void) {
+    const char *key = "s3cret-Key_0123456789";
+    char keyfile[700];
+    snprintf(keyfile, sizeof keyfile, "%s/api.key", cfg.data);
+    FILE *f = fopen(keyfile, "w");
+    if (f) {
+        fprintf(f, "%s\n", key);
+        fclose(f);
+    }
+    for (int variant = 0; variant < 2; variant++) {
+        attnd d;
+        const char *args_file[] = {"--api-key-file", keyfile, "--log-format", "json", NULL};
+        const char *env_key[] = {"ATTND_API_KEY=s3cret-Key_0123456789", NULL};
+        bool up = variant == 0 ? attnd_start(&d, "auth-file", args_file, NULL)
+                               : attnd_start(&d, "auth-env", NULL, env_key);
+        if (!up)
+            continue;
+        reply r;
+        get(d.port, "/v1/models", &r);
+        check_error(&r, 401, "unauthorized", NULL, "401 without a key");
+        char *wa = header(&r, "WWW-Authenticate");
+        CHECK(wa && !strncmp(wa, "Bearer", 6), "401: WWW-Authenticate %s", wa ? wa : "missing");
+        free(wa);
+        reply_free(&r);
+        req wrong = {.path = "/v1/models", .hdrs = {"Authorization: Bearer s3cret-Key_012345678X"}};
+        http(NULL, d.port, &wrong, &r);
+        check_error(&r, 401, "unauthorized", NULL, "401 with a wrong key");
+        wa = header(&r, "WWW-Authenticate");
+        CHECK(wa && strstr(wa, "invalid_token"), "401 wrong key: WWW-Authenticate %s", wa);
+        free(wa);
+        reply_free(&r);
+        req prefix = {.path = "/v1/models", .hdrs = {"Authorization: Bearer s3cret"}};
+        http(NULL, d.port, &prefix, &r);
+        check_error(&r, 401, "unauthorized", NULL, "401 with a prefix of the key");
+        reply_free(&r);
+        req longer = {.path = "/v1/models",
+                      .hdrs = {"Authorization: Bearer s3cret-Key_0123456789X"}};
+        http(NULL, d.port, &longer, &r);
+        check_error(&r, 401, "unauthorized", NULL, "401 with the key and more");
+        reply_free(&r);
+        req basic = {.path = "/v1/models", .hdrs = {"Authorization: Basic czNjcmV0"}};
+        http(NULL, d.port, &basic, &r);
+        check_error(&r, 401, "unauthorized", NULL, "401 with Basic auth");
+        reply_free(&r);
+        req right = {.path = "/v1/models", .hdrs = {"Authorization: Bearer s3cret-Key_0123456789"}};
+        http(NULL, d.port, &right, &r);
+        CHECK(r.status == 200, "the right key: %ld %s", r.status, r.body);
+        reply_free(&r);
+        req job = {.path = "/v1/sdpa",
+                   .ctype = "application/json",
+                   .body = "{\"q\": [[1]], \"k\": [[1]], \"v\": [[2]]}",
+                   .hdrs = {"authorization: bearer s3cret-Key_0123456789"}};
+        http(NULL, d.port, &job, &r);
+        CHECK(r.status == 200, "a job with the right key: %ld %s", r.status, r.body);
+        reply_free(&r);
+        job.hdrs[0] = NULL;
+        http(NULL, d.port, &job, &r);
+        check_error(&r, 401, "unauthorized", NULL, "401 job without a key");
+        reply_free(&r);
+        get(d.port, "/healthz", &r);
+        CHECK(r.status == 200, "/healthz needs no key: %ld", r.status);
+        reply_free(&r);
+        get(d.port, "/readyz", &r);
+        CHECK(r.status == 200, "/readyz needs no key: %ld", r.status);
+        reply_free(&r);
+        get(d.port, "/metrics", &r);
+        check_error(&r, 401, "unauthorized", NULL, "401 /metrics without a key");
+        reply_free(&r);
+        CHECK(attnd_stop(&d, SIGINT) == 0, "auth daemon: exit status after SIGINT");
+        char *log = slurp(d.log);
+        CHECK(!strstr(log, key) && !strstr(log, "s3cret"), "the API key appears in the log");
+        if (variant == 0) { /* JSON logs: every line is one object */
+            int lines = 0, good = 0;
+            for (char *p = log; *p;) {
+                char *eol = strchr(p, '\n');
+                if (eol)
+                    *eol = '\0';
+                json_t *j = json_loads(p, 0, NULL);
+                lines++;
+                good += j && json_is_string(json_object_get(j, "msg"));
+                json_decref(j);
+                if (!eol)
+                    break;
+                p = eol + 1;
+            }
+            CHECK(lines > 5 && good == lines, "JSON log: %d of %d lines are objects", good, lines);
+        }
+        free(log);
+    }
+}
+
+/* ---- The queue, the deadline and draining -------------------------------------------------- */
+
+/* A job that computes for a while: self-attention of identity projections, H = 1, E = 64, on L
+ * tokens, sent as base64. */
+static char *slow_body(size_t L) {
+    size_t shape[2] = {L, 64};
+    float *x = rnd_array(L * 64, 900);
+    char *s = dump(json_pack("{s:o,s:{s:s,s:i}}", "query", json_b64(x, shape, 2), "params", "init",
+                             "identity", "num_heads", 1));
+    free(x);
+    return s;
+}
+
+typedef struct async_req {
+    int port;
+    const char *path;
+    char *body;
+    reply r;
+    pthread_t th;
+} async_req;
+
+static void *async_main(void *arg) {
+    async_req *a = arg;
+    post(NULL, a->port, a->path, a->body, &a->r);
+    return NULL;
+}
+
+static void async_start(async_req *a, int port, const char *path, char *body) {
+    a->port = port;
+    a->path = path;
+    a->body = body;
+    pthread_create(&a->th, NULL, async_main, a);
+}
+
+static double usage_compute_ms(const reply *r) {
+    json_t *j = json_loads(r->body, 0, NULL);
+    double ms = json_number_value(json_object_get(json_object_get(j, "usage"), "compute_ms"));
+    json_decref(j);
+    return ms;
+}
+
+/* A slow job's L, sized so that it computes for about SLOW_TARGET seconds on one thread. */
+static size_t calibrate_slow(int port, int *runs) {
+    size_t L = 2048;
+    for (int tries = 0; tries < 6; tries++) {
+        ++*runs;
+        char *b = slow_body(L);
+        reply r;
+        post(NULL, port, "/v1/attention", b, &r);
+        free(b);
+        double ms = r.status == 200 ? usage_compute_ms(&r) : 0;
+        reply_free(&r);
+        if (!CHECK(ms > 0, "slow job of L = %zu failed", L))
+            return 0;
+        if (ms >= SLOW_TARGET * 1e3 || L >= 32768) {
+            printf("test_server: slow job L = %zu computes for %.0f ms on one thread\n", L, ms);
+            return L;
+        }
+        double f = sqrt(SLOW_TARGET * 1.3e3 / ms);
+        size_t next = (size_t)((double)L * (f > 1.4 ? f : 1.4)) / 512 * 512 + 512;
+        L = next > 32768 ? 32768 : next;
+    }
+    return L;
+}
+
+static void test_queue_and_deadline(size_t *slow_l) {
+    attnd d;
+    const char *args[] = {"--threads",   "1", "--pool-threads",    "0",
+                          "--max-queue", "1", "--request-timeout", SLOW_TIMEOUT,
+                          NULL};
+    if (!attnd_start(&d, "queue", args, NULL))
+        return;
+    int runs = 0;
+    size_t L = calibrate_slow(d.port, &runs);
+    *slow_l = L;
+    if (!L) {
+        attnd_stop(&d, SIGKILL);
+        return;
+    }
+    async_req a = {0}, b = {0};
+    async_start(&a, d.port, "/v1/attention", slow_body(L));
+    CHECK(wait_metric(d.port, "attnd_jobs_in_flight", 1, 20), "job A never ran");
+    async_start(&b, d.port, "/v1/attention", slow_body(L));
+    CHECK(wait_metric(d.port, "attnd_queue_depth", 1, 20), "job B never queued");
+    reply r;
+    double t0 = now();
+    post(NULL, d.port, "/v1/sdpa", "{\"q\": [[1]], \"k\": [[1]], \"v\": [[2]]}", &r);
+    check_error(&r, 503, "queue_full", NULL, "503 queue full");
+    char *ra = header(&r, "Retry-After");
+    CHECK(ra && atoi(ra) >= 1, "503 queue full: Retry-After %s", ra ? ra : "missing");
+    CHECK(now() - t0 < 1.0, "503 queue full took %.2f s: it should come at once", now() - t0);
+    free(ra);
+    reply_free(&r);
+    pthread_join(a.th, NULL);
+    pthread_join(b.th, NULL);
+    CHECK(a.r.status == 200, "job A: %ld %.200s", a.r.status, a.r.body);
+    check_error(&b.r, 503, "deadline_exceeded", NULL, "503 deadline (queued past it)");
+    ra = header(&b.r, "Retry-After");
+    CHECK(ra != NULL, "503 deadline: no Retry-After");
+    free(ra);
+    CHECK(metric(d.port, "attnd_jobs_rejected_total{reason=\"deadline\"}") == 1,
+          "metrics: one deadline rejection expected");
+    CHECK(metric(d.port, "attnd_jobs_rejected_total{reason=\"queue_full\"}") >= 1,
+          "metrics: a queue_full rejection expected");
+    /* The job past its deadline was never computed: only the calibration runs and job A. */
+    double computed = metric(d.port, "attnd_job_compute_seconds_count{op=\"attention\"}");
+    CHECK(computed == runs + 1,
+          "%g attention jobs computed, expected %d: the job past its "
+          "deadline must not be",
+          computed, runs + 1);
+    reply_free(&a.r);
+    reply_free(&b.r);
+    free(a.body);
+    free(b.body);
+    CHECK(attnd_stop(&d, SIGTERM) == 0, "queue daemon: exit status");
+}
+
+static void test_drain(size_t L) {
+    if (!L)
+        return;
+    /* SIGTERM with one job running and two queued: all three complete with 200, exit 0. */
+    {
+        attnd d;
+        const char *args[] = {"--threads",   "1", "--pool-threads",  "1",
+                              "--max-queue", "8", "--drain-timeout", "60",
+                              NULL};
+        if (!attnd_start(&d, "drain", args, NULL))
+            return;
+        async_req a[3] = {0};
+        for (int i = 0; i < 3; i++) {
+            async_start(&a[i], d.port, "/v1/attention", slow_body(L));
+            if (i == 0)
+                CHECK(wait_metric(d.port, "attnd_jobs_in_flight", 1, 20), "drain: no job ran");
+        }
+        CHECK(wait_metric(d.port, "attnd_queue_depth", 2, 20), "drain: jobs not queued");
+        kill(d.pid, SIGTERM);
+        /* While draining: /readyz 503, new jobs 503, /healthz 200. */
+        double t0 = now();
+        reply r = {0};
+        while (now() - t0 < 10) {
+            get(d.port, "/readyz", &r);
+            if (r.status == 503)
+                break;
+            reply_free(&r);
+            sleep_ms(5);
+        }
+        check_error(&r, 503, "draining", NULL, "/readyz while draining");
+        reply_free(&r);
+        get(d.port, "/healthz", &r);
+        CHECK(r.status == 200, "/healthz while draining: %ld", r.status);
+        reply_free(&r);
+        post(NULL, d.port, "/v1/sdpa", "{\"q\": [[1]], \"k\": [[1]], \"v\": [[2]]}", &r);
+        check_error(&r, 503, "draining", NULL, "a new job while draining");
+        reply_free(&r);
+        for (int i = 0; i < 3; i++) {
+            pthread_join(a[i].th, NULL);
+            tens t;
+            if (reply_tensor(&a[i].r, "output", &t, "a job in flight at SIGTERM"))
+                CHECK(t.n == L * 64, "drained job %d: output has %zu values", i, t.n);
+            tens_free(&t);
+            reply_free(&a[i].r);
+            free(a[i].body);
+        }
+        int st = attnd_stop(&d, 0);
+        CHECK(st == 0, "exit status after draining: %d, expected 0", st);
+        char *log = slurp(d.log);
+        CHECK(strstr(log, "draining") && strstr(log, "drained=true"),
+              "the log does not tell the drain");
+        free(log);
+    }
+    /* A drain timeout shorter than the work: queued and running jobs get 503, exit 1. */
+    {
+        attnd d;
+        const char *args[] = {"--threads",   "1", "--pool-threads",  "0",
+                              "--max-queue", "8", "--drain-timeout", "0.2",
+                              NULL};
+        if (!attnd_start(&d, "drain-timeout", args, NULL))
+            return;
+        async_req a[2] = {0};
+        async_start(&a[0], d.port, "/v1/attention", slow_body(L));
+        CHECK(wait_metric(d.port, "attnd_jobs_in_flight", 1, 20), "drain timeout: no job ran");
+        async_start(&a[1], d.port, "/v1/attention", slow_body(L));
+        CHECK(wait_metric(d.port, "attnd_queue_depth", 1, 20), "drain timeout: none queued");
+        double t0 = now();
+        kill(d.pid, SIGTERM);
+        for (int i = 0; i < 2; i++) {
+            pthread_join(a[i].th, NULL);
+            check_error(&a[i].r, 503, "draining", NULL, "a job cut by the drain timeout");
+            reply_free(&a[i].r);
+            free(a[i].body);
+        }
+        CHECK(now() - t0 < SLOW_TARGET * 0.9 + 0.5,
+              "jobs cut by the drain timeout were answered after %.2f s", now() - t0);
+        int st = attnd_stop(&d, 0);
+        CHECK(st == 1, "exit status after a cut drain: %d, expected 1", st);
+    }
+}
+
+/* ---- Main --------------------------------------------------------------------------------- */
+
+static bool want(const char *name) {
+    return !cfg.only || !strcmp(cfg.only, name);
+}
+
+int main(int argc, char **argv) {
+    cfg.promtool = "promtool";
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--attnd"))
+            cfg.attnd = argv[i + 1];
+        else if (!strcmp(argv[i], "--data"))
+            cfg.data = argv[i + 1];
+        else if (!strcmp(argv[i], "--openapi"))
+            cfg.openapi = argv[i + 1];
+        else if (!strcmp(argv[i], "--promtool"))
+            cfg.promtool = argv[i + 1];
+        else if (!strcmp(argv[i], "--only"))
+            cfg.only = argv[i + 1];
+    }
+    if (!cfg.attnd || !cfg.data) {
+        fprintf(stderr, "usage: test_server --attnd PATH --data DIR [--openapi FILE] "
+                        "[--promtool PATH] [--only NAME]\n");
+        return 2;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    double t0 = now();
+
+    if (want("startup")) {
+        test_startup_refusals();
+        test_broken_models();
+    }
+    if (want("main")) {
+        char models[700];
+        snprintf(models, sizeof models, "%s/models", cfg.data);
+        const char *args[] = {"--threads",
+                              "2",
+                              "--models",
+                              models,
+                              "--max-body-bytes",
+                              "1M",
+                              "--max-job-bytes",
+                              "16M",
+                              "--cors-origins",
+                              "http://allowed.example,http://other.example",
+                              NULL};
+        attnd d;
+        if (attnd_start(&d, "main", args, NULL)) {
+            test_endpoints(d.port);
+            test_errors(d.port);
+            test_results(d.port);
+            test_file_models(d.port);
+            test_request_id_keepalive_cors(d.port);
+            test_parallel(d.port);
+            test_metrics(d.port, d.log);
+            CHECK(attnd_stop(&d, SIGTERM) == 0, "main daemon: exit status after SIGTERM");
+        }
+    }
+    if (want("auth"))
+        test_auth();
+    size_t slow_l = 0;
+    if (want("queue") || want("drain"))
+        test_queue_and_deadline(&slow_l);
+    if (want("drain"))
+        test_drain(slow_l);
+
+    curl_global_cleanup();
+    int p = atomic_load(&passed), f = atomic_load(&failed);
+    printf("test_server: %.1f s\n%d passed, %d failed\n", now() - t0, p, f);
+    return f ? 1 : 0;
+}
