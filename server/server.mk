@@ -13,7 +13,7 @@ $(BUILD)/attnd: $(SRV_OBJ) $(BUILD)/libapi.a $(BUILD)/libattn.a
 # URL path is its path without the first directory: web/index.html -> /index.html (also served
 # at /), api/openapi.yaml -> /openapi.yaml. Add the visualizer's files here. api/openapi.yaml is
 # optional until api/ provides it (/openapi.yaml answers 404 without it).
-SRV_EMBED := web/index.html $(wildcard api/openapi.yaml)
+SRV_EMBED := $(sort $(wildcard web/*.html web/*.js web/*.css)) api/openapi.yaml
 
 # The list itself is a prerequisite, so that adding or removing a file regenerates the table.
 $(SRV_GEN)/embed.list: FORCE

@@ -943,7 +943,7 @@ static void test_endpoints(int port) {
         get(port, pages[i], &r);
         char *ct = header(&r, "Content-Type"), *csp = header(&r, "Content-Security-Policy"),
              *nosniff = header(&r, "X-Content-Type-Options"), *ref = header(&r, "Referrer-Policy");
-        CHECK(r.status == 200 && strstr(r.body, "attnd") && strstr(r.body, "API v1"), "%s: %ld",
+        CHECK(r.status == 200 && strstr(r.body, "attnd") && strstr(r.body, "app.js"), "%s: %ld",
               pages[i], r.status);
         CHECK(ct && !strncmp(ct, "text/html", 9), "%s: Content-Type %s", pages[i], ct);
         CHECK(csp && strstr(csp, "default-src"), "%s: no Content-Security-Policy", pages[i]);
@@ -953,6 +953,18 @@ static void test_endpoints(int port) {
         free(csp);
         free(nosniff);
         free(ref);
+        reply_free(&r);
+    }
+    /* The visualizer's script and style sheet, with their types. */
+    static const char *const assets[][2] = {{"/app.js", "text/javascript"},
+                                            {"/style.css", "text/css"}};
+    for (size_t i = 0; i < 2; i++) {
+        get(port, assets[i][0], &r);
+        char *ct = header(&r, "Content-Type");
+        CHECK(r.status == 200 && r.len > 1000, "%s: %ld", assets[i][0], r.status);
+        CHECK(ct && !strncmp(ct, assets[i][1], strlen(assets[i][1])), "%s: Content-Type %s",
+              assets[i][0], ct);
+        free(ct);
         reply_free(&r);
     }
     static const char *const outside[] = {"/../Makefile", "/%2e%2e/Makefile", "/web/index.html",

@@ -1,0 +1,915 @@
+// attnd visualizer. Talks only to the public API v1 (POST /v1/attention, POST /v1/sdpa,
+// GET /v1/models), so anything it shows another client could compute too.
+//
+// Legend: L query tokens, S key tokens, E embedding width, H heads, Dh = E / H the head width.
+// Weight maps are kept per head as Float32Array(L * S) (dense) or as the top-k of every row
+// ({idx: Int32Array(L * k), val: Float32Array(L * k), k}) when L is large.
+
+'use strict';
+
+// ---- Constants ----------------------------------------------------------------------------
+
+// The server's built-in "demo" model is api_model_init_random("demo", 64, 4, DEMO_SEED): the
+// page regenerates its weights to show the step tables, and checks the result against the API.
+const DEMO_SEED = 24301n;
+const DENSE_LIMIT = 1 << 20; // above this many weights per request, ask the API for the top-k
+const AUTO_TOP_K = 16;
+const STEP_LIMIT = 16; // step tables for L, S <= 16
+
+const SENTENCES = {
+  c1: ['程序员', '把', '服务器日志', '发给', '同事', '，', '因为', '它', '记录了', '错误原因'],
+  c2: ['小李', '把', '笔记本', '放进', '背包', '，', '因为', '它', '太重', '了'],
+};
+
+const $ = (id) => document.getElementById(id);
+
+// ---- Deterministic numbers ----------------------------------------------------------------
+
+const MASK64 = (1n << 64n) - 1n;
+
+// splitmix64: the stream api_model_init_random uses.
+function splitmix64(seed) {
+  let x = BigInt.asUintN(64, BigInt(seed));
+  return () => {
+    x = (x + 0x9E3779B97F4A7C15n) & MASK64;
+    let z = x;
+    z = ((z ^ (z >> 30n)) * 0xBF58476D1CE4E5B9n) & MASK64;
+    z = ((z ^ (z >> 27n)) * 0x94D049BB133111EBn) & MASK64;
+    return z ^ (z >> 31n);
+  };
+}
+
+// Uniform float32 in [-a, a) from a splitmix64 stream, as api.h documents.
+function uniformStream(seed) {
+  const next = splitmix64(seed);
+  return (a) => Math.fround(a * (2 * (Number(next() >> 40n) / 16777216) - 1));
+}
+
+// FNV-1a of a string: the seed of a token's embedding, so a token means the same everywhere.
+function fnv1a(s) {
+  let h = 0xcbf29ce484222325n;
+  for (const b of new TextEncoder().encode(s)) {
+    h ^= BigInt(b);
+    h = (h * 0x100000001b3n) & MASK64;
+  }
+  return h;
+}
+
+function tokenEmbedding(label, e) {
+  const u = uniformStream(fnv1a(label));
+  return Array.from({ length: e }, () => u(1));
+}
+
+function randomMatrix(rows, cols, seed) {
+  const u = uniformStream(BigInt(seed));
+  return Array.from({ length: rows }, () => Array.from({ length: cols }, () => u(1)));
+}
+
+// ---- Small linear algebra (step tables only; L <= 16) -------------------------------------
+
+// x (n, k) times w^T with w (m, k), plus b (m): the y = x W^T + b of nn.Linear.
+function linear(x, w, b) {
+  return x.map((row) => w.map((wr, o) => wr.reduce((s, v, c) => s + v * row[c], b ? b[o] : 0)));
+}
+
+function matmulT(a, b) { // a (n, k) b (m, k) -> (n, m)
+  return a.map((ra) => b.map((rb) => ra.reduce((s, v, c) => s + v * rb[c], 0)));
+}
+
+function matmul(a, b) { // a (n, k) b (k, m) -> (n, m)
+  return a.map((ra) => b[0].map((_, j) => ra.reduce((s, v, c) => s + v * b[c][j], 0)));
+}
+
+const cols = (m, c0, c1) => m.map((r) => r.slice(c0, c1));
+
+// The parameters of a model the page can regenerate (demo, init random, init identity), as
+// PyTorch state_dict arrays; null when it cannot (a model loaded from a file).
+function knownParams(p, e) {
+  if (p.kind === 'init' && p.init === 'identity') {
+    const eye = Array.from({ length: e }, (_, i) => Array.from({ length: e }, (_, j) => +(i === j)));
+    return { win: [...eye, ...eye, ...eye], bin: null, wout: eye, bout: null };
+  }
+  let seed;
+  if (p.kind === 'init' && p.init === 'random') seed = BigInt(p.seed);
+  else if (p.kind === 'model' && p.name === 'demo' && e === 64) seed = DEMO_SEED;
+  else return null;
+  const u = uniformStream(seed);
+  const aIn = Math.sqrt(6 / (e + 3 * e)), aOut = Math.sqrt(6 / (e + e));
+  const win = Array.from({ length: 3 * e }, () => Array.from({ length: e }, () => u(aIn)));
+  const wout = Array.from({ length: e }, () => Array.from({ length: e }, () => u(aOut)));
+  return { win, bin: null, wout, bout: null };
+}
+
+// ---- Tensors from the API -----------------------------------------------------------------
+
+function b64ToBytes(s) {
+  const bin = atob(s);
+  const out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out;
+}
+
+function bytesToB64(bytes) {
+  let s = '';
+  for (let i = 0; i < bytes.length; i += 0x8000) s += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  return btoa(s);
+}
+
+function f32Tensor(flat, shape) {
+  return { dtype: 'float32', shape, data: bytesToB64(new Uint8Array(flat.buffer, flat.byteOffset, flat.byteLength)) };
+}
+
+// A response tensor (nested arrays or a base64 object) as {shape, data} with flat typed data.
+function readTensor(t) {
+  if (Array.isArray(t)) {
+    const shape = [];
+    for (let x = t; Array.isArray(x); x = x[0]) shape.push(x.length);
+    return { shape, data: Float32Array.from(t.flat(Infinity)) };
+  }
+  const bytes = b64ToBytes(t.data);
+  const Ctor = t.dtype === 'int32' ? Int32Array : Float32Array;
+  return { shape: t.shape, data: new Ctor(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4) };
+}
+
+// ---- State and URL ------------------------------------------------------------------------
+
+const state = {
+  preset: 'a', causal: 'off', keyLength: '', weights: 'per_head', filter: 'none', filterValue: 0.1,
+  params: 'model:demo', heads: 4, seed: 7, randL: 8, randE: 16, randSeed: 1, custom: '', head: 0,
+  large: false,
+};
+let models = null;   // GET /v1/models
+let view = null;     // the last result: what every view draws
+let runSeq = 0;
+
+const URL_KEYS = {
+  preset: 'p', causal: 'causal', keyLength: 'klen', weights: 'w', filter: 'f', filterValue: 'fv',
+  params: 'params', heads: 'h', seed: 'seed', randL: 'L', randE: 'E', randSeed: 'rseed', custom: 'json',
+  head: 'head', large: 'large',
+};
+
+function readUrl() {
+  const q = new URLSearchParams(location.search);
+  for (const [k, u] of Object.entries(URL_KEYS)) {
+    if (!q.has(u)) continue;
+    const v = q.get(u);
+    if (typeof state[k] === 'number') state[k] = Number(v);
+    else if (typeof state[k] === 'boolean') state[k] = v === '1';
+    else state[k] = v;
+  }
+  return q.has('p');
+}
+
+function writeUrl() {
+  const q = new URLSearchParams(location.search);
+  for (const [k, u] of Object.entries(URL_KEYS)) {
+    const v = state[k];
+    if (k === 'custom' && state.preset !== 'custom') { q.delete(u); continue; }
+    if (['randL', 'randE', 'randSeed'].includes(k) && state.preset !== 'random') { q.delete(u); continue; }
+    q.set(u, typeof v === 'boolean' ? (v ? '1' : '0') : String(v));
+  }
+  history.replaceState(null, '', `${location.pathname}?${q}`);
+}
+
+function apiBase() {
+  const api = new URLSearchParams(location.search).get('api');
+  return api ? new URL(api.endsWith('/') ? api : api + '/') : new URL('.', location.href);
+}
+
+// ---- Controls -----------------------------------------------------------------------------
+
+function syncControls() {
+  $('preset').value = state.preset;
+  $('causal').value = state.causal;
+  $('key-length').value = state.keyLength;
+  $('weights-mode').value = state.weights;
+  $('filter-kind').value = state.filter;
+  $('filter-value').value = state.filterValue;
+  $('num-heads').value = state.heads;
+  $('init-seed').value = state.seed;
+  $('rand-l').value = state.randL;
+  $('rand-e').value = state.randE;
+  $('rand-seed').value = state.randSeed;
+  $('custom-json').value = state.custom;
+  $('large-font').checked = state.large;
+  if ([...$('params-kind').options].some((o) => o.value === state.params)) $('params-kind').value = state.params;
+  document.body.classList.toggle('large', state.large);
+  $('random-opts').hidden = state.preset !== 'random';
+  $('custom-opts').hidden = state.preset !== 'custom';
+  $('filter-value-label').hidden = state.filter === 'none';
+  const sdpa = isSdpa();
+  $('params-section').hidden = sdpa;
+  $('num-heads').disabled = state.params.startsWith('model:');
+  $('init-seed').disabled = state.params !== 'init:random';
+}
+
+function readControls() {
+  state.causal = $('causal').value;
+  state.keyLength = $('key-length').value.trim();
+  state.weights = $('weights-mode').value;
+  state.filter = $('filter-kind').value;
+  state.filterValue = Number($('filter-value').value) || 0;
+  state.params = $('params-kind').value || state.params;
+  state.heads = Math.max(1, Math.floor(Number($('num-heads').value) || 1));
+  state.seed = Math.max(0, Math.floor(Number($('init-seed').value) || 0));
+  state.randL = Math.max(1, Math.floor(Number($('rand-l').value) || 1));
+  state.randE = Math.max(1, Math.floor(Number($('rand-e').value) || 1));
+  state.randSeed = Math.max(0, Math.floor(Number($('rand-seed').value) || 0));
+  state.custom = $('custom-json').value;
+  state.large = $('large-font').checked;
+}
+
+// Presets fill the controls; the inputs themselves are built by buildInput.
+function applyPreset(p) {
+  state.preset = p;
+  state.head = 0;
+  if (p === 'a') Object.assign(state, { causal: 'off', keyLength: '' });
+  if (p === 'b') Object.assign(state, { causal: 'off', keyLength: '2' });
+  if (p === 'c1' || p === 'c2') Object.assign(state, { params: 'model:demo', causal: 'off', keyLength: '' });
+  if (p === 'd') Object.assign(state, { params: 'init:random', heads: 12, seed: 7, causal: 'off', keyLength: '' });
+}
+
+function isSdpa() {
+  if (state.preset === 'a' || state.preset === 'b') return true;
+  if (state.preset !== 'custom') return false;
+  try { return 'q' in JSON.parse(state.custom); } catch { return false; }
+}
+
+function paramsChoice() {
+  const [kind, rest] = state.params.split(':');
+  if (kind === 'model') return { kind: 'model', name: rest };
+  return rest === 'random' ? { kind: 'init', init: 'random', seed: state.seed, heads: state.heads }
+    : { kind: 'init', init: 'identity', heads: state.heads };
+}
+
+// ---- Inputs -------------------------------------------------------------------------------
+
+// Returns {mode: 'sdpa', tokens, q, k, v, scale?} or {mode: 'mha', tokens, x}.
+function buildInput() {
+  switch (state.preset) {
+  case 'a':
+    return {
+      mode: 'sdpa', tokens: ['token 0', 'token 1', 'token 2', 'token 3'],
+      q: [[1, 1], [0, 1], [1, 0], [0.5, 0.5]], k: [[1, 1], [0, 1], [1, 0], [0.5, 0.5]],
+      v: [[1, 0], [0, 1], [1, 1], [0.5, 0.5]],
+    };
+  case 'b':
+    // One query whose logits against the four keys are the chapter's [3.0 0.5 -1.0 2.0]:
+    // q = [1], the keys hold the logits, scale 1; V = I so the output equals the weights.
+    return {
+      mode: 'sdpa', qTokens: ['query'], tokens: ['key 0', 'key 1', '<pad>', '<pad>'], scale: 1,
+      q: [[1]], k: [[3.0], [0.5], [-1.0], [2.0]], v: [[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]],
+    };
+  case 'c1': case 'c2': {
+    const e = embedWidth(64);
+    const tokens = SENTENCES[state.preset];
+    return { mode: 'mha', tokens, x: tokens.map((t) => tokenEmbedding(t, e)) };
+  }
+  case 'd': {
+    const e = 96;
+    return { mode: 'mha', tokens: Array.from({ length: 512 }, (_, i) => `t${i}`), x: randomMatrix(512, e, 512) };
+  }
+  case 'random': {
+    const e = embedWidth(state.randE);
+    return {
+      mode: 'mha', tokens: Array.from({ length: state.randL }, (_, i) => `t${i}`),
+      x: randomMatrix(state.randL, e, state.randSeed),
+    };
+  }
+  default: {
+    let j;
+    try { j = JSON.parse(state.custom); } catch (e) { throw new Error(`the pasted JSON does not parse: ${e.message}`); }
+    if (!j || typeof j !== 'object') throw new Error('the pasted JSON must be an object');
+    if ('q' in j) {
+      const n = j.q.length, s = j.k ? j.k.length : 0;
+      return {
+        mode: 'sdpa', q: j.q, k: j.k, v: j.v, scale: j.scale,
+        qTokens: j.query_tokens || j.tokens || Array.from({ length: n }, (_, i) => `q${i}`),
+        tokens: j.key_tokens || j.tokens || Array.from({ length: s }, (_, i) => `k${i}`),
+      };
+    }
+    if (!Array.isArray(j.embeddings)) throw new Error('give "embeddings" (L rows of E numbers), or "q", "k" and "v"');
+    const tokens = j.tokens || j.embeddings.map((_, i) => `t${i}`);
+    if (tokens.length !== j.embeddings.length) throw new Error(`${tokens.length} token labels for ${j.embeddings.length} embeddings`);
+    return { mode: 'mha', tokens, x: j.embeddings };
+  }
+  }
+}
+
+// The embedding width a preset should use: the model's when a server model is chosen.
+function embedWidth(dflt) {
+  const p = paramsChoice();
+  if (p.kind === 'model' && models) {
+    const m = models.models.find((mm) => mm.name === p.name);
+    if (m) return m.embed_dim;
+  }
+  return dflt;
+}
+
+// ---- Requests -----------------------------------------------------------------------------
+
+async function post(path, body) {
+  const res = await fetch(new URL(path, apiBase()), {
+    method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body),
+  });
+  let j = null;
+  try { j = await res.json(); } catch { /* not JSON */ }
+  if (!res.ok) {
+    const e = j && j.error;
+    throw new Error(e ? `${res.status} ${e.code}: ${e.message}${e.field ? ` (field ${e.field})` : ''}`
+      : `${res.status} ${res.statusText}`);
+  }
+  return j;
+}
+
+// Adds the causal and padding options; key_lengths holds one length for the batch of one.
+function maskOptions(body, s) {
+  if (state.causal !== 'off') body.causal = state.causal;
+  if (state.keyLength !== '') {
+    const kl = Number(state.keyLength);
+    if (!(Number.isInteger(kl) && kl >= 0 && kl <= s)) throw new Error(`real keys must be a whole number from 0 to ${s}`);
+    body.key_lengths = [kl];
+  }
+}
+
+// Builds the request(s), calls the API and returns the view model.
+async function compute(input) {
+  if (input.mode === 'sdpa') {
+    const l = input.q.length, s = input.k.length;
+    // Leading dims (N=1, H=1) so that key_lengths may be given.
+    const body = { q: [[input.q]], k: [[input.k]], v: [[input.v]], need_weights: true };
+    if (input.scale !== undefined) body.scale = input.scale;
+    maskOptions(body, s);
+    const t0 = performance.now();
+    const r = await post('v1/sdpa', body);
+    const out = readTensor(r.output), w = readTensor(r.weights);
+    return {
+      mode: 'sdpa', request: { path: '/v1/sdpa', body }, ms: performance.now() - t0, usage: r.usage,
+      qTokens: input.qTokens || input.tokens, kTokens: input.tokens, l, s, h: 1,
+      heads: [w.data], mean: null, topk: null, output: out, input,
+      dk: input.q[0].length, scale: input.scale !== undefined ? input.scale : 1 / Math.sqrt(input.q[0].length),
+    };
+  }
+  const l = input.x.length, e = input.x[0].length;
+  const p = paramsChoice();
+  const model = p.kind === 'model' && models ? models.models.find((m) => m.name === p.name) : null;
+  const big = l * l * (model ? model.num_heads : p.heads) > DENSE_LIMIT;
+  const body = {};
+  body.query = big ? f32Tensor(Float32Array.from(input.x.flat()), [l, e]) : input.x;
+  if (p.kind === 'model') body.model = p.name;
+  else body.params = p.init === 'random' ? { init: 'random', seed: p.seed, num_heads: p.heads } : { init: 'identity', num_heads: p.heads };
+  maskOptions(body, l);
+  if (big) body.encoding = 'base64';
+  const reqs = [];
+  const want = state.weights;
+  const k = big ? Math.min(AUTO_TOP_K, l) : 0;
+  const withW = (mode) => Object.assign({}, body, { need_weights: mode }, k ? { weights_top_k: k } : {});
+  if (want === 'per_head') reqs.push(withW('per_head'));
+  if (want === 'mean' || k) reqs.push(withW('mean'));
+  const t0 = performance.now();
+  const res = await Promise.all(reqs.map((b) => post('v1/attention', b)));
+  const ms = performance.now() - t0;
+  const r0 = res[0];
+  const h = r0.num_heads;
+  const v = { mode: 'mha', request: { path: '/v1/attention', body: reqs[0] }, ms, usage: r0.usage,
+    qTokens: input.tokens, kTokens: input.tokens, l, s: l, h, heads: null, mean: null, topk: k || null,
+    output: readTensor(r0.output), input, params: p, e, dk: e / h, scale: 1 / Math.sqrt(e / h) };
+  const split = (w) => { // (H, L, X) or (L, X) flat -> per map
+    const t = readTensor(w);
+    const per = t.shape.length === 3 ? t.shape[0] : 1, size = t.data.length / per;
+    return Array.from({ length: per }, (_, i) => t.data.subarray(i * size, (i + 1) * size));
+  };
+  const sparse = (w) => {
+    const idx = split(w.indices), val = split(w.values);
+    return idx.map((ix, i) => ({ idx: ix, val: val[i], k }));
+  };
+  if (want === 'per_head') v.heads = k ? sparse(r0.weights) : split(r0.weights);
+  const rm = res[want === 'per_head' ? 1 : 0];
+  if (rm) v.mean = (k ? sparse(rm.weights) : split(rm.weights))[0];
+  else if (v.heads) v.mean = meanOf(v.heads, l * l);
+  return v;
+}
+
+function meanOf(heads, n) {
+  const m = new Float32Array(n);
+  for (const w of heads) for (let i = 0; i < n; i++) m[i] += w[i];
+  for (let i = 0; i < n; i++) m[i] /= heads.length;
+  return m;
+}
+
+// ---- Masks and filters --------------------------------------------------------------------
+
+function isMasked(v, i, j) {
+  if (state.causal === 'top_left' && j > i) return true;
+  if (state.causal === 'bottom_right' && j > i + v.s - v.l) return true;
+  if (state.keyLength !== '' && j >= Number(state.keyLength)) return true;
+  return false;
+}
+
+// Dense row i of a map (Float32Array or top-k) into out (length S).
+function rowOf(map, v, i, out) {
+  if (map instanceof Float32Array) {
+    out.set(map.subarray(i * v.s, (i + 1) * v.s));
+  } else {
+    out.fill(0);
+    for (let t = 0; t < map.k; t++) out[map.idx[i * map.k + t]] = map.val[i * map.k + t];
+  }
+  return out;
+}
+
+// Which cells of a row pass the filter.
+function passes(row) {
+  if (state.filter === 'threshold') return row.map((w) => w >= state.filterValue);
+  if (state.filter === 'topk') {
+    const k = Math.max(1, Math.floor(state.filterValue));
+    const order = [...row.keys()].sort((a, b) => row[b] - row[a] || a - b).slice(0, k);
+    const keep = new Array(row.length).fill(false);
+    for (const j of order) keep[j] = true;
+    return keep;
+  }
+  return new Array(row.length).fill(true);
+}
+
+// ---- Colours ------------------------------------------------------------------------------
+
+// A perceptual sequential scale from near-white (0) to deep blue-violet (1).
+const STOPS = [[247, 251, 255], [198, 219, 239], [107, 174, 214], [33, 113, 181], [8, 48, 107], [37, 0, 70]];
+function colour(t) {
+  t = Math.min(1, Math.max(0, t)) * (STOPS.length - 1);
+  const i = Math.min(STOPS.length - 2, Math.floor(t)), f = t - i;
+  return STOPS[i].map((c, k) => Math.round(c + (STOPS[i + 1][k] - c) * f));
+}
+const HATCH = [[150, 150, 150], [232, 232, 232]];
+
+function mapMax(map, v) {
+  let m = 0;
+  const row = new Float32Array(v.s);
+  for (let i = 0; i < v.l; i++) { rowOf(map, v, i, row); for (const w of row) if (w > m) m = w; }
+  return m || 1;
+}
+
+// Paints map into an offscreen canvas, one pixel per cell; masked cells hatched.
+function paintMap(map, v) {
+  const c = document.createElement('canvas');
+  c.width = v.s; c.height = v.l;
+  const ctx = c.getContext('2d');
+  const img = ctx.createImageData(v.s, v.l);
+  const max = mapMax(map, v);
+  const row = new Float32Array(v.s);
+  for (let i = 0; i < v.l; i++) {
+    rowOf(map, v, i, row);
+    const keep = passes(Array.from(row));
+    for (let j = 0; j < v.s; j++) {
+      let rgb;
+      if (isMasked(v, i, j)) rgb = HATCH[(i + j) & 1];
+      else {
+        rgb = colour(row[j] / max);
+        if (!keep[j]) rgb = rgb.map((x) => Math.round(x * 0.25 + 255 * 0.75));
+      }
+      const o = (i * v.s + j) * 4;
+      img.data[o] = rgb[0]; img.data[o + 1] = rgb[1]; img.data[o + 2] = rgb[2]; img.data[o + 3] = 255;
+    }
+  }
+  ctx.putImageData(img, 0, 0);
+  return { canvas: c, max };
+}
+
+// ---- Views --------------------------------------------------------------------------------
+
+function selectedMap(v) {
+  if (state.head === 'mean' || !v.heads) return v.mean;
+  return v.heads[Math.min(Number(state.head), v.heads.length - 1)];
+}
+
+function drawGrid(v) {
+  const grid = $('head-grid');
+  grid.textContent = '';
+  const entries = [];
+  if (v.heads) v.heads.forEach((m, i) => entries.push([String(i), `head ${i}`, m]));
+  if (v.mean && v.h > 1) entries.push(['mean', 'mean', v.mean]);
+  for (const [key, label, map] of entries) {
+    const cell = document.createElement('div');
+    cell.className = 'head-cell' + (String(state.head) === key ? ' selected' : '');
+    cell.dataset.head = key;
+    cell.dataset.testid = `head-${key}`;
+    const cv = document.createElement('canvas');
+    const { canvas } = paintMap(map, v);
+    cv.width = canvas.width; cv.height = canvas.height;
+    cv.getContext('2d').drawImage(canvas, 0, 0);
+    const cap = document.createElement('div');
+    cap.textContent = label;
+    cell.append(cv, cap);
+    cell.addEventListener('click', () => { state.head = key; writeUrl(); drawViews(v); });
+    grid.append(cell);
+  }
+}
+
+let largeGeom = null;
+
+function drawLarge(v, hoverRow = -1) {
+  const map = selectedMap(v);
+  const { canvas: img, max } = paintMap(map, v);
+  const cv = $('large');
+  const labels = v.l <= 64;
+  const font = parseFloat(getComputedStyle(document.documentElement).fontSize) * 0.8;
+  const ctx0 = cv.getContext('2d');
+  ctx0.font = `${font}px system-ui, sans-serif`;
+  const labW = labels ? Math.ceil(Math.max(...v.qTokens.map((t) => ctx0.measureText(t).width))) + 8 : 0;
+  const labH = labels ? Math.ceil(Math.max(...v.kTokens.map((t) => ctx0.measureText(t).width))) + 8 : 0;
+  const side = Math.max(v.l, v.s);
+  const cell = side <= 64 ? Math.max(8, Math.floor(480 / side)) : Math.max(1, Math.floor(768 / side));
+  cv.width = labW + v.s * cell + 2;
+  cv.height = labH + v.l * cell + 2;
+  const ctx = cv.getContext('2d');
+  ctx.imageSmoothingEnabled = false;
+  ctx.fillStyle = '#fff';
+  ctx.fillRect(0, 0, cv.width, cv.height);
+  ctx.drawImage(img, labW, labH, v.s * cell, v.l * cell);
+  if (cell >= 6) { // hatch masked cells properly when they are big enough to see stripes
+    ctx.save();
+    ctx.strokeStyle = '#8a8a8a';
+    ctx.lineWidth = 1;
+    for (let i = 0; i < v.l; i++) for (let j = 0; j < v.s; j++) {
+      if (!isMasked(v, i, j)) continue;
+      const x = labW + j * cell, y = labH + i * cell;
+      ctx.fillStyle = '#ececec';
+      ctx.fillRect(x, y, cell, cell);
+      ctx.beginPath();
+      for (let d = -cell; d < cell; d += 4) { ctx.moveTo(x + Math.max(0, d), y + Math.max(0, -d)); ctx.lineTo(x + Math.min(cell, d + cell), y + Math.min(cell, cell - d)); }
+      ctx.stroke();
+    }
+    ctx.restore();
+  }
+  if (labels) {
+    ctx.fillStyle = '#1d2330';
+    ctx.font = `${font}px system-ui, sans-serif`;
+    ctx.textBaseline = 'middle';
+    ctx.textAlign = 'right';
+    v.qTokens.forEach((t, i) => ctx.fillText(t, labW - 4, labH + (i + 0.5) * cell));
+    ctx.save();
+    ctx.textAlign = 'left';
+    v.kTokens.forEach((t, j) => {
+      ctx.save();
+      ctx.translate(labW + (j + 0.5) * cell, labH - 4);
+      ctx.rotate(-Math.PI / 2);
+      ctx.fillText(t, 0, 0);
+      ctx.restore();
+    });
+    ctx.restore();
+  }
+  if (hoverRow >= 0) {
+    ctx.strokeStyle = '#f2a900';
+    ctx.lineWidth = 2;
+    ctx.strokeRect(labW + 1, labH + hoverRow * cell + 1, v.s * cell - 2, cell - 2);
+  }
+  largeGeom = { labW, labH, cell, max };
+  cv.dataset.geom = JSON.stringify({ labW, labH, cell, width: cv.width });
+  const name = state.head === 'mean' || !v.heads ? 'mean over heads' : `head ${state.head}`;
+  $('large-title').textContent = `${v.h > 1 || v.mode === 'mha' ? name : 'weights'} · max ${max.toFixed(3)}`
+    + (v.topk ? ` · top-${v.topk} per row from the API` : '');
+  drawScale(max);
+}
+
+function drawScale(max) {
+  const el = $('scale');
+  el.textContent = '';
+  const c = document.createElement('canvas');
+  c.width = 200; c.height = 1;
+  const ctx = c.getContext('2d');
+  for (let x = 0; x < 200; x++) { const [r, g, b] = colour(x / 199); ctx.fillStyle = `rgb(${r},${g},${b})`; ctx.fillRect(x, 0, 1, 1); }
+  const lo = document.createElement('span'); lo.textContent = '0';
+  const hi = document.createElement('span'); hi.textContent = max.toFixed(3);
+  const hatch = document.createElement('span'); hatch.className = 'hatch';
+  const hl = document.createElement('span'); hl.textContent = 'masked (never attended)';
+  el.append(lo, c, hi, hatch, hl);
+}
+
+function largeCell(ev) {
+  const v = view;
+  if (!v || !largeGeom) return null;
+  const cv = $('large'), r = cv.getBoundingClientRect();
+  const x = (ev.clientX - r.left) * cv.width / r.width, y = (ev.clientY - r.top) * cv.height / r.height;
+  const j = Math.floor((x - largeGeom.labW) / largeGeom.cell), i = Math.floor((y - largeGeom.labH) / largeGeom.cell);
+  if (i < 0 || j < 0 || i >= v.l || j >= v.s) return null;
+  return { i, j, px: ev.clientX - r.left, py: ev.clientY - r.top };
+}
+
+function onLargeMove(ev) {
+  const c = largeCell(ev);
+  const tip = $('tooltip');
+  if (!c) { tip.hidden = true; drawLarge(view); return; }
+  const v = view, row = rowOf(selectedMap(v), v, c.i, new Float32Array(v.s));
+  const w = row[c.j];
+  tip.textContent = `query “${v.qTokens[c.i]}” → key “${v.kTokens[c.j]}”: `
+    + (isMasked(v, c.i, c.j) ? 'masked' : `weight ${w.toFixed(4)}`);
+  tip.dataset.i = c.i; tip.dataset.j = c.j;
+  tip.hidden = false;
+  tip.style.left = `${c.px + 14}px`;
+  tip.style.top = `${c.py + 10}px`;
+  drawLarge(v, c.i);
+}
+
+let lineHover = null;
+
+function drawLines(v) {
+  const cv = $('lines');
+  const map = selectedMap(v);
+  // Up to 64 tokens: a labelled row per token. Beyond: one pixel row each, and without a hovered
+  // token only each query's strongest key, or the lines would merge into one blot.
+  const labels = v.l <= 64 && v.s <= 64;
+  const rowH = labels ? 22 : 1;
+  const font = parseFloat(getComputedStyle(document.documentElement).fontSize) * 0.8;
+  const ctx0 = cv.getContext('2d');
+  ctx0.font = `${font}px system-ui, sans-serif`;
+  const tw = labels ? Math.ceil(Math.max(...v.qTokens.concat(v.kTokens).map((t) => ctx0.measureText(t).width))) + 10 : 4;
+  const gap = 160;
+  cv.width = tw * 2 + gap;
+  cv.height = Math.max(v.l, v.s) * rowH + 8;
+  const ctx = cv.getContext('2d');
+  ctx.fillStyle = '#fff';
+  ctx.fillRect(0, 0, cv.width, cv.height);
+  const yl = (i) => 4 + (i + 0.5) * rowH;
+  const row = new Float32Array(v.s);
+  let max = 0;
+  for (let i = 0; i < v.l; i++) { rowOf(map, v, i, row); for (const w of row) max = Math.max(max, w); }
+  ctx.lineWidth = labels ? 2 : 1;
+  for (let i = 0; i < v.l; i++) {
+    if (lineHover && lineHover.side === 'q' && lineHover.i !== i) continue;
+    rowOf(map, v, i, row);
+    const keep = passes(Array.from(row));
+    let best = -1;
+    if (!labels && !lineHover) for (let j = 0; j < v.s; j++) if (best < 0 || row[j] > row[best]) best = j;
+    for (let j = 0; j < v.s; j++) {
+      if (lineHover && lineHover.side === 'k' && lineHover.i !== j) continue;
+      if (best >= 0 && j !== best) continue;
+      const w = row[j];
+      if (!keep[j] || w <= 0 || isMasked(v, i, j)) continue;
+      ctx.strokeStyle = `rgba(47, 95, 208, ${Math.min(1, w / (max || 1)).toFixed(3)})`;
+      ctx.beginPath();
+      ctx.moveTo(tw, yl(i));
+      ctx.lineTo(tw + gap, yl(j));
+      ctx.stroke();
+    }
+  }
+  if (labels) {
+    ctx.font = `${font}px system-ui, sans-serif`;
+    ctx.textBaseline = 'middle';
+    v.qTokens.forEach((t, i) => {
+      ctx.fillStyle = lineHover && lineHover.side === 'q' && lineHover.i === i ? '#2f5fd0' : '#1d2330';
+      ctx.textAlign = 'right';
+      ctx.fillText(t, tw - 6, yl(i));
+    });
+    v.kTokens.forEach((t, j) => {
+      ctx.fillStyle = lineHover && lineHover.side === 'k' && lineHover.i === j ? '#2f5fd0' : '#1d2330';
+      ctx.textAlign = 'left';
+      ctx.fillText(t, tw + gap + 6, yl(j));
+    });
+  } else if (lineHover) {
+    ctx.fillStyle = '#2f5fd0';
+    ctx.fillRect(lineHover.side === 'q' ? 0 : tw + gap, yl(lineHover.i) - 1, tw, 3);
+  }
+  cv.dataset.rowH = rowH; cv.dataset.tw = tw; cv.dataset.gap = gap;
+}
+
+function onLinesMove(ev) {
+  const v = view;
+  if (!v) return;
+  const cv = $('lines'), r = cv.getBoundingClientRect();
+  const x = (ev.clientX - r.left) * cv.width / r.width, y = (ev.clientY - r.top) * cv.height / r.height;
+  const rowH = Number(cv.dataset.rowH), tw = Number(cv.dataset.tw), gap = Number(cv.dataset.gap);
+  const i = Math.floor((y - 4) / rowH);
+  let h = null;
+  if (x < tw && i >= 0 && i < v.l) h = { side: 'q', i };
+  else if (x > tw + gap && i >= 0 && i < v.s) h = { side: 'k', i };
+  if (JSON.stringify(h) !== JSON.stringify(lineHover)) { lineHover = h; drawLines(v); }
+}
+
+// ---- Step tables --------------------------------------------------------------------------
+
+const f2 = (x) => (x === -Infinity ? '−∞' : x.toFixed(2));
+
+function table(caption, rows, rowLabels, colLabels, fmt, opts = {}) {
+  const t = document.createElement('table');
+  t.className = 'num';
+  if (opts.testid) t.dataset.testid = opts.testid;
+  const cap = document.createElement('caption');
+  cap.textContent = caption;
+  t.append(cap);
+  const head = document.createElement('tr');
+  head.append(document.createElement('th'));
+  colLabels.forEach((c) => { const th = document.createElement('th'); th.textContent = c; head.append(th); });
+  t.append(head);
+  rows.forEach((r, i) => {
+    const tr = document.createElement('tr');
+    if (opts.hlRow === i) tr.className = 'hl';
+    const th = document.createElement('th');
+    th.textContent = rowLabels[i];
+    tr.append(th);
+    r.forEach((x, j) => {
+      const td = document.createElement('td');
+      const masked = opts.masked && opts.masked(i, j);
+      td.textContent = masked && opts.maskText ? opts.maskText : fmt(x);
+      if (masked) td.className = 'masked';
+      td.dataset.i = i; td.dataset.j = j;
+      tr.append(td);
+    });
+    t.append(tr);
+  });
+  return t;
+}
+
+// Per-head Q, K, V for the step tables, or null with a reason.
+function headQKV(v, h) {
+  if (v.mode === 'sdpa') return { q: v.input.q, k: v.input.k, vv: v.input.v };
+  const prm = knownParams(v.params, v.e);
+  if (!prm) return { reason: 'the step tables need the projection weights, which this page can regenerate only for the demo model and for init identity or random' };
+  const e = v.e, dh = e / v.h;
+  const proj = linear(v.input.x, prm.win, prm.bin); // (L, 3E)
+  const q = cols(proj, h * dh, (h + 1) * dh), k = cols(proj, e + h * dh, e + (h + 1) * dh);
+  const vv = cols(proj, 2 * e + h * dh, 2 * e + (h + 1) * dh);
+  return { q, k, vv, prm, proj };
+}
+
+// Checks the regenerated weights against the API's output: the page shows step tables only when
+// its numbers reproduce what attnd computed.
+function reproduces(v, prm, proj) {
+  const e = v.e, dh = e / v.h;
+  const cat = Array.from({ length: v.l }, () => new Array(e).fill(0));
+  const row = new Float32Array(v.s);
+  for (let h = 0; h < v.h; h++) {
+    for (let i = 0; i < v.l; i++) {
+      rowOf(v.heads[h], v, i, row);
+      for (let c = 0; c < dh; c++) {
+        let s = 0;
+        for (let j = 0; j < v.s; j++) s += row[j] * proj[j][2 * e + h * dh + c];
+        cat[i][h * dh + c] = s;
+      }
+    }
+  }
+  const out = linear(cat, prm.wout, prm.bout);
+  let worst = 0;
+  for (let i = 0; i < v.l; i++) for (let c = 0; c < e; c++) worst = Math.max(worst, Math.abs(out[i][c] - v.output.data[i * e + c]));
+  return worst < 1e-3;
+}
+
+function drawSteps(v) {
+  const box = $('steps'), body = $('steps-body');
+  body.textContent = '';
+  const small = v.l <= STEP_LIMIT && v.s <= STEP_LIMIT;
+  box.hidden = !small;
+  if (!small) return;
+  if (!v.heads || state.head === 'mean') {
+    const p = document.createElement('p');
+    p.className = 'note';
+    p.textContent = 'Select a head (weights "per head") to see its steps.';
+    body.append(p);
+    return;
+  }
+  const h = Number(state.head);
+  const got = headQKV(v, h);
+  if (got.reason || (v.mode === 'mha' && !reproduces(v, got.prm, got.proj))) {
+    const p = document.createElement('p');
+    p.className = 'note';
+    p.textContent = got.reason || 'The page could not reproduce this model\'s weights, so it shows no step tables.';
+    body.append(p);
+    return;
+  }
+  const { q, k, vv } = got;
+  const dk = q[0].length;
+  const dims = (n, p) => Array.from({ length: n }, (_, i) => `${p}${i}`);
+  const logits = matmulT(q, k);
+  const scaled = logits.map((r) => r.map((x) => x * v.scale));
+  const masked = (i, j) => isMasked(v, i, j);
+  const withMask = scaled.map((r, i) => r.map((x, j) => (masked(i, j) ? -Infinity : x)));
+  const wrow = new Float32Array(v.s);
+  const weights = Array.from({ length: v.l }, (_, i) => Array.from(rowOf(v.heads[h], v, i, wrow)));
+  const headOut = v.mode === 'sdpa'
+    ? Array.from({ length: v.l }, (_, i) => Array.from(v.output.data.subarray(i * vv[0].length, (i + 1) * vv[0].length)))
+    : matmul(weights, vv);
+  const kl = v.kTokens, ql = v.qTokens;
+  const inputs = document.createElement('div');
+  inputs.className = 'tables';
+  inputs.append(
+    table(`Q (${v.l}×${dk})`, q, ql, dims(dk, 'd'), f2, { testid: 'table-q' }),
+    table(`K (${v.s}×${dk})`, k, kl, dims(dk, 'd'), f2, { testid: 'table-k' }),
+    table(`V (${v.s}×${vv[0].length})`, vv, kl, dims(vv[0].length, 'd'), f2, { testid: 'table-v' }));
+  const steps = document.createElement('div');
+  steps.className = 'tables';
+  const sc = v.scale === 1 / Math.sqrt(dk) ? `÷ √d_k = ÷ √${dk} ≈ ÷ ${Math.sqrt(dk).toFixed(2)}` : `× scale ${v.scale}`;
+  steps.append(
+    table('Step 1: QKᵀ', logits, ql, kl, f2, { testid: 'table-qk' }),
+    table(`Step 2: ${sc}`, scaled, ql, kl, f2, { testid: 'table-scaled' }),
+    table('Step 3: mask (−∞ where blocked)', withMask, ql, kl, f2, { masked, maskText: '−∞', testid: 'table-masked' }),
+    table('Step 4: softmax per row (from attnd)', weights, ql, kl, f2, { masked, maskText: '0', testid: 'table-softmax' }),
+    table(`Step 5: × V = ${v.mode === 'sdpa' ? 'output (from attnd)' : `head ${h} output`}`, headOut, ql, dims(vv[0].length, 'd'), f2, { testid: 'table-headout' }));
+  body.append(inputs, steps);
+}
+
+function drawOutput(v) {
+  const sec = $('output-section'), body = $('output-body');
+  body.textContent = '';
+  const small = v.l <= STEP_LIMIT;
+  sec.hidden = !small;
+  if (!small) return;
+  const dim = v.output.shape[v.output.shape.length - 1];
+  const shown = Math.min(dim, 16);
+  const rows = Array.from({ length: v.l }, (_, i) => Array.from(v.output.data.subarray(i * dim, i * dim + shown)));
+  const labels = Array.from({ length: shown }, (_, i) => `d${i}`);
+  const cap = v.mode === 'sdpa' ? 'output = weights × V' : `output = concat(heads) × W_Oᵀ + b (${v.l}×${dim}${shown < dim ? `, first ${shown} of ${dim} dims` : ''})`;
+  body.append(table(cap, rows, v.qTokens, labels, f2, { testid: 'table-output' }));
+}
+
+function drawViews(v) {
+  drawGrid(v);
+  drawLarge(v);
+  drawLines(v);
+  drawSteps(v);
+  drawOutput(v);
+}
+
+// ---- Running ------------------------------------------------------------------------------
+
+function setStatus(kind, text) {
+  const s = $('status');
+  s.className = `status ${kind}`;
+  s.textContent = text;
+}
+
+async function run() {
+  readControls();
+  syncControls();
+  writeUrl();
+  const seq = ++runSeq;
+  $('error').hidden = true;
+  setStatus('loading', 'computing…');
+  $('run').disabled = true;
+  try {
+    const input = buildInput();
+    const v = await compute(input);
+    if (seq !== runSeq) return;
+    $('request-json').textContent = `POST ${v.request.path}\n${JSON.stringify(v.request.body).slice(0, 20000)}`;
+    if (state.head !== 'mean' && (!v.heads || Number(state.head) >= v.heads.length)) state.head = v.heads ? 0 : 'mean';
+    view = v;
+    drawViews(v);
+    writeUrl();
+    setStatus('ok', `ok · ${v.ms.toFixed(0)} ms (compute ${v.usage.compute_ms.toFixed(1)} ms)`);
+    document.body.dataset.ready = String(seq);
+  } catch (e) {
+    if (seq !== runSeq) return;
+    $('error').textContent = e.message;
+    $('error').hidden = false;
+    setStatus('error', 'error');
+    document.body.dataset.ready = String(seq);
+  } finally {
+    if (seq === runSeq) $('run').disabled = false;
+  }
+}
+
+async function loadModels() {
+  const sel = $('params-kind');
+  sel.textContent = '';
+  try {
+    const r = await fetch(new URL('v1/models', apiBase()));
+    if (!r.ok) throw new Error(`${r.status}`);
+    models = await r.json();
+  } catch (e) {
+    models = { default: null, models: [] };
+    $('error').textContent = `cannot list the models (GET /v1/models: ${e.message})`;
+    $('error').hidden = false;
+  }
+  for (const m of models.models) {
+    const o = document.createElement('option');
+    o.value = `model:${m.name}`;
+    o.textContent = `model ${m.name} (E = ${m.embed_dim}, H = ${m.num_heads})`;
+    sel.append(o);
+  }
+  for (const [v, t] of [['init:identity', 'init: identity'], ['init:random', 'init: random (seed)']]) {
+    const o = document.createElement('option');
+    o.value = v;
+    o.textContent = t;
+    sel.append(o);
+  }
+}
+
+async function main() {
+  const fromUrl = readUrl();
+  await loadModels();
+  if (!fromUrl) applyPreset(state.preset);
+  syncControls();
+  $('preset').addEventListener('change', () => { readControls(); applyPreset($('preset').value); syncControls(); run(); });
+  for (const id of ['causal', 'key-length', 'weights-mode', 'params-kind', 'num-heads', 'init-seed', 'rand-l', 'rand-e', 'rand-seed']) {
+    $(id).addEventListener('change', run);
+  }
+  for (const id of ['filter-kind', 'filter-value']) {
+    $(id).addEventListener('change', () => { readControls(); syncControls(); writeUrl(); if (view) drawViews(view); });
+  }
+  $('large-font').addEventListener('change', () => { readControls(); syncControls(); writeUrl(); if (view) drawViews(view); });
+  $('run').addEventListener('click', run);
+  $('large').addEventListener('mousemove', onLargeMove);
+  $('large').addEventListener('mouseleave', () => { $('tooltip').hidden = true; if (view) drawLarge(view); });
+  $('lines').addEventListener('mousemove', onLinesMove);
+  $('lines').addEventListener('mouseleave', () => { lineHover = null; if (view) drawLines(view); });
+  await run();
+}
+
+main();
