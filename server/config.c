@@ -111,9 +111,9 @@ static const opt OPTS[] = {
      (double)((size_t)1 << 42), "256M",
      "working memory of one job: its tensors, weights, workspace and outputs (413 beyond)"},
     {"--max-dim", "ATTND_MAX_DIM", "N", OPT_COUNT, FIELD(max_dim), 1, 1 << 24, "65536",
-     "largest size of any tensor dimension (400 beyond)"},
+     "largest size of any tensor dimension (413 beyond)"},
     {"--max-heads", "ATTND_MAX_HEADS", "N", OPT_COUNT, FIELD(max_heads), 1, 1 << 16, "256",
-     "largest number of heads (400 beyond)"},
+     "largest number of heads (413 beyond)"},
     {"--max-queue", "ATTND_MAX_QUEUE", "N", OPT_COUNT, FIELD(max_queue), 1, 1000000, "128",
      "jobs waiting for a worker; when full, 503 with Retry-After at once"},
     {"--max-connections", "ATTND_MAX_CONNECTIONS", "N", OPT_COUNT, FIELD(max_connections), 1,
@@ -153,7 +153,12 @@ void srv_config_usage(FILE *f) {
             snprintf(head, sizeof head, "(environment only)");
         fprintf(f, "  %-26s env %s, default: %s\n      %s\n", head, o->env, o->dflt, o->help);
     }
-    fprintf(f, "  --help                     print this and exit\n"
+    fprintf(f, "  (environment only)         env ATTND_BLAS_CORETYPE, default: auto\n"
+               "      OpenBLAS kernel: auto (the best this CPU runs), keep (what OpenBLAS "
+               "detected), or a core\n      name such as Haswell or SkylakeX\n"
+               "  --health-check             GET /healthz of the daemon these settings describe; "
+               "exit 0 if it\n      answers 200 (the container's HEALTHCHECK)\n"
+               "  --help                     print this and exit\n"
                "  --version                  print the version and exit\n\n");
     fprintf(f, "SIZE is a byte count with an optional K, M or G suffix (powers of 1024); SEC "
                "may have decimals.\n"

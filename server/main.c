@@ -110,6 +110,18 @@ static int wait_signal(const sigset_t *set) {
 }
 
 int main(int argc, char **argv) {
+    /* A health check talks to the running daemon; it needs no BLAS and computes nothing. */
+    if (argc > 1 && !strcmp(argv[1], "--health-check")) {
+        srv_config cfg;
+        srv_config_init(&cfg);
+        srv_error err = {0};
+        argv[1] = argv[0];
+        if (srv_config_parse(&cfg, argc - 1, argv + 1, &err) != SRV_OK) {
+            fprintf(stderr, "attnd: error: %s\n", err.msg);
+            return 2;
+        }
+        return srv_health_check(&cfg, stderr);
+    }
     /* First: it may re-execute the program with the right OpenBLAS kernel. */
     attn_blas_info blas;
     attn_error aerr = {0};

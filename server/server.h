@@ -114,6 +114,10 @@ int srv_config_parse(srv_config *cfg, int argc, char **argv, srv_error *err);
 /* Writes the --help text (every flag, its environment twin and its default) to f. */
 void srv_config_usage(FILE *f);
 
+/* `attnd --health-check`: GET /healthz of the daemon configured by cfg (a wildcard host is
+ * reached on loopback). Returns 0 on a 200, 1 otherwise with one line on out. */
+int srv_health_check(const srv_config *cfg, FILE *out);
+
 /* True when origin (len bytes, from an Origin header) is in the CORS allow-list. */
 bool srv_config_origin_allowed(const srv_config *cfg, const char *origin, size_t len);
 
