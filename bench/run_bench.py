@@ -129,6 +129,7 @@ def main():
     ap.add_argument("--out", required=True, help="where to write the markdown report")
     ap.add_argument("--time", type=float, default=1.5, help="seconds of timed runs per workload")
     ap.add_argument("--no-torch", action="store_true", help="skip the PyTorch comparison")
+    ap.add_argument("--api-bin", help="the bench_api program (parse / compute / encode split)")
     args = ap.parse_args()
 
     load_start = os.getloadavg()
@@ -175,6 +176,14 @@ def main():
     if brc != 0 or not one(brecs, "done"):
         failures.append(f"bench_attention --threading blas exited {brc}")
     blas_alt = {r["name"]: r for r in by_type(brecs, "workload")}
+
+    # Where a request's time goes outside HTTP: parse, compute, encode.
+    io = {}
+    if args.api_bin:
+        irc, irecs, _ = run_lines([args.api_bin, "--time", str(args.time)], env)
+        if irc != 0:
+            failures.append(f"bench_api exited {irc}")
+        io = {r["name"]: r for r in by_type(irecs, "io")}
     load_end = os.getloadavg()
 
     names = list(attnd) + [n for n in torch if n not in attnd]
@@ -309,6 +318,25 @@ def main():
                  f"{b['median_ms'] / a['median_ms']:.2f} |")
     L.append("")
 
+    # Parse / compute / encode.
+    if io:
+        L.append("## A request's time outside HTTP: parse, compute, encode")
+        L.append("")
+        L.append("`bench_api`: the workloads as API requests naming a registered model: "
+                 "api_job_parse (read and validate the body, decode the tensors), api_job_run "
+                 "(libattn on the pool), api_job_respond (write the response). W1 in JSON, "
+                 "W2-W5 with base64 tensors in and out. Medians.")
+        L.append("")
+        L.append("| workload | encoding | request KiB | response KiB | parse ms | compute ms | "
+                 "encode ms | (parse + encode) / compute |")
+        L.append("|---|---|--:|--:|--:|--:|--:|--:|")
+        for n, r in io.items():
+            L.append(f"| {n} | {r['encoding']} | {r['request_bytes'] / 1024:.0f} | "
+                     f"{r['response_bytes'] / 1024:.0f} | {r['parse_ms']:.3f} | "
+                     f"{r['compute_ms']:.3f} | {r['encode_ms']:.3f} | "
+                     f"{r['io_over_compute']:.2f} |")
+        L.append("")
+
     # Goals.
     L.append("## Goals (reported, not asserted)")
     L.append("")
@@ -324,6 +352,10 @@ def main():
     ws4 = mib(a4["workspace_bytes"]) if a4 else None
     L.append(goal_line(ws4 is not None and ws4 <= 64, "W4 attnd workspace <= 64 MiB", ws4, 64,
                        64 - (ws4 or 0), " MiB"))
+    w3io = io.get("W3", {}).get("io_over_compute")
+    if args.api_bin:
+        L.append(goal_line(w3io is not None and w3io <= 0.3, "W3 base64 I/O <= 0.3 of compute",
+                           w3io, 0.3, 0.3 - (w3io or 0)))
     L.append(goal_line(causal_gain is not None and causal_gain >= 1.6,
                        "W4 nocausal/causal time >= 1.6", causal_gain, 1.6,
                        (causal_gain or 0) - 1.6, "x"))
