@@ -14,13 +14,14 @@ PY       := /usr/bin/python3
 
 # Debian packages each goal needs.
 PKG_BUILD := gcc make libc6-dev libopenblas-dev libmicrohttpd-dev
-PKG_TEST  := $(PKG_BUILD) libjansson-dev python3 python3-torch python3-numpy python3-yaml libcurl4-openssl-dev prometheus \
-             curl
+PKG_TEST  := $(PKG_BUILD) libjansson-dev python3 python3-torch python3-numpy python3-yaml \
+             libcurl4-openssl-dev prometheus curl chromium fonts-wqy-microhei
 
 ATTN_SRC := attention/mha.c attention/kernels.c attention/pool.c attention/blas.c
 ATTN_OBJ := $(ATTN_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: all run test test-core bench deps-build deps-test check-format format clean
+.PHONY: all run test test-core test-web test-deploy container-test bench deps-build deps-test \
+        check-format format clean
 
 HEADERS := $(wildcard attention/*.h api/*.h server/*.h)
 
@@ -68,6 +69,9 @@ $(BUILD)/tests/oracle_run: $(BUILD)/tests/oracle_run.o $(BUILD)/libattn.a
 $(BUILD)/bench/bench_attention: $(BUILD)/bench/bench_attention.o $(BUILD)/libattn.a
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
+$(BUILD)/bench/bench_api: $(BUILD)/bench/bench_api.o $(BUILD)/libapi.a $(BUILD)/libattn.a
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
 # The api/ and server/ modules bring their own build and test rules: libapi.a and test-api,
 # build/attnd and test-server.
 include api/api.mk server/server.mk
@@ -77,15 +81,31 @@ run: deps-build
 	$(BUILD)/attnd
 
 test: deps-test
-	$(MAKE) --no-print-directory test-core test-api test-server
+	$(MAKE) --no-print-directory test-core test-api test-server test-web test-deploy
 
 test-core: $(BUILD)/tests/test_attention $(BUILD)/tests/oracle_run
 	$(BUILD)/tests/test_attention
 	$(PY) tests/oracle/run_oracle.py --runner $(BUILD)/tests/oracle_run --work $(BUILD)/oracle
 
+# The visualizer in Debian's chromium, driven by playwright-core (never a downloaded browser).
+test-web: $(BUILD)/attnd
+	@[ -d tests/web/node_modules/playwright-core ] || \
+	  (cd tests/web && npm ci --no-audit --no-fund --loglevel=error)
+	timeout 300 node tests/web/visualizer.test.mjs $(BUILD)/attnd $(BUILD)/web-test
+
+# deploy/ and the Dockerfile, checked statically and against the binary.
+test-deploy: $(BUILD)/attnd
+	$(PY) tests/deploy/check_deploy.py $(BUILD)/attnd
+
+# Builds the image with buildah and runs it with podman (there is no Docker engine here).
+container-test:
+	$(call install_missing,buildah podman runc debootstrap curl python3)
+	bash tests/container/smoke.sh
+
 bench: deps-test
-	$(MAKE) --no-print-directory OPT=-O2 $(BUILD)/bench/bench_attention
-	$(PY) bench/run_bench.py --bin $(BUILD)/bench/bench_attention --out $(BUILD)/bench/results.md
+	$(MAKE) --no-print-directory $(BUILD)/bench/bench_attention $(BUILD)/bench/bench_api
+	$(PY) bench/run_bench.py --bin $(BUILD)/bench/bench_attention --api-bin $(BUILD)/bench/bench_api \
+	  --out $(BUILD)/bench/results.md
 
 FORMATTED := $(wildcard attention/*.[ch] api/*.[ch] server/*.[ch] tests/*.c bench/*.c)
 
