@@ -74,7 +74,7 @@ $(BUILD)/bench/bench_api: $(BUILD)/bench/bench_api.o $(BUILD)/libapi.a $(BUILD)/
 
 # The api/ and server/ modules bring their own build and test rules: libapi.a and test-api,
 # build/attnd and test-server.
-include api/api.mk server/server.mk
+include api/api.mk server/server.mk tests/reliability/reliability.mk bench/http/http.mk
 
 run: deps-build
 	$(MAKE) --no-print-directory $(BUILD)/attnd
