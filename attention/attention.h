@@ -203,6 +203,68 @@ int attn_sdpa_forward(const attn_plan *plan, void *workspace, float *out, attn_w
                       const float *q, const float *k, const float *v, attn_pool *pool,
                       attn_error *err);
 
+/* ---- Batches of MHA jobs ------------------------------------------------------------------ */
+
+/* Many small MHA jobs on the same parameters make poor GEMMs one by one. A batch runs them
+ * together: the rows of every job are gathered into one buffer, the input projections run as one
+ * GEMM over all of them (Q, K and V together when every job is self-attention on a packed
+ * in_proj_weight; else Q, then K and V), the attention runs per job with the job's own plan
+ * (masks, weights, options), the out-projection runs as one GEMM, and the rows go back to each
+ * job's out. Each job's answer equals its own attn_mha_forward up to float32 rounding, and a job
+ * that fails (ATTN_ERR_NUMERIC) fails alone.
+ *
+ *     attn_mha_batch_job jobs[2] = {{.plan = &p0, .out = o0, .query = x0, .key = x0, .value = x0},
+ *                                   {.plan = &p1, .out = o1, .query = x1, .key = x1, .value = x1,
+ *                                    .weights = &w1}};
+ *     attn_batch_plan bp;
+ *     attn_mha_batch_plan(&bp, jobs, 2, &params, 0, &err);      // sizes and checks
+ *     void *ws = aligned_alloc(64, bp.workspace_bytes);
+ *     attn_mha_batch_forward(&bp, ws, jobs, 2, &params, pool, &err);
+ *     // jobs[i].status is ATTN_OK, or that job's error (also in *jobs[i].err)
+ */
+
+/* One job of a batch. The caller fills the first part; the forward sets status. */
+typedef struct attn_mha_batch_job {
+    const attn_plan *plan;     /* from attn_mha_plan; borrowed */
+    float *out;                /* (N, L, E) */
+    attn_weights_out *weights; /* NULL when the plan requests none */
+    const float *query;        /* (N, L, E) */
+    const float *key;          /* (N, S, kdim); the query pointer itself for self-attention */
+    const float *value;        /* (N, S, vdim); the key pointer itself to share the K/V GEMM */
+    attn_error *err;           /* this job's error record, or NULL */
+    int status;                /* set by attn_mha_batch_forward: ATTN_OK or this job's error */
+} attn_mha_batch_job;
+
+/* A planned batch. The size fields are for the caller; the rest is private to libattn. */
+typedef struct attn_batch_plan {
+    size_t workspace_bytes; /* scratch of the whole batch; give it 64-byte aligned */
+    size_t rows;            /* query rows of all jobs: the sum of N*L */
+    size_t key_rows;        /* key rows: the sum of N*S (0 when the batch is self-attention) */
+    double flops;           /* the sum of the jobs' plan.flops */
+    /* private */
+    size_t count, e, kdim, vdim, nslots, slot_floats;
+    bool self;   /* every job is self-attention on in_proj_weight: one QKV GEMM */
+    bool kv_one; /* cross: every job has key == value on in_proj_weight: one KV GEMM */
+} attn_batch_plan;
+
+/* Plans a batch of count jobs sharing params. Every plan must be an MHA plan with the same E, H,
+ * kdim, vdim and nslots. max_bytes caps workspace_bytes (0 = no cap). Reads the jobs' pointers
+ * (self-attention or not), not their data. Returns ATTN_OK and fills *bp; ATTN_ERR_ARG for a
+ * missing job, plan or parameter, or plans that differ; ATTN_ERR_OVERFLOW; ATTN_ERR_LIMIT over
+ * max_bytes. Allocates nothing. */
+int attn_mha_batch_plan(attn_batch_plan *bp, const attn_mha_batch_job *jobs, size_t count,
+                        const attn_mha_params *params, size_t max_bytes, attn_error *err);
+
+/* Runs a planned batch: the same jobs (same pointers), in the same order, as planned. workspace
+ * holds bp->workspace_bytes; the jobs' own plan workspaces are not used. pool may be NULL and
+ * must have at most bp->nslots slots. Returns ATTN_OK when the batch ran; then each job's status
+ * says whether it succeeded (ATTN_ERR_NUMERIC, with its err filled, when its float32 overflowed;
+ * its outputs are then unspecified). Returns ATTN_ERR_ARG (no job ran, statuses unset) for
+ * missing buffers, parameters, or jobs that do not match the plan. */
+int attn_mha_batch_forward(const attn_batch_plan *bp, void *workspace, attn_mha_batch_job *jobs,
+                           size_t count, const attn_mha_params *params, attn_pool *pool,
+                           attn_error *err);
+
 /* ---- Thread pool -------------------------------------------------------------------------- */
 
 /* A task of a parallel run: task is in [0, ntasks), slot in [0, attn_pool_slots) and no two

@@ -929,3 +929,317 @@ int attn_mha_forward(const attn_plan *plan, void *workspace, float *out, attn_we
         return attn_fail(err, ATTN_ERR_NUMERIC, "the output is not finite: float32 overflowed");
     return ATTN_OK;
 }
+
+/* ---- Batches of MHA jobs ------------------------------------------------------------------ */
+
+/* Offsets, in floats from the workspace start, of a batch's regions. R = bp->rows query rows,
+ * RS = bp->key_rows key rows. */
+typedef struct batch_layout {
+    size_t xq;    /* (R, E): the gathered queries; later the out-projection's result */
+    size_t xk;    /* (RS, kdim): the gathered keys (cross only) */
+    size_t xv;    /* (RS, vdim): the gathered values (cross only; = xk when kv_one) */
+    size_t proj;  /* self: [Q K V] (R, 3E); cross: Q (R, E) */
+    size_t kproj; /* cross: K (RS, E), or [K V] (RS, 2E) over kproj and vproj */
+    size_t vproj; /* cross: V (RS, E) */
+    size_t ob;    /* (R, E): the heads' outputs, concatenated, before out_proj */
+    size_t slots; /* nslots x slot_floats of per-thread scratch, shared by the jobs in turn */
+    size_t total; /* floats */
+    bool ok;
+} batch_layout;
+
+static batch_layout batch_layout_of(const attn_batch_plan *bp) {
+    ws_layout l = {.ok = true};
+    batch_layout b = {0};
+    b.xq = ws_take(&l, bp->rows, bp->e, 1);
+    if (bp->self) {
+        b.proj = ws_take(&l, bp->rows, bp->e, 3);
+    } else {
+        b.xk = ws_take(&l, bp->key_rows, bp->kdim, 1);
+        b.xv = bp->kv_one ? b.xk : ws_take(&l, bp->key_rows, bp->vdim, 1);
+        b.proj = ws_take(&l, bp->rows, bp->e, 1);
+        b.kproj = ws_take(&l, bp->key_rows, bp->e, 1);
+        b.vproj = ws_take(&l, bp->key_rows, bp->e, 1);
+    }
+    b.ob = ws_take(&l, bp->rows, bp->e, 1);
+    b.slots = ws_take(&l, bp->nslots, bp->slot_floats, 1);
+    b.total = l.total;
+    b.ok = l.ok;
+    return b;
+}
+
+static bool params_usable(const attn_mha_params *prm, size_t e, size_t kdim, size_t vdim) {
+    bool packed = prm->in_proj_weight != NULL;
+    return prm->out_proj_weight &&
+           (packed ? kdim == e && vdim == e
+                   : prm->q_proj_weight && prm->k_proj_weight && prm->v_proj_weight);
+}
+
+int attn_mha_batch_plan(attn_batch_plan *bp, const attn_mha_batch_job *jobs, size_t count,
+                        const attn_mha_params *params, size_t max_bytes, attn_error *err) {
+    if (!bp || !jobs || count == 0 || !params)
+        return attn_fail(err, ATTN_ERR_ARG,
+                         "attn_mha_batch_plan needs a plan, at least one job and the params");
+    memset(bp, 0, sizeof *bp);
+    const attn_plan *p0 = jobs[0].plan;
+    if (!p0 || p0->kind != ATTN_PLAN_MHA)
+        return attn_fail(err, ATTN_ERR_ARG, "job 0 has no MHA plan");
+    const attn_mha_dims *d0 = &p0->mha;
+    if (!params_usable(params, d0->e, d0->kdim, d0->vdim))
+        return attn_fail(err, ATTN_ERR_ARG,
+                         "params need out_proj.weight and in_proj_weight (with kdim = vdim = E), "
+                         "or all of q_proj_weight, k_proj_weight and v_proj_weight");
+    bool packed = params->in_proj_weight != NULL;
+    bp->count = count;
+    bp->e = d0->e;
+    bp->kdim = d0->kdim;
+    bp->vdim = d0->vdim;
+    bp->nslots = p0->nslots;
+    bp->self = packed;
+    bp->kv_one = d0->kdim == d0->vdim;
+    size_t rows = 0, key_rows = 0;
+    for (size_t i = 0; i < count; i++) {
+        const attn_mha_batch_job *j = &jobs[i];
+        const attn_plan *p = j->plan;
+        if (!p || p->kind != ATTN_PLAN_MHA)
+            return attn_fail(err, ATTN_ERR_ARG, "job %zu has no MHA plan", i);
+        const attn_mha_dims *d = &p->mha;
+        if (d->e != bp->e || d->h != d0->h || d->kdim != bp->kdim || d->vdim != bp->vdim ||
+            p->nslots != bp->nslots)
+            return attn_fail(err, ATTN_ERR_ARG,
+                             "job %zu (E=%zu H=%zu kdim=%zu vdim=%zu, %zu slots) does not match "
+                             "job 0 (E=%zu H=%zu kdim=%zu vdim=%zu, %zu slots)",
+                             i, d->e, d->h, d->kdim, d->vdim, p->nslots, bp->e, d0->h, bp->kdim,
+                             bp->vdim, bp->nslots);
+        if (!j->query || !j->key || !j->value)
+            return attn_fail(err, ATTN_ERR_ARG, "job %zu: query, key and value must not be NULL",
+                             i);
+        bp->self &= j->query == j->key && j->key == j->value && d->l == d->s;
+        bp->kv_one &= j->key == j->value;
+        if (!attn_add(rows, d->n * d->l, &rows) || !attn_add(key_rows, d->n * d->s, &key_rows))
+            return attn_fail(err, ATTN_ERR_OVERFLOW, "the batch's rows overflow");
+        if (p->slot_floats > bp->slot_floats)
+            bp->slot_floats = p->slot_floats;
+        bp->flops += p->flops;
+    }
+    bp->rows = rows;
+    bp->key_rows = bp->self ? 0 : key_rows;
+    size_t e3 = 0;
+    if (!fits_int(bp->rows) || !fits_int(bp->key_rows) || !attn_mul(bp->e, 3, &e3) || !fits_int(e3))
+        return attn_fail(err, ATTN_ERR_OVERFLOW, "the batch's %zu rows exceed the BLAS limit %d",
+                         bp->rows > bp->key_rows ? bp->rows : bp->key_rows, INT_MAX);
+    batch_layout b = batch_layout_of(bp);
+    if (!b.ok || !attn_mul(b.total, sizeof(float), &bp->workspace_bytes))
+        return attn_fail(err, ATTN_ERR_OVERFLOW, "the batch's workspace size overflows");
+    if (max_bytes && bp->workspace_bytes > max_bytes)
+        return attn_fail(err, ATTN_ERR_LIMIT,
+                         "the batch needs %.1f MiB of workspace, over the limit of %.1f MiB",
+                         (double)bp->workspace_bytes / 1048576.0, (double)max_bytes / 1048576.0);
+    return ATTN_OK;
+}
+
+/* Checks that jobs are the ones bp was planned for, with their buffers. */
+static int batch_check(const attn_batch_plan *bp, const attn_mha_batch_job *jobs, size_t count,
+                       attn_error *err) {
+    if (count != bp->count)
+        return attn_fail(err, ATTN_ERR_ARG, "the batch was planned for %zu jobs, not %zu",
+                         bp->count, count);
+    size_t rows = 0;
+    for (size_t i = 0; i < count; i++) {
+        const attn_mha_batch_job *j = &jobs[i];
+        const attn_plan *p = j->plan;
+        if (!p || p->kind != ATTN_PLAN_MHA || p->mha.e != bp->e || p->mha.kdim != bp->kdim ||
+            p->mha.vdim != bp->vdim || p->nslots != bp->nslots || !j->query || !j->key || !j->value)
+            return attn_fail(err, ATTN_ERR_ARG, "job %zu does not match the batch plan", i);
+        if (bp->self && !(j->query == j->key && j->key == j->value && p->mha.l == p->mha.s))
+            return attn_fail(err, ATTN_ERR_ARG,
+                             "job %zu is not self-attention, but the batch was planned so", i);
+        if (bp->kv_one && !bp->self && j->key != j->value)
+            return attn_fail(err, ATTN_ERR_ARG,
+                             "job %zu has key != value, but the batch was planned with one", i);
+        if (!j->out)
+            return attn_fail(err, ATTN_ERR_ARG, "job %zu has no output buffer", i);
+        if (p->weights_elems &&
+            (!j->weights || !j->weights->values || (p->index_elems && !j->weights->indices)))
+            return attn_fail(err, ATTN_ERR_ARG, "job %zu requests weights but no buffer was given",
+                             i);
+        rows += p->mha.n * p->mha.l;
+    }
+    if (rows != bp->rows)
+        return attn_fail(err, ATTN_ERR_ARG, "the jobs have %zu rows; the batch was planned for %zu",
+                         rows, bp->rows);
+    return ATTN_OK;
+}
+
+int attn_mha_batch_forward(const attn_batch_plan *bp, void *workspace, attn_mha_batch_job *jobs,
+                           size_t count, const attn_mha_params *params, attn_pool *pool,
+                           attn_error *err) {
+    if (!bp || !workspace || !jobs || !params)
+        return attn_fail(err, ATTN_ERR_ARG,
+                         "attn_mha_batch_forward needs a plan, a workspace, jobs and params");
+    if ((uintptr_t)workspace % 64 != 0)
+        return attn_fail(err, ATTN_ERR_ARG, "the workspace must be 64-byte aligned");
+    if (attn_pool_slots(pool) > bp->nslots)
+        return attn_fail(err, ATTN_ERR_ARG, "the pool has %zu slots but the plan allows %zu",
+                         attn_pool_slots(pool), bp->nslots);
+    const bool packed = params->in_proj_weight != NULL;
+    if (!params_usable(params, bp->e, bp->kdim, bp->vdim) || (bp->self && !packed))
+        return attn_fail(err, ATTN_ERR_ARG, "the params do not fit the batch plan");
+    int rc = batch_check(bp, jobs, count, err);
+    if (rc != ATTN_OK)
+        return rc;
+
+    float *ws = workspace;
+    const batch_layout b = batch_layout_of(bp);
+    const size_t E = bp->e, KD = bp->kdim, VD = bp->vdim, R = bp->rows, RS = bp->key_rows;
+    const bool kv_gemm = !bp->self && bp->kv_one && packed; /* [K V] in one GEMM */
+    const float *bias = params->in_proj_bias;
+
+    /* Gather every job's rows. */
+    for (size_t i = 0, r = 0, rk = 0; i < count; i++) {
+        const attn_mha_dims *d = &jobs[i].plan->mha;
+        size_t nl = d->n * d->l, ns = d->n * d->s;
+        memcpy(ws + b.xq + r * E, jobs[i].query, nl * E * sizeof(float));
+        if (!bp->self) {
+            memcpy(ws + b.xk + rk * KD, jobs[i].key, ns * KD * sizeof(float));
+            if (!bp->kv_one)
+                memcpy(ws + b.xv + rk * VD, jobs[i].value, ns * VD * sizeof(float));
+        }
+        r += nl;
+        rk += ns;
+    }
+
+    /* The input projections, once over all rows. */
+    proj_run pr = {.ng = 0};
+    if (bp->self) {
+        proj_add(&pr,
+                 (proj_gemm){.x = ws + b.xq,
+                             .w = params->in_proj_weight,
+                             .b = bias,
+                             .c = ws + b.proj,
+                             .rows = R,
+                             .in = E,
+                             .outdim = 3 * E,
+                             .ldx = E,
+                             .ldc = 3 * E},
+                 bp->nslots);
+    } else {
+        proj_add(&pr,
+                 (proj_gemm){.x = ws + b.xq,
+                             .w = packed ? params->in_proj_weight : params->q_proj_weight,
+                             .b = bias,
+                             .c = ws + b.proj,
+                             .rows = R,
+                             .in = E,
+                             .outdim = E,
+                             .ldx = E,
+                             .ldc = E},
+                 bp->nslots);
+        if (kv_gemm) {
+            /* kproj and vproj are adjacent regions of RS*E floats: room for (RS, 2E). */
+            proj_add(&pr,
+                     (proj_gemm){.x = ws + b.xk,
+                                 .w = params->in_proj_weight + E * E,
+                                 .b = bias ? bias + E : NULL,
+                                 .c = ws + b.kproj,
+                                 .rows = RS,
+                                 .in = E,
+                                 .outdim = 2 * E,
+                                 .ldx = E,
+                                 .ldc = 2 * E},
+                     bp->nslots);
+        } else {
+            proj_add(
+                &pr,
+                (proj_gemm){.x = ws + b.xk,
+                            .w = packed ? params->in_proj_weight + E * E : params->k_proj_weight,
+                            .b = bias ? bias + E : NULL,
+                            .c = ws + b.kproj,
+                            .rows = RS,
+                            .in = KD,
+                            .outdim = E,
+                            .ldx = KD,
+                            .ldc = E},
+                bp->nslots);
+            proj_add(&pr,
+                     (proj_gemm){.x = ws + b.xv,
+                                 .w = packed ? params->in_proj_weight + 2 * E * E
+                                             : params->v_proj_weight,
+                                 .b = bias ? bias + 2 * E : NULL,
+                                 .c = ws + b.vproj,
+                                 .rows = RS,
+                                 .in = VD,
+                                 .outdim = E,
+                                 .ldx = VD,
+                                 .ldc = E},
+                     bp->nslots);
+        }
+    }
+    proj_exec(&pr, pool);
+
+    /* The attention, job by job, each with its own plan (masks, weights, options). */
+    for (size_t i = 0, r = 0, rk = 0; i < count; i++) {
+        attn_mha_batch_job *j = &jobs[i];
+        const attn_plan *p = j->plan;
+        const attn_mha_dims *d = &p->mha;
+        attn_run run = {.p = p, .slots = ws + b.slots};
+        if (j->weights)
+            run.wout = *j->weights;
+        attn_view *v = &run.view;
+        if (bp->self) {
+            const float *qkv = ws + b.proj + r * 3 * E;
+            *v = (attn_view){
+                .q = qkv, .ldq = 3 * E, .k = qkv + E, .ldk = 3 * E, .v = qkv + 2 * E, .ldv = 3 * E};
+        } else if (kv_gemm) {
+            const float *kv = ws + b.kproj + rk * 2 * E;
+            *v = (attn_view){.q = ws + b.proj + r * E,
+                             .ldq = E,
+                             .k = kv,
+                             .ldk = 2 * E,
+                             .v = kv + E,
+                             .ldv = 2 * E};
+        } else {
+            *v = (attn_view){.q = ws + b.proj + r * E,
+                             .ldq = E,
+                             .k = ws + b.kproj + rk * E,
+                             .ldk = E,
+                             .v = ws + b.vproj + rk * E,
+                             .ldv = E};
+        }
+        v->q_sn = d->l * v->ldq;
+        v->k_sn = d->s * v->ldk;
+        v->v_sn = d->s * v->ldv;
+        v->q_sh = v->k_sh = v->v_sh = p->sd.d;
+        v->o = ws + b.ob + r * E;
+        v->ldo = E;
+        v->o_sn = d->l * E;
+        v->o_sh = p->sd.d;
+        j->status = run_attention(&run, pool, j->err);
+        r += d->n * d->l;
+        rk += d->n * d->s;
+    }
+
+    /* out (R, E) = ob W_out^T + b_out, once, into the gathered queries' room; then scattered. */
+    proj_run po = {.ng = 0};
+    proj_add(&po,
+             (proj_gemm){.x = ws + b.ob,
+                         .w = params->out_proj_weight,
+                         .b = params->out_proj_bias,
+                         .c = ws + b.xq,
+                         .rows = R,
+                         .in = E,
+                         .outdim = E,
+                         .ldx = E,
+                         .ldc = E},
+             bp->nslots);
+    proj_exec(&po, pool);
+    for (size_t i = 0, r = 0; i < count; i++) {
+        attn_mha_batch_job *j = &jobs[i];
+        const attn_plan *p = j->plan;
+        memcpy(j->out, ws + b.xq + r * E, p->out_elems * sizeof(float));
+        r += p->mha.n * p->mha.l;
+        if (j->status == ATTN_OK && !attnk_get()->all_finite(j->out, p->out_elems))
+            j->status =
+                attn_fail(j->err, ATTN_ERR_NUMERIC, "the output is not finite: float32 overflowed");
+    }
+    return ATTN_OK;
+}
