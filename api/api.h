@@ -174,6 +174,24 @@ int api_job_respond(const api_job *job, double queue_ms, double compute_ms, api_
                     api_error *err);
 
 double api_job_flops(const api_job *job); /* what usage.flops reports */
+size_t api_job_rows(const api_job *job);  /* query rows, N*L: what a batch's size counts */
+
+/* True when a and b can run as one batch (api_jobs_run): both are POST /v1/attention jobs that
+ * have not run, on the same parameters (the same registry model, or params.init "identity", or
+ * "random" with the same seed, on the same E and H), planned for the same slots. Jobs with
+ * inline parameter tensors never batch (telling their weights equal would cost a pass over
+ * them). NULL is batchable with nothing. */
+bool api_jobs_batchable(const api_job *a, const api_job *b);
+
+/* Runs count jobs as one batch (attn_mha_batch_forward): their projections as one GEMM over all
+ * their rows, their attention each with its own masks and options. Every job must be
+ * api_jobs_batchable with jobs[0]; one that is not runs alone. Each job ends as api_job_run
+ * leaves it: ran, or failed with errs[i] (count records, caller-owned, zeroed) filled, and a
+ * job that fails does not affect the others. The batch's workspace (one allocation, freed
+ * before return) is capped at max_bytes (0 = no cap); over it, or when it cannot be allocated,
+ * the jobs run one by one. Returns how many jobs failed. */
+size_t api_jobs_run(api_job *const *jobs, size_t count, attn_pool *pool, size_t max_bytes,
+                    api_error *errs);
 size_t api_job_bytes(const api_job *job); /* the arena's size */
 void api_job_destroy(api_job *job);       /* NULL does nothing */
 

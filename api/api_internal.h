@@ -175,6 +175,9 @@ const char *api_model_name(const api_model *m);
 
 /* ---- Jobs --------------------------------------------------------------------------------- */
 
+/* How a job's inline params were given: tensors, or made from params.init. */
+enum { API_INIT_NONE, API_INIT_IDENTITY, API_INIT_RANDOM };
+
 /* A parsed job. It lives at the start of its own arena (one 64-byte aligned allocation of
  * arena_bytes): every pointer below points into that arena, or into the model it borrows. */
 struct api_job {
@@ -197,6 +200,11 @@ struct api_job {
     size_t out_rank, out_dims[API_MAX_RANK];
     size_t w_rank, w_dims[API_MAX_RANK]; /* 0 when no weights are returned */
     size_t n, l, s, e, h;                /* attention: what "shape" and "num_heads" report */
+    /* attention with params "init": the weights are made in the arena by the first run that
+     * needs them (api_job_run, or once per batch by api_jobs_run), not while parsing. */
+    int init;          /* API_INIT_* */
+    uint64_t seed;     /* API_INIT_RANDOM's seed */
+    bool params_ready; /* params holds its weights */
 };
 
 #endif

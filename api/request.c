@@ -60,8 +60,6 @@ static const char *const param_names[P_COUNT] = {
     "in_proj_weight", "in_proj_bias",  "out_proj.weight", "out_proj.bias",
     "q_proj_weight",  "k_proj_weight", "v_proj_weight"};
 
-enum { INIT_NONE, INIT_IDENTITY, INIT_RANDOM };
-
 /* Everything learnt from a request before its arena exists. */
 typedef struct req {
     api_op op;
@@ -310,19 +308,19 @@ static int attention_params(req *r) {
         if (api_jv_kind(init) != '"')
             return bad(r, "params.init", "params.init must be \"identity\" or \"random\"");
         api_span is = api_jv_string(init);
-        r->init = api_jv_streq(is, "identity") ? INIT_IDENTITY
-                  : api_jv_streq(is, "random") ? INIT_RANDOM
-                                               : INIT_NONE;
-        if (r->init == INIT_NONE)
+        r->init = api_jv_streq(is, "identity") ? API_INIT_IDENTITY
+                  : api_jv_streq(is, "random") ? API_INIT_RANDOM
+                                               : API_INIT_NONE;
+        if (r->init == API_INIT_NONE)
             return bad(r, "params.init", "params.init must be \"identity\" or \"random\"");
         for (int i = 0; i < P_COUNT; i++)
             if (pval[i]) {
                 snprintf(path, sizeof path, "params.%s", param_names[i]);
                 return bad(r, path, "params with init take no tensors (%s)", path);
             }
-        if (r->init == INIT_IDENTITY && seed)
+        if (r->init == API_INIT_IDENTITY && seed)
             return bad(r, "params.seed", "params.seed goes only with init \"random\"");
-        if (r->init == INIT_RANDOM) {
+        if (r->init == API_INIT_RANDOM) {
             if (!seed)
                 return bad(r, "params.seed",
                            "params.seed is required with init \"random\" (an integer from 0 to "
@@ -773,13 +771,13 @@ api_job *api_job_parse(api_op op, const char *body, size_t len, const api_regist
         job->params = *api_model_params(r->model);
         job->model_name = api_model_name(r->model);
     } else if (op == API_OP_ATTENTION && r->init) {
+        /* The weights are made when the job first runs (api_job_run, api_jobs_run): a batch
+         * of jobs on the same init makes them once. */
         float *in = (float *)(void *)(arena + at_init_in);
         float *out = (float *)(void *)(arena + at_init_out);
-        if (r->init == INIT_RANDOM)
-            api_init_random(in, out, r->e, r->seed);
-        else
-            api_init_identity(in, out, r->e);
         job->params = (attn_mha_params){.in_proj_weight = in, .out_proj_weight = out};
+        job->init = r->init;
+        job->seed = r->seed;
     } else if (op == API_OP_ATTENTION) {
         const float *pp[P_COUNT] = {NULL};
         for (int i = 0; i < P_COUNT; i++) {
@@ -798,6 +796,8 @@ api_job *api_job_parse(api_op op, const char *body, size_t len, const api_regist
                                         .k_proj_weight = pp[P_K_W],
                                         .v_proj_weight = pp[P_V_W]};
     }
+
+    job->params_ready = job->init == API_INIT_NONE;
 
     /* Masks and the head subset. */
     job->masks = m;

@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <float.h>
 #include <jansson.h>
+#include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -1477,6 +1478,151 @@ static void test_safetensors(void) {
     CHECK(loaded > 0, "no corrupted file loaded at all (data flips should still load)");
 }
 
+/* ---- Batches -------------------------------------------------------------------------------- */
+
+/* The response body of a job that ran, without the usage (its times differ). */
+static char *answer_of(api_job *job) {
+    api_buf out = {0};
+    api_error e = {0};
+    api_job_respond(job, 0, 0, &out, &e);
+    char *s = NULL;
+    if (!e.status && out.data) {
+        char *u = strstr(out.data, ",\"usage\"");
+        if (u)
+            *u = '\0';
+        s = strdup(out.data);
+    }
+    api_buf_free(&out);
+    return s;
+}
+
+/* Max |a - b| over the numbers of two answer bodies with the same shape; INFINITY when their
+ * non-numeric text differs. */
+static double answers_diff(const char *a, const char *b) {
+    double m = 0;
+    while (*a && *b) {
+        if ((isdigit((unsigned char)*a) || *a == '-') &&
+            (isdigit((unsigned char)*b) || *b == '-')) {
+            char *ea, *eb;
+            double x = strtod(a, &ea), y = strtod(b, &eb);
+            if (fabs(x - y) > m)
+                m = fabs(x - y);
+            a = ea, b = eb;
+            continue;
+        }
+        if (*a++ != *b++)
+            return INFINITY;
+    }
+    return *a || *b ? (double)INFINITY : m;
+}
+
+static void test_batches(void) {
+    api_error e = {0};
+    api_registry *models = api_registry_create();
+    api_registry_add(models, api_model_demo(&e), &e);
+    api_registry_add(models, api_model_init_random("other", 64, 4, 7, &e), &e);
+    float *xq = frand_new(16 * 64), *xkv = frand_new(5 * 64);
+    sb q = {0}, kv = {0};
+    sb_tensor(&q, xq, (size_t[]){16, 64}, 2);
+    sb_tensor(&kv, xkv, (size_t[]){5, 64}, 2);
+    /* Bodies 0-5 batch with each other (the demo model: self and cross, masks, weights modes);
+     * 6-7 (init random, seed 5) with each other; 8-11 with nothing here. */
+    static const char *const extras[] = {"",
+                                         ",\"causal\":true,\"need_weights\":\"per_head\"",
+                                         ",\"need_weights\":\"mean\"",
+                                         ",\"key_lengths\":[3]",
+                                         ",\"key_mask\":[1,0,1,1,1],\"need_weights\":\"per_head\"",
+                                         ",\"heads\":[1],\"need_weights\":\"per_head\","
+                                         "\"weights_top_k\":2"};
+    char *bodies[12];
+    size_t nb = 0;
+    for (size_t i = 0; i < 6; i++) {
+        sb t = {0};
+        sb_add(&t, "{\"query\":%s", q.s);
+        if (i == 3 || i == 4)
+            sb_add(&t, ",\"key\":%s", kv.s);
+        sb_add(&t, "%s}", extras[i]);
+        bodies[nb++] = t.s;
+    }
+    for (size_t i = 0; i < 4; i++) {
+        static const char *const rest[] = {
+            ",\"params\":{\"init\":\"random\",\"seed\":5,\"num_heads\":4}",
+            ",\"params\":{\"init\":\"random\",\"seed\":5,\"num_heads\":4},"
+            "\"need_weights\":\"mean\"",
+            ",\"model\":\"other\"", ",\"params\":{\"init\":\"random\",\"seed\":6,\"num_heads\":4}"};
+        sb t = {0};
+        sb_add(&t, "{\"query\":%s%s}", q.s, rest[i]);
+        bodies[nb++] = t.s;
+    }
+    bodies[nb++] = strdup("{\"query\":[[1,2],[3,4]],\"params\":{\"num_heads\":1,"
+                          "\"in_proj_weight\":[[1,0],[0,1],[1,0],[0,1],[1,0],[0,1]],"
+                          "\"out_proj.weight\":[[1,0],[0,1]]}}");
+    bodies[nb++] = strdup("{\"q\":[[1,2]],\"k\":[[1,2]],\"v\":[[1,2]]}");
+    api_limits lim = api_limits_default();
+    api_job *a[12], *b[12];
+    for (size_t i = 0; i < nb; i++) {
+        api_op op = i == nb - 1 ? API_OP_SDPA : API_OP_ATTENTION;
+        e = (api_error){0};
+        a[i] = api_job_parse(op, bodies[i], strlen(bodies[i]), models, &lim, &e);
+        b[i] = api_job_parse(op, bodies[i], strlen(bodies[i]), models, &lim, &e);
+        CHECK(a[i] && b[i], "batch body %zu: %s", i, e.message);
+    }
+    for (size_t i = 0; i < nb; i++)
+        for (size_t j = 0; j < nb; j++) {
+            bool want = (i < 6 && j < 6) || (i >= 6 && i < 8 && j >= 6 && j < 8) ||
+                        (i == j && i < 10); /* inline tensors and sdpa never batch */
+            CHECK(api_jobs_batchable(a[i], a[j]) == want, "batchable(%zu, %zu) should be %d", i, j,
+                  want);
+        }
+    CHECK(!api_jobs_batchable(a[0], NULL) && api_job_rows(a[0]) == 16 && api_job_rows(NULL) == 0,
+          "batchable with NULL, rows");
+    /* Run b one by one, a as one call (the demo jobs as a batch, the others alone); the
+     * answers agree to float32 rounding. */
+    for (size_t i = 0; i < nb; i++) {
+        e = (api_error){0};
+        CHECK(api_job_run(b[i], NULL, &e) == 0, "job %zu alone: %s", i, e.message);
+    }
+    api_error errs[12] = {{0}};
+    CHECK(api_jobs_run(a, nb, NULL, 0, errs) == 0, "the batch failed: %s", errs[0].message);
+    for (size_t i = 0; i < nb; i++) {
+        char *x = answer_of(a[i]), *y = answer_of(b[i]);
+        double d = x && y ? answers_diff(x, y) : (double)INFINITY;
+        CHECK(d < 1e-5, "job %zu: batched and alone differ by %g", i, d);
+        free(x), free(y);
+    }
+    /* One job that overflows float32 fails alone; a batch over max_bytes runs one by one. */
+    for (size_t i = 0; i < nb; i++)
+        api_job_destroy(a[i]), api_job_destroy(b[i]);
+    for (size_t round = 0; round < 2; round++) {
+        for (size_t i = 0; i < 3; i++) {
+            const char *body = i == 1 ? bodies[6] : bodies[7];
+            a[i] = api_job_parse(API_OP_ATTENTION, body, strlen(body), models, &lim, &e);
+        }
+        /* Job 1's query overflows: write it in the arena after parsing. */
+        for (size_t k = 0; k < 16 * 64; k++)
+            ((float *)a[1]->q)[k] = 1e30f;
+        memset(errs, 0, sizeof errs);
+        size_t failed = api_jobs_run(a, 3, NULL, round ? 64 : 0, errs);
+        CHECK(failed == 1 && errs[1].status == 400 && !strcmp(errs[1].code, "numeric_overflow") &&
+                  !errs[0].status && !errs[2].status,
+              "round %zu: one overflowing job fails alone (%zu failed, %d %s)", round, failed,
+              errs[1].status, errs[1].message);
+        /* As a batch, only the first job made the weights; one by one, each did. */
+        CHECK(a[0]->params_ready && a[2]->params_ready == (round == 1), "round %zu: ran %s", round,
+              round ? "as a batch, not one by one" : "one by one");
+        char *x = answer_of(a[0]), *y = answer_of(a[2]);
+        CHECK(x && y && answers_diff(x, y) < (double)INFINITY, "round %zu: the others answer",
+              round);
+        free(x), free(y);
+        for (size_t i = 0; i < 3; i++)
+            api_job_destroy(a[i]);
+    }
+    for (size_t i = 0; i < nb; i++)
+        free(bodies[i]);
+    free(q.s), free(kv.s), free(xq), free(xkv);
+    api_registry_destroy(models);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1)
         cases_dir = argv[1];
@@ -1494,6 +1640,7 @@ int main(int argc, char **argv) {
     test_fully_masked();
     test_limits();
     test_safetensors();
+    test_batches();
     printf("%d passed, %d failed\n", checks - failures, failures);
     return failures ? 1 : 0;
 }
