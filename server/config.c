@@ -62,6 +62,8 @@ void srv_config_init(srv_config *cfg) {
     cfg->drain_timeout = 30;
     cfg->idle_timeout = 60;
     cfg->log_format = SRV_LOG_TEXT;
+    cfg->batch_window_us = 1000; /* server/workers.c: the measurements behind both */
+    cfg->max_batch_tokens = 4096;
 }
 
 /* ---- The options -------------------------------------------------------------------------- */
@@ -125,6 +127,12 @@ static const opt OPTS[] = {
      "30", "on SIGTERM/SIGINT, how long queued and running jobs may take before they get 503"},
     {"--idle-timeout", "ATTND_IDLE_TIMEOUT", "N", OPT_COUNT, FIELD(idle_timeout), 0, 86400, "60",
      "close a connection idle for N whole seconds (0 = never)"},
+    {"--batch-window-us", "ATTND_BATCH_WINDOW_US", "USEC", OPT_COUNT, FIELD(batch_window_us), 0,
+     1000000, "1000",
+     "batch /v1/attention jobs on the same model: wait up to USEC after a job arrives for more "
+     "while others are in flight (0 = no batching)"},
+    {"--max-batch-tokens", "ATTND_MAX_BATCH_TOKENS", "N", OPT_COUNT, FIELD(max_batch_tokens), 1,
+     1 << 24, "4096", "query rows (N*L) one batch takes at most"},
     {"--api-key-file", "ATTND_API_KEY_FILE", "PATH", OPT_KEY_FILE, 0, 0, 0, "none",
      "require Authorization: Bearer <the key in PATH> (/healthz and /readyz stay open)"},
     {NULL, "ATTND_API_KEY", "KEY", OPT_KEY, 0, 0, 0, "none",

@@ -236,12 +236,17 @@ int main(int argc, char **argv) {
         fatal(&log, err.msg);
         goto out;
     }
+    srv_workers_set_batching(workers, (double)cfg.batch_window_us * 1e-6, cfg.max_batch_tokens,
+                             cfg.max_job_bytes);
     {
-        srv_kv kv[] = {SRV_INT("workers", cfg.threads), SRV_INT("pool_threads", cfg.pool_threads),
+        srv_kv kv[] = {SRV_INT("workers", cfg.threads),
+                       SRV_INT("pool_threads", cfg.pool_threads),
                        SRV_INT("slots_per_job", limits.nslots),
                        SRV_INT("http_threads", cfg.http_threads),
-                       SRV_INT("cores", sysconf(_SC_NPROCESSORS_ONLN))};
-        srv_log_write(&log, "info", "threads", kv, 5);
+                       SRV_INT("cores", sysconf(_SC_NPROCESSORS_ONLN)),
+                       SRV_INT("batch_window_us", cfg.batch_window_us),
+                       SRV_INT("max_batch_tokens", cfg.max_batch_tokens)};
+        srv_log_write(&log, "info", "threads", kv, sizeof kv / sizeof kv[0]);
     }
     {
         srv_kv kv[] = {SRV_INT("max_body_bytes", cfg.max_body_bytes),

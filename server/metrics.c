@@ -19,6 +19,18 @@ static const double BUCKETS[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 
 #define NBUCKETS (sizeof BUCKETS / sizeof BUCKETS[0])
 #define NOPS     2 /* API_OP_ATTENTION, API_OP_SDPA */
 
+/* Bucket bounds of the batch histograms: jobs per batch, and query rows per batch. */
+static const double BATCH_JOBS[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+static const double BATCH_ROWS[] = {16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384};
+#define NBATCH_JOBS (sizeof BATCH_JOBS / sizeof BATCH_JOBS[0])
+#define NBATCH_ROWS (sizeof BATCH_ROWS / sizeof BATCH_ROWS[0])
+
+/* A histogram of whole numbers, per bucket (not cumulative); the last slot is +Inf. */
+typedef struct count_histogram {
+    atomic_uint_fast64_t counts[NBATCH_ROWS + 1];
+    atomic_uint_fast64_t sum;
+} count_histogram;
+
 typedef struct histogram {
     atomic_uint_fast64_t counts[NBUCKETS + 1]; /* per bucket, not cumulative; last is +Inf */
     atomic_uint_fast64_t sum_ns;
@@ -32,6 +44,8 @@ struct srv_metrics {
     atomic_uint_fast64_t flops[NOPS];
     histogram queue[NOPS];
     histogram compute[NOPS];
+    count_histogram batch_jobs; /* buckets BATCH_JOBS */
+    count_histogram batch_rows; /* buckets BATCH_ROWS */
 };
 
 static const char *const ROUTE_NAMES[SRV_ROUTE_COUNT] = {
@@ -92,6 +106,19 @@ void srv_metrics_job(srv_metrics *m, api_op op, double queue_s, double compute_s
         atomic_fetch_add_explicit(&m->flops[o], (uint_fast64_t)flops, memory_order_relaxed);
 }
 
+static void observe_count(count_histogram *h, const double *bounds, size_t nb, size_t v) {
+    size_t b = 0;
+    while (b < nb && (double)v > bounds[b])
+        b++;
+    atomic_fetch_add_explicit(&h->counts[b], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->sum, v, memory_order_relaxed);
+}
+
+void srv_metrics_batch(srv_metrics *m, size_t jobs, size_t rows) {
+    observe_count(&m->batch_jobs, BATCH_JOBS, NBATCH_JOBS, jobs);
+    observe_count(&m->batch_rows, BATCH_ROWS, NBATCH_ROWS, rows);
+}
+
 void srv_metrics_reject(srv_metrics *m, srv_reject why) {
     if ((unsigned)why < SRV_REJECT_COUNT)
         atomic_fetch_add_explicit(&m->rejects[why], 1, memory_order_relaxed);
@@ -137,6 +164,21 @@ static void render_histograms(api_buf *b, const char *name, const char *help, co
     }
 }
 
+static void render_counts(api_buf *b, const char *name, const char *help, const count_histogram *h,
+                          const double *bounds, size_t nb) {
+    header(b, name, "histogram", help);
+    uint64_t cum = 0;
+    for (size_t i = 0; i <= nb; i++) {
+        cum += load(&h->counts[i]);
+        if (i < nb)
+            out(b, "%s_bucket{le=\"%g\"} %" PRIu64 "\n", name, bounds[i], cum);
+        else
+            out(b, "%s_bucket{le=\"+Inf\"} %" PRIu64 "\n", name, cum);
+    }
+    out(b, "%s_sum %" PRIu64 "\n", name, load(&h->sum));
+    out(b, "%s_count %" PRIu64 "\n", name, cum);
+}
+
 void srv_metrics_render(const srv_metrics *m, const srv_gauges *g, api_buf *b) {
     header(b, "attnd_http_requests_total", "counter",
            "HTTP requests answered, by route and status code.");
@@ -177,6 +219,13 @@ void srv_metrics_render(const srv_metrics *m, const srv_gauges *g, api_buf *b) {
                       "Time jobs waited in the queue for a worker, by operation.", m->queue);
     render_histograms(b, "attnd_job_compute_seconds",
                       "Time workers spent computing jobs (api_job_run), by operation.", m->compute);
+
+    render_counts(b, "attnd_batch_jobs",
+                  "Jobs per batch a worker ran (1 for a job run alone; --batch-window-us).",
+                  &m->batch_jobs, BATCH_JOBS, NBATCH_JOBS);
+    render_counts(b, "attnd_batch_rows",
+                  "Query rows (N*L) per batch a worker ran (at most --max-batch-tokens).",
+                  &m->batch_rows, BATCH_ROWS, NBATCH_ROWS);
 
     header(b, "attnd_queue_depth", "gauge", "Jobs waiting in the queue for a worker.");
     out(b, "attnd_queue_depth %zu\n", g->queue_depth);

@@ -99,6 +99,8 @@ typedef struct srv_config {
     size_t api_key_len;
     char cors_origins[1024]; /* comma-separated allow-list; "*" allows any; "" = none */
     srv_log_format log_format;
+    size_t batch_window_us;  /* how long a batch waits for more jobs; 0 = no batching */
+    size_t max_batch_tokens; /* query rows (N*L) one batch takes at most */
 } srv_config;
 
 /* Fills cfg with the defaults (threads = the cores this process may run on). */
@@ -190,6 +192,9 @@ void srv_metrics_request(srv_metrics *m, srv_route route, unsigned status, size_
 /* One job that a worker ran: seconds it waited in the queue and computed, and its FLOPs. */
 void srv_metrics_job(srv_metrics *m, api_op op, double queue_s, double compute_s, double flops);
 
+/* One batch that a worker ran: its jobs and their query rows (1 job for an unbatched run). */
+void srv_metrics_batch(srv_metrics *m, size_t jobs, size_t rows);
+
 /* One job refused or dropped with 503. */
 void srv_metrics_reject(srv_metrics *m, srv_reject why);
 
@@ -239,6 +244,14 @@ typedef struct srv_workers srv_workers;
  * metrics (borrowed) records queue and compute times. NULL with err on failure. */
 srv_workers *srv_workers_create(size_t nworkers, size_t max_queue, attn_pool *pool,
                                 srv_metrics *metrics, srv_error *err);
+
+/* Turns on dynamic batching (call before the first submit; off by default): a worker that pops
+ * a POST /v1/attention job also takes every queued job api_jobs_batchable with it, up to
+ * max_tokens query rows in all, and runs them as one batch (api_jobs_run, its workspace capped
+ * at max_bytes). While other jobs are in flight it waits for more until window_s after the first
+ * job was queued; a job that arrives to an idle server never waits. window_s 0 leaves batching
+ * off. */
+void srv_workers_set_batching(srv_workers *w, double window_s, size_t max_tokens, size_t max_bytes);
 
 /* Queues job. SRV_OK: a worker will call job->done (possibly before this returns, on another
  * thread). SRV_QUEUE_FULL or SRV_CLOSED: nothing was taken; the caller still owns job->job. */

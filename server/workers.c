@@ -49,9 +49,30 @@
 
 #include "server.h"
 
+/* Most jobs one batch takes (api_jobs_run runs larger batches in chunks of this size too). */
+#define MAX_BATCH 256
+
+/* A finished job's result, built on the worker before the job is handed back. */
+typedef struct result {
+    unsigned status;
+    char code[32];
+    api_buf body;
+    double queue_ms, compute_ms, encode_ms;
+} result;
+
+/* One job of the batch a worker runs: what it copied from the srv_job under the lock. */
+typedef struct batch_item {
+    srv_job *job;
+    api_job *aj;
+    api_op op;
+    double t_queued, deadline;
+    result r;
+} batch_item;
+
 typedef struct worker_arg {
     srv_workers *w;
     size_t index;
+    batch_item *items; /* (MAX_BATCH) */
 } worker_arg;
 
 struct srv_workers {
@@ -64,18 +85,16 @@ struct srv_workers {
     attn_pool *pool;
     srv_metrics *metrics;
     size_t nworkers, started;
-    srv_job **current; /* (nworkers): the job each worker runs; NULL when idle or abandoned */
+    srv_job **current; /* (nworkers): the first job of the batch each worker runs, the rest
+                          chained by next; NULL when idle or abandoned */
     worker_arg *args;  /* (nworkers) */
     pthread_t *threads;
+    /* batching (srv_workers_set_batching) */
+    double window;          /* seconds; 0 = off */
+    size_t max_tokens;      /* query rows per batch */
+    size_t max_bytes;       /* a batch's workspace cap */
+    const api_job **leader; /* (nworkers): the first job of the batch a worker is collecting */
 };
-
-/* A finished job's result, built on the worker before the job is handed back. */
-typedef struct result {
-    unsigned status;
-    char code[32];
-    api_buf body;
-    double queue_ms, compute_ms, encode_ms;
-} result;
 
 static void result_error(result *r, const api_error *e) {
     r->status = e->status ? (unsigned)e->status : 500;
@@ -94,81 +113,213 @@ static void hand_back(srv_job *job, result *r) {
     job->done(job);
 }
 
-/* Computes one popped job into r. The job itself is not touched: it may be abandoned (and
- * freed by its owner) meanwhile. */
-static void run(srv_workers *w, api_job *aj, api_op op, double t_queued, double deadline,
-                result *r) {
-    double t0 = srv_now();
-    r->queue_ms = (t0 - t_queued) * 1e3;
+/* The error result of a job that passed its deadline in the queue. */
+static void result_expired(srv_workers *w, result *r) {
     api_error e = {0};
-    if (t0 > deadline) {
-        api_fail(&e, 503, "deadline_exceeded", NULL,
-                 "the job waited %.0f ms for a worker and passed its deadline (--request-timeout)"
-                 " before it could start; retry later",
-                 r->queue_ms);
-        srv_metrics_reject(w->metrics, SRV_REJECT_DEADLINE);
-        result_error(r, &e);
-        return;
+    api_fail(&e, 503, "deadline_exceeded", NULL,
+             "the job waited %.0f ms for a worker and passed its deadline (--request-timeout)"
+             " before it could start; retry later",
+             r->queue_ms);
+    srv_metrics_reject(w->metrics, SRV_REJECT_DEADLINE);
+    result_error(r, &e);
+}
+
+/* Computes the popped jobs it[0, n) into their results, as one batch when batching is on (a
+ * job alone otherwise). The srv_jobs themselves are not touched: they may be abandoned (and
+ * freed by their owners) meanwhile. */
+static void run(srv_workers *w, batch_item *it, size_t n) {
+    double t0 = srv_now();
+    api_job *jobs[MAX_BATCH];
+    api_error errs[MAX_BATCH];
+    size_t m = 0, rows = 0;
+    for (size_t i = 0; i < n; i++) {
+        it[i].r.queue_ms = (t0 - it[i].t_queued) * 1e3;
+        if (t0 > it[i].deadline) {
+            result_expired(w, &it[i].r);
+            continue;
+        }
+        errs[m] = (api_error){0};
+        jobs[m++] = it[i].aj;
+        rows += api_job_rows(it[i].aj);
     }
-    if (api_job_run(aj, w->pool, &e) != 0) {
-        r->compute_ms = (srv_now() - t0) * 1e3;
-        result_error(r, &e);
+    if (m == 0)
         return;
-    }
+    if (w->window > 0)
+        api_jobs_run(jobs, m, w->pool, w->max_bytes, errs);
+    else
+        api_job_run(jobs[0], w->pool, &errs[0]);
     double t1 = srv_now();
-    r->compute_ms = (t1 - t0) * 1e3;
-    srv_metrics_job(w->metrics, op, r->queue_ms * 1e-3, r->compute_ms * 1e-3, api_job_flops(aj));
-    if (api_job_respond(aj, r->queue_ms, r->compute_ms, &r->body, &e) != 0 || r->body.failed) {
-        if (!e.status)
-            api_fail(&e, 500, "out_of_memory", NULL, "out of memory writing the response");
-        result_error(r, &e);
-        return;
+    srv_metrics_batch(w->metrics, m, rows);
+    for (size_t i = 0, k = 0; i < n; i++) {
+        result *r = &it[i].r;
+        if (r->status) /* expired */
+            continue;
+        api_error *e = &errs[k++];
+        r->compute_ms = (t1 - t0) * 1e3;
+        if (e->status) {
+            result_error(r, e);
+            continue;
+        }
+        srv_metrics_job(w->metrics, it[i].op, r->queue_ms * 1e-3, r->compute_ms * 1e-3,
+                        api_job_flops(it[i].aj));
+        double t2 = srv_now();
+        if (api_job_respond(it[i].aj, r->queue_ms, r->compute_ms, &r->body, e) != 0 ||
+            r->body.failed) {
+            if (!e->status)
+                api_fail(e, 500, "out_of_memory", NULL, "out of memory writing the response");
+            result_error(r, e);
+            continue;
+        }
+        r->encode_ms = (srv_now() - t2) * 1e3;
+        r->status = 200;
     }
-    r->encode_ms = (srv_now() - t1) * 1e3;
-    r->status = 200;
+}
+
+/* Unlinks job from the queue; prev is the job before it (NULL at the head). */
+static void unlink_job(srv_workers *w, srv_job *prev, srv_job *job) {
+    if (prev)
+        prev->next = job->next;
+    else
+        w->head = job->next;
+    if (w->tail == job)
+        w->tail = prev;
+    w->queued--;
+}
+
+/* True when another worker is collecting a batch that job belongs in. */
+static bool claimed(const srv_workers *w, const srv_job *job) {
+    for (size_t i = 0; i < w->nworkers; i++)
+        if (w->leader[i] && api_jobs_batchable(w->leader[i], job->job))
+            return true;
+    return false;
+}
+
+/* The first queued job no collecting worker has claimed, unlinked; NULL when there is none. */
+static srv_job *pop_unclaimed(srv_workers *w) {
+    for (srv_job *prev = NULL, *job = w->head; job; prev = job, job = job->next)
+        if (w->window == 0 || !claimed(w, job)) {
+            unlink_job(w, prev, job);
+            return job;
+        }
+    return NULL;
+}
+
+/* Moves the queued jobs that can join the batch it[0, *n) (of *rows query rows) into it, in
+ * queue order, while the batch has room. */
+static void take_batchable(srv_workers *w, batch_item *it, size_t *n, size_t *rows) {
+    srv_job *prev = NULL, *job = w->head;
+    while (job && *n < MAX_BATCH && *rows < w->max_tokens) {
+        srv_job *next = job->next;
+        size_t r = api_job_rows(job->job);
+        if (*rows + r <= w->max_tokens && api_jobs_batchable(it[0].aj, job->job)) {
+            unlink_job(w, prev, job);
+            it[(*n)++].job = job;
+            *rows += r;
+        } else {
+            prev = job;
+        }
+        job = next;
+    }
+}
+
+/* Waits on the work condition until the monotonic time t (or a signal). */
+static void wait_until(srv_workers *w, double t) {
+    double left = t - srv_now();
+    if (left <= 0)
+        return;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    long ns = ts.tv_nsec + (long)(left * 1e9);
+    ts.tv_sec += ns / 1000000000L;
+    ts.tv_nsec = ns % 1000000000L;
+    pthread_cond_timedwait(&w->work, &w->mu, &ts);
+}
+
+/* With the lock held: pops the next job and, when batching is on, the jobs that join it.
+ * Returns how many are in it[]; 0 when stopping. */
+static size_t pop_batch(srv_workers *w, worker_arg *a) {
+    batch_item *it = a->items;
+    srv_job *first = NULL;
+    while (!(first = pop_unclaimed(w)) && !w->stop)
+        pthread_cond_wait(&w->work, &w->mu);
+    if (!first)
+        return 0;
+    size_t n = 1, rows = api_job_rows(first->job);
+    it[0] = (batch_item){.job = first, .aj = first->job};
+    if (w->window > 0 && first->op == API_OP_ATTENTION) {
+        /* Collect: take what is queued, then wait for more while other jobs are in flight
+         * (a request to an idle server never waits), until the window after the first job
+         * was queued has passed. */
+        w->leader[a->index] = first->job;
+        double until = first->t_queued + w->window;
+        for (;;) {
+            take_batchable(w, it, &n, &rows);
+            if (n == MAX_BATCH || rows >= w->max_tokens || w->running == 0 || w->stop ||
+                srv_now() >= until)
+                break;
+            wait_until(w, until);
+        }
+        w->leader[a->index] = NULL;
+        if (w->head) /* jobs this batch had no room for, or of other models */
+            pthread_cond_broadcast(&w->work);
+    }
+    return n;
 }
 
 static void *worker_main(void *arg) {
     worker_arg *a = arg;
     srv_workers *w = a->w;
+    batch_item *it = a->items;
     pthread_mutex_lock(&w->mu);
     for (;;) {
-        while (!w->head && !w->stop)
-            pthread_cond_wait(&w->work, &w->mu);
-        if (!w->head)
+        size_t n = pop_batch(w, a);
+        if (n == 0)
             break;
-        srv_job *job = w->head;
-        w->head = job->next;
-        if (!w->head)
-            w->tail = NULL;
-        w->queued--;
-        w->running++;
-        w->current[a->index] = job;
-        /* Everything the computation needs is copied now, under the lock. */
-        api_job *aj = job->job;
-        job->job = NULL;
-        api_op op = job->op;
-        double t_queued = job->t_queued, deadline = job->deadline;
+        /* Everything the computation needs is copied now, under the lock; the batch's jobs
+         * are chained for srv_workers_abandon. */
+        for (size_t i = 0; i < n; i++) {
+            srv_job *job = it[i].job;
+            it[i] = (batch_item){.job = job,
+                                 .aj = job->job,
+                                 .op = job->op,
+                                 .t_queued = job->t_queued,
+                                 .deadline = job->deadline};
+            job->job = NULL;
+            job->next = i + 1 < n ? it[i + 1].job : NULL;
+        }
+        w->running += n;
+        w->current[a->index] = it[0].job;
         pthread_mutex_unlock(&w->mu);
 
-        result r = {0};
-        run(w, aj, op, t_queued, deadline, &r);
-        api_job_destroy(aj);
+        run(w, it, n);
+        for (size_t i = 0; i < n; i++)
+            api_job_destroy(it[i].aj);
 
         pthread_mutex_lock(&w->mu);
-        bool mine = w->current[a->index] == job; /* false when abandoned meanwhile */
+        bool mine = w->current[a->index] == it[0].job; /* false when abandoned meanwhile */
         w->current[a->index] = NULL;
         pthread_mutex_unlock(&w->mu);
-        if (mine)
-            hand_back(job, &r);
-        else
-            api_buf_free(&r.body);
+        for (size_t i = 0; i < n; i++) {
+            if (mine)
+                hand_back(it[i].job, &it[i].r);
+            else
+                api_buf_free(&it[i].r.body);
+        }
         pthread_mutex_lock(&w->mu);
-        w->running--;
+        w->running -= n;
         pthread_cond_broadcast(&w->idle);
     }
     pthread_mutex_unlock(&w->mu);
     return NULL;
+}
+
+void srv_workers_set_batching(srv_workers *w, double window_s, size_t max_tokens,
+                              size_t max_bytes) {
+    pthread_mutex_lock(&w->mu);
+    w->window = window_s > 0 ? window_s : 0;
+    w->max_tokens = max_tokens ? max_tokens : 1;
+    w->max_bytes = max_bytes;
+    pthread_mutex_unlock(&w->mu);
 }
 
 srv_workers *srv_workers_create(size_t nworkers, size_t max_queue, attn_pool *pool,
@@ -182,10 +333,15 @@ srv_workers *srv_workers_create(size_t nworkers, size_t max_queue, attn_pool *po
         srv_fail(err, "out of memory for the worker pool");
         return NULL;
     }
+    w->nworkers = nworkers;
     w->current = calloc(nworkers, sizeof *w->current);
     w->args = calloc(nworkers, sizeof *w->args);
     w->threads = calloc(nworkers, sizeof *w->threads);
-    if (!w->current || !w->args || !w->threads) {
+    w->leader = calloc(nworkers, sizeof *w->leader);
+    bool items = w->args != NULL;
+    for (size_t i = 0; i < nworkers && items; i++)
+        items = (w->args[i].items = calloc(MAX_BATCH, sizeof *w->args[i].items)) != NULL;
+    if (!w->current || !w->args || !w->threads || !w->leader || !items) {
         srv_fail(err, "out of memory for %zu workers", nworkers);
         goto err;
     }
@@ -197,11 +353,12 @@ srv_workers *srv_workers_create(size_t nworkers, size_t max_queue, attn_pool *po
     pthread_cond_init(&w->idle, &ca);
     pthread_condattr_destroy(&ca);
     w->max_queue = max_queue;
+    w->max_tokens = 1;
     w->pool = pool;
     w->metrics = metrics;
-    w->nworkers = nworkers;
     for (size_t i = 0; i < nworkers; i++) {
-        w->args[i] = (worker_arg){w, i};
+        w->args[i].w = w;
+        w->args[i].index = i;
         int rc = pthread_create(&w->threads[i], NULL, worker_main, &w->args[i]);
         if (rc != 0) {
             srv_fail(err, "cannot start worker thread %zu of %zu: %s", i + 1, nworkers,
@@ -214,8 +371,11 @@ srv_workers *srv_workers_create(size_t nworkers, size_t max_queue, attn_pool *po
     return w;
 err:
     free(w->current);
+    for (size_t i = 0; w->args && i < w->nworkers; i++)
+        free(w->args[i].items);
     free(w->args);
     free(w->threads);
+    free(w->leader);
     free(w);
     return NULL;
 }
@@ -236,7 +396,10 @@ int srv_workers_submit(srv_workers *w, srv_job *job) {
             w->head = job;
         w->tail = job;
         w->queued++;
-        pthread_cond_signal(&w->work);
+        if (w->window > 0) /* a collecting worker may want it, an idle one may not */
+            pthread_cond_broadcast(&w->work);
+        else
+            pthread_cond_signal(&w->work);
     }
     pthread_mutex_unlock(&w->mu);
     return rc;
@@ -316,10 +479,14 @@ size_t srv_workers_abandon(srv_workers *w) {
         pthread_mutex_unlock(&w->mu);
         if (!job)
             return n;
-        srv_metrics_reject(w->metrics, SRV_REJECT_DRAINING);
-        answer_503(job, "attnd is shutting down and its drain timeout (--drain-timeout) passed "
-                        "before this job finished; retry on another instance");
-        n++;
+        while (job) {                  /* the jobs of one batch, chained */
+            srv_job *next = job->next; /* job may be freed once answered */
+            srv_metrics_reject(w->metrics, SRV_REJECT_DRAINING);
+            answer_503(job, "attnd is shutting down and its drain timeout (--drain-timeout) "
+                            "passed before this job finished; retry on another instance");
+            n++;
+            job = next;
+        }
     }
 }
 
@@ -336,7 +503,10 @@ void srv_workers_destroy(srv_workers *w) {
     pthread_cond_destroy(&w->work);
     pthread_mutex_destroy(&w->mu);
     free(w->current);
+    for (size_t i = 0; w->args && i < w->nworkers; i++)
+        free(w->args[i].items);
     free(w->args);
     free(w->threads);
+    free(w->leader);
     free(w);
 }

@@ -4,8 +4,9 @@
  * from its log, and checks every endpoint, every error code with its JSON error body, base64 in
  * and out, rank-2 and rank-3 queries, cross-attention with kdim/vdim, file models against
  * PyTorch's answers (made by tests/server/make_models.py), X-Request-Id, keep-alive, CORS, the
- * API key, 64 parallel clients whose answers must stay exact, the bounded queue and the request
- * deadline, draining on SIGTERM, and /metrics through `promtool check metrics`.
+ * API key, 64 parallel clients whose answers must match the sequential ones, dynamic batching
+ * (concurrent requests batched, each answer against its unbatched one), the bounded queue and the
+ * request deadline, draining on SIGTERM, and /metrics through `promtool check metrics`.
  *
  * Usage: test_server --attnd build/attnd --data build/tests/server [--openapi api/openapi.yaml]
  *                    [--promtool promtool] [--only NAME]
@@ -1489,8 +1490,15 @@ typedef struct par_client {
     char why[256];
 } par_client;
 
+/* True when a and b have one shape and agree to float32 rounding: under load, jobs on one model
+ * run as one batch (--batch-window-us), whose GEMMs round differently from a job's own. */
 static bool same(const tens *a, const tens *b) {
-    return a->n == b->n && a->rank == b->rank && !memcmp(a->v, b->v, a->n * sizeof *a->v);
+    if (a->n != b->n || a->rank != b->rank || memcmp(a->shape, b->shape, sizeof a->shape))
+        return false;
+    for (size_t i = 0; i < a->n; i++)
+        if (!(fabs(a->v[i] - b->v[i]) <= 1e-5 * (1 + fabs(b->v[i]))))
+            return false;
+    return true;
 }
 
 static void *par_main(void *arg) {
@@ -1593,9 +1601,9 @@ static void test_parallel(int port) {
             if (pc[i].bad)
                 CHECK(false, "parallel client %d: %s", i, pc[i].why);
         }
-        CHECK(ok == NCLIENTS * PER_CLIENT && bad == 0, "parallel: %d of %d answers exact and 200",
+        CHECK(ok == NCLIENTS * PER_CLIENT && bad == 0, "parallel: %d of %d answers right and 200",
               ok, NCLIENTS * PER_CLIENT);
-        printf("test_server: %d parallel clients x %d requests: %d exact answers in %.2f s\n",
+        printf("test_server: %d parallel clients x %d requests: %d right answers in %.2f s\n",
                NCLIENTS, PER_CLIENT, ok, now() - t0);
     }
     for (int k = 0; k < NDISTINCT; k++) {
@@ -1959,6 +1967,161 @@ static void test_drain(size_t L) {
     }
 }
 
+/* ---- Dynamic batching ----------------------------------------------------------------------- */
+
+/* True when two replies agree: the same status and error code, or outputs and weights equal to
+ * float32 rounding (top-k indices exactly). why gets the first difference. */
+static bool replies_agree(const reply *a, const reply *b, char *why, size_t cap) {
+    if (a->status != b->status) {
+        snprintf(why, cap, "status %ld, unbatched %ld (%.200s)", a->status, b->status, a->body);
+        return false;
+    }
+    json_t *ja = json_loads(a->body, 0, NULL), *jb = json_loads(b->body, 0, NULL);
+    bool ok = ja && jb;
+    if (!ok)
+        snprintf(why, cap, "a reply is not JSON");
+    if (ok && a->status != 200) {
+        json_t *ca = json_object_get(json_object_get(ja, "error"), "code");
+        ok = json_equal(ca, json_object_get(json_object_get(jb, "error"), "code"));
+        if (!ok)
+            snprintf(why, cap, "error %s, unbatched %.200s", json_string_value(ca), b->body);
+    }
+    for (int m = 0; ok && a->status == 200 && m < 2; m++) {
+        json_t *xa = json_object_get(ja, m ? "weights" : "output");
+        json_t *xb = json_object_get(jb, m ? "weights" : "output");
+        if (json_object_get(xb, "indices")) {
+            ok = json_equal(json_object_get(xa, "indices"), json_object_get(xb, "indices"));
+            xa = json_object_get(xa, "values");
+            xb = json_object_get(xb, "values");
+        }
+        if (!xb && !xa)
+            continue;
+        tens ta, tb;
+        ok = ok && tens_from_json(xa, &ta) && tens_from_json(xb, &tb) && same(&ta, &tb);
+        if (!ok)
+            snprintf(why, cap, "%s differs from the unbatched answer", m ? "weights" : "output");
+        tens_free(&ta);
+        tens_free(&tb);
+    }
+    json_decref(ja);
+    json_decref(jb);
+    return ok;
+}
+
+/* Requests on one worker that are queued behind a slow job run as one batch when the worker gets
+ * to them: masks, weights modes, cross-attention, base64, a job that overflows float32, another
+ * model, SDPA and an invalid body, twice over. Each answer must agree with the one the same
+ * request got alone, and the batch metrics must show batches (of at most tokens rows). */
+static void test_batching(const char *tokens, size_t slow_l) {
+    attnd d;
+    const char *args[] = {"--threads",
+                          "1",
+                          "--pool-threads",
+                          "0",
+                          "--batch-window-us",
+                          "100000",
+                          "--max-batch-tokens",
+                          tokens,
+                          "--max-queue",
+                          "256",
+                          NULL};
+    char name[64];
+    snprintf(name, sizeof name, "batching-%s", tokens);
+    if (!attnd_start(&d, name, args, NULL))
+        return;
+    enum { NB = 11, COPIES = 2 };
+    float *x = rnd_array(2 * 16 * 64, 1200), *kx = rnd_array(9 * 64, 1201);
+    float *big = malloc(16 * 64 * sizeof *big);
+    for (size_t i = 0; i < 16 * 64; i++)
+        big[i] = 1e30f;
+    json_t *bias = json_array();
+    for (size_t i = 0; i < 16; i++) {
+        json_t *row = json_array();
+        for (size_t j = 0; j < 16; j++)
+            json_array_append_new(row, (i + j) % 5 == 0 ? json_string("-inf")
+                                                        : json_real(0.1 * (double)(j % 3)));
+        json_array_append_new(bias, row);
+    }
+    size_t s16[2] = {16, 64};
+    char *bodies[NB] = {
+        dump(json_pack("{s:o}", "query", json_matrix(x, 16, 64))),
+        dump(json_pack("{s:o,s:b,s:s}", "query", json_matrix(x + 64, 16, 64), "causal", 1,
+                       "need_weights", "per_head")),
+        dump(json_pack("{s:o,s:[i,i],s:s}", "query", json_tensor3(x, 2, 16, 64), "key_lengths", 16,
+                       5, "need_weights", "mean")),
+        dump(json_pack("{s:o,s:o,s:[i,i,i,i,i,i,i,i,i],s:s,s:i}", "query",
+                       json_matrix(x + 128, 16, 64), "key", json_matrix(kx, 9, 64), "key_mask", 1,
+                       1, 0, 1, 1, 1, 1, 0, 1, "need_weights", "per_head", "weights_top_k", 3)),
+        dump(json_pack("{s:o,s:o,s:s}", "query", json_b64(x + 256, s16, 2), "attn_bias", bias,
+                       "encoding", "base64")),
+        dump(json_pack("{s:o,s:[i,i],s:s}", "query", json_matrix(x + 320, 16, 64), "heads", 2, 0,
+                       "need_weights", "per_head")),
+        dump(json_pack("{s:o}", "query", json_matrix(big, 16, 64))), /* overflows: 400 */
+        dump(json_pack("{s:o,s:{s:s,s:i,s:i}}", "query", json_matrix(x, 16, 64), "params", "init",
+                       "random", "seed", 9, "num_heads", 8)),
+        dump(json_pack("{s:o,s:{s:s,s:i,s:i},s:b}", "query", json_matrix(x + 64, 16, 64), "params",
+                       "init", "random", "seed", 9, "num_heads", 8, "causal", 1)),
+        dump(json_pack("{s:o,s:o,s:o}", "q", json_matrix(x, 5, 8), "k", json_matrix(x + 40, 7, 8),
+                       "v", json_matrix(x + 96, 7, 8))),
+        dump(json_pack("{s:o,s:i}", "query", json_matrix(x, 16, 64), "causal", 3)), /* 400 */
+    };
+    const char *path[NB] = {"/v1/attention", "/v1/attention", "/v1/attention", "/v1/attention",
+                            "/v1/attention", "/v1/attention", "/v1/attention", "/v1/attention",
+                            "/v1/attention", "/v1/sdpa",      "/v1/attention"};
+    /* Alone: one request at a time, so each job runs by itself. */
+    reply alone[NB];
+    for (int k = 0; k < NB; k++)
+        post(NULL, d.port, path[k], bodies[k], &alone[k]);
+    CHECK(alone[0].status == 200 && alone[3].status == 200 && alone[6].status == 400 &&
+              alone[10].status == 400,
+          "batching: unbatched answers: %ld %ld %ld %ld", alone[0].status, alone[3].status,
+          alone[6].status, alone[10].status);
+    double batches0 = metric(d.port, "attnd_batch_jobs_count");
+    /* Together: behind a slow job, so that all are queued when the worker gets to them. */
+    async_req slow = {0}, a[NB * COPIES];
+    memset(a, 0, sizeof a);
+    async_start(&slow, d.port, "/v1/attention", slow_body(slow_l));
+    CHECK(wait_metric(d.port, "attnd_jobs_in_flight", 1, 20), "batching: the slow job never ran");
+    for (int i = 0; i < NB * COPIES; i++)
+        async_start(&a[i], d.port, path[i % NB], bodies[i % NB]);
+    CHECK(wait_metric(d.port, "attnd_queue_depth", (NB - 1) * COPIES, 20),
+          "batching: the requests were not all queued behind the slow job");
+    pthread_join(slow.th, NULL);
+    CHECK(slow.r.status == 200, "batching: slow job %ld", slow.r.status);
+    for (int i = 0; i < NB * COPIES; i++) {
+        pthread_join(a[i].th, NULL);
+        char why[400] = "";
+        CHECK(replies_agree(&a[i].r, &alone[i % NB], why, sizeof why),
+              "batching (max %s tokens): request %d: %s", tokens, i % NB, why);
+        reply_free(&a[i].r);
+    }
+    /* The demo model's 7 bodies (128 rows) twice, seed 9's 2, SDPA's 2: with room for all, one
+     * batch of 14 jobs; with 48 rows, batches of at most 48 rows, several jobs each. */
+    double n = metric(d.port, "attnd_batch_jobs_count") - batches0;
+    double jobs = metric(d.port, "attnd_batch_jobs_sum");
+    double le8 = metric(d.port, "attnd_batch_jobs_bucket{le=\"8\"}");
+    double le1 = metric(d.port, "attnd_batch_jobs_bucket{le=\"1\"}");
+    double rows_n = metric(d.port, "attnd_batch_rows_count");
+    double le64 = metric(d.port, "attnd_batch_rows_bucket{le=\"64\"}");
+    if (!strcmp(tokens, "4096"))
+        CHECK(n <= 5 && le8 < rows_n,
+              "batching: %g batches for the slow job and 20 queued jobs (%g jobs in all); one "
+              "of 14 expected",
+              n, jobs);
+    else
+        CHECK(le64 == rows_n - 1 && le1 < rows_n && n < 20, /* all but the slow job */
+              "batching (max 48 rows): %g batches, %g of %g at most 64 rows, %g of one job", n,
+              le64, rows_n, le1);
+    for (int k = 0; k < NB; k++) {
+        reply_free(&alone[k]);
+        free(bodies[k]);
+    }
+    reply_free(&slow.r);
+    free(slow.body);
+    free(x), free(kx), free(big);
+    CHECK(attnd_stop(&d, SIGTERM) == 0, "batching daemon: exit status");
+}
+
 /* ---- Main --------------------------------------------------------------------------------- */
 
 static bool want(const char *name) {
@@ -2025,6 +2188,10 @@ int main(int argc, char **argv) {
         test_queue_and_deadline(&slow_l);
     if (want("drain"))
         test_drain(slow_l);
+    if (want("batching")) {
+        test_batching("4096", slow_l ? slow_l : 8192);
+        test_batching("48", slow_l ? slow_l : 8192);
+    }
 
     curl_global_cleanup();
     int p = atomic_load(&passed), f = atomic_load(&failed);
