@@ -62,7 +62,7 @@ void srv_config_init(srv_config *cfg) {
     cfg->drain_timeout = 30;
     cfg->idle_timeout = 60;
     cfg->log_format = SRV_LOG_TEXT;
-    cfg->batch_window_us = 1000; /* server/workers.c: the measurements behind both */
+    cfg->batch_window_us = 200; /* server/workers.c: the measurements behind both */
     cfg->max_batch_tokens = 4096;
 }
 
@@ -128,7 +128,7 @@ static const opt OPTS[] = {
     {"--idle-timeout", "ATTND_IDLE_TIMEOUT", "N", OPT_COUNT, FIELD(idle_timeout), 0, 86400, "60",
      "close a connection idle for N whole seconds (0 = never)"},
     {"--batch-window-us", "ATTND_BATCH_WINDOW_US", "USEC", OPT_COUNT, FIELD(batch_window_us), 0,
-     1000000, "1000",
+     1000000, "200",
      "batch /v1/attention jobs on the same model: wait up to USEC after a job arrives for more "
      "while others are in flight (0 = no batching)"},
     {"--max-batch-tokens", "ATTND_MAX_BATCH_TOKENS", "N", OPT_COUNT, FIELD(max_batch_tokens), 1,
