@@ -238,16 +238,34 @@ static srv_job *pop_unclaimed(srv_workers *w) {
     return NULL;
 }
 
+/* With the lock held: makes job (already unlinked from the queue) item n of the batch of the
+ * worker at index: copies what the computation needs, chains it for srv_workers_abandon and
+ * counts it as running, so that a worker collecting a batch is never taken for idle. */
+static void batch_add(srv_workers *w, size_t index, batch_item *it, size_t n, srv_job *job) {
+    it[n] = (batch_item){.job = job,
+                         .aj = job->job,
+                         .op = job->op,
+                         .t_queued = job->t_queued,
+                         .deadline = job->deadline};
+    job->job = NULL;
+    job->next = NULL;
+    if (n == 0)
+        w->current[index] = job;
+    else
+        it[n - 1].job->next = job;
+    w->running++;
+}
+
 /* Moves the queued jobs that can join the batch it[0, *n) (of *rows query rows) into it, in
  * queue order, while the batch has room. */
-static void take_batchable(srv_workers *w, batch_item *it, size_t *n, size_t *rows) {
+static void take_batchable(srv_workers *w, size_t index, batch_item *it, size_t *n, size_t *rows) {
     srv_job *prev = NULL, *job = w->head;
     while (job && *n < MAX_BATCH && *rows < w->max_tokens) {
         srv_job *next = job->next;
         size_t r = api_job_rows(job->job);
         if (*rows + r <= w->max_tokens && api_jobs_batchable(it[0].aj, job->job)) {
             unlink_job(w, prev, job);
-            it[(*n)++].job = job;
+            batch_add(w, index, it, (*n)++, job);
             *rows += r;
         } else {
             prev = job;
@@ -279,16 +297,16 @@ static size_t pop_batch(srv_workers *w, worker_arg *a) {
     if (!first)
         return 0;
     size_t n = 1, rows = api_job_rows(first->job);
-    it[0] = (batch_item){.job = first, .aj = first->job};
-    if (w->window > 0 && first->op == API_OP_ATTENTION) {
+    batch_add(w, a->index, it, 0, first);
+    if (w->window > 0 && it[0].op == API_OP_ATTENTION) {
         /* Collect: take what is queued, then wait for more while other jobs are in flight
          * (a request to an idle server never waits), until the window after the first job
          * was queued has passed. */
-        w->leader[a->index] = first->job;
-        double until = first->t_queued + w->window;
-        for (;;) {
-            take_batchable(w, it, &n, &rows);
-            if (n == MAX_BATCH || rows >= w->max_tokens || w->running == 0 || w->stop ||
+        w->leader[a->index] = it[0].aj;
+        double until = it[0].t_queued + w->window;
+        while (w->current[a->index] == it[0].job) { /* else abandoned: its jobs are answered */
+            take_batchable(w, a->index, it, &n, &rows);
+            if (n == MAX_BATCH || rows >= w->max_tokens || w->running == n || w->stop ||
                 srv_now() >= until)
                 break;
             wait_until(w, until);
@@ -306,31 +324,20 @@ static void *worker_main(void *arg) {
     batch_item *it = a->items;
     pthread_mutex_lock(&w->mu);
     for (;;) {
+        /* Everything the computation needs was copied under the lock (batch_add). */
         size_t n = pop_batch(w, a);
         if (n == 0)
             break;
-        /* Everything the computation needs is copied now, under the lock; the batch's jobs
-         * are chained for srv_workers_abandon. */
-        for (size_t i = 0; i < n; i++) {
-            srv_job *job = it[i].job;
-            it[i] = (batch_item){.job = job,
-                                 .aj = job->job,
-                                 .op = job->op,
-                                 .t_queued = job->t_queued,
-                                 .deadline = job->deadline};
-            job->job = NULL;
-            job->next = i + 1 < n ? it[i + 1].job : NULL;
-        }
-        w->running += n;
-        w->current[a->index] = it[0].job;
+        bool abandoned = w->current[a->index] != it[0].job; /* while collecting */
         pthread_mutex_unlock(&w->mu);
 
-        run(w, it, n);
+        if (!abandoned)
+            run(w, it, n);
         for (size_t i = 0; i < n; i++)
             api_job_destroy(it[i].aj);
 
         pthread_mutex_lock(&w->mu);
-        bool mine = w->current[a->index] == it[0].job; /* false when abandoned meanwhile */
+        bool mine = !abandoned && w->current[a->index] == it[0].job; /* abandoned meanwhile? */
         w->current[a->index] = NULL;
         pthread_mutex_unlock(&w->mu);
         for (size_t i = 0; i < n; i++) {
