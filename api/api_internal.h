@@ -49,6 +49,8 @@ char *api_floats_write(char *o, const float *v, size_t n);
 #define API_JSON_MAX_DEPTH   64 /* deeper nesting is invalid_json: no request needs more than 8 */
 #define API_JSON_MAX_MEMBERS 64 /* members of the root object recorded by api_json_check */
 
+#define API_JSON_DEPTH_CAP 1024 /* the most api_json_check_depth allows (the check recurses) */
+
 /* A byte range [p, e). For a string it is the raw content between the quotes (escapes kept). */
 typedef struct api_span {
     const char *p, *e;
@@ -73,6 +75,13 @@ typedef struct api_json_root {
  * in messages ("the request body"). Never reads outside s[0, len). */
 int api_json_check(const char *s, size_t len, const char *what, api_json_root *root,
                    api_error *err);
+
+/* The same with a nesting limit of max_depth levels (the root object is level 1; 0 means
+ * API_JSON_MAX_DEPTH, and more than API_JSON_DEPTH_CAP means the cap). Deeper text is 400
+ * invalid_json with a message naming the max_depth limit; the check stops at the limit, so its
+ * recursion (and stack) is bounded by it, whatever the text holds. */
+int api_json_check_depth(const char *s, size_t len, const char *what, size_t max_depth,
+                         api_json_root *root, api_error *err);
 
 /* The functions below navigate text that api_json_check accepted; p points at the first byte
  * of a value (never whitespace). They do not re-check syntax. */

@@ -23,6 +23,8 @@ typedef struct jp {
     const char *s, *p, *e;
     const char *why; /* what is wrong, set at the first error */
     api_json_root *root;
+    size_t max_depth; /* containers may nest this deep (the root object is level 1) */
+    bool too_deep;    /* the first error is the nesting limit */
 } jp;
 
 static bool jp_fail(jp *j, const char *why) {
@@ -221,8 +223,10 @@ static bool jp_string(jp *j) {
 static bool jp_value(jp *j, int depth);
 
 static bool jp_container(jp *j, int depth, bool object) {
-    if (depth >= API_JSON_MAX_DEPTH)
-        return jp_fail(j, "the JSON nests too deeply (at most 64 levels)");
+    if ((size_t)depth >= j->max_depth) {
+        j->too_deep = !j->why;
+        return jp_fail(j, "the JSON nests too deeply");
+    }
     char close = object ? '}' : ']';
     j->p++;
     jp_ws(j);
@@ -294,7 +298,14 @@ static bool jp_value(jp *j, int depth) {
 
 int api_json_check(const char *s, size_t len, const char *what, api_json_root *root,
                    api_error *err) {
-    jp j = {.s = s, .p = s, .e = s + len, .root = root};
+    return api_json_check_depth(s, len, what, API_JSON_MAX_DEPTH, root, err);
+}
+
+int api_json_check_depth(const char *s, size_t len, const char *what, size_t max_depth,
+                         api_json_root *root, api_error *err) {
+    if (max_depth == 0 || max_depth > API_JSON_DEPTH_CAP)
+        max_depth = max_depth ? API_JSON_DEPTH_CAP : API_JSON_MAX_DEPTH;
+    jp j = {.s = s, .p = s, .e = s + len, .root = root, .max_depth = max_depth};
     if (root) {
         root->n = 0;
         root->overflow = false;
@@ -324,6 +335,11 @@ int api_json_check(const char *s, size_t len, const char *what, api_json_root *r
         } else
             col++;
     }
+    if (j.too_deep)
+        return api_fail(err, 400, "invalid_json", NULL,
+                        "%s nests too deeply: more than %zu levels of arrays and objects (the "
+                        "max_depth limit; line %zu, column %zu, byte %zu)",
+                        what, max_depth, line, col, (size_t)(j.p - s));
     return api_fail(err, 400, "invalid_json", NULL,
                     "%s is not valid JSON: %s (line %zu, column %zu, byte %zu)", what, j.why, line,
                     col, (size_t)(j.p - s));

@@ -19,8 +19,11 @@
 #define ARENA_ALIGN 64
 
 api_limits api_limits_default(void) {
-    return (api_limits){
-        .max_job_bytes = (size_t)1 << 30, .max_dim = 65536, .max_heads = 256, .nslots = 1};
+    return (api_limits){.max_job_bytes = (size_t)1 << 30,
+                        .max_dim = 65536,
+                        .max_heads = 256,
+                        .nslots = 1,
+                        .max_depth = API_JSON_MAX_DEPTH};
 }
 
 /* ---- Fields ------------------------------------------------------------------------------- */
@@ -663,7 +666,8 @@ api_job *api_job_parse(api_op op, const char *body, size_t len, const api_regist
     r->lim = lim;
     r->err = err;
     r->names = op == API_OP_SDPA ? sdpa_fields : attention_fields;
-    if (api_json_check(body, len, "the request body", root, err) || map_fields(r, root))
+    if (api_json_check_depth(body, len, "the request body", lim->max_depth, root, err) ||
+        map_fields(r, root))
         goto done;
     if (op == API_OP_SDPA) {
         if (sdpa_inputs(r))

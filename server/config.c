@@ -56,6 +56,7 @@ void srv_config_init(srv_config *cfg) {
     api_limits lim = api_limits_default();
     cfg->max_dim = lim.max_dim;
     cfg->max_heads = lim.max_heads;
+    cfg->max_depth = lim.max_depth;
     cfg->max_queue = 128;
     cfg->max_connections = 1024;
     cfg->request_timeout = 30;
@@ -116,6 +117,8 @@ static const opt OPTS[] = {
      "largest size of any tensor dimension (413 beyond)"},
     {"--max-heads", "ATTND_MAX_HEADS", "N", OPT_COUNT, FIELD(max_heads), 1, 1 << 16, "256",
      "largest number of heads (413 beyond)"},
+    {"--max-depth", "ATTND_MAX_DEPTH", "N", OPT_COUNT, FIELD(max_depth), 1, 1024, "64",
+     "deepest nesting of arrays and objects in a request body (400 beyond; requests need 6)"},
     {"--max-queue", "ATTND_MAX_QUEUE", "N", OPT_COUNT, FIELD(max_queue), 1, 1000000, "128",
      "jobs waiting for a worker; when full, 503 with Retry-After at once"},
     {"--max-connections", "ATTND_MAX_CONNECTIONS", "N", OPT_COUNT, FIELD(max_connections), 1,

@@ -231,6 +231,7 @@ int main(int argc, char **argv) {
     limits.max_job_bytes = cfg.max_job_bytes;
     limits.max_dim = cfg.max_dim;
     limits.max_heads = cfg.max_heads;
+    limits.max_depth = cfg.max_depth;
     limits.nslots = attn_pool_slots(pool);
     if (!(workers = srv_workers_create(cfg.threads, cfg.max_queue, pool, metrics, &err))) {
         fatal(&log, err.msg);
@@ -254,6 +255,7 @@ int main(int argc, char **argv) {
                        SRV_INT("max_queue", cfg.max_queue),
                        SRV_INT("max_connections", cfg.max_connections),
                        SRV_NUM("request_timeout_s", cfg.request_timeout),
+                       SRV_INT("max_depth", cfg.max_depth),
                        SRV_NUM("drain_timeout_s", cfg.drain_timeout),
                        SRV_STR("auth", cfg.api_key_len ? "bearer" : "none"),
                        SRV_STR("cors_origins", cfg.cors_origins[0] ? cfg.cors_origins : NULL)};

@@ -101,6 +101,7 @@ typedef struct srv_config {
     srv_log_format log_format;
     size_t batch_window_us;  /* how long a batch waits for more jobs; 0 = no batching */
     size_t max_batch_tokens; /* query rows (N*L) one batch takes at most */
+    size_t max_depth;        /* deepest nesting of arrays and objects in a body (400 beyond) */
 } srv_config;
 
 /* Fills cfg with the defaults (threads = the cores this process may run on). */

@@ -631,6 +631,8 @@ static size_t run_case_dir(const char *sub, api_op op, const api_registry *model
                     lim.max_dim = v;
                 else if (!strncmp(tok, "max_heads=", 10))
                     lim.max_heads = v;
+                else if (!strncmp(tok, "max_depth=", 10))
+                    lim.max_depth = v;
             } else if (!code[0])
                 snprintf(code, sizeof code, "%s", tok);
             else
