@@ -62,6 +62,7 @@ void srv_config_init(srv_config *cfg) {
     cfg->request_timeout = 30;
     cfg->drain_timeout = 30;
     cfg->idle_timeout = 60;
+    cfg->read_timeout = 30;
     cfg->log_format = SRV_LOG_TEXT;
     cfg->batch_window_us = 200; /* server/workers.c: the measurements behind both */
     cfg->max_batch_tokens = 4096;
@@ -130,6 +131,10 @@ static const opt OPTS[] = {
      "30", "on SIGTERM/SIGINT, how long queued and running jobs may take before they get 503"},
     {"--idle-timeout", "ATTND_IDLE_TIMEOUT", "N", OPT_COUNT, FIELD(idle_timeout), 0, 86400, "60",
      "close a connection idle for N whole seconds (0 = never)"},
+    {"--read-timeout", "ATTND_READ_TIMEOUT", "SEC", OPT_SECONDS, FIELD(read_timeout), 0, 86400,
+     "30",
+     "a request's headers and body must arrive within SEC of the connection's opening or its "
+     "previous reply, else the connection is closed (0 = no limit)"},
     {"--batch-window-us", "ATTND_BATCH_WINDOW_US", "USEC", OPT_COUNT, FIELD(batch_window_us), 0,
      1000000, "200",
      "batch /v1/attention jobs on the same model: wait up to USEC after a job arrives for more "

@@ -12,6 +12,12 @@
  *   REQ_QUEUED  a worker fills r->sj and resumes the connection (under r->mu, so never before
  *               the suspend); the access handler is called again and queues the reply;
  *   REQ_REPLIED nothing more to do; the completion callback logs, counts and lets go.
+ *
+ * The read timeout (--read-timeout): each connection is tracked from its opening (conn_track),
+ * and a request must arrive, headers and body, within the timeout of the connection's opening
+ * or of its previous reply. A connection whose request is late is closed: by on_access when a
+ * late body byte arrives, else by the reaper thread (a client still trickling its headers, or
+ * stalled), since libmicrohttpd's own timeout only closes connections that send nothing.
  */
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -48,6 +54,17 @@
     "connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; "             \
     "form-action 'self'"
 
+/* A connection as the read timeout sees it. Made when libmicrohttpd opens the connection and
+ * freed when it reports it closed, which it does before it closes the socket: so fd is the
+ * connection's own while the record is listed, and the reaper may shut it down. */
+typedef struct conn_track {
+    int fd;
+    double since; /* when its current request could start: the opening or the previous reply */
+    bool reading; /* that request is still arriving (headers or body) */
+    bool cut;     /* the reaper shut it down */
+    struct conn_track *prev, *next;
+} conn_track;
+
 struct srv_http {
     const srv_config *cfg;
     const srv_log *log;
@@ -62,6 +79,12 @@ struct srv_http {
     atomic_uint_fast64_t next_id;
     uint64_t id_salt;
     double start_wall;
+    /* The tracked connections (under conns_mu) and the reaper of late ones. */
+    pthread_mutex_t conns_mu;
+    pthread_cond_t reaper_cv;
+    conn_track *conns;
+    bool reaper_stop, has_reaper;
+    pthread_t reaper;
 };
 
 typedef enum req_state { REQ_NEW = 0, REQ_BODY, REQ_QUEUED, REQ_REPLIED } req_state;
@@ -89,6 +112,8 @@ typedef struct http_req {
     /* headers of the reply being built */
     const char *allow;
     bool www_auth, bad_token, page;
+    conn_track *track; /* the connection's record; NULL when it could not be made */
+    bool late;         /* dropped for --read-timeout while its body arrived */
 } http_req;
 
 /* ---- Small helpers ------------------------------------------------------------------------ */
@@ -187,6 +212,93 @@ static bool is_job_route(srv_route r) {
     return r == SRV_ROUTE_ATTENTION || r == SRV_ROUTE_SDPA;
 }
 
+/* ---- The read timeout --------------------------------------------------------------------- */
+
+/* Marks the request of track as arrived (reading false), or the connection as waiting for its
+ * next request from now (reading true). NULL does nothing. */
+static void track_set(srv_http *h, conn_track *track, bool reading) {
+    if (!track)
+        return;
+    pthread_mutex_lock(&h->conns_mu);
+    track->reading = reading;
+    if (reading)
+        track->since = srv_now();
+    pthread_mutex_unlock(&h->conns_mu);
+}
+
+/* True when the request on track has been arriving for longer than --read-timeout. */
+static bool track_late(const srv_http *h, const conn_track *track) {
+    return track && h->cfg->read_timeout > 0 && srv_now() - track->since > h->cfg->read_timeout;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+    srv_http *h = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        conn_track *c = calloc(1, sizeof *c);
+        if (!c)
+            return; /* untracked: only the idle timeout applies to it */
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        c->fd = ci ? (int)ci->connect_fd : -1;
+        c->since = srv_now();
+        c->reading = true;
+        pthread_mutex_lock(&h->conns_mu);
+        c->next = h->conns;
+        if (h->conns)
+            h->conns->prev = c;
+        h->conns = c;
+        pthread_mutex_unlock(&h->conns_mu);
+        *socket_context = c;
+    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        conn_track *c = *socket_context;
+        if (!c)
+            return;
+        pthread_mutex_lock(&h->conns_mu);
+        if (c->prev)
+            c->prev->next = c->next;
+        else
+            h->conns = c->next;
+        if (c->next)
+            c->next->prev = c->prev;
+        pthread_mutex_unlock(&h->conns_mu);
+        free(c);
+        *socket_context = NULL;
+    }
+}
+
+/* The reaper: a few times per timeout, shuts down every connection whose request is late;
+ * libmicrohttpd then reads the end of the stream and closes it. */
+static void *reaper_main(void *arg) {
+    srv_http *h = arg;
+    double period = h->cfg->read_timeout / 8;
+    period = period < 0.01 ? 0.01 : period > 0.25 ? 0.25 : period;
+    pthread_mutex_lock(&h->conns_mu);
+    while (!h->reaper_stop) {
+        double now = srv_now();
+        size_t cut = 0;
+        for (conn_track *c = h->conns; c; c = c->next)
+            if (c->reading && !c->cut && c->fd >= 0 && now - c->since > h->cfg->read_timeout) {
+                shutdown(c->fd, SHUT_RDWR);
+                c->cut = true;
+                cut++;
+            }
+        if (cut) {
+            srv_kv kv[] = {SRV_INT("connections", cut),
+                           SRV_NUM("read_timeout_s", h->cfg->read_timeout)};
+            srv_log_write(h->log, "warn", "read_timeout", kv, 2);
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        long long ns = ts.tv_nsec + (long long)(period * 1e9);
+        ts.tv_sec += (time_t)(ns / 1000000000);
+        ts.tv_nsec = (long)(ns % 1000000000);
+        pthread_cond_timedwait(&h->reaper_cv, &h->conns_mu, &ts);
+    }
+    pthread_mutex_unlock(&h->conns_mu);
+    return NULL;
+}
+
 /* ---- Request objects ---------------------------------------------------------------------- */
 
 static http_req *req_create(srv_http *h, struct MHD_Connection *conn, const char *url,
@@ -215,6 +327,9 @@ static http_req *req_create(srv_http *h, struct MHD_Connection *conn, const char
     r->is_options = !strcmp(method, MHD_HTTP_METHOD_OPTIONS);
     r->route = route_of(url);
     r->sj.owner = r;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    r->track = ci ? ci->socket_context : NULL;
     set_request_id(h, r);
     return r;
 }
@@ -280,8 +395,13 @@ static enum MHD_Result reply(http_req *r, unsigned status, const char *type, voi
     r->status = status;
     r->bytes_out = len;
     r->state = REQ_REPLIED;
+    track_set(h, r->track, false);
     enum MHD_Result rc = MHD_queue_response(r->conn, status, resp);
     MHD_destroy_response(resp);
+    if (rc != MHD_YES) { /* not sent: the log and metrics must not say it was */
+        r->status = 0;
+        r->bytes_out = 0;
+    }
     return rc;
 }
 
@@ -403,6 +523,7 @@ static enum MHD_Result on_options(srv_http *h, http_req *r) {
     MHD_add_response_header(resp, "Cache-Control", "no-store");
     r->status = 204;
     r->state = REQ_REPLIED;
+    track_set(h, r->track, false);
     enum MHD_Result rc = MHD_queue_response(r->conn, 204, resp);
     MHD_destroy_response(resp);
     return rc;
@@ -498,6 +619,7 @@ static void on_job_done(srv_job *sj) {
 }
 
 static enum MHD_Result on_body_complete(srv_http *h, http_req *r) {
+    track_set(h, r->track, false);
     if (r->body_over)
         return reply_error(r, 413, "body_too_large",
                            "the request body is over the limit of %zu bytes (--max-body-bytes)",
@@ -665,6 +787,12 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
             /* A body far past the cap is not read to its end: drop the connection. */
             if (r->body_over && r->bytes_in - h->cfg->max_body_bytes > DISCARD_SLACK)
                 return MHD_NO;
+            /* A body still arriving past the read timeout: drop the connection (libmicrohttpd
+             * cannot queue a reply before the body has ended). */
+            if (track_late(h, r->track)) {
+                r->late = true;
+                return MHD_NO;
+            }
             return MHD_YES;
         }
         return on_body_complete(h, r);
@@ -721,12 +849,19 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (r->code[0])
         kv[n++] = SRV_STR("code", r->code);
     const char *end = end_name(toe);
+    if (r->track) {
+        pthread_mutex_lock(&h->conns_mu);
+        if (r->track->cut || r->late)
+            end = "read_timeout";
+        pthread_mutex_unlock(&h->conns_mu);
+    }
     if (end)
         kv[n++] = SRV_STR("end", end);
     srv_log_write(h->log, "info", "access", kv, n);
     srv_metrics_request(h->metrics, r->route, r->status, r->bytes_in, r->bytes_out);
     if (r->handed)
         atomic_fetch_sub(&h->outstanding, 1);
+    track_set(h, r->track, true); /* the connection now waits for its next request */
     req_unref(r);
 }
 
@@ -815,6 +950,12 @@ srv_http *srv_http_start(const srv_config *cfg, const srv_log *log, int listen_f
     h->start_wall = (double)tv.tv_sec + (double)tv.tv_usec * 1e-6;
     if (getrandom(&h->id_salt, sizeof h->id_salt, GRND_NONBLOCK) != sizeof h->id_salt)
         h->id_salt = mix64((uint64_t)tv.tv_usec ^ ((uint64_t)getpid() << 32));
+    pthread_mutex_init(&h->conns_mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&h->reaper_cv, &ca);
+    pthread_condattr_destroy(&ca);
 
     /* poll(2), not epoll: with epoll, libmicrohttpd 0.9.75 misses a client's FIN that arrives
      * together with its last bytes (a client that sends and closes at once) and holds the
@@ -825,14 +966,25 @@ srv_http *srv_http_start(const srv_config *cfg, const srv_log *log, int listen_f
         flags, 0, NULL, NULL, on_access, h, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, h,
         MHD_OPTION_LISTEN_SOCKET, (MHD_socket)listen_fd, MHD_OPTION_THREAD_POOL_SIZE,
         (unsigned)cfg->http_threads, MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->idle_timeout,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)MHD_MEMORY, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)cfg->max_connections, MHD_OPTION_END);
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->idle_timeout, MHD_OPTION_NOTIFY_CONNECTION,
+        on_connection, h, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)MHD_MEMORY,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections, MHD_OPTION_END);
     if (!h->daemon) {
         close(listen_fd);
+        pthread_cond_destroy(&h->reaper_cv);
+        pthread_mutex_destroy(&h->conns_mu);
         free(h);
         srv_fail(err, "libmicrohttpd failed to start (see the lines above)");
         return NULL;
+    }
+    if (cfg->read_timeout > 0) {
+        int rc = pthread_create(&h->reaper, NULL, reaper_main, h);
+        if (rc != 0) {
+            srv_http_stop(h);
+            srv_fail(err, "cannot start the read-timeout thread: %s", strerror(rc));
+            return NULL;
+        }
+        h->has_reaper = true;
     }
     return h;
 }
@@ -862,6 +1014,15 @@ bool srv_http_wait_replied(srv_http *h, double deadline) {
 void srv_http_stop(srv_http *h) {
     if (!h)
         return;
-    MHD_stop_daemon(h->daemon);
+    if (h->has_reaper) {
+        pthread_mutex_lock(&h->conns_mu);
+        h->reaper_stop = true;
+        pthread_cond_signal(&h->reaper_cv);
+        pthread_mutex_unlock(&h->conns_mu);
+        pthread_join(h->reaper, NULL);
+    }
+    MHD_stop_daemon(h->daemon); /* reports every connection closed: frees their records */
+    pthread_cond_destroy(&h->reaper_cv);
+    pthread_mutex_destroy(&h->conns_mu);
     free(h);
 }

@@ -256,6 +256,7 @@ int main(int argc, char **argv) {
                        SRV_INT("max_connections", cfg.max_connections),
                        SRV_NUM("request_timeout_s", cfg.request_timeout),
                        SRV_INT("max_depth", cfg.max_depth),
+                       SRV_NUM("read_timeout_s", cfg.read_timeout),
                        SRV_NUM("drain_timeout_s", cfg.drain_timeout),
                        SRV_STR("auth", cfg.api_key_len ? "bearer" : "none"),
                        SRV_STR("cors_origins", cfg.cors_origins[0] ? cfg.cors_origins : NULL)};
