@@ -107,7 +107,8 @@ bench: deps-test
 	$(PY) bench/run_bench.py --bin $(BUILD)/bench/bench_attention --api-bin $(BUILD)/bench/bench_api \
 	  --out $(BUILD)/bench/results.md
 
-FORMATTED := $(wildcard attention/*.[ch] api/*.[ch] server/*.[ch] tests/*.c bench/*.c)
+FORMATTED := $(wildcard attention/*.[ch] api/*.[ch] server/*.[ch] tests/*.c bench/*.c \
+               tests/fuzz/*.[ch] tests/reliability/*.[ch])
 
 check-format:
 	clang-format --dry-run -Werror $(FORMATTED)

@@ -1,0 +1,108 @@
+/* fuzz_request.c - libFuzzer target: request bodies of POST /v1/attention and /v1/sdpa through
+ * api_job_parse, and the jobs it accepts through api_job_run and api_job_respond.
+ *
+ * Input: one byte of options, then the body. Bit 0 of the options picks the endpoint (0
+ * attention, 1 sdpa); bit 1 picks the limits: the roomy ones (1 MiB of job memory, so nothing
+ * big is allocated and a job computes in microseconds) or tight ones (8 KiB, max_dim 8,
+ * max_heads 2, max_depth 5), so that every limit is reached.
+ *
+ * Properties checked on every input:
+ *   - a refusal has status 400, 404 or 413, a code and a message, and its error body is valid
+ *     JSON; never a 500;
+ *   - an accepted job fits max_job_bytes, runs (or overflows float32: 400 numeric_overflow),
+ *     and its 200 body is one valid JSON object (checked with api/'s own validator);
+ *   - the body is read in a buffer of exactly its length: any read past it is an ASan report.
+ *
+ * The registry holds the built-in "demo" (E = 64, H = 4) and "tiny" (E = 4, H = 2, kdim 3,
+ * vdim 2, with biases), so that model requests reach both packed and split projections. */
+#include <string.h>
+
+#include "api.h"
+#include "api_internal.h"
+#include "fuzz.h"
+
+static api_registry *models;
+static api_limits roomy, tight;
+
+/* A model of E = 4, H = 2, kdim 3, vdim 2 with biases and small fixed weights. */
+static api_model *tiny_model(void) {
+    api_error e = {0};
+    api_model *m = api_model_alloc("tiny", "builtin", 4, 2, 3, 2, false, true, true, &e);
+    FUZZ_CHECK(m != NULL, "tiny model: %s", e.message);
+    const attn_mha_params *p = api_model_params(m);
+    float *w[] = {(float *)p->q_proj_weight,   (float *)p->k_proj_weight,
+                  (float *)p->v_proj_weight,   (float *)p->in_proj_bias,
+                  (float *)p->out_proj_weight, (float *)p->out_proj_bias};
+    size_t n[] = {16, 12, 8, 12, 16, 4};
+    for (size_t t = 0; t < sizeof n / sizeof n[0]; t++)
+        for (size_t i = 0; i < n[t]; i++)
+            w[t][i] = (float)((i * 7 + t * 3) % 11) / 11.0f - 0.5f;
+    return m;
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc;
+    (void)argv;
+    api_error e = {0};
+    models = api_registry_create();
+    FUZZ_CHECK(models != NULL, "no registry");
+    FUZZ_CHECK(api_registry_add(models, api_model_demo(&e), &e) == 0, "demo: %s", e.message);
+    FUZZ_CHECK(api_registry_add(models, tiny_model(), &e) == 0, "tiny: %s", e.message);
+    roomy = api_limits_default();
+    roomy.max_job_bytes = (size_t)1 << 20;
+    roomy.max_dim = 4096;
+    roomy.max_heads = 64;
+    tight = roomy;
+    tight.max_job_bytes = (size_t)8 << 10;
+    tight.max_dim = 8;
+    tight.max_heads = 2;
+    tight.max_depth = 5;
+    return 0;
+}
+
+/* The error record of a refusal is complete and its body is valid JSON. */
+static void check_refusal(const api_error *e) {
+    FUZZ_CHECK(e->status == 400 || e->status == 404 || e->status == 413,
+               "refused with status %d (%s: %s)", e->status, e->code, e->message);
+    FUZZ_CHECK(e->code[0] && e->message[0], "refusal without code or message (status %d)",
+               e->status);
+    api_buf b = {0};
+    api_error_body(e, &b);
+    api_error je = {0};
+    FUZZ_CHECK(!b.failed && api_json_check(b.data, b.len, "the error body", NULL, &je) == 0,
+               "error body is not JSON: %s", je.message);
+    api_buf_free(&b);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size < 1)
+        return 0;
+    api_op op = (data[0] & 1) ? API_OP_SDPA : API_OP_ATTENTION;
+    const api_limits *lim = (data[0] & 2) ? &tight : &roomy;
+    char *body = fuzz_copy(data + 1, size - 1);
+    api_error e = {0};
+    api_job *job = api_job_parse(op, body, size - 1, models, lim, &e);
+    if (!job) {
+        check_refusal(&e);
+        free(body);
+        return 0;
+    }
+    FUZZ_CHECK(e.status == 0, "a job and an error (%d %s)", e.status, e.code);
+    FUZZ_CHECK(api_job_bytes(job) <= lim->max_job_bytes, "job of %zu bytes over the cap %zu",
+               api_job_bytes(job), lim->max_job_bytes);
+    if (api_job_run(job, NULL, &e) != 0) {
+        FUZZ_CHECK(e.status == 400 && !strcmp(e.code, "numeric_overflow"),
+                   "run failed with %d %s: %s", e.status, e.code, e.message);
+        check_refusal(&e);
+    } else {
+        api_buf out = {0};
+        FUZZ_CHECK(api_job_respond(job, 1.5, 2.5, &out, &e) == 0, "respond: %s", e.message);
+        api_error je = {0};
+        FUZZ_CHECK(api_json_check(out.data, out.len, "the response", NULL, &je) == 0,
+                   "the response is not JSON: %s", je.message);
+        api_buf_free(&out);
+    }
+    api_job_destroy(job);
+    free(body);
+    return 0;
+}

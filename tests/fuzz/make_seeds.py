@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""make_seeds.py - writes the seed corpora of the fuzz targets from the test cases.
+
+Usage: make_seeds.py --cases tests/api_cases --out DIR
+
+DIR/request/      one input per tests/api_cases/requests/*/*.case: an options byte (bit 0: sdpa,
+                  bit 1: the tight limits; see fuzz_request.c) then the body; 200 cases also once
+                  with the tight limits
+DIR/base64/       the "data" strings of the binary tensors in those cases, and a few edge cases
+DIR/safetensors/  every tests/api_cases/safetensors/*/*/model.safetensors
+DIR/http/         raw HTTP/1.1 requests (see fuzz_http.c: a first byte picks the daemon, bit 0 =
+                  the one with an API key and CORS): each request case with Content-Length and
+                  chunked, the GET routes, preflights, auth, and malformed framing
+
+The corpora are rebuilt from scratch each time; only the cases are kept in git.
+"""
+import argparse
+import os
+import re
+import shutil
+
+
+def read_case(path):
+    with open(path, "rb") as f:
+        raw = f.read()
+    nl = raw.find(b"\n")
+    head, body = raw[:nl].decode(), raw[nl + 1:]
+    return head, body
+
+
+def write(d, name, data):
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def http_post(path, body, key=None, chunks=None, extra=b""):
+    h = b"POST " + path + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+    if key:
+        h += b"Authorization: Bearer " + key + b"\r\n"
+    h += extra
+    if chunks is None:
+        return h + b"Content-Length: %d\r\n\r\n" % len(body) + body
+    out = h + b"Transfer-Encoding: chunked\r\n\r\n"
+    step = max(1, len(body) // chunks)
+    for i in range(0, len(body), step):
+        part = body[i:i + step]
+        out += b"%x\r\n" % len(part) + part + b"\r\n"
+    return out + b"0\r\n\r\n"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cases", required=True)
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+    dirs = {k: os.path.join(a.out, k) for k in ("request", "base64", "safetensors", "http")}
+    for d in dirs.values():
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+
+    b64 = set()
+    n = 0
+    for op, bit in (("attention", 0), ("sdpa", 1)):
+        cdir = os.path.join(a.cases, "requests", op)
+        for name in sorted(os.listdir(cdir)):
+            if not name.endswith(".case"):
+                continue
+            head, body = read_case(os.path.join(cdir, name))
+            stem = f"{op}-{name[:-5]}"
+            write(dirs["request"], stem, bytes([bit]) + body)
+            if head.startswith("200"):
+                write(dirs["request"], stem + "-tight", bytes([bit | 2]) + body)
+            for m in re.finditer(rb'"data"\s*:\s*"([^"]*)"', body):
+                b64.add(m.group(1))
+            if len(body) <= 64 << 10:  # the HTTP target's body cap
+                path = b"/v1/" + op.encode()
+                write(dirs["http"], stem + "-cl", b"\x00" + http_post(path, body))
+                if head.startswith("200"):
+                    write(dirs["http"], stem + "-chunked", b"\x00" + http_post(path, body, chunks=3))
+                    write(dirs["http"], stem + "-key",
+                          b"\x01" + http_post(path, body, key=b"fuzz-key",
+                                              extra=b"Origin: http://allowed.example\r\n"))
+            n += 1
+    for i, s in enumerate(sorted(b64) + [b"", b"AA==", b"AAA=", b"AAAA", b"////", b"A===",
+                                         b"AB==", b"+/+/", b"AAAAAAAAAAAAAAAAAAAAAAAA"]):
+        write(dirs["base64"], f"b64-{i:03d}", s)
+    for kind in ("valid", "invalid"):
+        sdir = os.path.join(a.cases, "safetensors", kind)
+        for name in sorted(os.listdir(sdir)):
+            src = os.path.join(sdir, name, "model.safetensors")
+            if os.path.exists(src):
+                shutil.copy(src, os.path.join(dirs["safetensors"], f"{kind}-{name}"))
+
+    get = b"GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%s\r\n"
+    fixed = {
+        "get-healthz": b"\x00" + get % (b"/healthz", b""),
+        "get-readyz": b"\x00" + get % (b"/readyz", b""),
+        "get-models": b"\x00" + get % (b"/v1/models", b""),
+        "get-metrics": b"\x00" + get % (b"/metrics", b""),
+        "get-root": b"\x00" + get % (b"/", b""),
+        "get-openapi": b"\x00" + get % (b"/openapi.yaml", b""),
+        "get-traversal": b"\x00" + get % (b"/../../etc/passwd", b""),
+        "get-encoded": b"\x00" + get % (b"/%2e%2e/index.html", b""),
+        "head-root": b"\x00" + b"HEAD / HTTP/1.1\r\nHost: x\r\n\r\n",
+        "get-id": b"\x00" + get % (b"/healthz", b"X-Request-Id: abc-123\r\n"),
+        "get-keepalive": b"\x00" + (get % (b"/healthz", b"")) * 3,
+        "get-http10": b"\x00" + b"GET /healthz HTTP/1.0\r\n\r\n",
+        "get-key-none": b"\x01" + get % (b"/v1/models", b""),
+        "get-key-wrong": b"\x01" + get % (b"/v1/models", b"Authorization: Bearer nope\r\n"),
+        "get-key-right": b"\x01" + get % (b"/v1/models", b"Authorization: Bearer fuzz-key\r\n"),
+        "get-key-basic": b"\x01" + get % (b"/v1/models", b"Authorization: Basic Zm9vOmJhcg==\r\n"),
+        "options-plain": b"\x00" + b"OPTIONS /v1/sdpa HTTP/1.1\r\nHost: x\r\n\r\n",
+        "options-preflight": b"\x01" + b"OPTIONS /v1/sdpa HTTP/1.1\r\nHost: x\r\nOrigin: "
+                             b"http://allowed.example\r\nAccess-Control-Request-Method: POST\r\n\r\n",
+        "options-preflight-bad": b"\x01" + b"OPTIONS /v1/sdpa HTTP/1.1\r\nHost: x\r\nOrigin: "
+                                 b"http://evil.example\r\nAccess-Control-Request-Method: PUT\r\n\r\n",
+        "delete": b"\x00" + b"DELETE /v1/models HTTP/1.1\r\nHost: x\r\n\r\n",
+        "post-empty": b"\x00" + http_post(b"/v1/sdpa", b""),
+        "post-cl-zero-chunked": b"\x00" + http_post(b"/v1/sdpa", b"", chunks=1),
+        "post-text": b"\x00" + b"POST /v1/sdpa HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain"
+                     b"\r\nContent-Length: 2\r\n\r\n{}",
+        "post-short-body": b"\x00" + b"POST /v1/sdpa HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                           b"application/json\r\nContent-Length: 1000\r\n\r\n{\"q\": [[1",
+        "post-huge-cl": b"\x00" + b"POST /v1/sdpa HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                        b"application/json\r\nContent-Length: 99999999999\r\n\r\n{}",
+        "post-bad-cl": b"\x00" + b"POST /v1/sdpa HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                       b"application/json\r\nContent-Length: 12x\r\n\r\n{}",
+        "post-bad-chunk": b"\x00" + b"POST /v1/sdpa HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                          b"application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0"
+                          b"\r\n\r\n",
+        "post-expect": b"\x00" + http_post(b"/v1/sdpa", b'{"q": [[1]], "k": [[1]], "v": [[2]]}',
+                                           extra=b"Expect: 100-continue\r\n"),
+        "post-pipelined": b"\x00" + http_post(b"/v1/sdpa", b'{"q": [[1]], "k": [[1]], "v": [[2]]}')
+                          + get % (b"/healthz", b""),
+        "garbage": b"\x00" + b"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03",
+    }
+    for name, data in fixed.items():
+        write(dirs["http"], name, data)
+    counts = {k: len(os.listdir(d)) for k, d in dirs.items()}
+    print(f"make_seeds: {n} request cases; " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+
+
+if __name__ == "__main__":
+    main()
