@@ -81,7 +81,8 @@ run: deps-build
 	$(BUILD)/attnd
 
 test: deps-test
-	$(MAKE) --no-print-directory test-core test-api test-server test-web test-deploy
+	$(MAKE) --no-print-directory test-core test-api test-server test-web test-deploy \
+	  test-reliability
 
 test-core: $(BUILD)/tests/test_attention $(BUILD)/tests/oracle_run
 	$(BUILD)/tests/test_attention

@@ -1,0 +1,1092 @@
+/* test_reliability.c - attnd under hostile and faulty clients: every limit answered with its
+ * status and a message naming it, bodies that stop mid-way, clients that vanish before the
+ * reply, slow clients (idle, trickling headers, trickling bodies), SIGPIPE, and the daemon's
+ * memory over 20 000 mixed good and bad requests.
+ *
+ * Starts build/attnd itself on 127.0.0.1:0 for each scenario (like tests/test_server.c) and
+ * talks to it with libcurl and with raw sockets where a client must misbehave. Every wait is
+ * bounded; every scenario ends with the daemon answering /healthz and exiting 0 on SIGTERM.
+ *
+ * Usage: test_reliability --attnd build/attnd --work DIR [--only NAME] [--time-scale F]
+ *   NAME is one of limits, faults, slow, rss; --time-scale multiplies every time bound (for a
+ *   daemon under valgrind, where rss is meaningless and skipped). Prints one line per failed
+ *   check and "N passed, N failed"; exits 1 on any failure.
+ *
+ * RSS bound: after a warm-up of 2 000 requests, the daemon's VmRSS may grow by at most
+ * RSS_GROWTH_MAX over the next 20 000 (a leak of 100 bytes per request would be 2 MB; one of
+ * a small job's arenas per request would be tens of MB). */
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RSS_GROWTH_MAX (4 << 20) /* bytes */
+#define RSS_WARMUP     2000
+#define RSS_REQUESTS   20000
+#define RSS_THREADS    4
+#define SLOWLORIS      200 /* connections trickling headers */
+
+typedef struct settings {
+    const char *attnd, *work, *only;
+    double scale; /* every time bound is multiplied by it */
+} settings;
+
+static settings cfg = {.scale = 1.0};
+
+/* ---- Checks ------------------------------------------------------------------------------- */
+
+static atomic_int passed, failed;
+
+static bool check(bool ok, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static bool check(bool ok, int line, const char *fmt, ...) {
+    if (ok) {
+        atomic_fetch_add(&passed, 1);
+        return true;
+    }
+    atomic_fetch_add(&failed, 1);
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "FAIL test_reliability.c:%d: %s\n", line, msg);
+    return false;
+}
+
+#define CHECK(cond, ...) check((cond), __LINE__, __VA_ARGS__)
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void sleep_s(double s) {
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+/* ---- Text --------------------------------------------------------------------------------- */
+
+/* A growable string. */
+typedef struct str {
+    char *p;
+    size_t n, cap;
+} str;
+
+static void str_add(str *s, const char *b, size_t n) {
+    if (s->n + n + 1 > s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 256;
+        while (cap < s->n + n + 1)
+            cap *= 2;
+        char *p = realloc(s->p, cap);
+        if (!p)
+            abort(); /* a test helper: out of memory ends the test */
+        s->p = p;
+        s->cap = cap;
+    }
+    memcpy(s->p + s->n, b, n);
+    s->n += n;
+    s->p[s->n] = '\0';
+}
+
+static void str_cat(str *s, const char *text) {
+    str_add(s, text, strlen(text));
+}
+
+static void str_printf(str *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void str_printf(str *s, const char *fmt, ...) {
+    char buf[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        str_add(s, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+}
+
+static void str_repeat(str *s, const char *piece, size_t times) {
+    for (size_t i = 0; i < times; i++)
+        str_add(s, piece, strlen(piece));
+}
+
+static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/* Appends the base64 of n float32 values (x[i] = (i % 7) / 7) to s. */
+static void str_b64_floats(str *s, size_t n) {
+    unsigned char *b = malloc(n * 4 + 3);
+    for (size_t i = 0; i < n; i++) {
+        float f = (float)(i % 7) / 7.0f;
+        memcpy(b + 4 * i, &f, 4);
+    }
+    size_t len = n * 4;
+    for (size_t i = 0; i < len; i += 3) {
+        uint32_t v = (uint32_t)b[i] << 16 | (i + 1 < len ? (uint32_t)b[i + 1] << 8 : 0) |
+                     (i + 2 < len ? b[i + 2] : 0);
+        char q[4] = {B64[v >> 18], B64[(v >> 12) & 63], i + 1 < len ? B64[(v >> 6) & 63] : '=',
+                     i + 2 < len ? B64[v & 63] : '='};
+        str_add(s, q, 4);
+    }
+    free(b);
+}
+
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return calloc(1, 1);
+    str s = {0};
+    char buf[65536];
+    size_t k;
+    while ((k = fread(buf, 1, sizeof buf, f)) > 0)
+        str_add(&s, buf, k);
+    fclose(f);
+    return s.p ? s.p : calloc(1, 1);
+}
+
+static size_t count_lines_with(const char *text, const char *a, const char *b) {
+    size_t n = 0;
+    for (const char *p = text; p && *p;) {
+        const char *eol = strchr(p, '\n');
+        size_t len = eol ? (size_t)(eol - p) : strlen(p);
+        char *line = strndup(p, len);
+        if (strstr(line, a) && (!b || strstr(line, b)))
+            n++;
+        free(line);
+        p = eol ? eol + 1 : NULL;
+    }
+    return n;
+}
+
+/* ---- The daemon --------------------------------------------------------------------------- */
+
+typedef struct attnd {
+    pid_t pid;
+    int port;
+    char log[700];
+} attnd;
+
+/* Starts attnd on 127.0.0.1:0 with extra args (NULL-terminated), stderr to WORK/NAME.log; waits
+ * for its port and /readyz. ATTND_* variables of our environment are dropped (not the BLAS
+ * ones). */
+static bool attnd_start(attnd *d, const char *name, const char *const *extra) {
+    memset(d, 0, sizeof *d);
+    snprintf(d->log, sizeof d->log, "%s/%s.log", cfg.work, name);
+    unlink(d->log);
+    d->pid = fork();
+    if (d->pid == 0) {
+        int fd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+            dup2(fd, 2);
+            dup2(fd, 1);
+            close(fd);
+        }
+        extern char **environ;
+        for (char **e = environ; *e;) {
+            if (!strncmp(*e, "ATTND_", 6) && strncmp(*e, "ATTND_BLAS_", 11)) {
+                char var[128];
+                snprintf(var, sizeof var, "%.*s", (int)strcspn(*e, "="), *e);
+                unsetenv(var);
+                e = environ;
+            } else {
+                e++;
+            }
+        }
+        const char *argv[64] = {cfg.attnd, "--listen", "127.0.0.1:0"};
+        int n = 3;
+        for (int i = 0; extra && extra[i] && n < 63; i++)
+            argv[n++] = extra[i];
+        argv[n] = NULL;
+        execv(cfg.attnd, (char *const *)argv);
+        _exit(127);
+    }
+    double t0 = now(), limit = 20 * cfg.scale;
+    while (now() - t0 < limit && !d->port) {
+        char *log = slurp(d->log);
+        const char *p = strstr(log, " listening ");
+        const char *q = p ? strstr(p, "port=") : NULL;
+        if (q && strchr(q, '\n'))
+            d->port = atoi(q + 5);
+        free(log);
+        int st;
+        if (!d->port && waitpid(d->pid, &st, WNOHANG) == d->pid) {
+            d->pid = 0;
+            return CHECK(false, "%s: attnd exited at start; see %s", name, d->log);
+        }
+        sleep_s(0.01);
+    }
+    if (!CHECK(d->port > 0, "%s: no port in the log within %.0f s", name, limit)) {
+        kill(d->pid, SIGKILL);
+        waitpid(d->pid, NULL, 0);
+        d->pid = 0;
+        return false;
+    }
+    return true;
+}
+
+/* SIGTERM and the exit status (-1 after a timeout, then SIGKILL). */
+static int attnd_stop(attnd *d) {
+    if (d->pid <= 0)
+        return -1;
+    kill(d->pid, SIGTERM);
+    double t0 = now();
+    while (now() - t0 < 60 * cfg.scale) {
+        int st;
+        if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
+            d->pid = 0;
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        }
+        sleep_s(0.01);
+    }
+    kill(d->pid, SIGKILL);
+    waitpid(d->pid, NULL, 0);
+    d->pid = 0;
+    return -1;
+}
+
+static bool alive(const attnd *d) {
+    int st;
+    return d->pid > 0 && waitpid(d->pid, &st, WNOHANG) == 0;
+}
+
+/* The daemon's resident set in bytes, from /proc; 0 when unknown. */
+static size_t rss_bytes(const attnd *d) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)d->pid);
+    char *s = slurp(path);
+    const char *p = strstr(s, "VmRSS:");
+    size_t kb = p ? (size_t)strtoull(p + 6, NULL, 10) : 0;
+    free(s);
+    return kb * 1024;
+}
+
+/* ---- HTTP with libcurl -------------------------------------------------------------------- */
+
+typedef struct reply {
+    long status;
+    str body, hdr;
+    CURLcode rc;
+    double secs;
+} reply;
+
+static void reply_free(reply *r) {
+    free(r->body.p);
+    free(r->hdr.p);
+    memset(r, 0, sizeof *r);
+}
+
+static size_t on_data(char *p, size_t size, size_t n, void *ud) {
+    str_add(ud, p, size * n);
+    return size * n;
+}
+
+/* Sends method path (with body and extra header lines, may be NULL) on handle c (NULL: a new
+ * one). False on a transport error. */
+static bool http(CURL *c, int port, const char *method, const char *path, const char *body,
+                 size_t len, const char *const *hdrs, reply *r) {
+    memset(r, 0, sizeof *r);
+    CURL *own = c ? NULL : curl_easy_init();
+    CURL *h = c ? c : own;
+    char url[512];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
+    curl_easy_reset(h);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(30000 * cfg.scale));
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &r->body);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_data);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, &r->hdr);
+    struct curl_slist *hl = curl_slist_append(NULL, "Expect:");
+    if (body)
+        hl = curl_slist_append(hl, "Content-Type: application/json");
+    for (int i = 0; hdrs && hdrs[i]; i++)
+        hl = curl_slist_append(hl, hdrs[i]);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
+    if (body) {
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(len ? len : strlen(body)));
+    }
+    if (method)
+        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    double t0 = now();
+    r->rc = curl_easy_perform(h);
+    r->secs = now() - t0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
+    curl_slist_free_all(hl);
+    if (own)
+        curl_easy_cleanup(own);
+    if (!r->body.p)
+        str_add(&r->body, "", 0);
+    if (!r->hdr.p)
+        str_add(&r->hdr, "", 0);
+    return r->rc == CURLE_OK;
+}
+
+static bool post(CURL *c, int port, const char *path, const char *body, size_t len, reply *r) {
+    return http(c, port, NULL, path, body, len, NULL, r);
+}
+
+static bool healthy(const attnd *d) {
+    reply r;
+    bool ok = http(NULL, d->port, NULL, "/healthz", NULL, 0, NULL, &r) && r.status == 200;
+    reply_free(&r);
+    return ok && alive(d);
+}
+
+/* A counter or gauge sample from /metrics ("name" or "name{labels}"), or -1. */
+static double metric(int port, const char *sample) {
+    reply r;
+    double v = -1;
+    if (http(NULL, port, NULL, "/metrics", NULL, 0, NULL, &r) && r.status == 200) {
+        size_t n = strlen(sample);
+        for (const char *p = r.body.p; (p = strstr(p, sample)) != NULL; p += n)
+            if ((p == r.body.p || p[-1] == '\n') && p[n] == ' ') {
+                v = atof(p + n + 1);
+                break;
+            }
+    }
+    reply_free(&r);
+    return v;
+}
+
+/* Checks an error reply: status, code, and (when given) text the message must hold. */
+static void check_error(const reply *r, long status, const char *code, const char *needle,
+                        const char *what) {
+    CHECK(r->rc == CURLE_OK, "%s: transport error %s", what, curl_easy_strerror(r->rc));
+    char want[64];
+    snprintf(want, sizeof want, "\"code\":\"%s\"", code);
+    CHECK(r->status == status && strstr(r->body.p, want),
+          "%s: %ld %.300s; expected %ld with code %s", what, r->status, r->body.p, status, code);
+    if (needle)
+        CHECK(strstr(r->body.p, needle) != NULL, "%s: the message should name %s: %.300s", what,
+              needle, r->body.p);
+}
+
+/* ---- Raw sockets -------------------------------------------------------------------------- */
+
+static int tcp_connect(int port) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static bool send_all(int fd, const void *p, size_t n) {
+    const char *b = p;
+    while (n > 0) {
+        ssize_t w = send(fd, b, n, MSG_NOSIGNAL);
+        if (w <= 0)
+            return false;
+        b += w;
+        n -= (size_t)w;
+    }
+    return true;
+}
+
+/* Reads until the peer closes (true) or secs pass (false); what came is appended to out (may be
+ * NULL). A reset counts as closed. */
+static bool read_to_end(int fd, double secs, str *out) {
+    double t0 = now();
+    char buf[65536];
+    for (;;) {
+        double left = secs - (now() - t0);
+        if (left <= 0)
+            return false;
+        struct pollfd p = {fd, POLLIN, 0};
+        int rc = poll(&p, 1, (int)(left * 1000) + 1);
+        if (rc == 0)
+            continue;
+        if (rc < 0)
+            return false;
+        ssize_t r = recv(fd, buf, sizeof buf, 0);
+        if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR))
+            return true;
+        if (r > 0 && out)
+            str_add(out, buf, (size_t)r);
+    }
+}
+
+/* Closes fd with a reset (no FIN): a client that vanishes. */
+static void close_reset(int fd) {
+    struct linger lg = {1, 0};
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+    close(fd);
+}
+
+static void post_head(str *s, const char *path, size_t len) {
+    str_printf(s,
+               "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+               "Connection: close\r\nContent-Length: %zu\r\n\r\n",
+               path, len);
+}
+
+/* ---- Bodies ------------------------------------------------------------------------------- */
+
+static const char *const SDPA_SMALL = "{\"q\": [[1, 0], [0, 1]], \"k\": [[1, 0], [0, 1]], "
+                                      "\"v\": [[1, 2], [3, 4]], \"need_weights\": true}";
+
+/* W1 of the benchmarks: the demo model (E = 64, H = 4), L = 16, per-head weights, in JSON. */
+static char *w1_body(void) {
+    str s = {0};
+    str_cat(&s, "{\"query\": [");
+    for (int i = 0; i < 16; i++) {
+        str_cat(&s, i ? ",[" : "[");
+        for (int j = 0; j < 64; j++)
+            str_printf(&s, "%s%.3f", j ? "," : "", (double)((i * 7 + j) % 5) / 5.0 - 0.4);
+        str_cat(&s, "]");
+    }
+    str_cat(&s, "], \"need_weights\": \"per_head\"}");
+    return s.p;
+}
+
+/* Self-attention of identity projections, H = 1, E = 64, on L tokens, in base64: a job that
+ * computes for a while (tens of ms at L = 1024). */
+static char *slow_body(size_t L) {
+    str s = {0};
+    str_printf(&s, "{\"query\": {\"dtype\": \"float32\", \"shape\": [%zu, 64], \"data\": \"", L);
+    str_b64_floats(&s, L * 64);
+    str_cat(&s, "\"}, \"params\": {\"init\": \"identity\", \"num_heads\": 1}}");
+    return s.p;
+}
+
+/* ---- limits ------------------------------------------------------------------------------- */
+
+static void test_limits(void) {
+    attnd d;
+    const char *args[] = {"--threads",
+                          "1",
+                          "--pool-threads",
+                          "0",
+                          "--max-body-bytes",
+                          "1M",
+                          "--max-job-bytes",
+                          "4M",
+                          "--max-dim",
+                          "1024",
+                          "--max-heads",
+                          "8",
+                          "--max-depth",
+                          "32",
+                          "--read-timeout",
+                          "5",
+                          NULL};
+    if (!attnd_start(&d, "limits", args))
+        return;
+    reply r;
+    str s = {0};
+
+    /* Nesting: 100 000 deep, arrays and objects; and a request at the limit passes. */
+    str_cat(&s, "{\"q\": ");
+    str_repeat(&s, "[", 100000);
+    str_repeat(&s, "]", 100000);
+    str_cat(&s, "}");
+    post(NULL, d.port, "/v1/sdpa", s.p, s.n, &r);
+    check_error(&r, 400, "invalid_json", "max_depth", "100000-deep arrays");
+    reply_free(&r);
+    s.n = 0;
+    str_cat(&s, "{\"q\": ");
+    str_repeat(&s, "{\"a\": ", 100000);
+    str_cat(&s, "1");
+    str_repeat(&s, "}", 100000);
+    str_cat(&s, "}");
+    post(NULL, d.port, "/v1/attention", s.p, s.n, &r);
+    check_error(&r, 400, "invalid_json", "max_depth", "100000-deep objects");
+    reply_free(&r);
+    s.n = 0;
+    str_cat(&s, "{\"q\": ");
+    str_repeat(&s, "[", 33);
+    str_repeat(&s, "]", 33);
+    str_cat(&s, "}");
+    post(NULL, d.port, "/v1/sdpa", s.p, s.n, &r);
+    check_error(&r, 400, "invalid_json", "32 levels", "33 levels under --max-depth 32");
+    reply_free(&r);
+    CHECK(healthy(&d), "the daemon after deep nesting");
+
+    /* Base64 data shorter, longer, or not base64 at all. */
+    static const struct {
+        const char *data, *needle, *what;
+    } b64[] = {
+        {"AACAPwAAgD8=", "decodes to 8 bytes", "base64 shorter than its shape"},
+        {"AACAPwAAgD8AAIA/AACAPwAAgD8AAIA/", "decodes to 24 bytes", "base64 longer than its shape"},
+        {"AACAPwAAgD8AAIA/AACAP", "multiple of 4", "base64 of a bad length"},
+        {"AACAPwAAgD8AAIA/AACA*w==", "not valid base64", "base64 with a bad character"},
+    };
+    for (size_t i = 0; i < sizeof b64 / sizeof b64[0]; i++) {
+        s.n = 0;
+        str_printf(&s,
+                   "{\"q\": {\"dtype\": \"float32\", \"shape\": [2, 2], \"data\": \"%s\"}, "
+                   "\"k\": [[1, 0], [0, 1]], \"v\": [[1, 0], [0, 1]]}",
+                   b64[i].data);
+        post(NULL, d.port, "/v1/sdpa", s.p, s.n, &r);
+        check_error(&r, 400, "invalid_field", b64[i].needle, b64[i].what);
+        CHECK(strstr(r.body.p, "\"field\":\"q.data\"") != NULL, "%s: field %.200s", b64[i].what,
+              r.body.p);
+        reply_free(&r);
+    }
+
+    /* Dimensions, heads, job memory, rank. */
+    s.n = 0;
+    str_cat(&s, "{\"q\": [");
+    for (int i = 0; i < 1100; i++)
+        str_cat(&s, i ? ",[1]" : "[1]");
+    str_cat(&s, "], \"k\": [[1]], \"v\": [[1]]}");
+    post(NULL, d.port, "/v1/sdpa", s.p, s.n, &r);
+    check_error(&r, 413, "job_too_large", "max_dim", "1100 rows under --max-dim 1024");
+    reply_free(&r);
+    post(NULL, d.port, "/v1/attention",
+         "{\"query\": [[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16]], \"params\": {\"init\": "
+         "\"identity\", \"num_heads\": 16}}",
+         0, &r);
+    check_error(&r, 413, "job_too_large", "max_heads", "16 heads under --max-heads 8");
+    reply_free(&r);
+    /* Job memory: 500 x 500 weights (1 MB) fit --max-job-bytes 4M; 1024 x 1024 (4 MiB) do
+     * not. */
+    for (int big = 0; big < 2; big++) {
+        size_t n = big ? 1024 : 500;
+        s.n = 0;
+        const char *names[3] = {"q", "k", "v"};
+        for (int t = 0; t < 3; t++) {
+            str_printf(&s, "%s\"%s\": {\"dtype\": \"float32\", \"shape\": [%zu, 2], \"data\": \"",
+                       t ? "\"}, " : "{", names[t], n);
+            str_b64_floats(&s, 2 * n);
+        }
+        str_cat(&s, "\"}, \"need_weights\": true, \"encoding\": \"base64\"}");
+        post(NULL, d.port, "/v1/sdpa", s.p, s.n, &r);
+        if (big)
+            check_error(&r, 413, "job_too_large", "max_job_bytes",
+                        "1024 x 1024 weights over --max-job-bytes 4M");
+        else
+            CHECK(r.status == 200, "500 x 500 weights under --max-job-bytes 4M: %ld %.200s",
+                  r.status, r.body.p);
+        reply_free(&r);
+    }
+    post(NULL, d.port, "/v1/sdpa", "{\"q\": [[[[[1]]]]], \"k\": [[[[[1]]]]], \"v\": [[[[[1]]]]]}",
+         0, &r);
+    check_error(&r, 400, "invalid_field", "dimensions", "q of rank 5 (the API takes 2 to 4)");
+    reply_free(&r);
+
+    /* Bodies: announced over the cap (refused before a byte is sent), streamed over it in
+     * chunks, and one that stops mid-way (full close, then half close). */
+    {
+        int fd = tcp_connect(d.port);
+        str q = {0};
+        post_head(&q, "/v1/sdpa", (size_t)2 << 20);
+        double t0 = now();
+        send_all(fd, q.p, q.n);
+        str out = {0};
+        bool closed = read_to_end(fd, 5 * cfg.scale, &out);
+        CHECK(closed && out.p && strstr(out.p, " 413 ") && strstr(out.p, "max-body-bytes"),
+              "Content-Length 2 MiB over --max-body-bytes 1M: %.200s", out.p ? out.p : "nothing");
+        CHECK(now() - t0 < 2 * cfg.scale, "the 413 took %.2f s without a body byte sent",
+              now() - t0);
+        close(fd);
+        free(q.p);
+        free(out.p);
+    }
+    {
+        int fd = tcp_connect(d.port);
+        str q = {0};
+        str_cat(&q, "POST /v1/sdpa HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                    "Connection: close\r\nTransfer-Encoding: chunked\r\n\r\n");
+        send_all(fd, q.p, q.n);
+        char chunk[8200];
+        int n = snprintf(chunk, sizeof chunk, "%x\r\n", 8192);
+        memset(chunk + n, ' ', 8192);
+        memcpy(chunk + n + 8192, "\r\n", 2);
+        for (int i = 0; i < 160 && send_all(fd, chunk, (size_t)n + 8194); i++)
+            ; /* 1.25 MiB, or until the server stops reading */
+        send_all(fd, "0\r\n\r\n", 5);
+        str out = {0};
+        read_to_end(fd, 5 * cfg.scale, &out);
+        CHECK(out.p && strstr(out.p, " 413 ") && strstr(out.p, "body_too_large"),
+              "a chunked body over --max-body-bytes: %.200s", out.p ? out.p : "nothing");
+        close(fd);
+        free(q.p);
+        free(out.p);
+    }
+    /* Content-Length 1000, 10 bytes, gone; then ten times the same ending with a FIN in the
+     * same segment as the last bytes (TCP_CORK), which the server must see at once (on epoll
+     * it held such connections until the idle timeout). */
+    double worst_fin = 0;
+    for (int i = 0; i < 11; i++) {
+        int fd = tcp_connect(d.port);
+        int one = 1;
+        if (i > 0)
+            setsockopt(fd, IPPROTO_TCP, TCP_CORK, &one, sizeof one);
+        str q = {0};
+        post_head(&q, "/v1/sdpa", 1000);
+        str_cat(&q, "{\"q\": [[1,");
+        send_all(fd, q.p, q.n);
+        if (i == 0) {
+            sleep_s(0.05);
+            close(fd);
+        } else {
+            double t0 = now();
+            shutdown(fd, SHUT_WR);
+            read_to_end(fd, 3 * cfg.scale, NULL);
+            worst_fin = now() - t0 > worst_fin ? now() - t0 : worst_fin;
+            close(fd);
+        }
+        free(q.p);
+    }
+    CHECK(worst_fin < 1.0 * cfg.scale,
+          "a body that stops mid-way with a FIN: the server took %.2f s to close (at once "
+          "expected)",
+          worst_fin);
+    CHECK(healthy(&d), "the daemon after bodies that stop mid-way");
+    sleep_s(0.2 * cfg.scale);
+    char *log = slurp(d.log);
+    CHECK(count_lines_with(log, "bytes_in=10 ", "status=0") == 11,
+          "the 11 cut bodies should be logged with status 0 and 10 bytes in");
+    free(log);
+
+    /* Headers over libmicrohttpd's 128 KiB connection memory. */
+    {
+        int fd = tcp_connect(d.port);
+        str q = {0};
+        str_cat(&q, "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ");
+        str_repeat(&q, "a", 200000);
+        str_cat(&q, "\r\n\r\n");
+        send_all(fd, q.p, q.n);
+        str out = {0};
+        read_to_end(fd, 5 * cfg.scale, &out);
+        CHECK(out.p && (strstr(out.p, " 431 ") || strstr(out.p, " 413 ") || strstr(out.p, " 400 ")),
+              "200 kB of headers: %.100s", out.p ? out.p : "nothing");
+        close(fd);
+        free(q.p);
+        free(out.p);
+    }
+    CHECK(healthy(&d), "the daemon after huge headers");
+    free(s.p);
+    CHECK(attnd_stop(&d) == 0, "limits daemon: exit status after SIGTERM");
+}
+
+/* ---- faults ------------------------------------------------------------------------------- */
+
+static void test_faults(void) {
+    attnd d;
+    const char *args[] = {"--threads", "1", "--pool-threads", "0", "--max-body-bytes", "8M", NULL};
+    if (!attnd_start(&d, "faults", args))
+        return;
+    reply r;
+
+    /* SIGPIPE is ignored (signal 13: bit 12 of SigIgn). */
+    {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d/status", (int)d.pid);
+        char *st = slurp(path);
+        const char *p = strstr(st, "SigIgn:");
+        unsigned long long ign = p ? strtoull(p + 7, NULL, 16) : 0;
+        CHECK(ign & (1ull << (SIGPIPE - 1)), "SIGPIPE is not ignored (SigIgn %llx)", ign);
+        free(st);
+    }
+
+    /* 50 clients vanish mid-upload: half with a FIN, half with a reset. */
+    char *slow = slow_body(1024);
+    size_t slow_len = strlen(slow);
+    for (int i = 0; i < 50; i++) {
+        int fd = tcp_connect(d.port);
+        str q = {0};
+        post_head(&q, "/v1/attention", slow_len);
+        str_add(&q, slow, slow_len / 2);
+        send_all(fd, q.p, q.n);
+        sleep_s(0.002);
+        if (i % 2)
+            close(fd);
+        else
+            close_reset(fd);
+        free(q.p);
+    }
+    CHECK(healthy(&d), "the daemon after 50 clients vanished mid-upload");
+
+    /* 20 clients send a whole job and vanish before the reply: each job still runs, is counted,
+     * and its reply goes nowhere. */
+    double before = metric(d.port, "attnd_job_compute_seconds_count{op=\"attention\"}");
+    for (int i = 0; i < 20; i++) {
+        int fd = tcp_connect(d.port);
+        str q = {0};
+        post_head(&q, "/v1/attention", slow_len);
+        str_add(&q, slow, slow_len);
+        send_all(fd, q.p, q.n);
+        if (i % 2) {
+            close(fd);
+        } else {
+            sleep_s(0.05 * cfg.scale); /* a reset may drop what the server has not read yet */
+            close_reset(fd);
+        }
+        free(q.p);
+    }
+    double t0 = now(), after = before;
+    while (now() - t0 < 30 * cfg.scale && after < before + 20) {
+        after = metric(d.port, "attnd_job_compute_seconds_count{op=\"attention\"}");
+        sleep_s(0.05);
+    }
+    CHECK(after == before + 20, "20 jobs whose clients vanished: %g computed, expected 20",
+          after - before);
+    CHECK(healthy(&d), "the daemon after 20 clients vanished before their reply");
+
+    /* Clients that vanish while a large reply is being written: EPIPE/ECONNRESET, no signal. */
+    {
+        str big = {0};
+        str_cat(&big, "{\"q\": {\"dtype\": \"float32\", \"shape\": [700, 2], \"data\": \"");
+        str_b64_floats(&big, 1400);
+        str_cat(&big, "\"}, \"k\": {\"dtype\": \"float32\", \"shape\": [700, 2], \"data\": \"");
+        str_b64_floats(&big, 1400);
+        str_cat(&big, "\"}, \"v\": {\"dtype\": \"float32\", \"shape\": [700, 2], \"data\": \"");
+        str_b64_floats(&big, 1400);
+        str_cat(&big, "\"}, \"need_weights\": true}");
+        for (int i = 0; i < 5; i++) {
+            int fd = tcp_connect(d.port);
+            str q = {0};
+            post_head(&q, "/v1/sdpa", big.n);
+            str_add(&q, big.p, big.n);
+            send_all(fd, q.p, q.n);
+            char buf[256];
+            struct pollfd p = {fd, POLLIN, 0};
+            poll(&p, 1, (int)(10000 * cfg.scale));
+            CHECK(recv(fd, buf, sizeof buf, 0) > 0, "no start of the big reply");
+            close_reset(fd);
+            free(q.p);
+        }
+        free(big.p);
+    }
+    sleep_s(0.3 * cfg.scale);
+    CHECK(healthy(&d), "the daemon after clients vanished mid-reply (SIGPIPE)");
+    /* Each is logged once, whole body in: status 200 when the reply was queued before the
+     * vanishing was noticed, else 0 with end=error; either way the job ran (counted above). */
+    char *log = slurp(d.log), full[64];
+    snprintf(full, sizeof full, "bytes_in=%zu ", slow_len);
+    size_t logged = count_lines_with(log, "path=/v1/attention", full);
+    CHECK(logged == 20, "%zu access lines for the 20 clients that vanished before the reply",
+          logged);
+    free(log);
+    free(slow);
+
+    /* Still correct afterwards. */
+    post(NULL, d.port, "/v1/sdpa", SDPA_SMALL, 0, &r);
+    CHECK(r.status == 200 && strstr(r.body.p, "\"output\""), "a job after the faults: %ld %.200s",
+          r.status, r.body.p);
+    reply_free(&r);
+    CHECK(attnd_stop(&d) == 0, "faults daemon: exit status after SIGTERM");
+}
+
+/* ---- slow clients ------------------------------------------------------------------------- */
+
+static void test_slow(void) {
+    attnd d;
+    const char *args[] = {
+        "--threads", "1", "--pool-threads", "0", "--idle-timeout", "1", "--read-timeout",
+        "2",         NULL};
+    if (!attnd_start(&d, "slow", args))
+        return;
+    /* One idle connection, and SLOWLORIS connections sending a header byte every 100 ms. */
+    int idle = tcp_connect(d.port);
+    int fds[SLOWLORIS];
+    size_t at[SLOWLORIS] = {0};
+    bool cut[SLOWLORIS] = {false};
+    double cut_at[SLOWLORIS] = {0};
+    static const char head[] = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "
+                               "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+                               "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n";
+    int opened = 0;
+    for (int i = 0; i < SLOWLORIS; i++) {
+        fds[i] = tcp_connect(d.port);
+        opened += fds[i] >= 0;
+    }
+    CHECK(opened == SLOWLORIS, "only %d of %d slow connections opened", opened, SLOWLORIS);
+    /* Meanwhile a good client sends 100 jobs on one kept-alive connection. */
+    CURL *c = curl_easy_init();
+    double t0 = now(), worst = 0, next_trickle = t0, idle_closed = -1;
+    int good = 0, sent = 0;
+    while (now() - t0 < 3.5 * cfg.scale) {
+        if (now() >= next_trickle) {
+            for (int i = 0; i < SLOWLORIS; i++) {
+                if (fds[i] < 0 || cut[i])
+                    continue;
+                /* A reset or EOF from the server means it closed the connection. */
+                char b;
+                ssize_t rr = recv(fds[i], &b, 1, MSG_DONTWAIT);
+                bool gone = rr == 0 || (rr < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+                if (!gone && at[i] < sizeof head - 1)
+                    gone = send(fds[i], head + at[i], 1, MSG_NOSIGNAL) != 1;
+                if (gone) {
+                    cut[i] = true;
+                    cut_at[i] = now() - t0;
+                } else {
+                    at[i]++;
+                }
+            }
+            next_trickle += 0.1;
+        }
+        if (idle_closed < 0 && idle >= 0) {
+            char b;
+            ssize_t rr = recv(idle, &b, 1, MSG_DONTWAIT);
+            if (rr == 0 || (rr < 0 && errno != EAGAIN && errno != EWOULDBLOCK))
+                idle_closed = now() - t0;
+        }
+        if (sent < 100) {
+            reply r;
+            post(c, d.port, "/v1/sdpa", SDPA_SMALL, 0, &r);
+            sent++;
+            good += r.status == 200;
+            if (r.secs > worst)
+                worst = r.secs;
+            reply_free(&r);
+        } else {
+            sleep_s(0.01);
+        }
+    }
+    curl_easy_cleanup(c);
+    CHECK(good == 100, "%d of 100 jobs answered 200 during the slowloris", good);
+    CHECK(worst < 0.25 * cfg.scale, "the slowest job took %.3f s during the slowloris", worst);
+    CHECK(idle_closed > 0.5 && idle_closed < 1.8 * cfg.scale,
+          "the idle connection was closed after %.2f s (--idle-timeout 1)", idle_closed);
+    int ncut = 0;
+    double first = 1e9, last = 0;
+    for (int i = 0; i < SLOWLORIS; i++) {
+        if (cut[i]) {
+            ncut++;
+            first = cut_at[i] < first ? cut_at[i] : first;
+            last = cut_at[i] > last ? cut_at[i] : last;
+        }
+        if (fds[i] >= 0)
+            close(fds[i]);
+    }
+    CHECK(ncut == SLOWLORIS && first > 1.9 && last < 3.0 * cfg.scale,
+          "%d of %d trickling connections closed by --read-timeout 2, between %.2f and %.2f s",
+          ncut, SLOWLORIS, ncut ? first : 0, last);
+    if (idle >= 0)
+        close(idle);
+
+    /* A body trickled past the read timeout: the connection is closed (libmicrohttpd cannot
+     * answer before the body ends), and the log says why. */
+    {
+        int fd = tcp_connect(d.port);
+        str q = {0};
+        post_head(&q, "/v1/sdpa", strlen(SDPA_SMALL));
+        send_all(fd, q.p, q.n);
+        double t1 = now(), closed_at = -1;
+        for (size_t i = 0; i < strlen(SDPA_SMALL) && now() - t1 < 6 * cfg.scale; i++) {
+            struct pollfd p = {fd, POLLIN, 0};
+            if (poll(&p, 1, 150) > 0 || !send_all(fd, SDPA_SMALL + i, 1)) {
+                closed_at = now() - t1;
+                break;
+            }
+        }
+        CHECK(closed_at > 1.9 && closed_at < 3.0 * cfg.scale,
+              "a body trickled past --read-timeout 2: closed after %.2f s", closed_at);
+        close(fd);
+        free(q.p);
+    }
+    CHECK(healthy(&d), "the daemon after slow clients");
+    char *log = slurp(d.log);
+    CHECK(strstr(log, "read_timeout connections=") != NULL, "the log tells the cut connections");
+    CHECK(count_lines_with(log, "path=/v1/sdpa", "end=read_timeout") == 1,
+          "the access line of the trickled body should say end=read_timeout");
+    free(log);
+    CHECK(attnd_stop(&d) == 0, "slow daemon: exit status after SIGTERM");
+}
+
+/* ---- rss ---------------------------------------------------------------------------------- */
+
+typedef struct mix_ctx {
+    int port;
+    int from, to; /* request numbers */
+    atomic_int *bad;
+    const char *w1, *deep, *big;
+} mix_ctx;
+
+/* Request number i of the mix: a tenth of every kind below. */
+static void mix_one(CURL *c, const mix_ctx *m, int i, atomic_int *bad) {
+    reply r = {0};
+    long want = 0;
+    switch (i % 10) {
+    case 0:
+    case 1:
+    case 2:
+        post(c, m->port, "/v1/sdpa", SDPA_SMALL, 0, &r), want = 200;
+        break;
+    case 3:
+        post(c, m->port, "/v1/attention", m->w1, 0, &r), want = 200;
+        break;
+    case 4:
+        post(c, m->port, "/v1/sdpa", "{\"q\": [[1, 2], [3, ", 0, &r), want = 400;
+        break;
+    case 5:
+        post(c, m->port, "/v1/sdpa", m->deep, 0, &r), want = 400;
+        break;
+    case 6:
+        post(c, m->port, (i / 10) % 2 ? "/v1/nothing" : "/v1/attention",
+             "{\"query\": [[1]], \"causal\": \"sideways\"}", 0, &r);
+        want = (i / 10) % 2 ? 404 : 400;
+        break;
+    case 7: { /* over --max-body-bytes: refused from Content-Length, before the body */
+        int fd = tcp_connect(m->port);
+        str q = {0}, out = {0};
+        post_head(&q, "/v1/sdpa", strlen(m->big));
+        send_all(fd, q.p, q.n);
+        read_to_end(fd, 10 * cfg.scale, &out);
+        r.status = out.p && !strncmp(out.p, "HTTP/1.1 ", 9) ? atol(out.p + 9) : 0;
+        want = 413;
+        close(fd);
+        free(q.p);
+        free(out.p);
+        break;
+    }
+    case 8:
+        post(c, m->port, "/v1/sdpa",
+             "{\"q\": {\"dtype\": \"float32\", \"shape\": [2, 2], \"data\": \"AACAPw==\"}, \"k\": "
+             "[[1]], \"v\": [[1]]}",
+             0, &r);
+        want = 400;
+        break;
+    case 9: { /* a client that vanishes mid-upload */
+        int fd = tcp_connect(m->port);
+        str q = {0};
+        post_head(&q, "/v1/sdpa", 1000);
+        str_cat(&q, "{\"q\": [[1]");
+        send_all(fd, q.p, q.n);
+        close_reset(fd);
+        free(q.p);
+        return;
+    }
+    }
+    if (r.status != want && atomic_fetch_add(bad, 1) < 5)
+        fprintf(stderr, "test_reliability: mix request %d (kind %d): %ld (%s), expected %ld\n", i,
+                i % 10, r.status, curl_easy_strerror(r.rc), want);
+    reply_free(&r);
+}
+
+static void *mix_main(void *arg) {
+    const mix_ctx *m = arg;
+    CURL *c = curl_easy_init();
+    for (int i = m->from; i < m->to; i++)
+        mix_one(c, m, i, m->bad);
+    curl_easy_cleanup(c);
+    return NULL;
+}
+
+/* Runs requests [from, to) of the mix on RSS_THREADS threads; returns the wrong answers. */
+static int run_mix(int port, int from, int to) {
+    atomic_int bad = 0;
+    char *w1 = w1_body();
+    str deep = {0}, big = {0};
+    str_cat(&deep, "{\"q\": ");
+    str_repeat(&deep, "[", 5000);
+    str_repeat(&deep, "]", 5000);
+    str_cat(&deep, "}");
+    str_repeat(&big, " ", 70 << 10);
+    str_cat(&big, "{}");
+    pthread_t th[RSS_THREADS];
+    mix_ctx m[RSS_THREADS];
+    int per = (to - from) / RSS_THREADS;
+    for (int t = 0; t < RSS_THREADS; t++) {
+        m[t] = (mix_ctx){
+            port,   from + t * per, t == RSS_THREADS - 1 ? to : from + (t + 1) * per, &bad, w1,
+            deep.p, big.p};
+        pthread_create(&th[t], NULL, mix_main, &m[t]);
+    }
+    for (int t = 0; t < RSS_THREADS; t++)
+        pthread_join(th[t], NULL);
+    free(w1);
+    free(deep.p);
+    free(big.p);
+    return atomic_load(&bad);
+}
+
+static void test_rss(void) {
+    if (cfg.scale > 1) {
+        printf("test_reliability: rss skipped (time scale %.0f: not under valgrind)\n", cfg.scale);
+        return;
+    }
+    attnd d;
+    const char *args[] = {"--threads", "2", "--max-body-bytes", "64K", NULL};
+    if (!attnd_start(&d, "rss", args))
+        return;
+    int bad = run_mix(d.port, 0, RSS_WARMUP);
+    CHECK(bad == 0, "warm-up: %d of %d answers had the wrong status", bad, RSS_WARMUP);
+    sleep_s(0.3);
+    size_t rss0 = rss_bytes(&d);
+    double t0 = now();
+    bad = run_mix(d.port, RSS_WARMUP, RSS_WARMUP + RSS_REQUESTS);
+    double secs = now() - t0;
+    sleep_s(0.3);
+    size_t rss1 = rss_bytes(&d);
+    CHECK(bad == 0, "%d of %d answers had the wrong status", bad, RSS_REQUESTS);
+    CHECK(rss0 > 0 && rss1 > 0, "no VmRSS for the daemon");
+    long long grew = (long long)rss1 - (long long)rss0;
+    printf("test_reliability: rss %.1f MiB after %d warm-up requests, %.1f MiB after %d more "
+           "mixed ones (%.1f s, %+.2f MiB; bound %+.0f MiB)\n",
+           (double)rss0 / 1048576.0, RSS_WARMUP, (double)rss1 / 1048576.0, RSS_REQUESTS, secs,
+           (double)grew / 1048576.0, (double)RSS_GROWTH_MAX / 1048576.0);
+    CHECK(grew <= RSS_GROWTH_MAX, "RSS grew by %lld bytes over %d requests (bound %d)", grew,
+          RSS_REQUESTS, RSS_GROWTH_MAX);
+    CHECK(healthy(&d), "the daemon after the mix");
+    CHECK(attnd_stop(&d) == 0, "rss daemon: exit status after SIGTERM");
+}
+
+/* ---- Main --------------------------------------------------------------------------------- */
+
+static bool want(const char *name) {
+    return !cfg.only || strstr(cfg.only, name) != NULL;
+}
+
+int main(int argc, char **argv) {
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--attnd"))
+            cfg.attnd = argv[i + 1];
+        else if (!strcmp(argv[i], "--work"))
+            cfg.work = argv[i + 1];
+        else if (!strcmp(argv[i], "--only"))
+            cfg.only = argv[i + 1];
+        else if (!strcmp(argv[i], "--time-scale"))
+            cfg.scale = atof(argv[i + 1]);
+    }
+    if (!cfg.attnd || !cfg.work || !(cfg.scale >= 1)) {
+        fprintf(stderr, "usage: test_reliability --attnd PATH --work DIR [--only "
+                        "limits,faults,slow,rss] [--time-scale F >= 1]\n");
+        return 2;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    double t0 = now();
+    if (want("limits"))
+        test_limits();
+    if (want("faults"))
+        test_faults();
+    if (want("slow"))
+        test_slow();
+    if (want("rss"))
+        test_rss();
+    curl_global_cleanup();
+    int p = atomic_load(&passed), f = atomic_load(&failed);
+    printf("test_reliability: %.1f s\n%d passed, %d failed\n", now() - t0, p, f);
+    return f ? 1 : 0;
+}
