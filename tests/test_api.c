@@ -1487,8 +1487,9 @@ static char *answer_of(api_job *job) {
     api_buf out = {0};
     api_error e = {0};
     api_job_respond(job, 0, 0, &out, &e);
+    api_buf_append(&out, "", 1); /* a NUL: an api_buf holds bytes, not a string */
     char *s = NULL;
-    if (!e.status && out.data) {
+    if (!e.status && out.data && !out.failed) {
         char *u = strstr(out.data, ",\"usage\"");
         if (u)
             *u = '\0';
