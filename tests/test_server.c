@@ -37,13 +37,17 @@
 #include <unistd.h>
 
 #define TOL          1e-4 /* absolute, against float64 references */
-#define START_SECS   20.0 /* for a daemon to print its port and answer /readyz */
-#define STOP_SECS    60.0 /* for a daemon to exit after a signal */
-#define CURL_SECS    120L /* for any one request */
 #define NCLIENTS     64
 #define PER_CLIENT   4
 #define SLOW_TARGET  0.8 /* seconds of compute a "slow" job should take */
 #define SLOW_TIMEOUT "0.25"
+
+/* TEST_TIME_SCALE in the environment (at least 1) multiplies these bounds, for a daemon under
+ * valgrind (make test-valgrind). */
+static double time_scale = 1.0;
+#define START_SECS (20.0 * time_scale)        /* for a daemon to print its port and /readyz */
+#define STOP_SECS  (60.0 * time_scale)        /* for a daemon to exit after a signal */
+#define CURL_SECS  ((long)(120 * time_scale)) /* for any one request */
 
 /* The test's settings, set once by main. */
 typedef struct settings {
@@ -2147,6 +2151,9 @@ int main(int argc, char **argv) {
                         "[--promtool PATH] [--only NAME]\n");
         return 2;
     }
+    const char *scale = getenv("TEST_TIME_SCALE");
+    if (scale && atof(scale) >= 1)
+        time_scale = atof(scale);
     signal(SIGPIPE, SIG_IGN);
     curl_global_init(CURL_GLOBAL_DEFAULT);
     double t0 = now();
