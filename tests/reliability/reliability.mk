@@ -11,6 +11,9 @@
 #   make test-valgrind     test_server (main, auth) and test_reliability (limits, faults)
 #                          with the daemon under valgrind memcheck: zero errors, zero bytes
 #                          definitely lost (valgrind_check.sh reads every process's log)
+#   make overload          overload.py: W1 with wrk far above capacity against a small queue
+#                          (503 + Retry-After fast, answers right, RSS bounded, recovery at
+#                          once) and the load held at a p99 bound; about a minute
 #   make fuzz, fuzz-ci, fuzz-replay   see tests/fuzz/fuzz.mk
 
 REL_DIR  := $(BUILD)/tests/reliability
@@ -78,5 +81,12 @@ test-valgrind: $(BUILD)/attnd $(BUILD)/tests/test_server $(BUILD)/tests/test_rel
 	timeout -k 10 1200 $(BUILD)/tests/test_reliability --attnd $(VG_DIR)/attnd \
 	    --work $(VG_DIR)/reliability --only limits,faults --time-scale $(VG_SCALE)
 	tests/reliability/valgrind_check.sh $(VG_DIR)/logs
+
+# ---- Overload -----------------------------------------------------------------------------------
+.PHONY: overload
+overload: $(BUILD)/attnd
+	@command -v wrk >/dev/null || { echo "overload: wrk is missing (Debian package wrk)"; exit 1; }
+	timeout -k 10 300 $(PY) tests/reliability/overload.py --attnd $(BUILD)/attnd \
+	    --work $(BUILD)/overload --report $(BUILD)/overload/report.md
 
 include tests/fuzz/fuzz.mk
