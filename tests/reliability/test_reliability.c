@@ -1,16 +1,18 @@
 /* test_reliability.c - attnd under hostile and faulty clients: every limit answered with its
  * status and a message naming it, bodies that stop mid-way, clients that vanish before the
- * reply, slow clients (idle, trickling headers, trickling bodies), SIGPIPE, and the daemon's
- * memory over 20 000 mixed good and bad requests.
+ * reply, slow clients (idle, trickling headers, trickling bodies), SIGPIPE, the API key, CORS
+ * and the security headers, the default address, and the daemon's memory over 20 000 mixed
+ * good and bad requests.
  *
  * Starts build/attnd itself on 127.0.0.1:0 for each scenario (like tests/test_server.c) and
  * talks to it with libcurl and with raw sockets where a client must misbehave. Every wait is
- * bounded; every scenario ends with the daemon answering /healthz and exiting 0 on SIGTERM.
+ * bounded; every scenario ends with the daemon exiting 0 on SIGTERM.
  *
- * Usage: test_reliability --attnd build/attnd --work DIR [--only NAME] [--time-scale F]
- *   NAME is one of limits, faults, slow, rss; --time-scale multiplies every time bound (for a
- *   daemon under valgrind, where rss is meaningless and skipped). Prints one line per failed
- *   check and "N passed, N failed"; exits 1 on any failure.
+ * Usage: test_reliability --attnd build/attnd --work DIR [--only NAMES] [--time-scale F]
+ *   NAMES: some of limits, faults, slow, security, rss (comma-separated; default all).
+ *   --time-scale multiplies every time bound, for a daemon under valgrind (rss is then
+ *   skipped: meaningless there). Prints one line per failed check and "N passed, N failed";
+ *   exits 1 on any failure.
  *
  * RSS bound: after a warm-up of 2 000 requests, the daemon's VmRSS may grow by at most
  * RSS_GROWTH_MAX over the next 20 000 (a leak of 100 bytes per request would be 2 MB; one of
@@ -33,6 +35,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -366,6 +369,34 @@ static double metric(int port, const char *sample) {
     }
     reply_free(&r);
     return v;
+}
+
+/* The value of header name in r (a new string; the last response's), or NULL. */
+static char *header(const reply *r, const char *name) {
+    size_t nl = strlen(name);
+    for (const char *p = r->hdr.p; p && *p;) {
+        const char *eol = strchr(p, '\n');
+        size_t len = eol ? (size_t)(eol - p) : strlen(p);
+        if (len > nl && !strncasecmp(p, name, nl) && p[nl] == ':') {
+            const char *v = p + nl + 1;
+            while (*v == ' ')
+                v++;
+            size_t vl = (size_t)(p + len - v);
+            while (vl && (v[vl - 1] == '\r' || v[vl - 1] == ' '))
+                vl--;
+            return strndup(v, vl);
+        }
+        p = eol ? eol + 1 : NULL;
+    }
+    return NULL;
+}
+
+/* True when r has header name with exactly value (value NULL: when r lacks it). */
+static bool has_header(const reply *r, const char *name, const char *value) {
+    char *v = header(r, name);
+    bool ok = value ? v && !strcmp(v, value) : v == NULL;
+    free(v);
+    return ok;
 }
 
 /* Checks an error reply: status, code, and (when given) text the message must hold. */
@@ -734,13 +765,17 @@ static void test_faults(void) {
     size_t job_len = strlen(job);
     const char *computed = "attnd_job_compute_seconds_count{op=\"attention\"}";
     double before = metric(d.port, computed), after = before;
-    for (int i = 0; i < 20; i++) {
+    for (int i = 0; i < 20 && after == before + i; i++) {
+        /* The previous job has left the gauge, so "in flight" below means this one. */
+        double t0 = now();
+        while (now() - t0 < 10 * cfg.scale && metric(d.port, "attnd_jobs_in_flight") > 0)
+            sleep_s(0.001);
         int fd = tcp_connect(d.port);
         str q = {0};
         post_head(&q, "/v1/attention", job_len);
         str_add(&q, job, job_len);
         send_all(fd, q.p, q.n);
-        double t0 = now();
+        t0 = now();
         if (i % 2) {
             close(fd);
         } else {
@@ -921,6 +956,133 @@ static void test_slow(void) {
     CHECK(attnd_stop(&d) == 0, "slow daemon: exit status after SIGTERM");
 }
 
+/* ---- security ----------------------------------------------------------------------------- */
+
+static void test_security(void) {
+    static const char key[] = "k3y-0f-the-test_6a1f9c";
+    char keyfile[800], auth[128];
+    snprintf(keyfile, sizeof keyfile, "%s/api.key", cfg.work);
+    FILE *f = fopen(keyfile, "w");
+    if (!CHECK(f != NULL, "cannot write %s", keyfile))
+        return;
+    fprintf(f, "%s\n", key);
+    fclose(f);
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s", key);
+    attnd d;
+    const char *args[] = {"--api-key-file", keyfile, "--cors-origins", "http://allowed.example",
+                          NULL};
+    if (!attnd_start(&d, "security", args))
+        return;
+    reply r;
+    const char *const allowed[] = {"Origin: http://allowed.example", NULL};
+    const char *const allowed_key[] = {"Origin: http://allowed.example", auth, NULL};
+    const char *const foreign_key[] = {"Origin: http://evil.example", auth, NULL};
+
+    /* Without the key: 401 with WWW-Authenticate, and CORS headers so a page can read it. */
+    http(NULL, d.port, NULL, "/v1/sdpa", SDPA_SMALL, 0, allowed, &r);
+    check_error(&r, 401, "unauthorized", "Bearer", "a job without the key");
+    CHECK(has_header(&r, "Access-Control-Allow-Origin", "http://allowed.example") &&
+              has_header(&r, "Vary", "Origin"),
+          "a 401 to an allowed origin should carry its CORS headers: %s", r.hdr.p);
+    char *wa = header(&r, "WWW-Authenticate");
+    CHECK(wa && !strncmp(wa, "Bearer realm=", 13), "401: WWW-Authenticate %s", wa ? wa : "none");
+    free(wa);
+    reply_free(&r);
+    /* With it: 200 and the headers every answer carries. */
+    http(NULL, d.port, NULL, "/v1/sdpa", SDPA_SMALL, 0, allowed_key, &r);
+    CHECK(r.status == 200, "a job with the key: %ld %.200s", r.status, r.body.p);
+    CHECK(has_header(&r, "X-Content-Type-Options", "nosniff") &&
+              has_header(&r, "Referrer-Policy", "no-referrer") &&
+              has_header(&r, "Cache-Control", "no-store") &&
+              has_header(&r, "Access-Control-Allow-Origin", "http://allowed.example"),
+          "an API answer's headers: %s", r.hdr.p);
+    reply_free(&r);
+    /* A foreign origin gets no CORS header, but Vary: Origin (caches must not mix them). */
+    http(NULL, d.port, NULL, "/v1/sdpa", SDPA_SMALL, 0, foreign_key, &r);
+    CHECK(r.status == 200 && has_header(&r, "Access-Control-Allow-Origin", NULL) &&
+              has_header(&r, "Vary", "Origin"),
+          "a foreign origin: %ld %s", r.status, r.hdr.p);
+    reply_free(&r);
+    /* Preflights need no key; a foreign origin or a method the route does not take: 403. */
+    const char *const pre_ok[] = {
+        "Origin: http://allowed.example", "Access-Control-Request-Method: POST",
+        "Access-Control-Request-Headers: authorization, content-type", NULL};
+    http(NULL, d.port, "OPTIONS", "/v1/attention", NULL, 0, pre_ok, &r);
+    CHECK(r.status == 204 &&
+              has_header(&r, "Access-Control-Allow-Origin", "http://allowed.example"),
+          "a preflight from the allowed origin: %ld %s", r.status, r.hdr.p);
+    reply_free(&r);
+    const char *const pre_put[] = {"Origin: http://allowed.example",
+                                   "Access-Control-Request-Method: PUT", NULL};
+    http(NULL, d.port, "OPTIONS", "/v1/attention", NULL, 0, pre_put, &r);
+    check_error(&r, 403, "cors_rejected", "PUT", "a preflight for PUT");
+    reply_free(&r);
+    const char *const pre_evil[] = {"Origin: http://allowed.example.evil.example",
+                                    "Access-Control-Request-Method: POST", NULL};
+    http(NULL, d.port, "OPTIONS", "/v1/attention", NULL, 0, pre_evil, &r);
+    check_error(&r, 403, "cors_rejected", NULL,
+                "a preflight from an origin that only starts alike");
+    reply_free(&r);
+    /* Probes stay open; everything else needs the key. */
+    static const char *const open_paths[] = {"/healthz", "/readyz"};
+    static const char *const closed_paths[] = {"/metrics", "/v1/models", "/", "/openapi.yaml"};
+    for (size_t i = 0; i < 2; i++) {
+        http(NULL, d.port, NULL, open_paths[i], NULL, 0, NULL, &r);
+        CHECK(r.status == 200, "%s without the key: %ld", open_paths[i], r.status);
+        reply_free(&r);
+    }
+    for (size_t i = 0; i < 4; i++) {
+        http(NULL, d.port, NULL, closed_paths[i], NULL, 0, NULL, &r);
+        CHECK(r.status == 401, "%s without the key: %ld", closed_paths[i], r.status);
+        reply_free(&r);
+    }
+    /* Near misses: each refused, none logged. */
+    char near[4][160];
+    snprintf(near[0], sizeof near[0], "Authorization: Bearer %.*s", (int)sizeof key - 2, key);
+    snprintf(near[1], sizeof near[1], "Authorization: Bearer %sX", key);
+    snprintf(near[2], sizeof near[2], "Authorization: Basic %s", key);
+    snprintf(near[3], sizeof near[3], "Authorization: Bearer%s", key);
+    for (int i = 0; i < 4; i++) {
+        const char *const h[] = {near[i], NULL};
+        http(NULL, d.port, NULL, "/v1/models", NULL, 0, h, &r);
+        CHECK(r.status == 401, "a near miss of the key (%d): %ld", i, r.status);
+        reply_free(&r);
+    }
+    CHECK(attnd_stop(&d) == 0, "security daemon: exit status after SIGTERM");
+    char *log = slurp(d.log);
+    CHECK(!strstr(log, key) && !strstr(log, "k3y-0f"), "the API key appears in the log");
+    free(log);
+
+    /* The default address is 127.0.0.1:8080: the daemon listens there, or says it cannot. */
+    {
+        attnd dd = {0};
+        snprintf(dd.log, sizeof dd.log, "%s/default-listen.log", cfg.work);
+        unlink(dd.log);
+        dd.pid = fork();
+        if (dd.pid == 0) {
+            int fd = open(dd.log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            dup2(fd, 2);
+            dup2(fd, 1);
+            unsetenv("ATTND_LISTEN");
+            execl(cfg.attnd, cfg.attnd, (char *)NULL);
+            _exit(127);
+        }
+        double t0 = now();
+        char *l = NULL;
+        bool seen = false;
+        while (!seen && now() - t0 < 20 * cfg.scale) {
+            free(l);
+            l = slurp(dd.log);
+            seen = strstr(l, "address=127.0.0.1:8080") || strstr(l, "listen on 127.0.0.1:8080");
+            if (!seen)
+                sleep_s(0.02);
+        }
+        CHECK(seen, "without --listen, attnd should use 127.0.0.1:8080: %.300s", l ? l : "");
+        free(l);
+        attnd_stop(&dd);
+    }
+}
+
 /* ---- rss ---------------------------------------------------------------------------------- */
 
 typedef struct mix_ctx {
@@ -1078,9 +1240,10 @@ int main(int argc, char **argv) {
     }
     if (!cfg.attnd || !cfg.work || !(cfg.scale >= 1)) {
         fprintf(stderr, "usage: test_reliability --attnd PATH --work DIR [--only "
-                        "limits,faults,slow,rss] [--time-scale F >= 1]\n");
+                        "limits,faults,slow,security,rss] [--time-scale F >= 1]\n");
         return 2;
     }
+    mkdir(cfg.work, 0755); /* may exist */
     signal(SIGPIPE, SIG_IGN);
     curl_global_init(CURL_GLOBAL_DEFAULT);
     double t0 = now();
@@ -1090,6 +1253,8 @@ int main(int argc, char **argv) {
         test_faults();
     if (want("slow"))
         test_slow();
+    if (want("security"))
+        test_security();
     if (want("rss"))
         test_rss();
     curl_global_cleanup();
