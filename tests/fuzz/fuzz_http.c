@@ -13,9 +13,11 @@
  * http://allowed.example; else none), then the bytes to send. Both daemons have small limits
  * (64 KiB bodies, 1 MiB jobs, max_dim 4096) so nothing big is allocated.
  *
- * Properties: the connection ends within ANSWER_SECS (the server never hangs on a client that
- * has stopped sending); whatever comes back starts with an HTTP/1.x status line; no reply is a
- * 500; the daemon stays up (a later connect would fail otherwise). Its log lines go to stderr:
+ * Properties: the connection ends within ANSWER_SECS of the client's FIN (the server never
+ * waits for a client that has stopped sending: the daemons' idle and read timeouts are far
+ * longer, so a connection that only a timeout would end is a finding); whatever comes back
+ * starts with an HTTP/1.x status line; no reply is a 500; the daemon stays up (a later connect
+ * would fail otherwise). Its log lines go to stderr:
  * run with -close_fd_mask=2 (the make rule does). */
 #include <errno.h>
 #include <netinet/in.h>
@@ -30,7 +32,7 @@
 #include "fuzz.h"
 #include "server.h"
 
-#define ANSWER_SECS 10
+#define ANSWER_SECS 3 /* well under the daemons' idle and read timeouts (30 s) */
 
 typedef struct fuzz_daemon {
     srv_config cfg;
@@ -58,8 +60,8 @@ static void start(fuzz_daemon *d, bool locked) {
     d->cfg.max_queue = 8;
     d->cfg.max_connections = 64;
     d->cfg.request_timeout = 5;
-    d->cfg.idle_timeout = 5;
-    d->cfg.read_timeout = 5;
+    d->cfg.idle_timeout = 30; /* a connection that ends only by a timeout is a finding */
+    d->cfg.read_timeout = 30;
     if (locked) {
         snprintf(d->cfg.api_key, sizeof d->cfg.api_key, "fuzz-key");
         d->cfg.api_key_len = strlen(d->cfg.api_key);
@@ -133,7 +135,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         break;
     }
     FUZZ_CHECK(rc == 0, "connect: %s (is the daemon down?)", strerror(errno));
-    /* Send it all; the server may reply early and close, which ends the sending. */
+    /* Send it all, corked, so that the FIN goes out with the last bytes (the case libmicrohttpd
+     * on epoll missed); the server may reply early and close, which ends the sending. */
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_CORK, &one, sizeof one);
     size_t off = 1;
     while (off < size) {
         ssize_t w = send(fd, data + off, size - off, MSG_NOSIGNAL);
