@@ -11,7 +11,8 @@
  *
  * Input: one byte picking the daemon (bit 0: the one with API key "fuzz-key" and CORS origin
  * http://allowed.example; else none), then the bytes to send. Both daemons have small limits
- * (64 KiB bodies, 1 MiB jobs, max_dim 4096) so nothing big is allocated.
+ * (64 KiB bodies, 1 MiB jobs, max_dim 4096) so nothing big is allocated, and share one worker
+ * with batching on, as attnd runs by default.
  *
  * Properties: the connection ends within ANSWER_SECS of the client's FIN (the server never
  * waits for a client that has stopped sending: the daemons' idle and read timeouts are far
@@ -95,6 +96,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     limits.max_heads = 64;
     workers = srv_workers_create(1, 8, NULL, metrics, &err);
     FUZZ_CHECK(workers != NULL, "workers: %s", err.msg);
+    srv_workers_set_batching(workers, 200e-6, 4096, limits.max_job_bytes); /* as attnd does */
     start(&daemons[0], false);
     start(&daemons[1], true);
     return 0;
