@@ -6,6 +6,8 @@
 #                      minutes of CI with the build); .ci/run runs it as its own step
 #   make fuzz-replay   (part of `make test`) replays tests/fuzz/regressions/TARGET/* through each
 #                      target built with the ordinary compiler and no libFuzzer
+#   make fuzz-coverage the source lines of api/ and server/http.c that each target's corpus
+#                      (after make fuzz) reaches, with clang's source-based coverage
 #
 # Targets: request (api_job_parse, run and respond, both endpoints), base64 (the codec),
 # safetensors (api_model_from_safetensors), http (raw bytes into server/http.c on
@@ -38,7 +40,7 @@ FUZZ_ARGS_base64   := -max_len=4096
 FUZZ_ARGS_safetensors := -max_len=16384
 FUZZ_ARGS_http     := -max_len=65536 -close_fd_mask=2
 
-.PHONY: fuzz fuzz-ci fuzz-build fuzz-seeds fuzz-replay fuzz-instrumented
+.PHONY: fuzz fuzz-ci fuzz-build fuzz-seeds fuzz-replay fuzz-instrumented fuzz-coverage
 
 fuzz-instrumented:
 	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=$(FUZZ_CC) CFLAGS='$(FUZZ_CFLAGS)' \
@@ -96,3 +98,20 @@ fuzz-replay: $(FUZZ_REPLAY_BINS)
 	      || { echo "fuzz-replay: $$t failed:"; tail -30 $(BUILD)/fuzz/$$t.err; exit 1; }; \
 	    echo "fuzz-replay $$t: $$(ls tests/fuzz/regressions/$$t | wc -l) inputs ok"; \
 	  fi; done
+
+# ---- Coverage of the corpora (clang source-based coverage of the replay builds) -------------
+
+FUZZ_COV := $(FUZZ_BUILD)/coverage
+
+fuzz-coverage:
+	@$(MAKE) --no-print-directory BUILD=$(FUZZ_COV) CC=clang \
+	    CFLAGS='-O1 -g -fprofile-instr-generate -fcoverage-mapping' \
+	    $(FUZZ_TARGETS:%=$(FUZZ_COV)/fuzz/fuzz_%-replay) >/dev/null
+	@for t in $(FUZZ_TARGETS); do \
+	  LLVM_PROFILE_FILE=$(FUZZ_COV)/$$t.profraw $(FUZZ_COV)/fuzz/fuzz_$$t-replay \
+	    $(FUZZ_BUILD)/corpus/$$t $(FUZZ_BUILD)/seeds/$$t >/dev/null 2>&1 || exit 1; \
+	  llvm-profdata merge -o $(FUZZ_COV)/$$t.profdata $(FUZZ_COV)/$$t.profraw || exit 1; \
+	  echo "== $$t: lines and branches its corpus reaches"; \
+	  llvm-cov report $(FUZZ_COV)/fuzz/fuzz_$$t-replay -instr-profile=$(FUZZ_COV)/$$t.profdata \
+	    api/*.c server/http.c | awk '/\.c / && $$8 != $$9 { \
+	      printf "  %-22s lines %6s  branches %6s\n", $$1, $$10, $$13 }'; done

@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <arpa/inet.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -102,6 +103,41 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     return 0;
 }
 
+static double mono_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* A connected socket to 127.0.0.1:port, or -1 with *err. A connect interrupted by a signal
+ * goes on in the background: wait for it and take its result. */
+static int connect_to(int port, int *err) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        *err = errno;
+        return -1;
+    }
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int rc = connect(fd, (struct sockaddr *)&a, sizeof a);
+    *err = rc == 0 ? 0 : errno;
+    if (rc != 0 && *err == EINTR) {
+        struct pollfd p = {fd, POLLOUT, 0};
+        while (poll(&p, 1, ANSWER_SECS * 1000) < 0 && errno == EINTR)
+            ;
+        socklen_t len = sizeof *err;
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, err, &len) != 0)
+            *err = errno;
+    }
+    if (*err != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 /* True when the reply (n bytes) holds a status line "HTTP/1.x 500". */
 static bool has_500(const char *buf, size_t n) {
     for (size_t i = 0; i + 12 <= n; i++)
@@ -115,28 +151,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1)
         return 0;
     const fuzz_daemon *d = &daemons[data[0] & 1];
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    FUZZ_CHECK(fd >= 0, "socket: %s", strerror(errno));
-    struct timeval tv = {ANSWER_SECS, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    struct sockaddr_in a = {0};
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)d->port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     /* A refused or address-less connect is retried for a while (loopback ports in TIME_WAIT);
-     * a daemon that is down keeps refusing. */
-    int rc = -1;
-    for (int tries = 0; tries < 200 && rc != 0; tries++) {
-        rc = connect(fd, (struct sockaddr *)&a, sizeof a);
-        if (rc != 0 && (errno == ECONNREFUSED || errno == EADDRNOTAVAIL || errno == EAGAIN)) {
+     * a daemon that is down keeps refusing. Signals (libFuzzer's timer) interrupt the calls
+     * below: each goes on after EINTR. */
+    int fd = -1, err = 0;
+    for (int tries = 0; tries < 200 && fd < 0; tries++) {
+        fd = connect_to(d->port, &err);
+        if (fd < 0 && (err == ECONNREFUSED || err == EADDRNOTAVAIL || err == EAGAIN)) {
             struct timespec ts = {0, 10 * 1000 * 1000};
             nanosleep(&ts, NULL);
             continue;
         }
         break;
     }
-    FUZZ_CHECK(rc == 0, "connect: %s (is the daemon down?)", strerror(errno));
+    FUZZ_CHECK(fd >= 0, "connect: %s (is the daemon down?)", strerror(err));
     /* Send it all, corked, so that the FIN goes out with the last bytes (the case libmicrohttpd
      * on epoll missed); the server may reply early and close, which ends the sending. */
     int one = 1;
@@ -144,16 +172,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t off = 1;
     while (off < size) {
         ssize_t w = send(fd, data + off, size - off, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
         if (w <= 0)
             break;
         off += (size_t)w;
     }
     shutdown(fd, SHUT_WR);
-    /* The first sizeof head bytes of the answer are kept for the checks; the rest is counted. */
+    /* Read to the end; the first sizeof head bytes are kept for the checks. */
     static char head[1 << 16], chunk[1 << 16];
     size_t got = 0, total = 0;
+    double deadline = mono_now() + ANSWER_SECS;
     for (;;) {
-        ssize_t r = recv(fd, chunk, sizeof chunk, 0);
+        double left = deadline - mono_now();
+        FUZZ_CHECK(left > 0,
+                   "the connection did not end within %d s of the client's last byte (%zu bytes "
+                   "came back)",
+                   ANSWER_SECS, total);
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, (int)(left * 1000) + 1) <= 0)
+            continue; /* interrupted, or the time is up (checked above) */
+        ssize_t r = recv(fd, chunk, sizeof chunk, MSG_DONTWAIT);
         if (r > 0) {
             size_t keep = sizeof head - got < (size_t)r ? sizeof head - got : (size_t)r;
             memcpy(head + got, chunk, keep);
@@ -161,10 +200,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             total += (size_t)r;
             continue;
         }
-        FUZZ_CHECK(!(r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)),
-                   "the connection did not end within %d s of the client's last byte "
-                   "(%zu bytes came back)",
-                   ANSWER_SECS, total);
+        if (r < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
+            continue;
         break; /* EOF, or reset after an early reply */
     }
     if (got > 0) {
