@@ -187,6 +187,18 @@ typedef struct attnd {
     char log[700];
 } attnd;
 
+/* An HTTP reply (see http() below). */
+typedef struct reply {
+    long status;
+    str body, hdr;
+    CURLcode rc;
+    double secs;
+} reply;
+
+static bool http(CURL *c, int port, const char *method, const char *path, const char *body,
+                 size_t len, const char *const *hdrs, reply *r);
+static void reply_free(reply *r);
+
 /* Starts attnd on 127.0.0.1:0 with extra args (NULL-terminated), stderr to WORK/NAME.log; waits
  * for its port and /readyz. ATTND_* variables of our environment are dropped (not the BLAS
  * ones). */
@@ -236,7 +248,18 @@ static bool attnd_start(attnd *d, const char *name, const char *const *extra) {
         }
         sleep_s(0.01);
     }
-    if (!CHECK(d->port > 0, "%s: no port in the log within %.0f s", name, limit)) {
+    /* The port opens before the models are loaded and the pool runs (slow under valgrind);
+     * until then, job routes answer 503 not_ready. */
+    bool ready = false;
+    while (d->port && !ready && now() - t0 < limit) {
+        reply r;
+        ready = http(NULL, d->port, NULL, "/readyz", NULL, 0, NULL, &r) && r.status == 200;
+        reply_free(&r);
+        if (!ready)
+            sleep_s(0.02);
+    }
+    if (!CHECK(d->port > 0, "%s: no port in the log within %.0f s", name, limit) ||
+        !CHECK(ready, "%s: /readyz did not answer 200 within %.0f s", name, limit)) {
         kill(d->pid, SIGKILL);
         waitpid(d->pid, NULL, 0);
         d->pid = 0;
@@ -282,13 +305,6 @@ static size_t rss_bytes(const attnd *d) {
 }
 
 /* ---- HTTP with libcurl -------------------------------------------------------------------- */
-
-typedef struct reply {
-    long status;
-    str body, hdr;
-    CURLcode rc;
-    double secs;
-} reply;
 
 static void reply_free(reply *r) {
     free(r->body.p);
