@@ -54,6 +54,16 @@ void api_buf_puts(api_buf *b, const char *s) {
     api_buf_append(b, s, strlen(s));
 }
 
+void api_buf_put_u64(api_buf *b, uint64_t v) {
+    char tmp[24];
+    size_t n = 0;
+    do {
+        tmp[sizeof tmp - 1 - n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    api_buf_append(b, tmp + sizeof tmp - n, n);
+}
+
 /* Length of the valid UTF-8 sequence at s[0, n), or 0 when it is not one. */
 static size_t utf8_seq(const unsigned char *s, size_t n) {
     unsigned c = s[0];

@@ -246,16 +246,6 @@ const api_model *api_registry_at(const api_registry *r, size_t i) {
     return r && i < r->n ? r->m[i] : NULL;
 }
 
-static void put_size(api_buf *out, size_t v) {
-    char tmp[24];
-    size_t n = 0;
-    do {
-        tmp[sizeof tmp - 1 - n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    api_buf_append(out, tmp + sizeof tmp - n, n);
-}
-
 void api_registry_list_json(const api_registry *r, api_buf *out) {
     const api_model *d = api_registry_default(r);
     api_buf_puts(out, "{\"default\":");
@@ -269,9 +259,9 @@ void api_registry_list_json(const api_registry *r, api_buf *out) {
         api_buf_puts(out, i ? ",{\"name\":" : "{\"name\":");
         api_buf_json_string(out, m->name, strlen(m->name));
         api_buf_puts(out, ",\"embed_dim\":");
-        put_size(out, m->e);
+        api_buf_put_u64(out, m->e);
         api_buf_puts(out, ",\"num_heads\":");
-        put_size(out, m->h);
+        api_buf_put_u64(out, m->h);
         api_buf_puts(out, ",\"source\":");
         api_buf_json_string(out, m->source, strlen(m->source));
         api_buf_puts(out, m->has_bias ? ",\"has_bias\":true}" : ",\"has_bias\":false}");

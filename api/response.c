@@ -166,22 +166,12 @@ void api_job_destroy(api_job *job) {
 
 /* ---- Writers ------------------------------------------------------------------------------ */
 
-static void put_u64(api_buf *b, uint64_t v) {
-    char tmp[24];
-    size_t n = 0;
-    do {
-        tmp[sizeof tmp - 1 - n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    api_buf_append(b, tmp + sizeof tmp - n, n);
-}
-
 static void put_shape(api_buf *b, const size_t *dims, size_t rank) {
     api_buf_puts(b, "[");
     for (size_t i = 0; i < rank; i++) {
         if (i)
             api_buf_puts(b, ",");
-        put_u64(b, dims[i]);
+        api_buf_put_u64(b, dims[i]);
     }
     api_buf_puts(b, "]");
 }
@@ -225,7 +215,7 @@ static void json_ints(api_buf *b, const int32_t *data, const size_t *dims, size_
         if (i)
             api_buf_puts(b, ",");
         if (rank == 1)
-            put_u64(b, (uint64_t)(data[i] < 0 ? 0 : data[i])); /* indices are never negative */
+            api_buf_put_u64(b, (uint64_t)(data[i] < 0 ? 0 : data[i])); /* indices are never negative */
         else
             json_ints(b, data + i * inner, dims + 1, rank - 1);
     }
@@ -314,20 +304,20 @@ int api_job_respond(const api_job *job, double queue_ms, double compute_ms, api_
         else
             api_buf_puts(out, "null");
         api_buf_puts(out, ",\"num_heads\":");
-        put_u64(out, job->h);
+        api_buf_put_u64(out, job->h);
         api_buf_puts(out, ",\"shape\":{\"N\":");
-        put_u64(out, job->n);
+        api_buf_put_u64(out, job->n);
         api_buf_puts(out, ",\"L\":");
-        put_u64(out, job->l);
+        api_buf_put_u64(out, job->l);
         api_buf_puts(out, ",\"S\":");
-        put_u64(out, job->s);
+        api_buf_put_u64(out, job->s);
         api_buf_puts(out, ",\"E\":");
-        put_u64(out, job->e);
+        api_buf_put_u64(out, job->e);
         api_buf_puts(out, "}");
     }
     api_buf_puts(out, ",\"usage\":{\"flops\":");
     double f = job->plan.flops;
-    put_u64(out, f > 0 && f < 1.8e19 ? (uint64_t)llround(f) : 0);
+    api_buf_put_u64(out, f > 0 && f < 1.8e19 ? (uint64_t)llround(f) : 0);
     api_buf_puts(out, ",\"queue_ms\":");
     put_ms(out, queue_ms);
     api_buf_puts(out, ",\"compute_ms\":");
