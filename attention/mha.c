@@ -793,6 +793,135 @@ static void proj_exec(proj_run *pr, attn_pool *pool) {
     attn_pool_run(flops < INLINE_FLOPS ? NULL : pool, total, proj_task, pr);
 }
 
+/* The input projections of rows query rows and krows key rows, for one job or a gathered batch.
+ * self: query = key = value (packed weights), [Q K V] in one GEMM; kv_one: key = value, and
+ * with packed weights [K V] in one GEMM. */
+typedef struct in_proj {
+    const float *xq; /* (rows, E) */
+    const float *xk; /* (krows, kdim) */
+    const float *xv; /* (krows, vdim) */
+    float *proj;     /* self: [Q K V] (rows, 3E); else Q (rows, E) */
+    float *kproj;    /* K (krows, E), or [K V] (krows, 2E) over kproj and vproj */
+    float *vproj;    /* V (krows, E); must follow kproj (krows * E floats after it) */
+    size_t rows, krows, e, kdim, vdim;
+    bool self, kv_one;
+} in_proj;
+
+/* Adds the input projections of ip to pr, and points v's q, k, v (row 0, leading dimensions) at
+ * their results. */
+static void in_proj_add(proj_run *pr, attn_view *v, const in_proj *ip, const attn_mha_params *prm,
+                        size_t nslots) {
+    const size_t E = ip->e;
+    const bool packed = prm->in_proj_weight != NULL;
+    const float *bias = prm->in_proj_bias;
+    if (ip->self) {
+        proj_add(pr,
+                 (proj_gemm){.x = ip->xq,
+                             .w = prm->in_proj_weight,
+                             .b = bias,
+                             .c = ip->proj,
+                             .rows = ip->rows,
+                             .in = E,
+                             .outdim = 3 * E,
+                             .ldx = E,
+                             .ldc = 3 * E},
+                 nslots);
+        *v = (attn_view){.q = ip->proj,
+                         .ldq = 3 * E,
+                         .k = ip->proj + E,
+                         .ldk = 3 * E,
+                         .v = ip->proj + 2 * E,
+                         .ldv = 3 * E};
+        return;
+    }
+    proj_add(pr,
+             (proj_gemm){.x = ip->xq,
+                         .w = packed ? prm->in_proj_weight : prm->q_proj_weight,
+                         .b = bias,
+                         .c = ip->proj,
+                         .rows = ip->rows,
+                         .in = E,
+                         .outdim = E,
+                         .ldx = E,
+                         .ldc = E},
+             nslots);
+    if (packed && ip->kv_one) {
+        /* Rows E..3E of in_proj_weight are contiguous, and so are kproj and vproj. */
+        proj_add(pr,
+                 (proj_gemm){.x = ip->xk,
+                             .w = prm->in_proj_weight + E * E,
+                             .b = bias ? bias + E : NULL,
+                             .c = ip->kproj,
+                             .rows = ip->krows,
+                             .in = E,
+                             .outdim = 2 * E,
+                             .ldx = E,
+                             .ldc = 2 * E},
+                 nslots);
+        *v = (attn_view){.q = ip->proj,
+                         .ldq = E,
+                         .k = ip->kproj,
+                         .ldk = 2 * E,
+                         .v = ip->kproj + E,
+                         .ldv = 2 * E};
+        return;
+    }
+    proj_add(pr,
+             (proj_gemm){.x = ip->xk,
+                         .w = packed ? prm->in_proj_weight + E * E : prm->k_proj_weight,
+                         .b = bias ? bias + E : NULL,
+                         .c = ip->kproj,
+                         .rows = ip->krows,
+                         .in = ip->kdim,
+                         .outdim = E,
+                         .ldx = ip->kdim,
+                         .ldc = E},
+             nslots);
+    proj_add(pr,
+             (proj_gemm){.x = ip->xv,
+                         .w = packed ? prm->in_proj_weight + 2 * E * E : prm->v_proj_weight,
+                         .b = bias ? bias + 2 * E : NULL,
+                         .c = ip->vproj,
+                         .rows = ip->krows,
+                         .in = ip->vdim,
+                         .outdim = E,
+                         .ldx = ip->vdim,
+                         .ldc = E},
+             nslots);
+    *v = (attn_view){.q = ip->proj, .ldq = E, .k = ip->kproj, .ldk = E, .v = ip->vproj, .ldv = E};
+}
+
+/* Completes v for a job of dims d: head h of batch n is a column slice of width dh in each
+ * projection, and the heads write their slices of ob (N*L, E). */
+static void view_strides(attn_view *v, const attn_mha_dims *d, size_t dh, float *ob) {
+    v->q_sn = d->l * v->ldq;
+    v->k_sn = d->s * v->ldk;
+    v->v_sn = d->s * v->ldv;
+    v->q_sh = v->k_sh = v->v_sh = dh;
+    v->o = ob;
+    v->ldo = d->e;
+    v->o_sn = d->l * d->e;
+    v->o_sh = dh;
+}
+
+/* out (rows, E) = ob (rows, E) W_out^T + b_out, run on pool. */
+static void out_proj_run(float *out, const float *ob, size_t rows, size_t e,
+                         const attn_mha_params *prm, size_t nslots, attn_pool *pool) {
+    proj_run po = {.ng = 0};
+    proj_add(&po,
+             (proj_gemm){.x = ob,
+                         .w = prm->out_proj_weight,
+                         .b = prm->out_proj_bias,
+                         .c = out,
+                         .rows = rows,
+                         .in = e,
+                         .outdim = e,
+                         .ldx = e,
+                         .ldc = e},
+             nslots);
+    proj_exec(&po, pool);
+}
+
 int attn_mha_forward(const attn_plan *plan, void *workspace, float *out, attn_weights_out *weights,
                      const float *query, const float *key, const float *value,
                      const attn_mha_params *params, attn_pool *pool, attn_error *err) {
@@ -802,129 +931,45 @@ int attn_mha_forward(const attn_plan *plan, void *workspace, float *out, attn_we
     if (!query || !key || !value || !params)
         return attn_fail(err, ATTN_ERR_ARG, "query, key, value and params must not be NULL");
     const attn_mha_dims *d = &plan->mha;
-    const size_t E = d->e, Dh = plan->sd.d, NL = d->n * d->l, NS = d->n * d->s;
+    const size_t NL = d->n * d->l;
     const bool packed = params->in_proj_weight != NULL;
     if (!params->out_proj_weight ||
         (!packed && (!params->q_proj_weight || !params->k_proj_weight || !params->v_proj_weight)))
         return attn_fail(err, ATTN_ERR_ARG,
                          "params need out_proj.weight and in_proj_weight, or all of "
                          "q_proj_weight, k_proj_weight and v_proj_weight");
-    if (packed && (d->kdim != E || d->vdim != E))
+    if (packed && (d->kdim != d->e || d->vdim != d->e))
         return attn_fail(err, ATTN_ERR_ARG,
                          "in_proj_weight needs kdim = vdim = E; give q/k/v_proj_weight instead");
 
     float *ws = workspace;
     ws_layout l = plan_layout(plan);
-    const float *bias = params->in_proj_bias;
-    proj_run pr = {.ng = 0};
     attn_run r = {.p = plan, .slots = ws + l.slots};
-    attn_view *v = &r.view;
     if (weights)
         r.wout = *weights;
-
-    if (packed && query == key && key == value && d->l == d->s) {
-        /* Self-attention: [Q K V] (N*L, 3E) = query W_in^T + b_in as one GEMM. */
-        float *qkv = ws + l.proj;
-        proj_add(&pr,
-                 (proj_gemm){.x = query,
-                             .w = params->in_proj_weight,
-                             .b = bias,
-                             .c = qkv,
-                             .rows = NL,
-                             .in = E,
-                             .outdim = 3 * E,
-                             .ldx = E,
-                             .ldc = 3 * E},
-                 plan->nslots);
-        *v = (attn_view){
-            .q = qkv, .ldq = 3 * E, .k = qkv + E, .ldk = 3 * E, .v = qkv + 2 * E, .ldv = 3 * E};
-    } else {
-        float *qp = ws + l.proj, *kp = ws + l.kproj, *vp = ws + l.vproj;
-        const float *wq = packed ? params->in_proj_weight : params->q_proj_weight;
-        proj_add(&pr,
-                 (proj_gemm){.x = query,
-                             .w = wq,
-                             .b = bias,
-                             .c = qp,
-                             .rows = NL,
-                             .in = E,
-                             .outdim = E,
-                             .ldx = E,
-                             .ldc = E},
-                 plan->nslots);
-        if (packed && key == value) {
-            /* [K V] (N*S, 2E): rows E..3E of in_proj_weight are contiguous. kp and vp are
-             * adjacent regions of N*S*E floats each, so kp has room for N*S*2E. */
-            proj_add(&pr,
-                     (proj_gemm){.x = key,
-                                 .w = params->in_proj_weight + E * E,
-                                 .b = bias ? bias + E : NULL,
-                                 .c = kp,
-                                 .rows = NS,
-                                 .in = E,
-                                 .outdim = 2 * E,
-                                 .ldx = E,
-                                 .ldc = 2 * E},
-                     plan->nslots);
-            *v = (attn_view){.q = qp, .ldq = E, .k = kp, .ldk = 2 * E, .v = kp + E, .ldv = 2 * E};
-        } else {
-            const float *wk = packed ? params->in_proj_weight + E * E : params->k_proj_weight;
-            const float *wv = packed ? params->in_proj_weight + 2 * E * E : params->v_proj_weight;
-            proj_add(&pr,
-                     (proj_gemm){.x = key,
-                                 .w = wk,
-                                 .b = bias ? bias + E : NULL,
-                                 .c = kp,
-                                 .rows = NS,
-                                 .in = d->kdim,
-                                 .outdim = E,
-                                 .ldx = d->kdim,
-                                 .ldc = E},
-                     plan->nslots);
-            proj_add(&pr,
-                     (proj_gemm){.x = value,
-                                 .w = wv,
-                                 .b = bias ? bias + 2 * E : NULL,
-                                 .c = vp,
-                                 .rows = NS,
-                                 .in = d->vdim,
-                                 .outdim = E,
-                                 .ldx = d->vdim,
-                                 .ldc = E},
-                     plan->nslots);
-            *v = (attn_view){.q = qp, .ldq = E, .k = kp, .ldk = E, .v = vp, .ldv = E};
-        }
-    }
+    in_proj ip = {.xq = query,
+                  .xk = key,
+                  .xv = value,
+                  .proj = ws + l.proj,
+                  .kproj = ws + l.kproj,
+                  .vproj = ws + l.vproj,
+                  .rows = NL,
+                  .krows = d->n * d->s,
+                  .e = d->e,
+                  .kdim = d->kdim,
+                  .vdim = d->vdim,
+                  .self = packed && query == key && key == value && d->l == d->s,
+                  .kv_one = key == value};
+    proj_run pr = {.ng = 0};
+    in_proj_add(&pr, &r.view, &ip, params, plan->nslots);
     proj_exec(&pr, pool);
 
-    /* Head h of batch n is a column slice of width Dh in each projection. */
-    float *ob = ws + l.ob;
-    v->q_sn = d->l * v->ldq;
-    v->k_sn = d->s * v->ldk;
-    v->v_sn = d->s * v->ldv;
-    v->q_sh = v->k_sh = v->v_sh = Dh;
-    v->o = ob;
-    v->ldo = E;
-    v->o_sn = d->l * E;
-    v->o_sh = Dh;
+    view_strides(&r.view, d, plan->sd.d, ws + l.ob);
     rc = run_attention(&r, pool, err);
     if (rc != ATTN_OK)
         return rc;
 
-    /* out (N*L, E) = ob W_out^T + b_out. */
-    proj_run po = {.ng = 0};
-    proj_add(&po,
-             (proj_gemm){.x = ob,
-                         .w = params->out_proj_weight,
-                         .b = params->out_proj_bias,
-                         .c = out,
-                         .rows = NL,
-                         .in = E,
-                         .outdim = E,
-                         .ldx = E,
-                         .ldc = E},
-             plan->nslots);
-    proj_exec(&po, pool);
+    out_proj_run(out, ws + l.ob, NL, d->e, params, plan->nslots, pool);
     if (!attnk_get()->all_finite(out, plan->out_elems))
         return attn_fail(err, ATTN_ERR_NUMERIC, "the output is not finite: float32 overflowed");
     return ATTN_OK;
@@ -1090,9 +1135,7 @@ int attn_mha_batch_forward(const attn_batch_plan *bp, void *workspace, attn_mha_
 
     float *ws = workspace;
     const batch_layout b = batch_layout_of(bp);
-    const size_t E = bp->e, KD = bp->kdim, VD = bp->vdim, R = bp->rows, RS = bp->key_rows;
-    const bool kv_gemm = !bp->self && bp->kv_one && packed; /* [K V] in one GEMM */
-    const float *bias = params->in_proj_bias;
+    const size_t E = bp->e, KD = bp->kdim, VD = bp->vdim;
 
     /* Gather every job's rows. */
     for (size_t i = 0, r = 0, rk = 0; i < count; i++) {
@@ -1109,129 +1152,44 @@ int attn_mha_batch_forward(const attn_batch_plan *bp, void *workspace, attn_mha_
     }
 
     /* The input projections, once over all rows. */
+    in_proj ip = {.xq = ws + b.xq,
+                  .xk = ws + b.xk,
+                  .xv = ws + b.xv,
+                  .proj = ws + b.proj,
+                  .kproj = ws + b.kproj,
+                  .vproj = ws + b.vproj,
+                  .rows = bp->rows,
+                  .krows = bp->key_rows,
+                  .e = E,
+                  .kdim = KD,
+                  .vdim = VD,
+                  .self = bp->self,
+                  .kv_one = bp->kv_one};
+    attn_view all;
     proj_run pr = {.ng = 0};
-    if (bp->self) {
-        proj_add(&pr,
-                 (proj_gemm){.x = ws + b.xq,
-                             .w = params->in_proj_weight,
-                             .b = bias,
-                             .c = ws + b.proj,
-                             .rows = R,
-                             .in = E,
-                             .outdim = 3 * E,
-                             .ldx = E,
-                             .ldc = 3 * E},
-                 bp->nslots);
-    } else {
-        proj_add(&pr,
-                 (proj_gemm){.x = ws + b.xq,
-                             .w = packed ? params->in_proj_weight : params->q_proj_weight,
-                             .b = bias,
-                             .c = ws + b.proj,
-                             .rows = R,
-                             .in = E,
-                             .outdim = E,
-                             .ldx = E,
-                             .ldc = E},
-                 bp->nslots);
-        if (kv_gemm) {
-            /* kproj and vproj are adjacent regions of RS*E floats: room for (RS, 2E). */
-            proj_add(&pr,
-                     (proj_gemm){.x = ws + b.xk,
-                                 .w = params->in_proj_weight + E * E,
-                                 .b = bias ? bias + E : NULL,
-                                 .c = ws + b.kproj,
-                                 .rows = RS,
-                                 .in = E,
-                                 .outdim = 2 * E,
-                                 .ldx = E,
-                                 .ldc = 2 * E},
-                     bp->nslots);
-        } else {
-            proj_add(
-                &pr,
-                (proj_gemm){.x = ws + b.xk,
-                            .w = packed ? params->in_proj_weight + E * E : params->k_proj_weight,
-                            .b = bias ? bias + E : NULL,
-                            .c = ws + b.kproj,
-                            .rows = RS,
-                            .in = KD,
-                            .outdim = E,
-                            .ldx = KD,
-                            .ldc = E},
-                bp->nslots);
-            proj_add(&pr,
-                     (proj_gemm){.x = ws + b.xv,
-                                 .w = packed ? params->in_proj_weight + 2 * E * E
-                                             : params->v_proj_weight,
-                                 .b = bias ? bias + 2 * E : NULL,
-                                 .c = ws + b.vproj,
-                                 .rows = RS,
-                                 .in = VD,
-                                 .outdim = E,
-                                 .ldx = VD,
-                                 .ldc = E},
-                     bp->nslots);
-        }
-    }
+    in_proj_add(&pr, &all, &ip, params, bp->nslots);
     proj_exec(&pr, pool);
 
-    /* The attention, job by job, each with its own plan (masks, weights, options). */
+    /* The attention, job by job, each with its own plan (masks, weights, options), on its rows
+     * of the projections. */
     for (size_t i = 0, r = 0, rk = 0; i < count; i++) {
         attn_mha_batch_job *j = &jobs[i];
         const attn_plan *p = j->plan;
-        const attn_mha_dims *d = &p->mha;
         attn_run run = {.p = p, .slots = ws + b.slots};
         if (j->weights)
             run.wout = *j->weights;
-        attn_view *v = &run.view;
-        if (bp->self) {
-            const float *qkv = ws + b.proj + r * 3 * E;
-            *v = (attn_view){
-                .q = qkv, .ldq = 3 * E, .k = qkv + E, .ldk = 3 * E, .v = qkv + 2 * E, .ldv = 3 * E};
-        } else if (kv_gemm) {
-            const float *kv = ws + b.kproj + rk * 2 * E;
-            *v = (attn_view){.q = ws + b.proj + r * E,
-                             .ldq = E,
-                             .k = kv,
-                             .ldk = 2 * E,
-                             .v = kv + E,
-                             .ldv = 2 * E};
-        } else {
-            *v = (attn_view){.q = ws + b.proj + r * E,
-                             .ldq = E,
-                             .k = ws + b.kproj + rk * E,
-                             .ldk = E,
-                             .v = ws + b.vproj + rk * E,
-                             .ldv = E};
-        }
-        v->q_sn = d->l * v->ldq;
-        v->k_sn = d->s * v->ldk;
-        v->v_sn = d->s * v->ldv;
-        v->q_sh = v->k_sh = v->v_sh = p->sd.d;
-        v->o = ws + b.ob + r * E;
-        v->ldo = E;
-        v->o_sn = d->l * E;
-        v->o_sh = p->sd.d;
+        run.view = all;
+        run.view.q += r * all.ldq;
+        run.view.k += rk * all.ldk;
+        run.view.v += rk * all.ldv;
+        view_strides(&run.view, &p->mha, p->sd.d, ws + b.ob + r * E);
         j->status = run_attention(&run, pool, j->err);
-        r += d->n * d->l;
-        rk += d->n * d->s;
+        r += p->mha.n * p->mha.l;
+        rk += p->mha.n * p->mha.s;
     }
 
-    /* out (R, E) = ob W_out^T + b_out, once, into the gathered queries' room; then scattered. */
-    proj_run po = {.ng = 0};
-    proj_add(&po,
-             (proj_gemm){.x = ws + b.ob,
-                         .w = params->out_proj_weight,
-                         .b = params->out_proj_bias,
-                         .c = ws + b.xq,
-                         .rows = R,
-                         .in = E,
-                         .outdim = E,
-                         .ldx = E,
-                         .ldc = E},
-             bp->nslots);
-    proj_exec(&po, pool);
+    /* Out-projection once, into the gathered queries' room; then scattered. */
+    out_proj_run(ws + b.xq, ws + b.ob, bp->rows, E, params, bp->nslots, pool);
     for (size_t i = 0, r = 0; i < count; i++) {
         attn_mha_batch_job *j = &jobs[i];
         const attn_plan *p = j->plan;
