@@ -714,7 +714,7 @@ static void test_limits(void) {
           "the 11 cut bodies should be logged with status 0 and 10 bytes in");
     free(log);
 
-    /* Headers over libmicrohttpd's 128 KiB connection memory. */
+    /* Headers over libmicrohttpd's 32 KiB connection memory. */
     {
         int fd = tcp_connect(d.port);
         str q = {0};
