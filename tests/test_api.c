@@ -1514,7 +1514,7 @@ static double answers_diff(const char *a, const char *b) {
             continue;
         }
         if (*a++ != *b++)
-            return INFINITY;
+            return HUGE_VAL;
     }
     return *a || *b ? (double)INFINITY : m;
 }
@@ -1535,8 +1535,8 @@ static void test_batches(void) {
                                          ",\"need_weights\":\"mean\"",
                                          ",\"key_lengths\":[3]",
                                          ",\"key_mask\":[1,0,1,1,1],\"need_weights\":\"per_head\"",
-                                         ",\"heads\":[1],\"need_weights\":\"per_head\","
-                                         "\"weights_top_k\":2"};
+                                         (",\"heads\":[1],\"need_weights\":\"per_head\","
+                                          "\"weights_top_k\":2")};
     char *bodies[12];
     size_t nb = 0;
     for (size_t i = 0; i < 6; i++) {
@@ -1550,8 +1550,8 @@ static void test_batches(void) {
     for (size_t i = 0; i < 4; i++) {
         static const char *const rest[] = {
             ",\"params\":{\"init\":\"random\",\"seed\":5,\"num_heads\":4}",
-            ",\"params\":{\"init\":\"random\",\"seed\":5,\"num_heads\":4},"
-            "\"need_weights\":\"mean\"",
+            (",\"params\":{\"init\":\"random\",\"seed\":5,\"num_heads\":4},"
+             "\"need_weights\":\"mean\""),
             ",\"model\":\"other\"", ",\"params\":{\"init\":\"random\",\"seed\":6,\"num_heads\":4}"};
         sb t = {0};
         sb_add(&t, "{\"query\":%s%s}", q.s, rest[i]);

@@ -67,7 +67,7 @@ static void ref_attend(double *out, double *w, const float *q, const float *k, c
                        size_t L, size_t S, size_t D, size_t Dv, double scale, const attn_masks *m,
                        size_t n, size_t h, size_t N, size_t H) {
     for (size_t i = 0; i < L; i++) {
-        double *row = w + i * S, mx = -INFINITY;
+        double *row = w + i * S, mx = -HUGE_VAL;
         for (size_t j = 0; j < S; j++) {
             bool ok = true;
             if (m) {
@@ -85,7 +85,7 @@ static void ref_attend(double *out, double *w, const float *q, const float *k, c
                 if (m->attn_mask && !m->attn_mask[((an * aH + ah) * L + i) * S + j])
                     ok = false;
             }
-            double x = -INFINITY;
+            double x = -HUGE_VAL;
             if (ok) {
                 x = 0;
                 for (size_t c = 0; c < D; c++)

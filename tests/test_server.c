@@ -215,7 +215,7 @@ static bool tens_from_json(const json_t *j, tens *t) {
         for (size_t i = 0; i < n; i++) {
             float f;
             memcpy(&f, raw + 4 * i, 4);
-            t->v[i] = f;
+            t->v[i] = (double)f;
         }
         free(raw);
         return true;
@@ -247,7 +247,7 @@ static json_t *json_matrix(const float *a, size_t rows, size_t cols) {
     for (size_t i = 0; i < rows; i++) {
         json_t *r = json_array();
         for (size_t j = 0; j < cols; j++)
-            json_array_append_new(r, json_real(a[i * cols + j]));
+            json_array_append_new(r, json_real((double)a[i * cols + j]));
         json_array_append_new(m, r);
     }
     return m;
@@ -263,7 +263,7 @@ static json_t *json_tensor3(const float *a, size_t n, size_t rows, size_t cols) 
 static json_t *json_vector(const float *a, size_t n) {
     json_t *v = json_array();
     for (size_t i = 0; i < n; i++)
-        json_array_append_new(v, json_real(a[i]));
+        json_array_append_new(v, json_real((double)a[i]));
     return v;
 }
 
@@ -497,7 +497,7 @@ static bool reply_tensor(const reply *r, const char *member, tens *t, const char
 
 static double max_diff(const tens *t, const double *want, size_t n) {
     if (t->n != n)
-        return INFINITY;
+        return HUGE_VAL;
     double m = 0;
     for (size_t i = 0; i < n; i++) {
         double d = fabs(t->v[i] - want[i]);
@@ -714,7 +714,7 @@ static void ref_attend(const double *q, size_t qs, const double *k, size_t ks, c
                        double *out, size_t os, double *w) {
     double *p = malloc(S * sizeof *p);
     for (size_t i = 0; i < L; i++) {
-        double m = -INFINITY, z = 0;
+        double m = -HUGE_VAL, z = 0;
         for (size_t j = 0; j < S; j++) {
             double s = 0;
             for (size_t c = 0; c < D; c++)
@@ -744,7 +744,7 @@ static double *ref_linear(const float *x, size_t rows, size_t in, const float *W
     double *y = malloc(rows * outw * sizeof *y);
     for (size_t r = 0; r < rows; r++)
         for (size_t o = 0; o < outw; o++) {
-            double s = b ? b[o] : 0;
+            double s = b ? (double)b[o] : 0;
             for (size_t i = 0; i < in; i++)
                 s += (double)x[r * in + i] * (double)W[o * in + i];
             y[r * outw + o] = s;
@@ -769,7 +769,7 @@ static void ref_mha(const float *xq, const float *xk, const float *xv, size_t L,
                    1.0 / sqrt((double)Dh), 0, att + h * Dh, E, w ? w + h * L * S : NULL);
     for (size_t i = 0; i < L; i++)
         for (size_t o = 0; o < E; o++) {
-            double s = bo ? bo[o] : 0;
+            double s = bo ? (double)bo[o] : 0;
             for (size_t c = 0; c < E; c++)
                 s += att[i * E + c] * (double)wo[o * E + c];
             out[i * E + o] = s;
@@ -1241,7 +1241,7 @@ static void test_results(int port) {
         double out[8], w[16];
         double qd[8], vd[8];
         for (int i = 0; i < 8; i++)
-            qd[i] = q[i], vd[i] = v[i];
+            qd[i] = (double)q[i], vd[i] = (double)v[i];
         ref_attend(qd, 2, qd, 2, vd, 2, 4, 4, 2, 2, 1 / sqrt(2.0), 0, out, 2, w);
         if (reply_tensor(&r, "output", &t, "sdpa seed example")) {
             CHECK(t.rank == 2 && t.shape[0] == 4 && t.shape[1] == 2, "sdpa: output shape");
