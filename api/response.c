@@ -215,7 +215,8 @@ static void json_ints(api_buf *b, const int32_t *data, const size_t *dims, size_
         if (i)
             api_buf_puts(b, ",");
         if (rank == 1)
-            api_buf_put_u64(b, (uint64_t)(data[i] < 0 ? 0 : data[i])); /* indices are never negative */
+            api_buf_put_u64(b,
+                            (uint64_t)(data[i] < 0 ? 0 : data[i])); /* indices are never negative */
         else
             json_ints(b, data + i * inner, dims + 1, rank - 1);
     }

@@ -113,6 +113,7 @@ typedef struct http_req {
     double t_start, parse_ms;
     /* headers of the reply being built */
     const char *allow;
+    const char *preflight; /* the methods an allowed CORS preflight is answered with */
     bool www_auth, bad_token, page;
     conn_track *track; /* the connection's record; NULL when it could not be made */
     bool late;         /* dropped for --read-timeout while its body arrived */
@@ -394,6 +395,11 @@ static enum MHD_Result reply(http_req *r, unsigned status, const char *type, voi
     if (atomic_load(&h->draining))
         MHD_add_response_header(resp, "Connection", "close");
     add_cors(h, r, resp);
+    if (r->preflight) {
+        MHD_add_response_header(resp, "Access-Control-Allow-Methods", r->preflight);
+        MHD_add_response_header(resp, "Access-Control-Allow-Headers", CORS_HEADERS);
+        MHD_add_response_header(resp, "Access-Control-Max-Age", "600");
+    }
     r->status = status;
     r->bytes_out = len;
     r->state = REQ_REPLIED;
@@ -512,23 +518,8 @@ static enum MHD_Result on_options(srv_http *h, http_req *r) {
     if (!method_listed(allow, want))
         return reply_error(r, 403, "cors_rejected", "%s does not take the method %.20s (only %s)",
                            r->path, want, allow);
-    struct MHD_Response *resp =
-        MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
-    if (!resp)
-        return MHD_NO;
-    MHD_add_response_header(resp, "X-Request-Id", r->id);
-    MHD_add_response_header(resp, "Access-Control-Allow-Origin", origin);
-    MHD_add_response_header(resp, "Access-Control-Allow-Methods", allow);
-    MHD_add_response_header(resp, "Access-Control-Allow-Headers", CORS_HEADERS);
-    MHD_add_response_header(resp, "Access-Control-Max-Age", "600");
-    MHD_add_response_header(resp, "Vary", "Origin");
-    MHD_add_response_header(resp, "Cache-Control", "no-store");
-    r->status = 204;
-    r->state = REQ_REPLIED;
-    track_set(h, r->track, false);
-    enum MHD_Result rc = MHD_queue_response(r->conn, 204, resp);
-    MHD_destroy_response(resp);
-    return rc;
+    r->preflight = allow; /* reply() adds the CORS headers: the origin is allowed */
+    return reply(r, 204, NULL, (void *)"", 0, MHD_RESPMEM_PERSISTENT);
 }
 
 static enum MHD_Result on_job_headers(srv_http *h, http_req *r) {

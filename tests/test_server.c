@@ -1446,6 +1446,11 @@ static void test_request_id_keepalive_cors(int port) {
         CHECK(acam && strstr(acam, "POST"), "preflight: Allow-Methods %s", acam);
         CHECK(acah && strcasestr(acah, "Authorization") && strcasestr(acah, "Content-Type"),
               "preflight: Allow-Headers %s", acah);
+        char *xcto = header(&r, "X-Content-Type-Options"), *rp = header(&r, "Referrer-Policy");
+        CHECK(xcto && !strcmp(xcto, "nosniff") && rp && !strcmp(rp, "no-referrer"),
+              "preflight: X-Content-Type-Options %s, Referrer-Policy %s", xcto, rp);
+        free(xcto);
+        free(rp);
         free(acao);
         free(acam);
         free(acah);
