@@ -77,7 +77,7 @@ struct srv_http {
     api_limits limits;
     srv_workers *workers;
     atomic_bool ready, draining;
-    atomic_size_t outstanding; /* requests given to the workers and not yet completed */
+    atomic_size_t outstanding; /* requests begun (headers read) and not yet completed */
     atomic_uint_fast64_t next_id;
     uint64_t id_salt;
     double start_wall;
@@ -100,7 +100,6 @@ typedef struct http_req {
     req_state state;
     srv_route route;
     bool is_get, is_post, is_options;
-    bool handed; /* given to the workers: counted in h->outstanding */
     char method[16];
     char *path;
     char id[ID_MAX + 1];
@@ -641,8 +640,6 @@ static enum MHD_Result on_body_complete(srv_http *h, http_req *r) {
     r->sj.deadline = r->t_start + h->cfg->request_timeout;
     r->sj.done = on_job_done;
     atomic_fetch_add(&r->refs, 1);
-    atomic_fetch_add(&h->outstanding, 1);
-    r->handed = true;
     pthread_mutex_lock(&r->mu);
     int rc = srv_workers_submit(h->workers, &r->sj);
     if (rc == SRV_OK) {
@@ -654,8 +651,6 @@ static enum MHD_Result on_body_complete(srv_http *h, http_req *r) {
         return MHD_YES;
 
     /* Not taken: undo, and say why. */
-    r->handed = false;
-    atomic_fetch_sub(&h->outstanding, 1);
     atomic_fetch_sub(&r->refs, 1);
     api_job_destroy(job);
     r->sj.job = NULL;
@@ -765,6 +760,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         if (!r)
             return MHD_NO; /* out of memory: drop the connection */
         *con_cls = r;
+        atomic_fetch_add(&h->outstanding, 1); /* until on_completed */
         /* A request with a body is judged now, before its body is read (a reply now closes the
          * connection after it). One without waits for the next call: a reply queued then keeps
          * the connection alive. */
@@ -852,8 +848,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         kv[n++] = SRV_STR("end", end);
     srv_log_write(h->log, "info", "access", kv, n);
     srv_metrics_request(h->metrics, r->route, r->status, r->bytes_in, r->bytes_out);
-    if (r->handed)
-        atomic_fetch_sub(&h->outstanding, 1);
+    atomic_fetch_sub(&h->outstanding, 1);
     track_set(h, r->track, true); /* the connection now waits for its next request */
     req_unref(r);
 }

@@ -5,7 +5,7 @@
  * running jobs short, 2 on a bad flag, environment variable or model file. */
 #include <dirent.h>
 #include <errno.h>
-#include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,13 +100,30 @@ static void log_models(const srv_log *log, const api_registry *models) {
     }
 }
 
-/* Waits for a signal of set; returns its number. */
-static int wait_signal(const sigset_t *set) {
-    for (;;) {
-        int sig = sigwaitinfo(set, NULL);
-        if (sig > 0)
-            return sig;
-    }
+/* SIGTERM and SIGINT are caught, not blocked: OpenBLAS starts its threads before main runs, with
+ * no signal blocked, so a blocked signal could still reach one of them and kill the process.
+ * The handler, on whichever thread it runs, posts one unit per signal. */
+static sem_t stop_sem;
+static volatile sig_atomic_t stop_sig;
+
+static void on_stop_signal(int sig) {
+    stop_sig = sig;
+    sem_post(&stop_sem); /* async-signal-safe */
+}
+
+static void catch_stop_signals(void) {
+    sem_init(&stop_sem, 0, 0);
+    struct sigaction sa = {.sa_handler = on_stop_signal, .sa_flags = SA_RESTART};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+}
+
+/* Waits for SIGTERM or SIGINT; returns its number. */
+static int wait_stop_signal(void) {
+    while (sem_wait(&stop_sem) != 0)
+        ; /* EINTR */
+    return stop_sig;
 }
 
 int main(int argc, char **argv) {
@@ -148,12 +165,7 @@ int main(int argc, char **argv) {
     }
     srv_log log = {.format = cfg.log_format};
 
-    /* Signals are taken by main alone: block them before any thread starts. */
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    catch_stop_signals();
     signal(SIGPIPE, SIG_IGN);
 
     int status = 1;
@@ -266,7 +278,7 @@ int main(int argc, char **argv) {
     srv_log_write(&log, "info", "ready", NULL, 0);
 
     /* Serve until SIGTERM or SIGINT, then drain. */
-    int sig = wait_signal(&sigs);
+    int sig = wait_stop_signal();
     {
         srv_kv kv[] = {SRV_STR("signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"),
                        SRV_NUM("drain_timeout_s", cfg.drain_timeout)};
@@ -281,8 +293,7 @@ int main(int argc, char **argv) {
         idle = srv_workers_wait_idle(workers, step < deadline ? step : deadline);
         if (idle || srv_now() >= deadline)
             break;
-        struct timespec zero = {0, 0};
-        if (sigtimedwait(&sigs, NULL, &zero) > 0) {
+        if (sem_trywait(&stop_sem) == 0) { /* a second signal: stop waiting */
             forced = true;
             break;
         }

@@ -320,8 +320,10 @@ void srv_http_set_ready(srv_http *h, const api_registry *models, const api_limit
  * close. */
 void srv_http_set_draining(srv_http *h);
 
-/* Waits until every request that was given to the workers has been answered, or until the
- * monotonic time deadline. True when none is left. */
+/* Waits until every request begun so far (its headers read: given to the workers, being
+ * uploaded or parsed, or with its reply being sent) has completed, or until the monotonic time
+ * deadline. True when none is left. During the drain a request still arriving is answered 503
+ * draining, and this waits for that answer to be sent. */
 bool srv_http_wait_replied(srv_http *h, double deadline);
 
 /* Stops libmicrohttpd and frees h. Every job must have been answered (done() called). NULL does

@@ -852,7 +852,33 @@ static void test_faults(void) {
     CHECK(r.status == 200 && strstr(r.body.p, "\"output\""), "a job after the faults: %ld %.200s",
           r.status, r.body.p);
     reply_free(&r);
-    CHECK(attnd_stop(&d) == 0, "faults daemon: exit status after SIGTERM");
+
+    /* SIGTERM while a request is mid-upload: its upload goes on, it is answered (503 draining),
+     * and only then does attnd stop. */
+    {
+        char *b = slow_body(1024);
+        size_t bl = strlen(b);
+        int fd = tcp_connect(d.port);
+        str q = {0};
+        post_head(&q, "/v1/attention", bl);
+        size_t head = q.n;
+        str_add(&q, b, bl);
+        send_all(fd, q.p, head + bl / 2);
+        sleep_s(0.05);
+        kill(d.pid, SIGTERM);
+        sleep_s(0.1);
+        send_all(fd, q.p + head + bl / 2, q.n - head - bl / 2);
+        str out = {0};
+        read_to_end(fd, 10 * cfg.scale, &out);
+        CHECK(out.p && strstr(out.p, " 503 ") && strstr(out.p, "\"draining\""),
+              "a request mid-upload at SIGTERM: %.120s", out.p ? out.p : "no reply");
+        close(fd);
+        free(out.p);
+        free(q.p);
+        free(b);
+    }
+    int st = attnd_stop(&d);
+    CHECK(st == 0, "faults daemon: exit status %d after SIGTERM", st);
 }
 
 /* ---- slow clients ------------------------------------------------------------------------- */
