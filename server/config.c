@@ -176,11 +176,12 @@ void srv_config_usage(FILE *f) {
                "exit 0 if it\n      answers 200 (the container's HEALTHCHECK)\n"
                "  --help                     print this and exit\n"
                "  --version                  print the version and exit\n\n");
-    fprintf(f, "SIZE is a byte count with an optional K, M or G suffix (powers of 1024); SEC "
-               "may have decimals.\n"
-               "A bad value stops the start with one line on stderr and exit status 2.\n"
-               "Exit status: 0 after a clean shutdown (SIGTERM/SIGINT), 1 on a runtime failure "
-               "or when\nthe drain timeout cut running jobs short, 2 on a bad flag or model.\n");
+    fprintf(
+        f, "SIZE is a byte count with an optional K, M or G suffix (powers of 1024); SEC "
+           "may have decimals.\n"
+           "A bad value stops the start with one line on stderr and exit status 2.\n"
+           "Exit status: 0 after a clean shutdown (SIGTERM/SIGINT), 1 on a runtime failure "
+           "or when\nthe drain timeout cut jobs short (they got 503), 2 on a bad flag or model.\n");
 }
 
 /* ---- Value parsers ------------------------------------------------------------------------ */

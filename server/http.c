@@ -457,9 +457,11 @@ static enum MHD_Result reply_json(http_req *r, unsigned status, const char *lite
                  MHD_RESPMEM_PERSISTENT);
 }
 
+/* 503 draining or not_ready; counted as a rejected job on the job routes. */
 static enum MHD_Result reply_unavailable(http_req *r) {
     if (atomic_load(&r->h->draining)) {
-        srv_metrics_reject(r->h->metrics, SRV_REJECT_DRAINING);
+        if (is_job_route(r->route))
+            srv_metrics_reject(r->h->metrics, SRV_REJECT_DRAINING);
         return reply_error(r, 503, "draining",
                            "attnd is shutting down and takes no new jobs; retry on another "
                            "instance");
@@ -631,7 +633,7 @@ static enum MHD_Result on_body_complete(srv_http *h, http_req *r) {
     r->body = NULL;
     if (!job) {
         if (!e.status)
-            api_fail(&e, 500, "internal_error", NULL, "the job could not be parsed");
+            api_fail(&e, 500, "internal", NULL, "the job could not be parsed");
         return reply_api_error(r, &e);
     }
 

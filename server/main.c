@@ -318,7 +318,7 @@ int main(int argc, char **argv) {
         memset(cfg.api_key, 0, sizeof cfg.api_key);
         _exit(1);
     }
-    status = 0;
+    status = expired ? 1 : 0; /* jobs the drain timeout cut short were answered 503 */
 
 out:
     srv_http_stop(http);

@@ -298,7 +298,7 @@ static size_t pop_batch(srv_workers *w, worker_arg *a) {
         return 0;
     size_t n = 1, rows = api_job_rows(first->job);
     batch_add(w, a->index, it, 0, first);
-    if (w->window > 0 && it[0].op == API_OP_ATTENTION) {
+    if (w->window > 0 && api_jobs_batchable(it[0].aj, it[0].aj)) {
         /* Collect: take what is queued, then wait for more while other jobs are in flight
          * (a request to an idle server never waits), until the window after the first job
          * was queued has passed. */
@@ -349,6 +349,13 @@ static void *worker_main(void *arg) {
         pthread_mutex_lock(&w->mu);
         w->running -= n;
         pthread_cond_broadcast(&w->idle);
+        /* A collecting worker waits only while other jobs are in flight: tell it. */
+        for (size_t i = 0; i < w->nworkers; i++) {
+            if (w->leader[i]) {
+                pthread_cond_broadcast(&w->work);
+                break;
+            }
+        }
     }
     pthread_mutex_unlock(&w->mu);
     return NULL;

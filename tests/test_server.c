@@ -2131,6 +2131,53 @@ static void test_batching(const char *tokens, size_t slow_l) {
     CHECK(attnd_stop(&d, SIGTERM) == 0, "batching daemon: exit status");
 }
 
+/* The batch window bounds a wait for company, and only while other jobs are in flight: with two
+ * workers and a 1 s window, a job that cannot batch (inline parameter tensors) runs at once
+ * beside a short slow job (about 0.25 s), and a lone demo-model job that waits for company stops
+ * waiting when that job ends, well before its window has passed. */
+static void test_batch_wait(size_t slow_l) {
+    attnd d;
+    const char *args[] = {"--threads", "2", "--pool-threads", "0", "--batch-window-us",
+                          "1000000",   NULL};
+    if (!attnd_start(&d, "batch-wait", args, NULL))
+        return;
+    float *x = rnd_array(4 * 8, 1300), *w = rnd_array(3 * 8 * 8 + 8 * 8, 1301);
+    char *inline_body = dump(json_pack(
+        "{s:o,s:{s:i,s:o,s:o}}", "query", json_matrix(x, 4, 8), "params", "num_heads", 2,
+        "in_proj_weight", json_matrix(w, 24, 8), "out_proj.weight", json_matrix(w + 192, 8, 8)));
+    float *q = rnd_array(16 * 64, 1302);
+    char *demo_body = dump(json_pack("{s:o}", "query", json_matrix(q, 16, 64)));
+
+    /* A lone job that waits for company, beside a slow one. */
+    async_req slow = {0};
+    async_start(&slow, d.port, "/v1/attention", slow_body(slow_l / 2));
+    CHECK(wait_metric(d.port, "attnd_jobs_in_flight", 1, 20), "batch wait: the slow job never ran");
+    reply r;
+    post(NULL, d.port, "/v1/attention", demo_body, &r);
+    pthread_join(slow.th, NULL);
+    CHECK(r.status == 200 && slow.r.status == 200 && r.secs < slow.r.secs + 0.3 && r.secs < 0.9,
+          "batch wait: a lone job took %.2f s; the slow job it waited beside %.2f s (window 1 s)",
+          r.secs, slow.r.secs);
+    reply_free(&r);
+    reply_free(&slow.r);
+    free(slow.body);
+
+    /* A job that cannot batch, beside a slow one: it does not wait at all. */
+    memset(&slow, 0, sizeof slow);
+    async_start(&slow, d.port, "/v1/attention", slow_body(slow_l / 2));
+    CHECK(wait_metric(d.port, "attnd_jobs_in_flight", 1, 20), "batch wait: the slow job never ran");
+    post(NULL, d.port, "/v1/attention", inline_body, &r);
+    CHECK(r.status == 200 && r.secs < 0.5,
+          "batch wait: a job that cannot batch took %.2f s beside a slow job (%ld; window 1 s)",
+          r.secs, r.status);
+    reply_free(&r);
+    pthread_join(slow.th, NULL);
+    reply_free(&slow.r);
+    free(slow.body);
+    free(inline_body), free(demo_body), free(x), free(w), free(q);
+    CHECK(attnd_stop(&d, SIGTERM) == 0, "batch-wait daemon: exit status");
+}
+
 /* ---- Main --------------------------------------------------------------------------------- */
 
 static bool want(const char *name) {
@@ -2203,6 +2250,7 @@ int main(int argc, char **argv) {
     if (want("batching")) {
         test_batching("4096", slow_l ? slow_l : 8192);
         test_batching("48", slow_l ? slow_l : 8192);
+        test_batch_wait(slow_l ? slow_l : 12288);
     }
 
     curl_global_cleanup();
