@@ -849,7 +849,11 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (end)
         kv[n++] = SRV_STR("end", end);
     srv_log_write(h->log, "info", "access", kv, n);
-    srv_metrics_request(h->metrics, r->route, r->status, r->bytes_in, r->bytes_out);
+    /* The log keeps the status attnd meant to send (end= says it was not); the metrics count
+     * only replies that went out whole. */
+    bool sent = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK;
+    srv_metrics_request(h->metrics, r->route, sent ? r->status : 0, r->bytes_in,
+                        sent ? r->bytes_out : 0);
     atomic_fetch_sub(&h->outstanding, 1);
     track_set(h, r->track, true); /* the connection now waits for its next request */
     req_unref(r);

@@ -852,6 +852,17 @@ static void test_faults(void) {
     CHECK(r.status == 200 && strstr(r.body.p, "\"output\""), "a job after the faults: %ld %.200s",
           r.status, r.body.p);
     reply_free(&r);
+    /* The metrics count only replies sent whole: not those whose client vanished (end=). */
+    {
+        char *lg = slurp(d.log);
+        const char *ok = "path=/v1/sdpa status=200 ";
+        size_t sent = count_lines_with(lg, ok, NULL) - count_lines_with(lg, ok, " end=");
+        double counted =
+            metric(d.port, "attnd_http_requests_total{route=\"/v1/sdpa\",code=\"200\"}");
+        CHECK(counted == (double)sent,
+              "/v1/sdpa replies 200 sent whole: %zu in the log, %g counted", sent, counted);
+        free(lg);
+    }
 
     /* SIGTERM while a request is mid-upload: its upload goes on, it is answered (503 draining),
      * and only then does attnd stop. */
