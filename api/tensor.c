@@ -177,18 +177,27 @@ int api_tensor_probe(api_tensor_in *t, const char *name, const char *val, size_t
     char path[160], shape[96];
     snprintf(path, sizeof path, "%s.data", name);
     api_dims_str(shape, sizeof shape, t->dims, t->rank);
+    /* The length and the last two characters, after JSON escapes ("\u003d" is a '='). */
     size_t chars = (size_t)(t->b64.e - t->b64.p);
+    char last[2] = {chars >= 2 ? t->b64.e[-2] : 0, chars >= 1 ? t->b64.e[-1] : 0};
     if (t->b64_escaped) {
-        char one[4];
-        chars = api_jv_decode(t->b64, one, 1);
+        chars = 0;
+        last[0] = last[1] = 0;
+        char buf[256];
+        for (const char *p = t->b64.p; p < t->b64.e;) {
+            size_t n = api_jv_decode_some(&p, t->b64.e, buf, sizeof buf);
+            if (n == 0) /* cannot happen: a character is at most 4 bytes */
+                break;
+            chars += n;
+            last[0] = n >= 2 ? buf[n - 2] : last[1];
+            last[1] = buf[n - 1];
+        }
     }
     if (chars % 4 != 0)
         return api_fail(err, 400, "invalid_field", path,
                         "%s is not base64: its length %zu is not a multiple of 4", path, chars);
-    size_t pad = 0;
-    if (chars && t->b64.e[-1] == '=')
-        pad = chars >= 2 && t->b64.e[-2] == '=' ? 2 : 1;
-    size_t got = chars / 4 * 3 - (chars ? pad : 0);
+    size_t pad = last[1] == '=' ? (last[0] == '=' ? 2 : 1) : 0;
+    size_t got = chars / 4 * 3 - pad;
     if (got != bytes)
         return api_fail(err, 400, "invalid_field", path,
                         "%s decodes to %zu bytes, but shape %s of float32 needs %zu", path, got,
