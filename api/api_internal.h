@@ -185,6 +185,11 @@ api_model *api_model_alloc(const char *name, const char *source, size_t e, size_
 const attn_mha_params *api_model_params(const api_model *m);
 const char *api_model_name(const api_model *m);
 
+/* The model (borrowed) whose whole name is what the raw JSON string content name decodes to,
+ * compared in full: escapes resolved, any length, an escaped NUL (never in a model's name)
+ * matching nothing. NULL when none. */
+const api_model *api_registry_find_json(const api_registry *r, api_span name);
+
 /* ---- Jobs --------------------------------------------------------------------------------- */
 
 /* How a job's inline params were given: tensors, or made from params.init. */

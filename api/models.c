@@ -234,6 +234,13 @@ const api_model *api_registry_find(const api_registry *r, const char *name) {
     return NULL;
 }
 
+const api_model *api_registry_find_json(const api_registry *r, api_span name) {
+    for (size_t i = 0; r && i < r->n; i++)
+        if (api_jv_streq(name, r->m[i]->name))
+            return r->m[i];
+    return NULL;
+}
+
 const api_model *api_registry_default(const api_registry *r) {
     return r && r->n ? r->m[r->def] : NULL;
 }

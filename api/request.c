@@ -224,15 +224,23 @@ static int attention_model(req *r, const api_registry *models) {
         return bad(r, "params", "give model or params, not both");
     if (r->f[F_PARAMS])
         return 0;
-    char name[256] = "";
     if (r->f[F_MODEL]) {
         if (api_jv_kind(r->f[F_MODEL]) != '"')
             return bad(r, "model", "model must be a string: the name of a model (GET /v1/models)");
-        api_jv_decode(api_jv_string(r->f[F_MODEL]), name, sizeof name);
-        r->model = api_registry_find(models, name);
-        if (!r->model)
+        api_span s = api_jv_string(r->f[F_MODEL]);
+        r->model = api_registry_find_json(models, s);
+        if (!r->model) {
+            /* The name as far as it can be shown: up to an escaped NUL, or cut to 255 bytes
+             * (a cut may fall 3 bytes short, at a character boundary). */
+            char name[256];
+            size_t n = api_jv_decode(s, name, sizeof name), shown = strlen(name);
+            bool nul = shown < n && (n < sizeof name || shown + 4 < sizeof name);
             return api_fail(r->err, 404, "unknown_model", "model",
-                            "there is no model named \"%s\"; GET /v1/models lists them", name);
+                            "there is no model named \"%s%s\"; GET /v1/models lists them", name,
+                            nul         ? "\\u0000..."
+                            : shown < n ? "..."
+                                        : "");
+        }
     } else {
         r->model = api_registry_default(models);
         if (!r->model)

@@ -1091,6 +1091,53 @@ static void test_registry(void) {
     api_registry_destroy(NULL);
 }
 
+/* A model is found by its whole name: not by a prefix cut at a buffer's size or at an escaped
+ * NUL (tests/api_cases/requests/attention/model-nul.case has the NUL in a request). */
+static void test_model_names(void) {
+    char n255[256], n300[301], body[512];
+    memset(n255, 'a', 255);
+    n255[255] = '\0';
+    memset(n300, 'a', 300);
+    n300[300] = '\0';
+    api_error e = {0};
+    api_registry *r = api_registry_create();
+    CHECK(api_registry_add(r, api_model_init_identity(n255, 2, 1, &e), &e) == 0 &&
+              api_registry_add(r, api_model_init_identity(n300, 2, 1, &e), &e) == 0,
+          "add long names: %s", e.message);
+    const char *names[] = {n255, n300};
+    for (int i = 0; i < 2; i++) {
+        snprintf(body, sizeof body, "{\"query\":[[1,0]],\"model\":\"%s\"}", names[i]);
+        api_error me = {0};
+        json_t *j = request_str(API_OP_ATTENTION, body, r, &me);
+        const char *got = json_string_value(json_object_get(j, "model"));
+        CHECK(got && strcmp(got, names[i]) == 0,
+              "model of %zu bytes: resolved to %.20s... (%zu bytes) %s", strlen(names[i]),
+              got ? got : "(none)", got ? strlen(got) : 0, me.message);
+        json_decref(j);
+    }
+    snprintf(body, sizeof body, "{\"query\":[[1,0]],\"model\":\"%sb\"}", n255);
+    api_error nf = {0};
+    json_t *j = request_str(API_OP_ATTENTION, body, r, &nf);
+    CHECK(!j && nf.status == 404 && strcmp(nf.code, "unknown_model") == 0 &&
+              strcmp(nf.field, "model") == 0,
+          "a 256-byte name that a 255-byte model's name begins: %d %s", nf.status, nf.message);
+    json_decref(j);
+    /* A name with an escaped NUL: no model (here the 255-byte one was found), and the message
+     * shows the NUL rather than stopping at it. */
+    snprintf(body, sizeof body, "{\"query\":[[1,0]],\"model\":\"%s\\u0000\"}", n255);
+    api_error nul = {0};
+    j = request_str(API_OP_ATTENTION, body, r, &nul);
+    CHECK(!j && nul.status == 404 && strcmp(nul.code, "unknown_model") == 0,
+          "the 255-byte name and an escaped NUL: %d %.40s", nul.status, nul.message);
+    json_decref(j);
+    api_error nul2 = {0};
+    j = request_str(API_OP_ATTENTION, "{\"query\":[[1,0]],\"model\":\"ab\\u0000c\"}", r, &nul2);
+    CHECK(!j && nul2.status == 404 && strstr(nul2.message, "named \"ab\\u0000...\""),
+          "a name with an escaped NUL: %d %s", nul2.status, nul2.message);
+    json_decref(j);
+    api_registry_destroy(r);
+}
+
 /* ---- Weights subsets, top-k, masked rows -------------------------------------------------- */
 
 static void test_weights_views(void) {
@@ -1634,6 +1681,7 @@ int main(int argc, char **argv) {
     test_json();
     test_errors_and_buffers();
     test_registry();
+    test_model_names();
     test_request_cases();
     test_seed_example();
     test_bitwise_cross();
