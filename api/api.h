@@ -149,10 +149,12 @@ typedef struct api_limits {
     size_t max_depth;     /* deepest nesting of arrays and objects in a body; 0 = the default */
 } api_limits;
 
-/* max_job_bytes 1 GiB, max_dim 65536, max_heads 256, nslots 1, max_depth 64. A job over any of
- * the first three is refused with 413 job_too_large, the message naming the limit; a body
- * nested deeper than max_depth (at most 1024; no request needs more than 6) with 400
- * invalid_json naming max_depth, before anything is allocated. */
+#define API_MAX_HEADS 65536 /* the largest max_heads honoured; a larger one counts as this */
+
+/* max_job_bytes 1 GiB, max_dim 65536, max_heads 256 (at most API_MAX_HEADS), nslots 1,
+ * max_depth 64. A job over any of the first three is refused with 413 job_too_large, the
+ * message naming the limit; a body nested deeper than max_depth (at most 1024; no request
+ * needs more than 6) with 400 invalid_json naming max_depth, before anything is allocated. */
 api_limits api_limits_default(void);
 
 /* A parsed, validated job. Owns one arena holding its decoded tensors, the libattn workspace and

@@ -581,16 +581,19 @@ static int masks_and_options(req *r) {
             return bad(r, "heads", "heads must be a list of head indices from 0 to %zu", r->h - 1);
         const char *it = v, *el = NULL;
         char path[48];
-        uint64_t seen[4] = {0}; /* enough for max_heads <= 256; else duplicates go unchecked */
+        /* One bit per head; h <= max_heads <= API_MAX_HEADS (8 KiB of stack at most). */
+        uint64_t seen[API_MAX_HEADS / 64];
+        if (r->h > API_MAX_HEADS) /* cannot happen: api_job_parse caps max_heads */
+            return api_fail(r->err, 500, "internal", "heads", "%zu heads are too many", r->h);
+        memset(seen, 0, (r->h + 63) / 64 * sizeof seen[0]);
         while (api_jv_arr_next(&it, &el)) {
             snprintf(path, sizeof path, "heads[%zu]", r->n_heads);
             long long x = 0;
             if (get_int(r, el, path, 0, (long long)r->h - 1, &x))
                 return -1;
-            if (r->n_heads == r->h || (x < 256 && (seen[x / 64] >> (x % 64) & 1)))
+            if (seen[x / 64] >> (x % 64) & 1)
                 return bad(r, path, "%s repeats head %lld; list each head once", path, x);
-            if (x < 256)
-                seen[x / 64] |= 1ull << (x % 64);
+            seen[x / 64] |= 1ull << (x % 64);
             r->n_heads++;
         }
         if (r->n_heads == 0)
@@ -660,9 +663,10 @@ api_job *api_job_parse(api_op op, const char *body, size_t len, const api_regist
     api_limits dflt = api_limits_default();
     if (!lim)
         lim = &dflt;
-    if (lim->nslots == 0) {
+    if (lim->nslots == 0 || lim->max_heads > API_MAX_HEADS) {
         dflt = *lim;
-        dflt.nslots = 1;
+        dflt.nslots = dflt.nslots ? dflt.nslots : 1;
+        dflt.max_heads = dflt.max_heads < API_MAX_HEADS ? dflt.max_heads : API_MAX_HEADS;
         lim = &dflt;
     }
     /* The scratch of parsing (about 5 KiB) lives on the stack: the arena is the job's only

@@ -1307,6 +1307,24 @@ static void test_limits(void) {
     lim = api_limits_default();
     job = api_job_parse(API_OP_ATTENTION, huge, strlen(huge), NULL, &lim, &h);
     CHECK(!job && (h.status == 413 || h.status == 400), "huge shape: %d %s", h.status, h.message);
+    /* max_heads counts as API_MAX_HEADS at most (the duplicate check of heads needs a bound). */
+    sb hb = {0};
+    for (int t = 0; t < 3; t++) { /* q, k and v all (65537, 1, 1) */
+        sb_add(&hb, "%s\"%c\":[", t ? "," : "{", "qkv"[t]);
+        for (int i = 0; i < API_MAX_HEADS + 1; i++)
+            sb_add(&hb, "%s[[0]]", i ? "," : "");
+        sb_add(&hb, "]");
+    }
+    sb_add(&hb, "}");
+    api_limits many = api_limits_default();
+    many.max_heads = many.max_dim = (size_t)1 << 20;
+    api_error mh = {0};
+    job = api_job_parse(API_OP_SDPA, hb.s, hb.n, NULL, &many, &mh);
+    CHECK(!job && mh.status == 413 && strstr(mh.message, "65537 heads") &&
+              strstr(mh.message, "max_heads limit of 65536"),
+          "max_heads above API_MAX_HEADS: %s", mh.message);
+    api_job_destroy(job);
+    free(hb.s);
     /* Numeric overflow: logits beyond float32. */
     const char *ov = "{\"q\":[[1e20,1e20]],\"k\":[[1e20,1e20]],\"v\":[[1,1]]}";
     api_error o = {0};
