@@ -269,6 +269,10 @@ void api_registry_list_json(const api_registry *r, api_buf *out) {
         api_buf_put_u64(out, m->e);
         api_buf_puts(out, ",\"num_heads\":");
         api_buf_put_u64(out, m->h);
+        api_buf_puts(out, ",\"kdim\":");
+        api_buf_put_u64(out, m->kdim);
+        api_buf_puts(out, ",\"vdim\":");
+        api_buf_put_u64(out, m->vdim);
         api_buf_puts(out, ",\"source\":");
         api_buf_json_string(out, m->source, strlen(m->source));
         api_buf_puts(out, m->has_bias ? ",\"has_bias\":true}" : ",\"has_bias\":false}");

@@ -1081,9 +1081,9 @@ static void test_registry(void) {
     api_buf_reset(&b);
     api_registry_list_json(r, &b);
     const char *want = "{\"default\":\"id\\\"x\",\"models\":[{\"name\":\"demo\",\"embed_dim\":64,"
-                       "\"num_heads\":4,\"source\":\"builtin\",\"has_bias\":false},{\"name\":"
-                       "\"id\\\"x\",\"embed_dim\":4,\"num_heads\":2,\"source\":\"builtin\","
-                       "\"has_bias\":false}]}";
+                       "\"num_heads\":4,\"kdim\":64,\"vdim\":64,\"source\":\"builtin\","
+                       "\"has_bias\":false},{\"name\":\"id\\\"x\",\"embed_dim\":4,\"num_heads\":2,"
+                       "\"kdim\":4,\"vdim\":4,\"source\":\"builtin\",\"has_bias\":false}]}";
     CHECK(b.len == strlen(want) && memcmp(b.data, want, b.len) == 0, "list: %.*s", (int)b.len,
           b.data);
     api_buf_free(&b);
@@ -1421,6 +1421,18 @@ static void test_safetensors_valid(const char *dir, const char *name) {
     /* Output against PyTorch, through a request to the registered model. */
     api_registry *reg = api_registry_create();
     api_registry_add(reg, m, &e);
+    api_buf lb = {0};
+    api_registry_list_json(reg, &lb);
+    json_t *list = json_loadb(lb.data, lb.len, 0, &je);
+    json_t *m0 = json_array_get(json_object_get(list, "models"), 0);
+    CHECK(json_is_integer(json_object_get(m0, "kdim")) &&
+              json_integer_value(json_object_get(m0, "kdim")) == (json_int_t)mi.kdim &&
+              json_is_integer(json_object_get(m0, "vdim")) &&
+              json_integer_value(json_object_get(m0, "vdim")) == (json_int_t)mi.vdim,
+          "%s: GET /v1/models gives kdim %zu and vdim %zu: %.*s", name, mi.kdim, mi.vdim,
+          (int)lb.len, lb.data);
+    json_decref(list);
+    api_buf_free(&lb);
     char *q = json_dumps(json_object_get(ref, "query"), JSON_COMPACT | JSON_REAL_PRECISION(9));
     char *k = json_object_get(ref, "key")
                   ? json_dumps(json_object_get(ref, "key"), JSON_COMPACT | JSON_REAL_PRECISION(9))
