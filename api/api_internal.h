@@ -152,10 +152,11 @@ typedef struct api_tensor_in {
 
 /* Learns the shape of the tensor field at val (nested arrays: from the first element of each
  * level; binary: from "shape", checking "dtype" and the length of "data"). Ranks above
- * max_rank and empty dimensions are 400 invalid_field; a dimension above max_dim is 413
- * job_too_large. 0 or -1 with err. */
+ * max_rank and empty dimensions are 400 invalid_field; a dimension above max_dim, or a shape
+ * whose float32 bytes overflow size_t, is 413 job_too_large (the latter naming max_job_bytes,
+ * the limit the job then cannot fit). 0 or -1 with err. */
 int api_tensor_probe(api_tensor_in *t, const char *name, const char *val, size_t max_rank,
-                     size_t max_dim, api_error *err);
+                     size_t max_dim, size_t max_job_bytes, api_error *err);
 
 /* Decodes a probed tensor into dst: floats (count) for API_TENSOR_FLOAT and API_TENSOR_BIAS,
  * bytes (count) for API_TENSOR_MASK. Checks every row's length, every element's type and value

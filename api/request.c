@@ -162,7 +162,7 @@ static int over_heads(req *r, const char *field, size_t h) {
 }
 
 static int probe(req *r, api_tensor_in *t, const char *name, const char *val, size_t max_rank) {
-    return api_tensor_probe(t, name, val, max_rank, r->lim->max_dim, r->err);
+    return api_tensor_probe(t, name, val, max_rank, r->lim->max_dim, r->lim->max_job_bytes, r->err);
 }
 
 static void shape_of(char *out, size_t cap, const api_tensor_in *t) {

@@ -144,7 +144,7 @@ static int probe_binary(api_tensor_in *t, size_t max_rank, size_t max_dim, api_e
 }
 
 int api_tensor_probe(api_tensor_in *t, const char *name, const char *val, size_t max_rank,
-                     size_t max_dim, api_error *err) {
+                     size_t max_dim, size_t max_job_bytes, api_error *err) {
     memset(t, 0, sizeof *t);
     snprintf(t->name, sizeof t->name, "%s", name);
     t->val = val;
@@ -164,11 +164,21 @@ int api_tensor_probe(api_tensor_in *t, const char *name, const char *val, size_t
     if (rc)
         return rc;
     size_t count = 1, bytes = 0;
+    bool fits = true;
     for (size_t i = 0; i < t->rank; i++)
-        if (!api_mul(count, t->dims[i], &count))
-            return api_fail(err, 413, "job_too_large", name, "%s has too many elements", name);
-    if (!api_mul(count, sizeof(float), &bytes))
-        return api_fail(err, 413, "job_too_large", name, "%s has too many elements", name);
+        fits = fits && api_mul(count, t->dims[i], &count);
+    if (!fits || !api_mul(count, sizeof(float), &bytes)) {
+        char shape[96];
+        double elems = 1.0;
+        for (size_t i = 0; i < t->rank; i++)
+            elems *= (double)t->dims[i];
+        api_dims_str(shape, sizeof shape, t->dims, t->rank);
+        return api_fail(err, 413, "job_too_large", name,
+                        "%s has shape %s: %.3g elements, %.3g bytes as float32 (more than size_t "
+                        "holds), over the max_job_bytes limit of %zu bytes (%.1f MiB)",
+                        name, shape, elems, elems * 4.0, max_job_bytes,
+                        (double)max_job_bytes / 1048576.0);
+    }
     t->count = count;
     if (!t->binary)
         return 0;

@@ -1325,6 +1325,17 @@ static void test_limits(void) {
           "max_heads above API_MAX_HEADS: %s", mh.message);
     api_job_destroy(job);
     free(hb.s);
+    /* A mask whose element count overflows size_t: the message names the limit and sizes. */
+    const char *hm = "{\"query\":[[1]],\"params\":{\"init\":\"identity\",\"num_heads\":1},"
+                     "\"attn_mask\":{\"dtype\":\"float32\",\"shape\":[65536,65536,65536,65536],"
+                     "\"data\":\"\"}}";
+    api_error hme = {0};
+    job = api_job_parse(API_OP_ATTENTION, hm, strlen(hm), NULL, &lim, &hme);
+    CHECK(!job && hme.status == 413 && strcmp(hme.code, "job_too_large") == 0 &&
+              strcmp(hme.field, "attn_mask") == 0 && strstr(hme.message, "max_job_bytes") &&
+              strstr(hme.message, "1073741824 bytes") &&
+              strstr(hme.message, "(65536, 65536, 65536, 65536)"),
+          "413 for a huge attn_mask names the limit and the sizes: %s", hme.message);
     /* Numeric overflow: logits beyond float32. */
     const char *ov = "{\"q\":[[1e20,1e20]],\"k\":[[1e20,1e20]],\"v\":[[1,1]]}";
     api_error o = {0};
