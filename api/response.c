@@ -317,8 +317,10 @@ int api_job_respond(const api_job *job, double queue_ms, double compute_ms, api_
         api_buf_puts(out, "}");
     }
     api_buf_puts(out, ",\"usage\":{\"flops\":");
+    /* Rounded to the nearest integer (round is exact and stays below 2^64 for f below it);
+     * from 2^64 on, UINT64_MAX. llround would overflow from 2^63 on. */
     double f = job->plan.flops;
-    api_buf_put_u64(out, f > 0 && f < 1.8e19 ? (uint64_t)llround(f) : 0);
+    api_buf_put_u64(out, !(f > 0) ? 0 : f < 0x1p64 ? (uint64_t)round(f) : UINT64_MAX);
     api_buf_puts(out, ",\"queue_ms\":");
     put_ms(out, queue_ms);
     api_buf_puts(out, ",\"compute_ms\":");

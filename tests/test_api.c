@@ -1336,6 +1336,30 @@ static void test_limits(void) {
               strstr(hme.message, "1073741824 bytes") &&
               strstr(hme.message, "(65536, 65536, 65536, 65536)"),
           "413 for a huge attn_mask names the limit and the sizes: %s", hme.message);
+    /* usage.flops beyond 2^63 (llround's range) is written exactly; beyond 2^64, saturated. */
+    static const struct {
+        double flops;
+        const char *want;
+    } fl[] = {{1e19, "\"flops\":10000000000000000000,"},
+              {0x1p63, "\"flops\":9223372036854775808,"},
+              {2e19, "\"flops\":18446744073709551615,"},
+              {0x1p52 + 1, "\"flops\":4503599627370497,"},
+              {1234.4, "\"flops\":1234,"}};
+    for (size_t i = 0; i < sizeof fl / sizeof fl[0]; i++) {
+        api_error fe = {0};
+        job = api_job_parse(API_OP_ATTENTION, body, strlen(body), NULL, &lim, &fe);
+        CHECK(job && api_job_run(job, NULL, &fe) == 0, "flops job: %s", fe.message);
+        if (!job)
+            continue;
+        job->plan.flops = fl[i].flops;
+        api_buf fb = {0};
+        CHECK(api_job_respond(job, 0.0, 0.0, &fb, &fe) == 0, "respond: %s", fe.message);
+        api_buf_append(&fb, "", 1);
+        CHECK(!fb.failed && strstr(fb.data, fl[i].want), "flops %g: want %s in %.80s", fl[i].flops,
+              fl[i].want, strstr(fb.data, "\"usage\"") ? strstr(fb.data, "\"usage\"") : "");
+        api_buf_free(&fb);
+        api_job_destroy(job);
+    }
     /* Numeric overflow: logits beyond float32. */
     const char *ov = "{\"q\":[[1e20,1e20]],\"k\":[[1e20,1e20]],\"v\":[[1,1]]}";
     api_error o = {0};
