@@ -204,7 +204,9 @@ void api_job_destroy(api_job *job);       /* NULL does nothing */
 
 /* Writes the shortest decimal that reads back as f when parsed as a double and rounded to
  * float32 (what JSON parsers do), at most 9 significant digits, into buf (at least 32 bytes).
- * Among decimals of that length it is the correctly rounded one. Fixed notation for decimal
+ * Among decimals of that length it is the nearest that reads back: the correctly rounded one,
+ * or, at a power of two where that one misses below (the gap below f is half the gap above),
+ * the decimal a unit above it ("1.2621775e-29" for 2^-96). Fixed notation for decimal
  * exponents -5 to 8 ("0.00012", "1234.5"), else "1.5e-7" / "3.4028235e38"; "-0" for -0.
  * f must be finite. Returns the length (no terminating NUL). */
 size_t api_float_write(char *buf, float f);

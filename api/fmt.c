@@ -2,7 +2,9 @@
  *
  * The contract (api.h): the output, parsed as a double and rounded to float32 as JSON parsers
  * do, gives back f, and it has the fewest significant digits (at most 9) that do so; among
- * decimals of that length it is the correctly rounded one, i.e. what printf("%.*e") prints.
+ * decimals of that length it is the nearest that reads back: the correctly rounded one, i.e.
+ * what printf("%.*e") prints, or, at a power of two (where the gap below f is half the gap
+ * above) when that one misses below, the decimal a unit above it.
  *
  * How: f = M 2^E exactly (M < 2^24). Scaling by 10^k (k = 8 - e10, e10 the decimal exponent)
  * gives y = f 10^k in [1e8, 1e9); y's integer part T and the position of its fraction (zero,
@@ -10,9 +12,11 @@
  * candidates are T rounded to p digits; a candidate reads back as f when its distance to y is
  * below the half-gap to f's neighbours (also in units of y), which is known in closed form.
  * Candidates within 1e-6 of the half-gap (where double rounding or ties could decide) are
- * checked exactly by strtod instead; that happens about once in a million numbers. Digit
- * counts are searched from 8 down, since a candidate of p digits that reads back implies one
- * of p + 1 digits does too (it is at least as close).
+ * checked exactly by strtod instead; that happens about once in a million numbers. When the
+ * nearest candidate lies below y and misses, the one a unit above may still fall inside the
+ * wider gap above (powers of two only), so it is tried too. Digit counts are searched from 8
+ * down, since a p-digit decimal that reads back is also a (p + 1)-digit one, and then the
+ * nearest (p + 1)-digit candidate or the one a unit above it reads back.
  *
  * Format: fixed notation for decimal exponents -5..8 ("0.00012", "1234.5", "100"), otherwise
  * "1.5e-7" / "3.4028235e38"; "-0" keeps the sign of zero. */
@@ -295,10 +299,11 @@ __attribute__((always_inline)) static inline dec shortest(float x, uint32_t m, i
     /* The p-digit candidate is T rounded half-even (on the exact y) to p digits; it reads back
      * when its distance to y is below the half-gap on its side, by more than the double
      * rounding of a decimal could move it (about 480 units here; 2048 are allowed); closer
-     * calls go to strtod. Distances are at most 10^(9-p) / 2, so from some p_sure on every
-     * candidate reads back; below it, a p-digit candidate that reads back implies a
-     * (p+1)-digit one does (it is at least as close), so the search goes down from p_sure
-     * and stops at the first that does not. */
+     * calls go to strtod. When that candidate is below y and misses, the one a unit above is
+     * tried against the gap above, which is wider at a power of two. Distances are at most
+     * 10^(9-p) / 2, so from some p_sure on every candidate reads back; below it, a p-digit
+     * decimal that reads back implies a (p+1)-digit one does (see the top of the file), so
+     * the search goes down from p_sure and stops at the first p where none does. */
     const uint64_t slack = 2048;
     int p = 9;
     while (p > 1 && ((uint64_t)pow10_32[10 - p] << 31) + slack < w_down)
@@ -313,6 +318,12 @@ __attribute__((always_inline)) static inline dec shortest(float x, uint32_t m, i
         bool ok = c == p || dist + slack < w;
         if (!ok && dist <= w + slack)
             ok = reads_back_exact(q + up, c, e10, x);
+        if (!ok && !up && lower_closer) { /* the gap above is twice as wide: try a unit up */
+            up = true;
+            dist = whole - below;
+            ok =
+                dist + slack < w_up || (dist <= w_up + slack && reads_back_exact(q + 1, c, e10, x));
+        }
         if (!ok)
             break;
         d = q + up;
@@ -347,11 +358,12 @@ __attribute__((noinline)) static dec shortest_general(float x, uint32_t m, int e
     double w_down = lower_closer ? w_up / 2 : w_up;
 
     /* The p-digit candidate is T rounded half-even (on the exact y) to p digits, and it reads
-     * back when its distance to y is below the half-gap on its side. Distances are at most
-     * 10^(9-p) / 2, so from some p_sure on every candidate reads back; below it, a p-digit
-     * candidate that reads back implies a (p+1)-digit one does (it is at least as close), so
-     * the search goes down from p_sure and stops at the first that does not. Candidates
-     * within 1e-6 of the half-gap go to strtod (double rounding or a tie may decide them). */
+     * back when its distance to y is below the half-gap on its side; when it is below y and
+     * misses, the one a unit above is tried against the (wider) gap above. Distances are at
+     * most 10^(9-p) / 2, so from some p_sure on every candidate reads back; below it, a p-digit
+     * decimal that reads back implies a (p+1)-digit one does (see the top of the file), so the
+     * search goes down from p_sure and stops at the first p where none does. Candidates within
+     * 1e-6 of the half-gap go to strtod (double rounding or a tie may decide them). */
     uint32_t t = (uint32_t)y.t;
     double w_min = w_down * (1.0 - 1e-6);
     int p = 9;
@@ -366,6 +378,12 @@ __attribute__((noinline)) static dec shortest_general(float x, uint32_t m, int e
         bool ok = dist < w * (1.0 - 1e-6);
         if (!ok && dist <= w * (1.0 + 1e-6))
             ok = reads_back_exact(d1, p - 1, e10, x);
+        if (!ok && !up && lower_closer) { /* the gap above is twice as wide: try a unit up */
+            d1++;
+            dist = (double)pow10_32[10 - p] - dist;
+            ok = dist < w_up * (1.0 - 1e-6) ||
+                 (dist <= w_up * (1.0 + 1e-6) && reads_back_exact(d1, p - 1, e10, x));
+        }
         if (!ok)
             break;
         d = d1;

@@ -231,12 +231,28 @@ static bool same_bits(const float *a, const float *b, size_t n, size_t *at) {
 
 /* ---- Floats ------------------------------------------------------------------------------- */
 
-/* Fewest digits p such that "%.{p-1}e" reads back (via strtod then float) as f. */
+/* Fewest digits p such that a p-digit decimal reads back (via strtod then float) as f, written
+ * into out as "%.{p-1}e". At each p the nearest decimal (printf's "%.{p-1}e") is tried, then the
+ * one a unit above it in magnitude: at a power of two the gap below f is half the gap above, so
+ * the nearest can miss below while the next one up still reads back. The one a unit below the
+ * nearest never does (it is on a side the nearest already missed on, and farther). */
 static int ref_shortest(char *out, float f) {
     for (int p = 1; p <= 9; p++) {
         snprintf(out, 64, "%.*e", p - 1, (double)f);
         if ((float)strtod(out, NULL) == f)
             return p;
+        long long d = 0;
+        const char *c = out + (out[0] == '-');
+        for (; *c != 'e'; c++)
+            if (isdigit((unsigned char)*c))
+                d = d * 10 + (*c - '0');
+        char up[64];
+        snprintf(up, sizeof up, "%s%llde%d", f < 0 ? "-" : "", d + 1, atoi(c + 1) - (p - 1));
+        double v = strtod(up, NULL);
+        if ((float)v == f) {
+            snprintf(out, 64, "%.*e", p - 1, v);
+            return p;
+        }
     }
     return -1;
 }
@@ -317,7 +333,15 @@ static void test_float_write(void) {
                 {1e-6f, "1e-6"},
                 {1e-14f, "1e-14"},
                 {3.14159265f, "3.1415927"},
-                {0.70167750f, "0.7016775"}};
+                {0.70167750f, "0.7016775"},
+                /* Powers of two where the nearest 8-digit decimal misses below (the gap below is
+                 * half as wide) but the next one up reads back. */
+                {0x1p-96f, "1.2621775e-29"},
+                {-0x1p-96f, "-1.2621775e-29"},
+                {0x1p87f, "1.5474251e26"},
+                {-0x1p87f, "-1.5474251e26"},
+                {0x1p90f, "1.2379401e27"},
+                {-0x1p90f, "-1.2379401e27"}};
     for (size_t i = 0; i < sizeof edge / sizeof edge[0]; i++) {
         char b[64];
         size_t n = api_float_write(b, edge[i].f);
@@ -335,6 +359,11 @@ static void test_float_write(void) {
         float f;
         memcpy(&f, &u, sizeof f);
         bad += !float_ok(f, true);
+    }
+    /* Every power of two, both signs (denormals included), against the reference. */
+    for (int k = -149; k <= 127; k++) {
+        bad += !float_ok(ldexpf(1.0f, k), true);
+        bad += !float_ok(-ldexpf(1.0f, k), true);
     }
     /* Values attention produces: weights in [0, 1], outputs near 0, softmax tails. */
     for (int i = 0; i < 300000 && bad < 20; i++) {
