@@ -2,7 +2,8 @@
  * workers and HTTP, then waiting for SIGTERM/SIGINT and draining.
  *
  * Exit status: 0 after a clean shutdown, 1 on a runtime failure or when the drain timeout cut
- * running jobs short, 2 on a bad flag, environment variable or model file. */
+ * jobs short (queued or running; they were answered 503), 2 on a bad flag, environment variable
+ * or model file. */
 #include <dirent.h>
 #include <errno.h>
 #include <semaphore.h>
