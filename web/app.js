@@ -4,8 +4,13 @@
 // Legend: L query tokens, S key tokens, E embedding width, H heads, Dh = E / H the head width.
 // Weight maps are kept per head as Float32Array(L * S) (dense) or as the top-k of every row
 // ({idx: Int32Array(L * k), val: Float32Array(L * k), k}) when L is large.
+//
+// Every string it shows comes from i18n.js; canvases are drawn at the device's pixel ratio with
+// fonts in rem, so "large font" enlarges what is drawn as well as the controls.
 
 'use strict';
+
+import { LANG_NAMES, pickLang, tr } from './i18n.js';
 
 // ---- Constants ----------------------------------------------------------------------------
 
@@ -136,7 +141,7 @@ function readTensor(t) {
 const state = {
   preset: 'a', causal: 'off', keyLength: '', weights: 'per_head', filter: 'none', filterValue: 0.1,
   params: 'model:demo', heads: 4, seed: 7, randL: 8, randE: 16, randSeed: 1, custom: '', head: 0,
-  large: false,
+  large: false, lang: 'en',
 };
 let models = null;   // GET /v1/models
 let view = null;     // the last result: what every view draws
@@ -145,13 +150,17 @@ let runSeq = 0;
 const URL_KEYS = {
   preset: 'p', causal: 'causal', keyLength: 'klen', weights: 'w', filter: 'f', filterValue: 'fv',
   params: 'params', heads: 'h', seed: 'seed', randL: 'L', randE: 'E', randSeed: 'rseed', custom: 'json',
-  head: 'head', large: 'large',
+  head: 'head', large: 'large', lang: 'lang',
 };
+
+// The string of key in the page's language (i18n.js).
+const t = (key, params) => tr(state.lang, key, params);
 
 function readUrl() {
   const q = new URLSearchParams(location.search);
+  state.lang = pickLang(q.get('lang'), navigator.languages);
   for (const [k, u] of Object.entries(URL_KEYS)) {
-    if (!q.has(u)) continue;
+    if (!q.has(u) || k === 'lang') continue;
     const v = q.get(u);
     if (typeof state[k] === 'number') state[k] = Number(v);
     else if (typeof state[k] === 'boolean') state[k] = v === '1';
@@ -193,10 +202,11 @@ function syncControls() {
   $('custom-json').value = state.custom;
   $('large-font').checked = state.large;
   if ([...$('params-kind').options].some((o) => o.value === state.params)) $('params-kind').value = state.params;
-  document.body.classList.toggle('large', state.large);
+  document.documentElement.classList.toggle('large', state.large);
   $('random-opts').hidden = state.preset !== 'random';
   $('custom-opts').hidden = state.preset !== 'custom';
   $('filter-value-label').hidden = state.filter === 'none';
+  $('filter-value-name').textContent = t(state.filter === 'topk' ? 'filter.value.topk' : 'filter.value.threshold');
   const sdpa = isSdpa();
   $('params-section').hidden = sdpa;
   $('num-heads').disabled = state.params.startsWith('model:');
@@ -257,7 +267,7 @@ function buildInput() {
     // One query whose logits against the four keys are the chapter's [3.0 0.5 -1.0 2.0]:
     // q = [1], the keys hold the logits, scale 1; V = I so the output equals the weights.
     return {
-      mode: 'sdpa', qTokens: ['query'], tokens: ['key 0', 'key 1', '<pad>', '<pad>'], scale: 1,
+      mode: 'sdpa', qTokens: [t('tok.query')], tokens: [t('tok.key', { i: 0 }), t('tok.key', { i: 1 }), '<pad>', '<pad>'], scale: 1,
       q: [[1]], k: [[3.0], [0.5], [-1.0], [2.0]], v: [[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]],
     };
   case 'c1': case 'c2': {
@@ -278,8 +288,8 @@ function buildInput() {
   }
   default: {
     let j;
-    try { j = JSON.parse(state.custom); } catch (e) { throw new Error(`the pasted JSON does not parse: ${e.message}`); }
-    if (!j || typeof j !== 'object') throw new Error('the pasted JSON must be an object');
+    try { j = JSON.parse(state.custom); } catch (e) { throw new PageError('err.json_parse', { msg: e.message }); }
+    if (!j || typeof j !== 'object') throw new PageError('err.json_object');
     if ('q' in j) {
       const n = j.q.length, s = j.k ? j.k.length : 0;
       return {
@@ -288,9 +298,9 @@ function buildInput() {
         tokens: j.key_tokens || j.tokens || Array.from({ length: s }, (_, i) => `k${i}`),
       };
     }
-    if (!Array.isArray(j.embeddings)) throw new Error('give "embeddings" (L rows of E numbers), or "q", "k" and "v"');
+    if (!Array.isArray(j.embeddings)) throw new PageError('err.json_fields');
     const tokens = j.tokens || j.embeddings.map((_, i) => `t${i}`);
-    if (tokens.length !== j.embeddings.length) throw new Error(`${tokens.length} token labels for ${j.embeddings.length} embeddings`);
+    if (tokens.length !== j.embeddings.length) throw new PageError('err.json_labels', { n: tokens.length, m: j.embeddings.length });
     return { mode: 'mha', tokens, x: j.embeddings };
   }
   }
@@ -308,16 +318,40 @@ function embedWidth(dflt) {
 
 // ---- Requests -----------------------------------------------------------------------------
 
+// An error of the page itself, shown in the page's language: a string key and its parameters.
+class PageError extends Error {
+  constructor(key, params = {}) {
+    super(key);
+    this.key = key;
+    this.params = params;
+  }
+}
+
+// An error the API answered: its English message is shown as it is, under a line in the page's
+// language (err.api_lead).
+class ApiError extends Error {
+  constructor(status, code, text) {
+    super(text);
+    this.status = status;
+    this.code = code;
+  }
+}
+
 async function post(path, body) {
-  const res = await fetch(new URL(path, apiBase()), {
-    method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body),
-  });
+  let res;
+  try {
+    res = await fetch(new URL(path, apiBase()), {
+      method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body),
+    });
+  } catch (e) {
+    throw new PageError('err.network', { msg: e.message });
+  }
   let j = null;
   try { j = await res.json(); } catch { /* not JSON */ }
   if (!res.ok) {
     const e = j && j.error;
-    throw new Error(e ? `${res.status} ${e.code}: ${e.message}${e.field ? ` (field ${e.field})` : ''}`
-      : `${res.status} ${res.statusText}`);
+    throw new ApiError(res.status, e ? e.code : res.statusText,
+      e ? `${res.status} ${e.code}: ${e.message}${e.field ? ` (field ${e.field})` : ''}` : `${res.status} ${res.statusText}`);
   }
   return j;
 }
@@ -327,7 +361,7 @@ function maskOptions(body, s) {
   if (state.causal !== 'off') body.causal = state.causal;
   if (state.keyLength !== '') {
     const kl = Number(state.keyLength);
-    if (!(Number.isInteger(kl) && kl >= 0 && kl <= s)) throw new Error(`real keys must be a whole number from 0 to ${s}`);
+    if (!(Number.isInteger(kl) && kl >= 0 && kl <= s)) throw new PageError('err.keys', { s });
     body.key_lengths = [kl];
   }
 }
@@ -399,12 +433,17 @@ function meanOf(heads, n) {
 
 // ---- Masks and filters --------------------------------------------------------------------
 
-function isMasked(v, i, j) {
-  if (state.causal === 'top_left' && j > i) return true;
-  if (state.causal === 'bottom_right' && j > i + v.s - v.l) return true;
-  if (state.keyLength !== '' && j >= Number(state.keyLength)) return true;
-  return false;
+// The first masked key of query row i (S when none is): with the causal and padding masks, the
+// masked keys of a row are always the run from there to the end.
+function maskStart(v, i) {
+  let m = v.s;
+  if (state.causal === 'top_left') m = Math.min(m, i + 1);
+  if (state.causal === 'bottom_right') m = Math.min(m, Math.max(0, i + v.s - v.l + 1));
+  if (state.keyLength !== '') m = Math.min(m, Number(state.keyLength));
+  return m;
 }
+
+const isMasked = (v, i, j) => j >= maskStart(v, i);
 
 // Dense row i of a map (Float32Array or top-k) into out (length S).
 function rowOf(map, v, i, out) {
@@ -412,7 +451,7 @@ function rowOf(map, v, i, out) {
     out.set(map.subarray(i * v.s, (i + 1) * v.s));
   } else {
     out.fill(0);
-    for (let t = 0; t < map.k; t++) out[map.idx[i * map.k + t]] = map.val[i * map.k + t];
+    for (let r = 0; r < map.k; r++) out[map.idx[i * map.k + r]] = map.val[i * map.k + r];
   }
   return out;
 }
@@ -434,12 +473,37 @@ function passes(row) {
 
 // A perceptual sequential scale from near-white (0) to deep blue-violet (1).
 const STOPS = [[247, 251, 255], [198, 219, 239], [107, 174, 214], [33, 113, 181], [8, 48, 107], [37, 0, 70]];
-function colour(t) {
-  t = Math.min(1, Math.max(0, t)) * (STOPS.length - 1);
-  const i = Math.min(STOPS.length - 2, Math.floor(t)), f = t - i;
+function colour(x) {
+  x = Math.min(1, Math.max(0, x)) * (STOPS.length - 1);
+  const i = Math.min(STOPS.length - 2, Math.floor(x)), f = x - i;
   return STOPS[i].map((c, k) => Math.round(c + (STOPS[i + 1][k] - c) * f));
 }
-const HATCH = [[150, 150, 150], [232, 232, 232]];
+const rgb = (c) => `rgb(${c[0]},${c[1]},${c[2]})`;
+
+// Masked cells: dark diagonal stripes on a mid grey (mean about 150 of 255), so that on a
+// washed-out projector they stay far from the near-white of weight 0 and, being grey and
+// striped, apart from the scale's blues. The legend's swatch in style.css matches.
+const MASK_BG = [190, 190, 190], MASK_STRIPE = [64, 64, 64];
+const MASK_TILE = 8; // CSS px between stripes, along x
+
+// The stripes as a pattern in CSS px for a context scaled by the device pixel ratio.
+function maskPattern(ctx) {
+  const dpr = window.devicePixelRatio || 1;
+  const tile = document.createElement('canvas');
+  tile.width = tile.height = Math.round(MASK_TILE * dpr);
+  const c = tile.getContext('2d');
+  c.scale(tile.width / MASK_TILE, tile.height / MASK_TILE);
+  c.fillStyle = rgb(MASK_BG);
+  c.fillRect(0, 0, MASK_TILE, MASK_TILE);
+  c.strokeStyle = rgb(MASK_STRIPE);
+  c.lineWidth = 2;
+  c.beginPath();
+  for (const o of [-MASK_TILE, 0, MASK_TILE]) { c.moveTo(o, MASK_TILE); c.lineTo(o + MASK_TILE, 0); }
+  c.stroke();
+  const pat = ctx.createPattern(tile, 'repeat');
+  pat.setTransform(new DOMMatrix().scale(MASK_TILE / tile.width));
+  return pat;
+}
 
 function mapMax(map, v) {
   let m = 0;
@@ -448,8 +512,16 @@ function mapMax(map, v) {
   return m || 1;
 }
 
-// Paints map into an offscreen canvas, one pixel per cell; masked cells hatched.
+// The painted maps, one entry per map, valid while the filter and masks stay the same: the
+// large view is redrawn on every mouse move, which must stay cheap for L = 512.
+const painted = new WeakMap();
+
+// Paints map into an offscreen canvas, one pixel per cell (masked cells in the mask's grey;
+// drawHeat puts the stripes on top).
 function paintMap(map, v) {
+  const key = [state.filter, state.filterValue, state.causal, state.keyLength].join('|');
+  const hit = painted.get(map);
+  if (hit && hit.key === key) return hit;
   const c = document.createElement('canvas');
   c.width = v.s; c.height = v.l;
   const ctx = c.getContext('2d');
@@ -459,19 +531,54 @@ function paintMap(map, v) {
   for (let i = 0; i < v.l; i++) {
     rowOf(map, v, i, row);
     const keep = passes(Array.from(row));
+    const m0 = maskStart(v, i);
     for (let j = 0; j < v.s; j++) {
-      let rgb;
-      if (isMasked(v, i, j)) rgb = HATCH[(i + j) & 1];
+      let c3;
+      if (j >= m0) c3 = MASK_BG;
       else {
-        rgb = colour(row[j] / max);
-        if (!keep[j]) rgb = rgb.map((x) => Math.round(x * 0.25 + 255 * 0.75));
+        c3 = colour(row[j] / max);
+        if (!keep[j]) c3 = c3.map((x) => Math.round(x * 0.25 + 255 * 0.75));
       }
       const o = (i * v.s + j) * 4;
-      img.data[o] = rgb[0]; img.data[o + 1] = rgb[1]; img.data[o + 2] = rgb[2]; img.data[o + 3] = 255;
+      img.data[o] = c3[0]; img.data[o + 1] = c3[1]; img.data[o + 2] = c3[2]; img.data[o + 3] = 255;
     }
   }
   ctx.putImageData(img, 0, 0);
-  return { canvas: c, max };
+  const out = { canvas: c, max, key };
+  painted.set(map, out);
+  return out;
+}
+
+// Draws map with its top-left cell at (x, y), cells cw x ch CSS px, masked cells striped.
+function drawHeat(ctx, map, v, x, y, cw, ch) {
+  const { canvas } = paintMap(map, v);
+  ctx.imageSmoothingEnabled = cw < 1 || ch < 1; // average when shrinking, sharp cells otherwise
+  ctx.drawImage(canvas, x, y, v.s * cw, v.l * ch);
+  ctx.save();
+  ctx.fillStyle = maskPattern(ctx);
+  for (let i = 0; i < v.l; i++) { // a row's masked cells are one run at its end
+    const m0 = maskStart(v, i);
+    if (m0 < v.s) ctx.fillRect(x + m0 * cw, y + i * ch, (v.s - m0) * cw, ch);
+  }
+  ctx.restore();
+}
+
+// ---- Canvas helpers -----------------------------------------------------------------------
+
+const rootPx = () => parseFloat(getComputedStyle(document.documentElement).fontSize);
+
+// A canvas font in the page's own font family, so that canvases follow the page's fonts.
+const canvasFont = (px) => `${px}px ${getComputedStyle(document.body).fontFamily}`;
+
+// Sizes cv to w x h CSS px at the device pixel ratio; returns its context in CSS px.
+function setupCanvas(cv, w, h) {
+  const dpr = window.devicePixelRatio || 1;
+  w = Math.ceil(w); h = Math.ceil(h);
+  cv.width = Math.round(w * dpr); cv.height = Math.round(h * dpr);
+  cv.style.width = `${w}px`; cv.style.height = `${h}px`;
+  const ctx = cv.getContext('2d');
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  return ctx;
 }
 
 // ---- Views --------------------------------------------------------------------------------
@@ -481,80 +588,139 @@ function selectedMap(v) {
   return v.heads[Math.min(Number(state.head), v.heads.length - 1)];
 }
 
+// The name of head key ('0', '1', … or 'mean'). Named heads (a model's head_names) come here.
+function headName(v, key) {
+  if (v.mode === 'sdpa') return t('large.weights');
+  return key === 'mean' ? t('head.mean') : t('head.n', { i: key });
+}
+
 function drawGrid(v) {
   const grid = $('head-grid');
   grid.textContent = '';
   const entries = [];
-  if (v.heads) v.heads.forEach((m, i) => entries.push([String(i), `head ${i}`, m]));
-  if (v.mean && v.h > 1) entries.push(['mean', 'mean', v.mean]);
-  for (const [key, label, map] of entries) {
-    const cell = document.createElement('div');
-    cell.className = 'head-cell' + (String(state.head) === key ? ' selected' : '');
-    cell.dataset.head = key;
-    cell.dataset.testid = `head-${key}`;
+  if (v.heads) v.heads.forEach((m, i) => entries.push([String(i), m]));
+  if (v.mean && v.h > 1) entries.push(['mean', v.mean]);
+  // Thumbnails show patterns, not text: smaller with large font, to leave the first screen to
+  // the selected head's heatmap and its labels.
+  const cell = (state.large ? 64 : 96) / Math.max(v.l, v.s);
+  for (const [key, map] of entries) {
+    const div = document.createElement('div');
+    div.className = 'head-cell' + (String(state.head) === key ? ' selected' : '');
+    div.dataset.head = key;
+    div.dataset.testid = `head-${key}`;
     const cv = document.createElement('canvas');
-    const { canvas } = paintMap(map, v);
-    cv.width = canvas.width; cv.height = canvas.height;
-    cv.getContext('2d').drawImage(canvas, 0, 0);
+    drawHeat(setupCanvas(cv, v.s * cell, v.l * cell), map, v, 0, 0, cell, cell);
     const cap = document.createElement('div');
-    cap.textContent = label;
-    cell.append(cv, cap);
-    cell.addEventListener('click', () => { state.head = key; writeUrl(); drawViews(v); });
-    grid.append(cell);
+    cap.textContent = headName(v, key);
+    div.append(cv, cap);
+    div.addEventListener('click', () => { state.head = key; writeUrl(); drawViews(v); });
+    grid.append(div);
   }
+}
+
+const LABEL_LIMIT = 64; // token labels up to this many tokens; beyond, positions as tick values
+const NICE = [1, 2, 4, 5, 8, 10, 16, 20, 25, 32, 50, 64, 100, 128, 200, 256, 500, 512, 1000, 1024, 2048, 4096];
+
+// Where the large heatmap's parts go, in CSS px. The cells fill the width of the panel and the
+// height left on the first screen (for L <= 16 with large font at 1024x768 the whole heatmap and
+// its labels fit), at most 3 rem; with hundreds of tokens a cell may shrink to half a pixel.
+// Token labels are 0.8 rem (16 px with large font), horizontal on the left; on the top
+// horizontal when they fit their column, else angled at 45° or, when neighbours would touch,
+// 60°, with room kept above and to the right so that none is clipped. When rows are too thin for
+// every label, every n-th is drawn. Beyond 64 tokens the labels are positions (tick values),
+// horizontal, at round intervals.
+function largeLayout(v, ctx) {
+  const rem = rootPx();
+  const font = Math.round(rem * 0.8 * 100) / 100;
+  const pad = Math.round(font * 0.4);
+  ctx.font = canvasFont(font);
+  const tokens = v.l <= LABEL_LIMIT && v.s <= LABEL_LIMIT;
+  const rowText = tokens ? v.qTokens : Array.from({ length: v.l }, (_, i) => String(i));
+  const colText = tokens ? v.kTokens : Array.from({ length: v.s }, (_, j) => String(j));
+  const rowW = rowText.map((x) => ctx.measureText(x).width);
+  const colW = colText.map((x) => ctx.measureText(x).width);
+  const labW = Math.ceil(Math.max(...rowW)) + 2 * pad;
+  const maxColW = Math.max(...colW);
+
+  const wrap = $('large-wrap');
+  const availW = wrap.clientWidth;
+  const reserve = $('scale').offsetHeight + rem * 1.4; // the legend and the panel's bottom
+  const top = wrap.getBoundingClientRect().top + window.scrollY;
+  let availH = window.innerHeight - top - reserve;
+  // Below the first screen anyway (a narrow window stacks the controls first): fit one screen.
+  if (availH < window.innerHeight * 0.35) availH = window.innerHeight - rem * 4 - reserve;
+
+  const minRow = font * 1.25; // the spacing a row label needs, and an angled one across its text
+  const stride = (cell, need) => {
+    const k = Math.max(1, Math.ceil(need / cell - 1e-9));
+    return tokens ? k : NICE.find((n) => n >= k) || k;
+  };
+  const fit = (labH, right) => Math.min((availW - labW - right - 2) / v.s, (availH - labH - 2) / v.l);
+  const place = (ang) => { // the layout with top labels angled by ang (0: horizontal)
+    const sn = Math.sin(ang), cs = Math.cos(ang);
+    const labH = Math.ceil(ang ? 2 * pad + font * cs + maxColW * sn : font + 2 * pad);
+    let right = 0, cell = 1;
+    for (let it = 0; it < 3; it++) { // the overhang on the right depends on the cell, and back
+      const f = fit(labH, right);
+      cell = f >= 1 ? Math.min(Math.floor(rem * 3), Math.floor(f)) : Math.max(0.5, f);
+      right = 0;
+      for (let j = 0; j < v.s; j++) {
+        const reach = ang ? colW[j] * cs + font * sn / 2 : colW[j] / 2;
+        right = Math.max(right, reach - (v.s - j - 0.5) * cell);
+      }
+      right = Math.ceil(right + pad);
+    }
+    const colStride = ang ? stride(cell * sn, minRow) : stride(cell, maxColW + pad);
+    return { ang, labH, right, cell, colStride, rowStride: stride(cell, minRow) };
+  };
+  let g = place(0);
+  if (!tokens) g.rowStride = g.colStride = Math.max(g.rowStride, g.colStride);
+  else if (g.colStride > 1) { // horizontal labels do not fit their columns
+    g = place(Math.PI / 4);
+    if (g.colStride > 1) {
+      const steep = place(Math.PI / 3);
+      if (steep.colStride < g.colStride) g = steep;
+    }
+  }
+  return Object.assign(g, { font, pad, labW, rowText, colText, tokens });
 }
 
 let largeGeom = null;
 
 function drawLarge(v, hoverRow = -1) {
   const map = selectedMap(v);
-  const { canvas: img, max } = paintMap(map, v);
+  const { max } = paintMap(map, v);
   const cv = $('large');
-  const labels = v.l <= 64;
-  const font = parseFloat(getComputedStyle(document.documentElement).fontSize) * 0.8;
-  const ctx0 = cv.getContext('2d');
-  ctx0.font = `${font}px system-ui, sans-serif`;
-  const labW = labels ? Math.ceil(Math.max(...v.qTokens.map((t) => ctx0.measureText(t).width))) + 8 : 0;
-  const labH = labels ? Math.ceil(Math.max(...v.kTokens.map((t) => ctx0.measureText(t).width))) + 8 : 0;
-  const side = Math.max(v.l, v.s);
-  const cell = side <= 64 ? Math.max(8, Math.floor(480 / side)) : Math.max(1, Math.floor(768 / side));
-  cv.width = labW + v.s * cell + 2;
-  cv.height = labH + v.l * cell + 2;
-  const ctx = cv.getContext('2d');
-  ctx.imageSmoothingEnabled = false;
-  ctx.fillStyle = '#fff';
-  ctx.fillRect(0, 0, cv.width, cv.height);
-  ctx.drawImage(img, labW, labH, v.s * cell, v.l * cell);
-  if (cell >= 6) { // hatch masked cells properly when they are big enough to see stripes
-    ctx.save();
-    ctx.strokeStyle = '#8a8a8a';
-    ctx.lineWidth = 1;
-    for (let i = 0; i < v.l; i++) for (let j = 0; j < v.s; j++) {
-      if (!isMasked(v, i, j)) continue;
-      const x = labW + j * cell, y = labH + i * cell;
-      ctx.fillStyle = '#ececec';
-      ctx.fillRect(x, y, cell, cell);
-      ctx.beginPath();
-      for (let d = -cell; d < cell; d += 4) { ctx.moveTo(x + Math.max(0, d), y + Math.max(0, -d)); ctx.lineTo(x + Math.min(cell, d + cell), y + Math.min(cell, cell - d)); }
-      ctx.stroke();
-    }
-    ctx.restore();
+  const name = state.head === 'mean' || !v.heads ? (v.mode === 'sdpa' ? t('large.weights') : t('head.mean')) : headName(v, String(state.head));
+  if (hoverRow < 0) { // a hover changes neither
+    $('large-title').textContent = [name, t('large.max', { max: max.toFixed(3) })]
+      .concat(v.topk ? [t('large.topk', { k: v.topk })] : []).join(' · ');
+    drawScale(max);
   }
-  if (labels) {
-    ctx.fillStyle = '#1d2330';
-    ctx.font = `${font}px system-ui, sans-serif`;
-    ctx.textBaseline = 'middle';
-    ctx.textAlign = 'right';
-    v.qTokens.forEach((t, i) => ctx.fillText(t, labW - 4, labH + (i + 0.5) * cell));
+  const g = largeLayout(v, cv.getContext('2d'));
+  const { labW, labH, cell, font, pad } = g;
+  const w = labW + v.s * cell + g.right + 2, h = labH + v.l * cell + 2;
+  const ctx = setupCanvas(cv, w, h);
+  ctx.fillStyle = '#fff';
+  ctx.fillRect(0, 0, w, h);
+  drawHeat(ctx, map, v, labW, labH, cell, cell);
+  ctx.fillStyle = '#1d2330';
+  ctx.font = canvasFont(font);
+  ctx.textBaseline = 'middle';
+  ctx.textAlign = 'right';
+  for (let i = 0; i < v.l; i += g.rowStride) ctx.fillText(g.rowText[i], labW - pad, labH + (i + 0.5) * cell);
+  for (let j = 0; j < v.s; j += g.colStride) {
+    const x = labW + (j + 0.5) * cell;
+    if (!g.ang) {
+      ctx.textAlign = 'center';
+      ctx.fillText(g.colText[j], x, labH - pad - font / 2);
+      continue;
+    }
     ctx.save();
+    ctx.translate(x, labH - pad - font * Math.cos(g.ang) / 2);
+    ctx.rotate(-g.ang);
     ctx.textAlign = 'left';
-    v.kTokens.forEach((t, j) => {
-      ctx.save();
-      ctx.translate(labW + (j + 0.5) * cell, labH - 4);
-      ctx.rotate(-Math.PI / 2);
-      ctx.fillText(t, 0, 0);
-      ctx.restore();
-    });
+    ctx.fillText(g.colText[j], 0, 0);
     ctx.restore();
   }
   if (hoverRow >= 0) {
@@ -562,12 +728,13 @@ function drawLarge(v, hoverRow = -1) {
     ctx.lineWidth = 2;
     ctx.strokeRect(labW + 1, labH + hoverRow * cell + 1, v.s * cell - 2, cell - 2);
   }
-  largeGeom = { labW, labH, cell, max };
-  cv.dataset.geom = JSON.stringify({ labW, labH, cell, width: cv.width });
-  const name = state.head === 'mean' || !v.heads ? 'mean over heads' : `head ${state.head}`;
-  $('large-title').textContent = `${v.h > 1 || v.mode === 'mha' ? name : 'weights'} · max ${max.toFixed(3)}`
-    + (v.topk ? ` · top-${v.topk} per row from the API` : '');
-  drawScale(max);
+  largeGeom = { labW, labH, cell };
+  // The drawing's own numbers, for the tests and for anyone inspecting the page.
+  cv.dataset.geom = JSON.stringify({
+    labW, labH, cell, width: w, height: h, dpr: window.devicePixelRatio || 1, font,
+    angle: Math.round(g.ang * 180 / Math.PI), rowStride: g.rowStride, colStride: g.colStride,
+  });
+  cv.setAttribute('aria-label', t('large.aria', { name, l: v.l, s: v.s }));
 }
 
 function drawScale(max) {
@@ -576,11 +743,11 @@ function drawScale(max) {
   const c = document.createElement('canvas');
   c.width = 200; c.height = 1;
   const ctx = c.getContext('2d');
-  for (let x = 0; x < 200; x++) { const [r, g, b] = colour(x / 199); ctx.fillStyle = `rgb(${r},${g},${b})`; ctx.fillRect(x, 0, 1, 1); }
+  for (let x = 0; x < 200; x++) { ctx.fillStyle = rgb(colour(x / 199)); ctx.fillRect(x, 0, 1, 1); }
   const lo = document.createElement('span'); lo.textContent = '0';
   const hi = document.createElement('span'); hi.textContent = max.toFixed(3);
   const hatch = document.createElement('span'); hatch.className = 'hatch';
-  const hl = document.createElement('span'); hl.textContent = 'masked (never attended)';
+  const hl = document.createElement('span'); hl.textContent = t('scale.masked');
   el.append(lo, c, hi, hatch, hl);
 }
 
@@ -588,10 +755,10 @@ function largeCell(ev) {
   const v = view;
   if (!v || !largeGeom) return null;
   const cv = $('large'), r = cv.getBoundingClientRect();
-  const x = (ev.clientX - r.left) * cv.width / r.width, y = (ev.clientY - r.top) * cv.height / r.height;
+  const x = ev.clientX - r.left, y = ev.clientY - r.top;
   const j = Math.floor((x - largeGeom.labW) / largeGeom.cell), i = Math.floor((y - largeGeom.labH) / largeGeom.cell);
   if (i < 0 || j < 0 || i >= v.l || j >= v.s) return null;
-  return { i, j, px: ev.clientX - r.left, py: ev.clientY - r.top };
+  return { i, j, px: x, py: y };
 }
 
 function onLargeMove(ev) {
@@ -599,13 +766,18 @@ function onLargeMove(ev) {
   const tip = $('tooltip');
   if (!c) { tip.hidden = true; drawLarge(view); return; }
   const v = view, row = rowOf(selectedMap(v), v, c.i, new Float32Array(v.s));
-  const w = row[c.j];
-  tip.textContent = `query “${v.qTokens[c.i]}” → key “${v.kTokens[c.j]}”: `
-    + (isMasked(v, c.i, c.j) ? 'masked' : `weight ${w.toFixed(4)}`);
+  tip.textContent = t('tip', {
+    q: v.qTokens[c.i], k: v.kTokens[c.j],
+    w: isMasked(v, c.i, c.j) ? t('tip.masked') : t('tip.weight', { w: row[c.j].toFixed(4) }),
+  });
   tip.dataset.i = c.i; tip.dataset.j = c.j;
   tip.hidden = false;
-  tip.style.left = `${c.px + 14}px`;
-  tip.style.top = `${c.py + 10}px`;
+  // Beside the pointer, on whichever side keeps it inside the panel.
+  const wrap = $('large-wrap');
+  const left = c.px + 14 + tip.offsetWidth > wrap.clientWidth ? Math.max(0, c.px - 14 - tip.offsetWidth) : c.px + 14;
+  const top = c.py + 10 + tip.offsetHeight > wrap.clientHeight ? Math.max(0, c.py - 10 - tip.offsetHeight) : c.py + 10;
+  tip.style.left = `${left}px`;
+  tip.style.top = `${top}px`;
   drawLarge(v, c.i);
 }
 
@@ -616,22 +788,21 @@ function drawLines(v) {
   const map = selectedMap(v);
   // Up to 64 tokens: a labelled row per token. Beyond: one pixel row each, and without a hovered
   // token only each query's strongest key, or the lines would merge into one blot.
-  const labels = v.l <= 64 && v.s <= 64;
-  const rowH = labels ? 22 : 1;
-  const font = parseFloat(getComputedStyle(document.documentElement).fontSize) * 0.8;
+  const labels = v.l <= LABEL_LIMIT && v.s <= LABEL_LIMIT;
+  const font = rootPx() * 0.8;
+  const rowH = labels ? Math.ceil(font * 1.5) : 1;
   const ctx0 = cv.getContext('2d');
-  ctx0.font = `${font}px system-ui, sans-serif`;
-  const tw = labels ? Math.ceil(Math.max(...v.qTokens.concat(v.kTokens).map((t) => ctx0.measureText(t).width))) + 10 : 4;
-  const gap = 160;
-  cv.width = tw * 2 + gap;
-  cv.height = Math.max(v.l, v.s) * rowH + 8;
-  const ctx = cv.getContext('2d');
+  ctx0.font = canvasFont(font);
+  const tw = labels ? Math.ceil(Math.max(...v.qTokens.concat(v.kTokens).map((s) => ctx0.measureText(s).width))) + 10 : 4;
+  const gap = Math.max(60, Math.min(160, cv.parentElement.clientWidth - 2 * tw - 2));
+  const w = tw * 2 + gap, h = Math.max(v.l, v.s) * rowH + 8;
+  const ctx = setupCanvas(cv, w, h);
   ctx.fillStyle = '#fff';
-  ctx.fillRect(0, 0, cv.width, cv.height);
+  ctx.fillRect(0, 0, w, h);
   const yl = (i) => 4 + (i + 0.5) * rowH;
   const row = new Float32Array(v.s);
   let max = 0;
-  for (let i = 0; i < v.l; i++) { rowOf(map, v, i, row); for (const w of row) max = Math.max(max, w); }
+  for (let i = 0; i < v.l; i++) { rowOf(map, v, i, row); for (const x of row) max = Math.max(max, x); }
   ctx.lineWidth = labels ? 2 : 1;
   for (let i = 0; i < v.l; i++) {
     if (lineHover && lineHover.side === 'q' && lineHover.i !== i) continue;
@@ -642,9 +813,9 @@ function drawLines(v) {
     for (let j = 0; j < v.s; j++) {
       if (lineHover && lineHover.side === 'k' && lineHover.i !== j) continue;
       if (best >= 0 && j !== best) continue;
-      const w = row[j];
-      if (!keep[j] || w <= 0 || isMasked(v, i, j)) continue;
-      ctx.strokeStyle = `rgba(47, 95, 208, ${Math.min(1, w / (max || 1)).toFixed(3)})`;
+      const x = row[j];
+      if (!keep[j] || x <= 0 || isMasked(v, i, j)) continue;
+      ctx.strokeStyle = `rgba(47, 95, 208, ${Math.min(1, x / (max || 1)).toFixed(3)})`;
       ctx.beginPath();
       ctx.moveTo(tw, yl(i));
       ctx.lineTo(tw + gap, yl(j));
@@ -652,17 +823,17 @@ function drawLines(v) {
     }
   }
   if (labels) {
-    ctx.font = `${font}px system-ui, sans-serif`;
+    ctx.font = canvasFont(font);
     ctx.textBaseline = 'middle';
-    v.qTokens.forEach((t, i) => {
+    v.qTokens.forEach((s, i) => {
       ctx.fillStyle = lineHover && lineHover.side === 'q' && lineHover.i === i ? '#2f5fd0' : '#1d2330';
       ctx.textAlign = 'right';
-      ctx.fillText(t, tw - 6, yl(i));
+      ctx.fillText(s, tw - 6, yl(i));
     });
-    v.kTokens.forEach((t, j) => {
+    v.kTokens.forEach((s, j) => {
       ctx.fillStyle = lineHover && lineHover.side === 'k' && lineHover.i === j ? '#2f5fd0' : '#1d2330';
       ctx.textAlign = 'left';
-      ctx.fillText(t, tw + gap + 6, yl(j));
+      ctx.fillText(s, tw + gap + 6, yl(j));
     });
   } else if (lineHover) {
     ctx.fillStyle = '#2f5fd0';
@@ -675,7 +846,7 @@ function onLinesMove(ev) {
   const v = view;
   if (!v) return;
   const cv = $('lines'), r = cv.getBoundingClientRect();
-  const x = (ev.clientX - r.left) * cv.width / r.width, y = (ev.clientY - r.top) * cv.height / r.height;
+  const x = ev.clientX - r.left, y = ev.clientY - r.top;
   const rowH = Number(cv.dataset.rowH), tw = Number(cv.dataset.tw), gap = Number(cv.dataset.gap);
   const i = Math.floor((y - 4) / rowH);
   let h = null;
@@ -688,41 +859,45 @@ function onLinesMove(ev) {
 
 const f2 = (x) => (x === -Infinity ? '−∞' : x.toFixed(2));
 
+// A numeric table: the caption is the page's text, the cells and their labels are data (marked
+// data-i18n-data: token text, dimension names, numbers).
 function table(caption, rows, rowLabels, colLabels, fmt, opts = {}) {
-  const t = document.createElement('table');
-  t.className = 'num';
-  if (opts.testid) t.dataset.testid = opts.testid;
+  const tbl = document.createElement('table');
+  tbl.className = 'num';
+  if (opts.testid) tbl.dataset.testid = opts.testid;
   const cap = document.createElement('caption');
   cap.textContent = caption;
-  t.append(cap);
+  tbl.append(cap);
   const head = document.createElement('tr');
+  head.dataset.i18nData = '';
   head.append(document.createElement('th'));
   colLabels.forEach((c) => { const th = document.createElement('th'); th.textContent = c; head.append(th); });
-  t.append(head);
+  tbl.append(head);
   rows.forEach((r, i) => {
-    const tr = document.createElement('tr');
-    if (opts.hlRow === i) tr.className = 'hl';
+    const tRow = document.createElement('tr');
+    tRow.dataset.i18nData = '';
+    if (opts.hlRow === i) tRow.className = 'hl';
     const th = document.createElement('th');
     th.textContent = rowLabels[i];
-    tr.append(th);
+    tRow.append(th);
     r.forEach((x, j) => {
       const td = document.createElement('td');
       const masked = opts.masked && opts.masked(i, j);
       td.textContent = masked && opts.maskText ? opts.maskText : fmt(x);
       if (masked) td.className = 'masked';
       td.dataset.i = i; td.dataset.j = j;
-      tr.append(td);
+      tRow.append(td);
     });
-    t.append(tr);
+    tbl.append(tRow);
   });
-  return t;
+  return tbl;
 }
 
 // Per-head Q, K, V for the step tables, or null with a reason.
 function headQKV(v, h) {
   if (v.mode === 'sdpa') return { q: v.input.q, k: v.input.k, vv: v.input.v };
   const prm = knownParams(v.params, v.e);
-  if (!prm) return { reason: 'the step tables need the projection weights, which this page can regenerate only for the demo model and for init identity or random' };
+  if (!prm) return { reason: 'steps.noparams' };
   const e = v.e, dh = e / v.h;
   const proj = linear(v.input.x, prm.win, prm.bin); // (L, 3E)
   const q = cols(proj, h * dh, (h + 1) * dh), k = cols(proj, e + h * dh, e + (h + 1) * dh);
@@ -761,7 +936,7 @@ function drawSteps(v) {
   if (!v.heads || state.head === 'mean') {
     const p = document.createElement('p');
     p.className = 'note';
-    p.textContent = 'Select a head (weights "per head") to see its steps.';
+    p.textContent = t('steps.pick');
     body.append(p);
     return;
   }
@@ -770,7 +945,7 @@ function drawSteps(v) {
   if (got.reason || (v.mode === 'mha' && !reproduces(v, got.prm, got.proj))) {
     const p = document.createElement('p');
     p.className = 'note';
-    p.textContent = got.reason || 'The page could not reproduce this model\'s weights, so it shows no step tables.';
+    p.textContent = t(got.reason || 'steps.noreproduce');
     body.append(p);
     return;
   }
@@ -790,18 +965,18 @@ function drawSteps(v) {
   const inputs = document.createElement('div');
   inputs.className = 'tables';
   inputs.append(
-    table(`Q (${v.l}×${dk})`, q, ql, dims(dk, 'd'), f2, { testid: 'table-q' }),
-    table(`K (${v.s}×${dk})`, k, kl, dims(dk, 'd'), f2, { testid: 'table-k' }),
-    table(`V (${v.s}×${vv[0].length})`, vv, kl, dims(vv[0].length, 'd'), f2, { testid: 'table-v' }));
+    table(t('tbl.q', { n: v.l, d: dk }), q, ql, dims(dk, 'd'), f2, { testid: 'table-q' }),
+    table(t('tbl.k', { n: v.s, d: dk }), k, kl, dims(dk, 'd'), f2, { testid: 'table-k' }),
+    table(t('tbl.v', { n: v.s, d: vv[0].length }), vv, kl, dims(vv[0].length, 'd'), f2, { testid: 'table-v' }));
   const steps = document.createElement('div');
   steps.className = 'tables';
-  const sc = v.scale === 1 / Math.sqrt(dk) ? `÷ √d_k = ÷ √${dk} ≈ ÷ ${Math.sqrt(dk).toFixed(2)}` : `× scale ${v.scale}`;
+  const sc = v.scale === 1 / Math.sqrt(dk) ? t('step.2.sqrt', { dk, root: Math.sqrt(dk).toFixed(2) }) : t('step.2.scale', { s: v.scale });
   steps.append(
-    table('Step 1: QKᵀ', logits, ql, kl, f2, { testid: 'table-qk' }),
-    table(`Step 2: ${sc}`, scaled, ql, kl, f2, { testid: 'table-scaled' }),
-    table('Step 3: mask (−∞ where blocked)', withMask, ql, kl, f2, { masked, maskText: '−∞', testid: 'table-masked' }),
-    table('Step 4: softmax per row (from attnd)', weights, ql, kl, f2, { masked, maskText: '0', testid: 'table-softmax' }),
-    table(`Step 5: × V = ${v.mode === 'sdpa' ? 'output (from attnd)' : `head ${h} output`}`, headOut, ql, dims(vv[0].length, 'd'), f2, { testid: 'table-headout' }));
+    table(t('step.1'), logits, ql, kl, f2, { testid: 'table-qk' }),
+    table(sc, scaled, ql, kl, f2, { testid: 'table-scaled' }),
+    table(t('step.3'), withMask, ql, kl, f2, { masked, maskText: '−∞', testid: 'table-masked' }),
+    table(t('step.4'), weights, ql, kl, f2, { masked, maskText: '0', testid: 'table-softmax' }),
+    table(v.mode === 'sdpa' ? t('step.5.out') : t('step.5.head', { h }), headOut, ql, dims(vv[0].length, 'd'), f2, { testid: 'table-headout' }));
   body.append(inputs, steps);
 }
 
@@ -815,7 +990,8 @@ function drawOutput(v) {
   const shown = Math.min(dim, 16);
   const rows = Array.from({ length: v.l }, (_, i) => Array.from(v.output.data.subarray(i * dim, i * dim + shown)));
   const labels = Array.from({ length: shown }, (_, i) => `d${i}`);
-  const cap = v.mode === 'sdpa' ? 'output = weights × V' : `output = concat(heads) × W_Oᵀ + b (${v.l}×${dim}${shown < dim ? `, first ${shown} of ${dim} dims` : ''})`;
+  const cap = v.mode === 'sdpa' ? t('output.sdpa')
+    : t(shown < dim ? 'output.mha.cut' : 'output.mha', { l: v.l, d: dim, shown });
   body.append(table(cap, rows, v.qTokens, labels, f2, { testid: 'table-output' }));
 }
 
@@ -829,10 +1005,41 @@ function drawViews(v) {
 
 // ---- Running ------------------------------------------------------------------------------
 
-function setStatus(kind, text) {
+// What the status and the error line show, kept as keys and values so that switching the
+// language shows them again in the other.
+let status = { kind: 'idle', key: 'status.ready', time: null };
+let failure = null; // the error of the last run (PageError, ApiError or another Error), or null
+
+function setStatus(kind, key, time = null) {
+  status = { kind, key, time };
+  renderStatus();
+}
+
+function renderStatus() {
   const s = $('status');
-  s.className = `status ${kind}`;
-  s.textContent = text;
+  s.className = `status ${status.kind}`;
+  s.dataset.kind = status.kind;
+  s.querySelector('.status-text').textContent = t(status.key);
+  s.querySelector('.timing').textContent = status.time ? ` · ${t('status.time', status.time)}` : '';
+}
+
+// The error line: the page's own errors in the page's language; an API error as the API wrote
+// it (English), under a line in the page's language where the table has one.
+function renderError() {
+  const box = $('error');
+  box.hidden = !failure;
+  if (!failure) return;
+  let lead = '', api = '';
+  if (failure instanceof PageError) lead = t(failure.key, failure.params);
+  else if (failure instanceof ApiError) {
+    lead = t('err.api_lead', { status: failure.status, code: failure.code });
+    api = failure.message;
+  } else api = String(failure.message || failure);
+  const leadEl = box.querySelector('.lead'), apiEl = box.querySelector('.api');
+  leadEl.textContent = lead;
+  leadEl.hidden = !lead;
+  apiEl.textContent = api;
+  apiEl.hidden = !api;
 }
 
 async function run() {
@@ -840,8 +1047,9 @@ async function run() {
   syncControls();
   writeUrl();
   const seq = ++runSeq;
-  $('error').hidden = true;
-  setStatus('loading', 'computing…');
+  failure = null;
+  renderError();
+  setStatus('loading', 'status.busy');
   $('run').disabled = true;
   try {
     const input = buildInput();
@@ -850,15 +1058,15 @@ async function run() {
     $('request-json').textContent = `POST ${v.request.path}\n${JSON.stringify(v.request.body).slice(0, 20000)}`;
     if (state.head !== 'mean' && (!v.heads || Number(state.head) >= v.heads.length)) state.head = v.heads ? 0 : 'mean';
     view = v;
+    setStatus('ok', 'status.ok', { ms: v.ms.toFixed(0), compute: v.usage.compute_ms.toFixed(1) });
     drawViews(v);
     writeUrl();
-    setStatus('ok', `ok · ${v.ms.toFixed(0)} ms (compute ${v.usage.compute_ms.toFixed(1)} ms)`);
     document.body.dataset.ready = String(seq);
   } catch (e) {
     if (seq !== runSeq) return;
-    $('error').textContent = e.message;
-    $('error').hidden = false;
-    setStatus('error', 'error');
+    failure = e;
+    renderError();
+    setStatus('error', 'status.error');
     document.body.dataset.ready = String(seq);
   } finally {
     if (seq === runSeq) $('run').disabled = false;
@@ -866,33 +1074,67 @@ async function run() {
 }
 
 async function loadModels() {
-  const sel = $('params-kind');
-  sel.textContent = '';
   try {
     const r = await fetch(new URL('v1/models', apiBase()));
     if (!r.ok) throw new Error(`${r.status}`);
     models = await r.json();
   } catch (e) {
     models = { default: null, models: [] };
-    $('error').textContent = `cannot list the models (GET /v1/models: ${e.message})`;
-    $('error').hidden = false;
+    failure = new PageError('err.models', { msg: e.message });
+    renderError();
   }
-  for (const m of models.models) {
+  renderModelOptions();
+}
+
+// The choices of projection weights: the server's models, then the two inits.
+function renderModelOptions() {
+  const sel = $('params-kind');
+  sel.textContent = '';
+  for (const m of models ? models.models : []) {
     const o = document.createElement('option');
     o.value = `model:${m.name}`;
-    o.textContent = `model ${m.name} (E = ${m.embed_dim}, H = ${m.num_heads})`;
+    o.textContent = t('params.model', { name: m.name, e: m.embed_dim, h: m.num_heads });
     sel.append(o);
   }
-  for (const [v, t] of [['init:identity', 'init: identity'], ['init:random', 'init: random (seed)']]) {
+  for (const [value, key] of [['init:identity', 'params.identity'], ['init:random', 'params.random']]) {
     const o = document.createElement('option');
-    o.value = v;
-    o.textContent = t;
+    o.value = value;
+    o.textContent = t(key);
     sel.append(o);
   }
+  if ([...sel.options].some((o) => o.value === state.params)) sel.value = state.params;
+}
+
+// Puts every string of the page in state.lang.
+function applyLanguage() {
+  document.documentElement.lang = state.lang === 'zh' ? 'zh-CN' : 'en';
+  for (const el of document.querySelectorAll('[data-i18n]')) el.textContent = t(el.dataset.i18n);
+  for (const el of document.querySelectorAll('[data-i18n-placeholder]')) el.placeholder = t(el.dataset.i18nPlaceholder);
+  for (const el of document.querySelectorAll('[data-i18n-aria]')) el.setAttribute('aria-label', t(el.dataset.i18nAria));
+  for (const b of document.querySelectorAll('[data-lang]')) {
+    b.textContent = LANG_NAMES[b.dataset.lang];
+    b.setAttribute('aria-pressed', String(b.dataset.lang === state.lang));
+  }
+  renderModelOptions();
+  renderStatus();
+  renderError();
+}
+
+function setLanguage(lang) {
+  if (lang === state.lang) return;
+  readControls();
+  state.lang = lang;
+  applyLanguage();
+  syncControls();
+  writeUrl();
+  // The seed presets name their tokens (查询, 键 0) in the page's language: build them again.
+  if (view && (state.preset === 'a' || state.preset === 'b')) run();
+  else if (view) drawViews(view);
 }
 
 async function main() {
   const fromUrl = readUrl();
+  applyLanguage();
   await loadModels();
   if (!fromUrl) applyPreset(state.preset);
   syncControls();
@@ -904,11 +1146,19 @@ async function main() {
     $(id).addEventListener('change', () => { readControls(); syncControls(); writeUrl(); if (view) drawViews(view); });
   }
   $('large-font').addEventListener('change', () => { readControls(); syncControls(); writeUrl(); if (view) drawViews(view); });
+  for (const b of document.querySelectorAll('[data-lang]')) b.addEventListener('click', () => setLanguage(b.dataset.lang));
   $('run').addEventListener('click', run);
   $('large').addEventListener('mousemove', onLargeMove);
   $('large').addEventListener('mouseleave', () => { $('tooltip').hidden = true; if (view) drawLarge(view); });
   $('lines').addEventListener('mousemove', onLinesMove);
   $('lines').addEventListener('mouseleave', () => { lineHover = null; if (view) drawLines(view); });
+  // The heatmap fills the panel and the first screen: draw it again when the window changes.
+  let queued = false;
+  window.addEventListener('resize', () => {
+    if (queued) return;
+    queued = true;
+    requestAnimationFrame(() => { queued = false; if (view) { drawLarge(view); drawLines(view); } });
+  });
   await run();
 }
 
