@@ -20,8 +20,8 @@ PKG_TEST  := $(PKG_BUILD) libjansson-dev python3 python3-torch python3-numpy pyt
 ATTN_SRC := attention/mha.c attention/kernels.c attention/pool.c attention/blas.c
 ATTN_OBJ := $(ATTN_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: all run test test-core test-web test-deploy container-test bench deps-build deps-test \
-        check-format format clean
+.PHONY: all run test test-core test-web screenshots test-deploy container-test bench deps-build \
+        deps-test check-format format clean
 
 HEADERS := $(wildcard attention/*.h api/*.h server/*.h)
 
@@ -92,10 +92,16 @@ test-core: $(BUILD)/tests/test_attention $(BUILD)/tests/oracle_run
 	$(PY) tests/oracle/run_oracle.py --runner $(BUILD)/tests/oracle_run --work $(BUILD)/oracle
 
 # The visualizer in Debian's chromium, driven by playwright-core (never a downloaded browser).
-test-web: $(BUILD)/attnd
-	@[ -d tests/web/node_modules/playwright-core ] || \
-	  (cd tests/web && npm ci --no-audit --no-fund --loglevel=error)
+test-web: $(BUILD)/attnd tests/web/node_modules/playwright-core
 	timeout 300 node tests/web/visualizer.test.mjs $(BUILD)/attnd $(BUILD)/web-test
+
+# The README's pictures of the visualizer and their manifest (docs/), rendered from a live attnd;
+# test-web fails when they are stale. Run after changing web/, and commit docs/.
+screenshots: $(BUILD)/attnd tests/web/node_modules/playwright-core
+	timeout 120 node tests/web/screenshots.mjs $(BUILD)/attnd docs
+
+tests/web/node_modules/playwright-core:
+	cd tests/web && npm ci --no-audit --no-fund --loglevel=error
 
 # deploy/ and the Dockerfile, checked statically and against the binary.
 test-deploy: $(BUILD)/attnd

@@ -3,11 +3,13 @@
 //
 // Usage: node tests/web/visualizer.test.mjs ATTND_BINARY OUTPUT_DIR
 
-import { spawn } from 'node:child_process';
-import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
+import {
+  CHROMIUM_ARGS, DEVICE_SCALE_FACTOR, ROOT, SHOTS, compareImages, inputsHash, launchShotBrowser,
+  renderShot, sha256, startAttnd as startAttndAt,
+} from './shots.mjs';
 
 const [attndBin, outDir] = process.argv.slice(2);
 if (!attndBin || !outDir) {
@@ -22,22 +24,7 @@ function check(ok, what) {
   if (!ok) { failures++; console.error(`FAIL: ${what}`); } else console.log(`ok: ${what}`);
 }
 
-// Starts attnd on 127.0.0.1:0 and resolves with its base URL once its start-up log names the port.
-function startAttnd() {
-  return new Promise((resolve, reject) => {
-    const p = spawn(attndBin, ['--listen', '127.0.0.1:0', '--log-format', 'text'], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let log = '';
-    const timer = setTimeout(() => reject(new Error(`attnd did not report its port:\n${log}`)), 15000);
-    const onData = (d) => {
-      log += d.toString();
-      const m = log.match(/listening address=127\.0\.0\.1:(\d+)/);
-      if (m) { clearTimeout(timer); resolve({ proc: p, base: `http://127.0.0.1:${m[1]}/` }); }
-    };
-    p.stdout.on('data', onData);
-    p.stderr.on('data', onData);
-    p.on('exit', (code) => { clearTimeout(timer); reject(new Error(`attnd exited ${code}:\n${log}`)); });
-  });
-}
+const startAttnd = () => startAttndAt(attndBin);
 
 async function waitReady(page, before, timeout = 15000) {
   await page.waitForFunction((b) => document.body.dataset.ready && document.body.dataset.ready !== b,
@@ -97,25 +84,162 @@ async function cellPixel(page, i, j) {
   }, [i, j]);
 }
 
+// ---- Languages ------------------------------------------------------------------------------
+
+// The string table as the page has it (web/i18n.js, served by attnd); empty when there is none.
+const stringTable = (page) => page.evaluate(async () => {
+  try {
+    const m = await import(new URL('i18n.js', location.href).href);
+    return { STRINGS: m.STRINGS, LANG_NAMES: m.LANG_NAMES };
+  } catch (e) {
+    return { STRINGS: { en: {}, zh: {} }, LANG_NAMES: {}, error: String(e) };
+  }
+});
+
+const norm = (s) => s.replace(/\s+/g, ' ').trim();
+const placeholders = (s) => [...s.matchAll(/\{(\w+)\}/g)].map((m) => m[1]).sort().join(',');
+
+// Each value of a language as a regular expression, its {placeholders} matching anything.
+function templates(strings) {
+  return Object.values(strings).filter((s) => norm(s)).map((s) => new RegExp(
+    `^${norm(s).replace(/[.*+?^${}()|[\]\\]/g, '\\$&').replace(/\\\{\w+\\\}/g, '.+?')}$`, 's'));
+}
+
+// Words a Chinese string may keep: the chapters' own (token, softmax), names, and protocols.
+const ZH_KEEPS = new Set(['token', 'softmax', 'attnd', 'demo', 'API', 'JSON', 'HTTP', 'GET', 'QK']);
+
+// The English words left in a Chinese string once its placeholders, "quoted code" and URL paths
+// are set aside; single letters are symbols (Q, K, V, d_k, L, E).
+function englishWords(s) {
+  const rest = s.replace(/\{\w+\}/g, ' ').replace(/"[^"]*"/g, ' ').replace(/\S*\/\S*/g, ' ');
+  return (rest.match(/[A-Za-z]{2,}/g) || []).filter((w) => !ZH_KEEPS.has(w));
+}
+
+// Every piece of text the page shows a reader outside its data: visible text nodes, every
+// option of every select, placeholders, aria-labels and the title. Data (token labels and numbers
+// of the tables, the request JSON, the API's own English message) is marked data-i18n-data.
+const pageTexts = (page) => page.evaluate(() => {
+  const out = [];
+  const where = (el) => { const h = el.closest('[id]'); return h ? `#${h.id}` : el.tagName.toLowerCase(); };
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    const el = n.parentElement, text = n.textContent.replace(/\s+/g, ' ').trim();
+    if (!text || el.closest('[data-i18n-data], script, style') || !el.checkVisibility()) continue;
+    out.push({ text, where: where(el), sw: !!el.closest('[data-testid=lang-switch]') });
+  }
+  for (const o of document.querySelectorAll('select option')) out.push({ text: o.textContent.trim(), where: `option of ${where(o)}` });
+  for (const el of document.querySelectorAll('[placeholder]')) out.push({ text: el.placeholder, where: `placeholder of ${where(el)}` });
+  for (const el of document.querySelectorAll('[aria-label]')) out.push({ text: el.getAttribute('aria-label'), where: `aria-label of ${where(el)}` });
+  out.push({ text: document.title, where: 'title' });
+  return out.map((x) => ({ ...x, text: x.text.replace(/\s+/g, ' ').trim() })).filter((x) => x.text);
+});
+
+// The texts of the page that are neither a value of lang's table (filled in) nor an allowed
+// exception: numbers and symbols, a single letter (a symbol such as L or E), the brand, and the
+// language switch's two names. Parts joined by " · " are checked one by one.
+async function foreignTexts(page, table, lang) {
+  const res = templates(table.STRINGS[lang]);
+  const names = Object.values(table.LANG_NAMES);
+  const ok = (s) => /^[\s\d.,:;·×÷−+\-=()（）≈√≤≥…]*$/.test(s) || /^[A-Za-z]$/.test(s) || s === 'attnd'
+    || res.some((r) => r.test(s));
+  return (await pageTexts(page)).filter((x) => !(x.sw && names.includes(x.text))
+    && !ok(x.text) && !x.text.split(' · ').every((part) => ok(part.trim())));
+}
+
+async function checkLanguage(page, table, lang, what) {
+  const bad = await foreignTexts(page, table, lang);
+  check(bad.length === 0, `${what}: every text of the page comes from the ${lang} table (${bad.length ? bad.map((x) => `${x.where}: "${x.text}"`).join('; ') : 'all do'})`);
+}
+
+// ---- Canvas text, as drawn ----------------------------------------------------------------
+
+// Records every fillText with its context's font and transform, before the page's own scripts
+// run: what the test reads of the canvases' labels is what was drawn, not what the page says.
+function recordCanvasText() {
+  window.__text = [];
+  const fill = CanvasRenderingContext2D.prototype.fillText;
+  CanvasRenderingContext2D.prototype.fillText = function (text, x, y, ...rest) {
+    const m = this.getTransform(), mt = this.measureText(text);
+    window.__text.push({
+      canvas: this.canvas.id, text: String(text), font: this.font, m: [m.a, m.b, m.c, m.d, m.e, m.f],
+      box: [x - mt.actualBoundingBoxLeft, y - mt.actualBoundingBoxAscent, x + mt.actualBoundingBoxRight, y + mt.actualBoundingBoxDescent],
+    });
+    return fill.call(this, text, x, y, ...rest);
+  };
+}
+
+// The labels drawn on canvas id by its last draw: each with its size in CSS px as shown on the
+// screen (font size x transform scale x the canvas's CSS-to-pixel ratio), its angle, and its
+// ink box in CSS px on the canvas.
+const drawnLabels = (page, id) => page.evaluate((cid) => {
+  const cv = document.getElementById(cid);
+  const css = cv.getBoundingClientRect().width / cv.width;
+  return window.__text.filter((r) => r.canvas === cid).map((r) => {
+    const [a, b, c, d, e, f] = r.m;
+    const px = parseFloat(r.font.match(/([\d.]+)px/)[1]);
+    const pts = [[r.box[0], r.box[1]], [r.box[2], r.box[1]], [r.box[0], r.box[3]], [r.box[2], r.box[3]]]
+      .map(([x, y]) => [(a * x + c * y + e) * css, (b * x + d * y + f) * css]);
+    return {
+      text: r.text, size: px * Math.sqrt(Math.abs(a * d - b * c)) * css, angle: Math.round(Math.atan2(b, a) * 180 / Math.PI),
+      x0: Math.min(...pts.map((p) => p[0])), y0: Math.min(...pts.map((p) => p[1])),
+      x1: Math.max(...pts.map((p) => p[0])), y1: Math.max(...pts.map((p) => p[1])),
+    };
+  }).concat([{ cssW: cv.getBoundingClientRect().width, cssH: cv.getBoundingClientRect().height }]);
+}, id);
+
+const clearDrawn = (page) => page.evaluate(() => { window.__text = []; });
+
+// WCAG's relative luminance of an sRGB colour, and the contrast ratio of two.
+const lum = (c) => c.map((v) => { v /= 255; return v <= 0.04045 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; })
+  .reduce((s, v, k) => s + v * [0.2126, 0.7152, 0.0722][k], 0);
+const contrast = (p, q) => (Math.max(lum(p), lum(q)) + 0.05) / (Math.min(lum(p), lum(q)) + 0.05);
+
+// The mean colour of the inside of cell (i, j) of the large heatmap.
+const cellMean = (page, i, j) => page.evaluate(([ci, cj]) => {
+  const cv = document.querySelector('[data-testid=large-canvas]');
+  const g = JSON.parse(cv.dataset.geom);
+  const d = g.dpr || 1, x = Math.ceil((g.labW + cj * g.cell + 1) * d), y = Math.ceil((g.labH + ci * g.cell + 1) * d);
+  const n = Math.floor((g.cell - 2) * d);
+  const px = cv.getContext('2d').getImageData(x, y, n, n).data;
+  const s = [0, 0, 0];
+  for (let k = 0; k < px.length; k += 4) for (let c = 0; c < 3; c++) s[c] += px[k + c];
+  return s.map((v) => v / (px.length / 4));
+}, [i, j]);
+
+// The 16 words of the seed chapters' 小王 sentence, as a pasted-JSON input with small seeded
+// embeddings (E = 8, 4 random heads): the longest sentence the chapters show, L = 16.
+function sixteenTokens(lang, large) {
+  const tokens = ['小王', '昨天', '提交了', '补丁', '，', '因为', '他', '发现', '缓存模块', '在', '高并发', '下', '会', '返回', '旧数据', '。'];
+  let x = 12345;
+  const r = () => { x = (x * 1103515245 + 12345) % 2147483648; return Math.round((x / 2147483648 * 2 - 1) * 100) / 100; };
+  const embeddings = tokens.map(() => Array.from({ length: 8 }, r));
+  const q = new URLSearchParams({
+    lang, p: 'custom', json: JSON.stringify({ tokens, embeddings }), params: 'init:random', h: '4', seed: '7',
+    causal: 'top_left', large: large ? '1' : '0',
+  });
+  return { url: `?${q}`, tokens };
+}
+
 async function main() {
   const { proc, base } = await startAttnd();
-  const userDir = mkdtempSync(join(tmpdir(), 'attnd-chromium-'));
-  let ctx;
+  let browser;
   try {
-    ctx = await chromium.launchPersistentContext(userDir, {
-      executablePath: '/usr/bin/chromium',
-      headless: true,
-      viewport: { width: 1280, height: 800 },
-      args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking',
-        '--disable-component-update', '--disable-sync', '--no-first-run'],
-    });
-    const page = ctx.pages()[0] || await ctx.newPage();
+    browser = await chromium.launch({ executablePath: '/usr/bin/chromium', headless: true, args: CHROMIUM_ARGS });
     const consoleErrors = [];
-    page.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(m.text()); });
-    page.on('pageerror', (e) => consoleErrors.push(String(e)));
-    // Nothing but attnd: any other host is refused and recorded.
     const foreign = [];
-    await ctx.route((url) => !url.href.startsWith(base), (route) => { foreign.push(route.request().url()); route.abort(); });
+    // A browser context with the given options whose pages record console errors and may fetch
+    // nothing but attnd (any other host is refused and recorded).
+    const newContext = async (opts) => {
+      const c = await browser.newContext(opts);
+      c.on('page', (p) => {
+        p.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(m.text()); });
+        p.on('pageerror', (e) => consoleErrors.push(String(e)));
+      });
+      await c.route((url) => !url.href.startsWith(base), (route) => { foreign.push(route.request().url()); route.abort(); });
+      return c;
+    };
+    const ctx = await newContext({ viewport: { width: 1280, height: 800 }, locale: 'en-US' });
+    const page = await ctx.newPage();
 
     // 1. Preset (a): the seed's numbers.
     await page.goto(base);
@@ -208,11 +332,22 @@ async function main() {
     await page.fill('[data-testid=num-heads]', '3');
     await page.dispatchEvent('[data-testid=num-heads]', 'change');
     await waitReady(page, mark);
-    const err = await page.textContent('[data-testid=error]');
-    check(await page.isVisible('[data-testid=error]') && err.startsWith('400') && /3/.test(err),
+    const err = await page.textContent('[data-testid=error-api]');
+    check(await page.isVisible('[data-testid=error-api]') && err.startsWith('400') && /3/.test(err),
       `an API error shows its status and message (${err})`);
-    check((await page.textContent('[data-testid=status]')) === 'error', 'the status shows the error state');
+    check(!(await page.isVisible('[data-testid=error-lead]')), 'in English the API\'s message stands alone');
+    check((await page.getAttribute('[data-testid=status]', 'data-kind')) === 'error'
+      && (await page.textContent('[data-testid=status]')) === 'error', 'the status shows the error state');
     await shot(page, 'api-error');
+    // In Chinese the API's message stays as the API wrote it, under a Chinese line.
+    await page.click('[data-testid=lang-zh]');
+    const lead = await page.textContent('[data-testid=error-lead]');
+    check(await page.isVisible('[data-testid=error-lead]') && /[\u4e00-\u9fff]/.test(lead) && lead.includes('400')
+      && (await page.textContent('[data-testid=error-api]')) === err,
+      `in Chinese a Chinese line stands above the API's unchanged message (${lead})`);
+    await checkLanguage(page, await stringTable(page), 'zh', 'an API error in Chinese');
+    await shot(page, 'api-error-zh');
+    await page.click('[data-testid=lang-en]');
     mark = await readyMark(page);
     await page.fill('[data-testid=num-heads]', '4');
     await page.dispatchEvent('[data-testid=num-heads]', 'change');
@@ -231,13 +366,219 @@ async function main() {
     await shot(page, 'preset-d');
     await shot(page, 'preset-d-heatmap', '[data-testid=large-canvas]');
 
+    // 8. Two languages. The table: the same keys and placeholders in both; no English word in
+    // the Chinese strings beyond the chapters' own terms.
+    const table = await stringTable(page);
+    check(!table.error && Object.keys(table.STRINGS.en).length > 0, `the page serves its string table, i18n.js (${table.error || 'it does'})`);
+    const enKeys = Object.keys(table.STRINGS.en).sort(), zhKeys = Object.keys(table.STRINGS.zh).sort();
+    check(enKeys.join() === zhKeys.join(), `the table has the same ${enKeys.length} keys in English and Chinese`
+      + ` (only en: ${enKeys.filter((k) => !zhKeys.includes(k)).join(' ') || '-'}; only zh: ${zhKeys.filter((k) => !enKeys.includes(k)).join(' ') || '-'})`);
+    const badPh = enKeys.filter((k) => k in table.STRINGS.zh && table.STRINGS.zh[k] && table.STRINGS.en[k]
+      && placeholders(table.STRINGS.en[k]) !== placeholders(table.STRINGS.zh[k]));
+    check(badPh.length === 0, `each key has the same placeholders in both languages (${badPh.join(' ') || 'all do'})`);
+    const zhEnglish = zhKeys.map((k) => [k, englishWords(table.STRINGS.zh[k])]).filter(([, w]) => w.length);
+    check(zhEnglish.length === 0, `no Chinese string keeps an English word (${zhEnglish.map(([k, w]) => `${k}: ${w.join(' ')}`).join('; ') || 'none does'})`);
+
+    // The browser's language decides, unless the URL names one; the URL then records it.
+    const langOf = async (locale, query) => {
+      const c = await newContext({ viewport: { width: 1280, height: 800 }, locale });
+      const p = await c.newPage();
+      await p.goto(new URL(query, base).href);
+      await p.waitForFunction(() => document.body.dataset.ready);
+      const r = {
+        html: await p.evaluate(() => document.documentElement.lang), url: new URL(p.url()).searchParams.get('lang'),
+        run: (await p.textContent('[data-testid=run]')).trim(),
+      };
+      await c.close();
+      return r;
+    };
+    let l = await langOf('zh-CN', '');
+    check(l.html === 'zh-CN' && l.url === 'zh' && l.run === '运行', `a browser in zh-CN gets the page in Chinese, lang=zh in the URL (${JSON.stringify(l)})`);
+    l = await langOf('en-US', '');
+    check(l.html === 'en' && l.url === 'en' && l.run === 'Run', `a browser in en-US gets it in English (${JSON.stringify(l)})`);
+    l = await langOf('zh-CN', '?lang=en');
+    check(l.html === 'en' && l.url === 'en', `lang=en in the URL wins over a zh-CN browser (${JSON.stringify(l)})`);
+    l = await langOf('fr-FR', '');
+    check(l.html === 'en', `a browser in neither language gets English (${JSON.stringify(l)})`);
+
+    // With ?lang=zh no English is left: every text of the page is a Chinese value of the table
+    // (or a number, a symbol, token text); for the seed preset with its step tables, a sentence
+    // preset with masks, filter and heads, preset (b), and each choice of the selects. In English
+    // likewise every text is an English value: the page has no string outside the table.
+    mark = await readyMark(page);
+    await page.goto(new URL('?lang=zh&p=a', base).href);
+    await page.waitForFunction(() => document.body.dataset.ready);
+    check(await page.isVisible('[data-testid=table-softmax]'), 'preset (a) in Chinese shows its step tables');
+    await checkLanguage(page, table, 'zh', 'preset (a) in Chinese');
+    await shot(page, 'zh-preset-a');
+    await page.goto(new URL('?lang=zh&p=c1&causal=top_left&klen=8&f=threshold&fv=0.1', base).href);
+    await page.waitForFunction(() => document.body.dataset.ready);
+    await checkLanguage(page, table, 'zh', 'preset (c) with masks and a filter in Chinese');
+    await page.goto(new URL('?lang=en&p=c1&causal=top_left&klen=8&f=threshold&fv=0.1', base).href);
+    await page.waitForFunction(() => document.body.dataset.ready);
+    await checkLanguage(page, table, 'en', 'preset (c) with masks and a filter in English');
+    await page.goto(new URL('?lang=en&p=a', base).href);
+    await page.waitForFunction(() => document.body.dataset.ready);
+    await checkLanguage(page, table, 'en', 'preset (a) in English');
+
+    // The switch: from preset (b) in Chinese (its query is 查询, its keys 键 0, 键 1) to English
+    // and back; the URL follows, the rest of the state stays.
+    await page.goto(new URL('?lang=zh&p=b&klen=2', base).href);
+    await page.waitForFunction(() => document.body.dataset.ready);
+    const rowLabel = () => page.textContent('[data-testid=table-softmax] tr:nth-of-type(2) th');
+    const colLabel = () => page.textContent('[data-testid=table-softmax] tr:first-of-type th:nth-of-type(2)');
+    check((await rowLabel()) === '查询' && (await colLabel()) === '键 0', `preset (b) in Chinese names its tokens 查询 and 键 0 (${await rowLabel()}, ${await colLabel()})`);
+    check(await page.isVisible('[data-testid=lang-switch]') && (await page.textContent('[data-testid=lang-switch]')).replace(/\s+/g, '') === '中文English',
+      'the switch shows 中文 and English');
+    mark = await readyMark(page);
+    await page.click('[data-testid=lang-en]');
+    await waitReady(page, mark);
+    let u = new URL(page.url()).searchParams;
+    check(u.get('lang') === 'en' && u.get('p') === 'b' && u.get('klen') === '2', `the switch to English puts lang=en in the URL and keeps the state (${u})`);
+    check((await page.textContent('[data-testid=run]')) === 'Run' && (await rowLabel()) === 'query'
+      && await page.evaluate(() => document.documentElement.lang) === 'en'
+      && (await page.getAttribute('[data-testid=lang-en]', 'aria-pressed')) === 'true',
+      `after the switch the page is in English (${await page.textContent('[data-testid=run]')}, ${await rowLabel()})`);
+    await checkLanguage(page, table, 'en', 'preset (b) after switching to English');
+    mark = await readyMark(page);
+    await page.click('[data-testid=lang-zh]');
+    await waitReady(page, mark);
+    u = new URL(page.url()).searchParams;
+    check(u.get('lang') === 'zh' && (await page.textContent('[data-testid=run]')) === '运行' && (await rowLabel()) === '查询',
+      `and back to Chinese, lang=zh in the URL (${u})`);
+    // On a sentence preset the switch redraws without a new request: the selected head stays.
+    await page.goto(new URL('?lang=zh&p=c1&head=2', base).href);
+    await page.waitForFunction(() => document.body.dataset.ready);
+    const zhTitle = await page.textContent('[data-testid=large-title]');
+    await page.click('[data-testid=lang-en]');
+    const enTitle = await page.textContent('[data-testid=large-title]');
+    check(zhTitle.startsWith('头 2 · 最大值') && enTitle.startsWith('head 2 · max') && new URL(page.url()).searchParams.get('head') === '2',
+      `the selected head's title follows the language (${zhTitle} / ${enTitle})`);
+
+    // 9. Large font on a 1024x768 projector. The labels are read from what the page drew
+    // (recordCanvasText), the box from the layout.
+    const proj = await newContext({ viewport: { width: 1024, height: 768 }, locale: 'zh-CN', deviceScaleFactor: 1 });
+    await proj.addInitScript(recordCanvasText);
+    const pp = await proj.newPage();
+    const c1 = ['程序员', '把', '服务器日志', '发给', '同事', '，', '因为', '它', '记录了', '错误原因'];
+    const cases = [
+      { what: 'preset (c), L = 10, zh', url: '?lang=zh&p=c1&causal=top_left&f=topk&fv=2&large=1', tokens: c1, normal: '?lang=zh&p=c1&causal=top_left&f=topk&fv=2&large=0' },
+      { what: 'the 小王 sentence, L = 16, zh', ...sixteenTokens('zh', true), normal: sixteenTokens('zh', false).url },
+      { what: 'the 小王 sentence, L = 16, en', ...sixteenTokens('en', true) },
+    ];
+    for (const cs of cases) {
+      await pp.goto(new URL(cs.url, base).href);
+      await pp.waitForFunction(() => document.body.dataset.ready);
+      const st = await pp.getAttribute('[data-testid=status]', 'data-kind');
+      const geom = JSON.parse(await pp.getAttribute('[data-testid=large-canvas]', 'data-geom'));
+      const bb = await pp.locator('[data-testid=large-canvas]').boundingBox();
+      const scrollY = await pp.evaluate(() => window.scrollY);
+      check(st === 'ok' && scrollY === 0 && bb.x >= 0 && bb.y >= 0 && bb.x + bb.width <= 1024 && bb.y + bb.height <= 768,
+        `${cs.what}: the heatmap with its labels lies within the first screen of 1024x768 (box ${Math.round(bb.x)},${Math.round(bb.y)} to ${Math.round(bb.x + bb.width)},${Math.round(bb.y + bb.height)})`);
+      const all = await drawnLabels(pp, 'large');
+      const { cssW, cssH } = all.pop();
+      const left = all.filter((x) => x.x1 <= geom.labW + 0.5).sort((a, b) => a.y0 - b.y0);
+      const top = all.filter((x) => x.x1 > geom.labW + 0.5).sort((a, b) => a.x0 - b.x0);
+      check(left.map((x) => x.text).join('|') === cs.tokens.join('|') && left.every((x) => x.angle === 0),
+        `${cs.what}: every query token is drawn on the left axis, horizontal (${left.map((x) => `${x.text}@${x.angle}°`).join(' ')})`);
+      check(top.map((x) => x.text).join('|') === cs.tokens.join('|'),
+        `${cs.what}: every key token is drawn on the top axis (${top.map((x) => `${x.text}@${x.angle}°`).join(' ')})`);
+      const small = all.filter((x) => x.size < 14);
+      check(all.length && !small.length, `${cs.what}: every label on the heatmap is >= 14 CSS px (${Math.min(...all.map((x) => x.size)).toFixed(1)} px at least${small.length ? `; ${small.map((x) => x.text).join(' ')} smaller` : ''})`);
+      const out = all.filter((x) => x.x0 < -0.5 || x.y0 < -0.5 || x.x1 > cssW + 0.5 || x.y1 > cssH + 0.5);
+      check(!out.length, `${cs.what}: no label is clipped: each lies inside the ${Math.round(cssW)}x${Math.round(cssH)} canvas (${out.map((x) => x.text).join(' ') || 'all do'})`);
+      const lines = await drawnLabels(pp, 'lines');
+      lines.pop();
+      check(lines.length >= 2 * cs.tokens.length && lines.every((x) => x.size >= 14),
+        `${cs.what}: the line view's labels are >= 14 CSS px too (${Math.min(...lines.map((x) => x.size)).toFixed(1)} px)`);
+      if (cs.normal) { // the same labels without large font: the canvases' text scales with the font
+        await pp.goto(new URL(cs.normal, base).href);
+        await pp.waitForFunction(() => document.body.dataset.ready);
+        const normal = (await drawnLabels(pp, 'large')).slice(0, -1);
+        const n = Math.max(...normal.map((x) => x.size)), lg = Math.min(...all.map((x) => x.size));
+        check(lg >= n * 1.3, `${cs.what}: large font enlarges the heatmap's labels (${n.toFixed(1)} -> ${lg.toFixed(1)} px)`);
+      }
+      if (cs.tokens === c1) {
+        await pp.goto(new URL(cs.url, base).href);
+        await pp.waitForFunction(() => document.body.dataset.ready);
+        // Masked cells against weight 0 (the scale's first colour), on a projector: contrast >= 2.
+        const masked = await cellMean(pp, 0, 9);
+        const zero = await pp.evaluate(() => Array.from(document.querySelector('[data-testid=scale] canvas').getContext('2d').getImageData(0, 0, 1, 1).data.slice(0, 3)));
+        const cr = contrast(masked, zero);
+        check(cr >= 2, `a masked cell (mean rgb ${masked.map(Math.round).join(',')}) stands apart from weight 0 (rgb ${zero.join(',')}): contrast ${cr.toFixed(2)} >= 2`);
+        // The tooltip and the heads' names follow the font as well.
+        const g2 = JSON.parse(await pp.getAttribute('[data-testid=large-canvas]', 'data-geom'));
+        const b2 = await pp.locator('[data-testid=large-canvas]').boundingBox();
+        await pp.mouse.move(b2.x + g2.labW + 1.5 * g2.cell, b2.y + g2.labH + 7.5 * g2.cell);
+        await pp.waitForSelector('[data-testid=tooltip]:not([hidden])', { timeout: 3000 });
+        const tipFont = await pp.evaluate(() => parseFloat(getComputedStyle(document.querySelector('[data-testid=tooltip]')).fontSize));
+        const tipText = await pp.textContent('[data-testid=tooltip]');
+        const tb = await pp.locator('[data-testid=tooltip]').boundingBox();
+        check(tipFont >= 14 && tipText.startsWith('查询「它」→ 键「把」：权重') && tb.x + tb.width <= 1024,
+          `the tooltip is >= 14 px, in Chinese, on screen (${tipFont} px: ${tipText})`);
+        const capFont = await pp.evaluate(() => parseFloat(getComputedStyle(document.querySelector('[data-testid=head-1] div')).fontSize));
+        check(capFont >= 14, `the heads' names are >= 14 px (${capFont} px)`);
+        await pp.mouse.move(0, 0);
+        await shot(pp, 'projector-zh');
+      }
+    }
+    // Fast enough for the 512-token preset with large font too.
+    mark = await readyMark(pp);
+    const t512 = Date.now();
+    await pp.goto(new URL('?lang=zh&p=d&params=init:random&h=12&seed=7&large=1', base).href);
+    await pp.waitForFunction(() => document.body.dataset.ready, null, { timeout: 20000 });
+    const took512 = Date.now() - t512;
+    const ticks = (await drawnLabels(pp, 'large')).slice(0, -1);
+    check((await pp.getAttribute('[data-testid=status]', 'data-kind')) === 'ok' && took512 < 10000 && ticks.length > 4
+      && ticks.every((x) => x.size >= 14 && /^\d+$/.test(x.text)),
+      `preset (d) with large font renders in ${took512} ms with ${ticks.length} position ticks >= 14 px`);
+    await shot(pp, 'projector-512');
+    await proj.close();
+
+    // 10. The README's pictures are the ones make screenshots produces: the manifest names each
+    // shot as shots.mjs defines it, each file is the one it hashed, the page's inputs are the
+    // ones it hashed (else they are stale), the README shows them at the top of its visualizer
+    // section, and rendering each state again gives the same picture.
+    const docs = join(ROOT, 'docs');
+    let manifest = null;
+    try { manifest = JSON.parse(readFileSync(join(docs, 'screenshots.json'), 'utf8')); } catch (e) { console.error(String(e)); }
+    check(manifest !== null, 'docs/screenshots.json exists');
+    if (manifest) {
+      check(manifest.inputs && manifest.inputs.sha256 === inputsHash(),
+        'the screenshots are not stale: web/ and shots.mjs are as when make screenshots ran (else run make screenshots and commit docs/)');
+      const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+      const sect = readme.split(/^## /m).find((x) => x.startsWith('The visualizer'));
+      const head = sect ? sect.split('\n\n').slice(1, 2).join('\n') : '';
+      const sbrowser = await launchShotBrowser();
+      try {
+        for (const shot of SHOTS) {
+          const m = manifest.shots.find((x) => x.file === shot.file);
+          check(m && m.url === `/${shot.url}` && JSON.stringify(m.viewport) === JSON.stringify(shot.viewport)
+            && m.fullPage === shot.fullPage && m.deviceScaleFactor === DEVICE_SCALE_FACTOR,
+          `${shot.file}: the manifest records it as shots.mjs defines it`);
+          const file = join(docs, shot.file);
+          const png = existsSync(file) ? readFileSync(file) : null;
+          check(png && m && sha256(png) === m.sha256 && png.length <= 400 * 1024,
+            `${shot.file}: the committed file is the one make screenshots wrote, ${png ? png.length : 0} bytes (at most 400 KiB)`);
+          check(head.includes(`](docs/${shot.file})`), `${shot.file}: README shows it at the top of "The visualizer"`);
+          if (!png) continue;
+          const again = await renderShot(sbrowser.browser, base, shot);
+          writeFileSync(join(outDir, `again-${shot.file}`), again);
+          const cmp = await compareImages(page, png, again);
+          check(cmp.sameSize && cmp.differ <= cmp.blocks * 0.005,
+            `${shot.file}: rendering its state again gives the same picture (${cmp.sameSize ? `${cmp.size.join('x')}, ${cmp.differ} of ${cmp.blocks} 8x8 blocks differ, ${(cmp.identical * 100).toFixed(2)}% of bytes identical` : `sizes ${cmp.a} and ${cmp.b}`})`);
+        }
+      } finally {
+        await sbrowser.close();
+      }
+    }
+
     check(foreign.length === 0, `the page fetched nothing but attnd (${foreign.join(', ') || 'none'})`);
     // The deliberate 400 of step 6 is logged by the browser as a failed load; nothing else may be.
     const unexpected = consoleErrors.filter((m) => !/status of 400/.test(m));
     check(unexpected.length === 0, `no console errors (${unexpected.join('; ') || 'none'})`);
   } finally {
-    if (ctx) await ctx.close();
-    rmSync(userDir, { recursive: true, force: true });
+    if (browser) await browser.close();
     proc.kill('SIGTERM');
   }
   console.log(`visualizer: ${checks} checks, ${failures} failed`);

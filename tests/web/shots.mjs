@@ -1,0 +1,165 @@
+// What the visualizer's browser tests and `make screenshots` share: starting attnd, starting
+// Debian's chromium through playwright-core, and the README's screenshots (which states of the
+// page, how they are rendered, and how two renderings are compared).
+//
+// The screenshots are made deterministic enough to be checked on another machine: a fixed
+// viewport and device scale factor, one font package for every glyph (fonts-wqy-microhei,
+// through a fontconfig file of its own, so that no other installed font takes part), no
+// animation or caret, and the status's timing (the only text that changes between runs)
+// hidden.
+
+import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+
+export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+export const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-background-networking',
+  '--disable-component-update', '--disable-sync', '--no-first-run'];
+
+// The README's pictures. Each is the page at url (which holds the whole state), in a browser
+// window of viewport, after its first run.
+export const SHOTS = [
+  {
+    file: 'visualizer-seed.png',
+    what: 'the seed example (preset a) with its step tables, in English',
+    url: '?lang=en&p=a',
+    viewport: { width: 1024, height: 768 },
+    fullPage: true,
+  },
+  {
+    file: 'visualizer-heads.png',
+    what: 'a sentence preset with the causal mask and top-2 filter: the heads and the selected head, in Chinese with large font, as a projector at 1024x768 shows it',
+    url: '?lang=zh&p=c1&causal=top_left&f=topk&fv=2&large=1&head=0',
+    viewport: { width: 1024, height: 768 },
+    fullPage: false,
+  },
+];
+export const DEVICE_SCALE_FACTOR = 1;
+
+// The files whose bytes decide what the screenshots show; their hash goes in the manifest.
+export const INPUTS = ['web/index.html', 'web/app.js', 'web/i18n.js', 'web/style.css', 'tests/web/shots.mjs'];
+
+export function inputsHash(root = ROOT) {
+  const h = createHash('sha256');
+  for (const f of INPUTS) {
+    h.update(`${f}\0`);
+    h.update(readFileSync(join(root, f)));
+    h.update('\0');
+  }
+  return h.digest('hex');
+}
+
+export const sha256 = (buf) => createHash('sha256').update(buf).digest('hex');
+
+// Starts attnd on 127.0.0.1:0 and resolves with {proc, base} once its start-up log names the
+// port.
+export function startAttnd(bin) {
+  return new Promise((resolve, reject) => {
+    const p = spawn(bin, ['--listen', '127.0.0.1:0', '--log-format', 'text'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let log = '';
+    const timer = setTimeout(() => reject(new Error(`attnd did not report its port:\n${log}`)), 15000);
+    const onData = (d) => {
+      log += d.toString();
+      const m = log.match(/listening address=127\.0\.0\.1:(\d+)/);
+      if (m) { clearTimeout(timer); resolve({ proc: p, base: `http://127.0.0.1:${m[1]}/` }); }
+    };
+    p.stdout.on('data', onData);
+    p.stderr.on('data', onData);
+    p.on('exit', (code) => { clearTimeout(timer); reject(new Error(`attnd exited ${code}:\n${log}`)); });
+  });
+}
+
+const WQY_DIR = '/usr/share/fonts/truetype/wqy';
+
+// Chromium for the screenshots: its fontconfig sees only WenQuanYi Micro Hei (sans and mono),
+// whatever else the machine has. Resolves with {browser, close}.
+export async function launchShotBrowser() {
+  if (!existsSync(join(WQY_DIR, 'wqy-microhei.ttc'))) {
+    throw new Error(`${WQY_DIR}/wqy-microhei.ttc is missing: install fonts-wqy-microhei (make deps-test)`);
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'attnd-shots-'));
+  const alias = (generic, family) => `<alias binding="same"><family>${generic}</family><prefer><family>${family}</family></prefer></alias>`;
+  writeFileSync(join(dir, 'fonts.conf'), `<?xml version="1.0"?>
+<!DOCTYPE fontconfig SYSTEM "fonts.dtd">
+<fontconfig>
+  <dir>${WQY_DIR}</dir>
+  <cachedir>${dir}/cache</cachedir>
+  ${alias('sans-serif', 'WenQuanYi Micro Hei')}
+  ${alias('serif', 'WenQuanYi Micro Hei')}
+  ${alias('system-ui', 'WenQuanYi Micro Hei')}
+  ${alias('monospace', 'WenQuanYi Micro Hei Mono')}
+  ${alias('ui-monospace', 'WenQuanYi Micro Hei Mono')}
+</fontconfig>
+`);
+  const browser = await chromium.launch({
+    executablePath: '/usr/bin/chromium',
+    headless: true,
+    args: [...CHROMIUM_ARGS, '--hide-scrollbars', '--font-render-hinting=none'],
+    env: { ...process.env, FONTCONFIG_FILE: join(dir, 'fonts.conf') },
+  });
+  return { browser, close: async () => { await browser.close(); rmSync(dir, { recursive: true, force: true }); } };
+}
+
+// Renders shot against the attnd at base; resolves with the PNG bytes.
+export async function renderShot(browser, base, shot) {
+  const ctx = await browser.newContext({
+    viewport: shot.viewport, deviceScaleFactor: DEVICE_SCALE_FACTOR, locale: 'en-US',
+    reducedMotion: 'reduce', colorScheme: 'light',
+  });
+  try {
+    const page = await ctx.newPage();
+    await page.goto(new URL(shot.url, base).href);
+    await page.waitForFunction(() => document.body.dataset.ready, null, { timeout: 20000 });
+    await page.evaluate(async () => {
+      await document.fonts.ready;
+      document.querySelector('[data-testid=status-time]').hidden = true;
+      document.activeElement && document.activeElement.blur && document.activeElement.blur();
+    });
+    return await page.screenshot({ fullPage: shot.fullPage, animations: 'disabled', caret: 'hide' });
+  } finally {
+    await ctx.close();
+  }
+}
+
+// Compares two PNGs in page (decoded by the browser): their sizes and, over 8x8-pixel blocks,
+// how many blocks' mean colours differ by more than 24 of 255 in a channel.
+export async function compareImages(page, a, b) {
+  return page.evaluate(async ([sa, sb]) => {
+    const load = async (src) => {
+      const img = new Image();
+      img.src = `data:image/png;base64,${src}`;
+      await img.decode();
+      const c = document.createElement('canvas');
+      c.width = img.width; c.height = img.height;
+      const x = c.getContext('2d');
+      x.drawImage(img, 0, 0);
+      return { w: img.width, h: img.height, d: x.getImageData(0, 0, img.width, img.height).data };
+    };
+    const [p, q] = [await load(sa), await load(sb)];
+    if (p.w !== q.w || p.h !== q.h) return { sameSize: false, a: [p.w, p.h], b: [q.w, q.h] };
+    const B = 8;
+    let blocks = 0, differ = 0, same = 0;
+    for (let by = 0; by < p.h; by += B) {
+      for (let bx = 0; bx < p.w; bx += B) {
+        const s = [0, 0, 0, 0, 0, 0];
+        let n = 0;
+        for (let y = by; y < Math.min(by + B, p.h); y++) {
+          for (let x = bx; x < Math.min(bx + B, p.w); x++) {
+            const o = (y * p.w + x) * 4;
+            for (let k = 0; k < 3; k++) { s[k] += p.d[o + k]; s[3 + k] += q.d[o + k]; }
+            n++;
+          }
+        }
+        blocks++;
+        if (Math.max(...[0, 1, 2].map((k) => Math.abs(s[k] - s[3 + k]) / n)) > 24) differ++;
+      }
+    }
+    for (let i = 0; i < p.d.length; i++) if (p.d[i] === q.d[i]) same++;
+    return { sameSize: true, size: [p.w, p.h], blocks, differ, identical: same / p.d.length };
+  }, [a.toString('base64'), b.toString('base64')]);
+}
