@@ -133,8 +133,8 @@ static const opt OPTS[] = {
      "close a connection idle for N whole seconds (0 = never)"},
     {"--read-timeout", "ATTND_READ_TIMEOUT", "SEC", OPT_SECONDS, FIELD(read_timeout), 0, 86400,
      "30",
-     "a request's headers and body must arrive within SEC of the connection's opening or its "
-     "previous reply, else the connection is closed (0 = no limit)"},
+     "a request's headers and body must arrive within SEC of its first byte, else the "
+     "connection is closed (0 = no limit); between requests --idle-timeout applies"},
     {"--batch-window-us", "ATTND_BATCH_WINDOW_US", "USEC", OPT_COUNT, FIELD(batch_window_us), 0,
      1000000, "200",
      "batch /v1/attention jobs on the same model: wait up to USEC after a job arrives for more "

@@ -13,14 +13,18 @@
  *               the suspend); the access handler is called again and queues the reply;
  *   REQ_REPLIED nothing more to do; the completion callback logs, counts and lets go.
  *
- * The read timeout (--read-timeout): each connection is tracked from its opening (conn_track),
- * and a request must arrive, headers and body, within the timeout of the connection's opening
- * or of its previous reply. A connection whose request is late is closed: by on_access when a
- * late body byte arrives, else by the reaper thread (a client still trickling its headers, or
- * stalled), since libmicrohttpd's own timeout only closes connections that send nothing.
+ * The read timeout (--read-timeout): each connection is tracked (conn_track). Between requests,
+ * and before its first, a connection is idle, and only the idle timeout (--idle-timeout,
+ * libmicrohttpd's own: it closes a connection that sends nothing) applies to it. A request
+ * begins with its first byte, which the reaper thread sees in the socket's byte count
+ * (TCP_INFO), or the access handler when the headers have come; from then on it must arrive,
+ * headers and body, within the read timeout. A connection whose request is late is closed: by
+ * on_access when a late body byte arrives, else by the reaper (a client still trickling its
+ * headers, or stalled mid-request), since libmicrohttpd's idle timeout restarts at every byte.
  */
 #include <arpa/inet.h>
 #include <ctype.h>
+#include <linux/tcp.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <microhttpd.h>
@@ -56,14 +60,23 @@
     "connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; "             \
     "form-action 'self'"
 
+/* Where a connection is, as the read timeout sees it. */
+typedef enum track_state {
+    TRACK_IDLE = 0, /* between requests (or before the first): no byte of the next yet */
+    TRACK_READING,  /* a request is arriving (headers or body) */
+    TRACK_ARRIVED,  /* the request has arrived: it is computed or its reply is being sent */
+} track_state;
+
 /* A connection as the read timeout sees it. Made when libmicrohttpd opens the connection and
  * freed when it reports it closed, which it does before it closes the socket: so fd is the
- * connection's own while the record is listed, and the reaper may shut it down. */
+ * connection's own while the record is listed, and the reaper may read its TCP_INFO and shut
+ * it down. */
 typedef struct conn_track {
     int fd;
-    double since; /* when its current request could start: the opening or the previous reply */
-    bool reading; /* that request is still arriving (headers or body) */
-    bool cut;     /* the reaper shut it down */
+    track_state state;
+    double since;     /* TRACK_READING: when the request began; TRACK_IDLE: when idleness did */
+    uint64_t rx_mark; /* TRACK_IDLE: bytes the socket had received when idleness began */
+    bool cut;         /* the reaper shut it down */
     struct conn_track *prev, *next;
 } conn_track;
 
@@ -216,21 +229,50 @@ static bool is_job_route(srv_route r) {
 
 /* ---- The read timeout --------------------------------------------------------------------- */
 
-/* Marks the request of track as arrived (reading false), or the connection as waiting for its
- * next request from now (reading true). NULL does nothing. */
-static void track_set(srv_http *h, conn_track *track, bool reading) {
+/* Bytes the socket fd has received so far (TCP_INFO); 0 when unknown. */
+static uint64_t socket_rx_bytes(int fd) {
+    struct tcp_info ti;
+    socklen_t len = sizeof ti;
+    memset(&ti, 0, sizeof ti);
+    if (fd < 0 || getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
+        len < offsetof(struct tcp_info, tcpi_bytes_received) + sizeof ti.tcpi_bytes_received)
+        return 0;
+    return ti.tcpi_bytes_received;
+}
+
+/* With conns_mu held: makes track idle from now (its reply has gone). */
+static void track_idle_locked(conn_track *track) {
+    track->state = TRACK_IDLE;
+    track->since = srv_now();
+    track->rx_mark = socket_rx_bytes(track->fd);
+}
+
+/* Moves track to state: TRACK_READING starts the read timeout unless the request was already
+ * seen arriving; TRACK_IDLE starts idleness. NULL does nothing. */
+static void track_set(srv_http *h, conn_track *track, track_state state) {
     if (!track)
         return;
     pthread_mutex_lock(&h->conns_mu);
-    track->reading = reading;
-    if (reading)
-        track->since = srv_now();
+    if (state == TRACK_IDLE) {
+        track_idle_locked(track);
+    } else if (state == TRACK_READING) {
+        if (track->state != TRACK_READING)
+            track->since = srv_now();
+        track->state = TRACK_READING;
+    } else {
+        track->state = TRACK_ARRIVED;
+    }
     pthread_mutex_unlock(&h->conns_mu);
 }
 
 /* True when the request on track has been arriving for longer than --read-timeout. */
-static bool track_late(const srv_http *h, const conn_track *track) {
-    return track && h->cfg->read_timeout > 0 && srv_now() - track->since > h->cfg->read_timeout;
+static bool track_late(srv_http *h, conn_track *track) {
+    if (!track || h->cfg->read_timeout <= 0)
+        return false;
+    pthread_mutex_lock(&h->conns_mu);
+    bool late = track->state == TRACK_READING && srv_now() - track->since > h->cfg->read_timeout;
+    pthread_mutex_unlock(&h->conns_mu);
+    return late;
 }
 
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
@@ -243,8 +285,9 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
         const union MHD_ConnectionInfo *ci =
             MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
         c->fd = ci ? (int)ci->connect_fd : -1;
+        c->state = TRACK_IDLE;
         c->since = srv_now();
-        c->reading = true;
+        c->rx_mark = 0; /* any byte received is the first request's */
         pthread_mutex_lock(&h->conns_mu);
         c->next = h->conns;
         if (h->conns)
@@ -263,13 +306,22 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
             h->conns = c->next;
         if (c->next)
             c->next->prev = c->prev;
+        double idle_s = c->state == TRACK_IDLE ? srv_now() - c->since : 0;
         pthread_mutex_unlock(&h->conns_mu);
+        /* libmicrohttpd closes a connection silent for --idle-timeout; a client that closed
+         * its side, or a shutdown, ends idleness sooner. */
+        if (h->cfg->idle_timeout > 0 && idle_s >= (double)h->cfg->idle_timeout - 0.05) {
+            srv_kv kv[] = {SRV_NUM("idle_s", idle_s),
+                           SRV_INT("idle_timeout_s", h->cfg->idle_timeout)};
+            srv_log_write(h->log, "info", "idle_timeout", kv, 2);
+        }
         free(c);
         *socket_context = NULL;
     }
 }
 
-/* The reaper: a few times per timeout, shuts down every connection whose request is late;
+/* The reaper: a few times per timeout, marks idle connections that have received a byte as
+ * reading a request (from now), and shuts down every connection whose request is late;
  * libmicrohttpd then reads the end of the stream and closes it. */
 static void *reaper_main(void *arg) {
     srv_http *h = arg;
@@ -279,12 +331,17 @@ static void *reaper_main(void *arg) {
     while (!h->reaper_stop) {
         double now = srv_now();
         size_t cut = 0;
-        for (conn_track *c = h->conns; c; c = c->next)
-            if (c->reading && !c->cut && c->fd >= 0 && now - c->since > h->cfg->read_timeout) {
+        for (conn_track *c = h->conns; c; c = c->next) {
+            if (c->state == TRACK_IDLE && socket_rx_bytes(c->fd) > c->rx_mark) {
+                c->state = TRACK_READING;
+                c->since = now;
+            } else if (c->state == TRACK_READING && !c->cut && c->fd >= 0 &&
+                       now - c->since > h->cfg->read_timeout) {
                 shutdown(c->fd, SHUT_RDWR);
                 c->cut = true;
                 cut++;
             }
+        }
         if (cut) {
             srv_kv kv[] = {SRV_INT("connections", cut),
                            SRV_NUM("read_timeout_s", h->cfg->read_timeout)};
@@ -402,7 +459,7 @@ static enum MHD_Result reply(http_req *r, unsigned status, const char *type, voi
     r->status = status;
     r->bytes_out = len;
     r->state = REQ_REPLIED;
-    track_set(h, r->track, false);
+    track_set(h, r->track, TRACK_ARRIVED);
     enum MHD_Result rc = MHD_queue_response(r->conn, status, resp);
     MHD_destroy_response(resp);
     if (rc != MHD_YES) { /* not sent: the log and metrics must not say it was */
@@ -613,7 +670,7 @@ static void on_job_done(srv_job *sj) {
 }
 
 static enum MHD_Result on_body_complete(srv_http *h, http_req *r) {
-    track_set(h, r->track, false);
+    track_set(h, r->track, TRACK_ARRIVED);
     if (r->body_over)
         return reply_error(r, 413, "body_too_large",
                            "the request body is over the limit of %zu bytes (--max-body-bytes)",
@@ -762,7 +819,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         if (!r)
             return MHD_NO; /* out of memory: drop the connection */
         *con_cls = r;
-        atomic_fetch_add(&h->outstanding, 1); /* until on_completed */
+        atomic_fetch_add(&h->outstanding, 1);  /* until on_completed */
+        track_set(h, r->track, TRACK_READING); /* begun, if the reaper has not seen it yet */
         /* A request with a body is judged now, before its body is read (a reply now closes the
          * connection after it). One without waits for the next call: a reply queued then keeps
          * the connection alive. */
@@ -855,7 +913,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     srv_metrics_request(h->metrics, r->route, sent ? r->status : 0, r->bytes_in,
                         sent ? r->bytes_out : 0);
     atomic_fetch_sub(&h->outstanding, 1);
-    track_set(h, r->track, true); /* the connection now waits for its next request */
+    track_set(h, r->track, TRACK_IDLE); /* the connection now waits for its next request */
     req_unref(r);
 }
 

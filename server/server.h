@@ -103,7 +103,7 @@ typedef struct srv_config {
     size_t max_batch_tokens; /* query rows (N*L) one batch takes at most */
     size_t max_depth;        /* deepest nesting of arrays and objects in a body (400 beyond) */
     double read_timeout;     /* seconds one request may take to arrive, headers and body, from
-                                the connection's opening or its previous reply; 0 = no limit */
+                                its first byte; 0 = no limit */
 } srv_config;
 
 /* Fills cfg with the defaults (threads = the cores this process may run on). */

@@ -1009,6 +1009,83 @@ static void test_slow(void) {
     CHECK(attnd_stop(&d) == 0, "slow daemon: exit status after SIGTERM");
 }
 
+/* Seconds from t0 until the server closes fd (EOF or reset), waiting at most secs; -1 if it
+ * stays open. Sends one byte of text (may be NULL) every 100 ms meanwhile, from its start. */
+static double closed_after(int fd, double t0, double secs, const char *text) {
+    size_t at = 0;
+    double next = now();
+    while (now() - t0 < secs) {
+        char b;
+        ssize_t rr = recv(fd, &b, 1, MSG_DONTWAIT);
+        if (rr == 0 || (rr < 0 && errno != EAGAIN && errno != EWOULDBLOCK))
+            return now() - t0;
+        if (text && text[at] && now() >= next) {
+            if (send(fd, text + at, 1, MSG_NOSIGNAL) != 1)
+                return now() - t0;
+            at++;
+            next += 0.1;
+        }
+        sleep_s(0.01);
+    }
+    return -1;
+}
+
+/* Between requests a connection is idle: --idle-timeout closes it, not --read-timeout, which
+ * times a request from its first byte. */
+static void test_idle(void) {
+    attnd d;
+    const char *args[] = {
+        "--threads", "1", "--pool-threads", "0", "--idle-timeout", "3", "--read-timeout",
+        "1",         NULL};
+    if (!attnd_start(&d, "idle", args))
+        return;
+    static const char get[] = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    /* A kept-alive connection after a reply, and one that never sends a byte. */
+    int kept = tcp_connect(d.port), fresh = tcp_connect(d.port);
+    send_all(kept, get, sizeof get - 1);
+    char buf[512];
+    struct pollfd p = {kept, POLLIN, 0};
+    poll(&p, 1, (int)(5000 * cfg.scale));
+    CHECK(recv(kept, buf, sizeof buf, 0) > 0 && !strncmp(buf, "HTTP/1.1 200", 12),
+          "the kept-alive connection's first reply");
+    double t0 = now();
+    double kept_at = closed_after(kept, t0, 6 * cfg.scale, NULL);
+    double fresh_at = closed_after(fresh, t0, 6 * cfg.scale, NULL);
+    CHECK(kept_at > 2.5 && kept_at < 4.5 * cfg.scale,
+          "an idle kept-alive connection closed after %.2f s (--idle-timeout 3, --read-timeout "
+          "1)",
+          kept_at);
+    CHECK(fresh_at > 2.5 && fresh_at < 4.5 * cfg.scale,
+          "a connection that sent nothing closed after %.2f s (--idle-timeout 3, --read-timeout "
+          "1)",
+          fresh_at);
+    close(kept);
+    close(fresh);
+
+    /* A request begun after 1.5 s of idleness and trickled: cut 1 s after its first byte. */
+    int fd = tcp_connect(d.port);
+    send_all(fd, get, sizeof get - 1);
+    poll(&(struct pollfd){fd, POLLIN, 0}, 1, (int)(5000 * cfg.scale));
+    CHECK(recv(fd, buf, sizeof buf, 0) > 0, "the second connection's first reply");
+    sleep_s(1.5);
+    double cut = closed_after(fd, now(), 6 * cfg.scale,
+                              "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: aaaaaaaaaaaaaaa"
+                              "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n");
+    CHECK(cut > 0.9 && cut < 2.0 * cfg.scale,
+          "a request trickled after 1.5 s of idleness was cut %.2f s after its first byte "
+          "(--read-timeout 1)",
+          cut);
+    close(fd);
+    CHECK(healthy(&d), "the daemon after idle connections");
+    CHECK(attnd_stop(&d) == 0, "idle daemon: exit status after SIGTERM");
+    char *log = slurp(d.log);
+    CHECK(count_lines_with(log, "info idle_timeout ", NULL) >= 2,
+          "the log should say idle_timeout for the two idle connections");
+    CHECK(count_lines_with(log, "read_timeout connections=1", NULL) == 1,
+          "the log should say read_timeout only for the trickled request");
+    free(log);
+}
+
 /* ---- security ----------------------------------------------------------------------------- */
 
 static void test_security(void) {
@@ -1304,8 +1381,10 @@ int main(int argc, char **argv) {
         test_limits();
     if (want("faults"))
         test_faults();
-    if (want("slow"))
+    if (want("slow")) {
         test_slow();
+        test_idle();
+    }
     if (want("security"))
         test_security();
     if (want("rss"))
