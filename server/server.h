@@ -149,8 +149,10 @@ typedef struct srv_kv {
 #define SRV_NUM(k, v) ((srv_kv){.key = (k), .type = SRV_KV_NUM, .d = (double)(v)})
 
 /* Writes one line: time, level ("info", "warn", "error"), msg, then the fields. Values are
- * escaped (text: quoted when they hold spaces, quotes or control bytes; JSON: as strings).
- * Lines longer than 8 KiB are cut. Thread-safe. */
+ * escaped: text quotes a value that holds spaces, quotes, backslashes, '=' or bytes outside
+ * printable ASCII, and writes those bytes as \xNN (the line stays ASCII); JSON writes strings
+ * with api_buf_json_string (invalid UTF-8 as \ufffd, so the line stays valid JSON). Values are
+ * cut after 1 KiB and lines after 8 KiB. Thread-safe. */
 void srv_log_write(const srv_log *log, const char *level, const char *msg, const srv_kv *kv,
                    size_t n);
 
