@@ -90,7 +90,9 @@ struct srv_http {
     api_limits limits;
     srv_workers *workers;
     atomic_bool ready, draining;
-    atomic_size_t outstanding; /* requests begun (headers read) and not yet completed */
+    atomic_size_t outstanding;  /* requests begun (headers read) and not yet completed */
+    atomic_size_t unsent;       /* bytes of reply bodies made and not yet completed (sent) */
+    atomic_bool unsent_refused; /* a reply did not fit since unsent bytes were last released */
     atomic_uint_fast64_t next_id;
     uint64_t id_salt;
     double start_wall;
@@ -120,6 +122,8 @@ typedef struct http_req {
     size_t body_len, body_cap;
     bool body_over, body_oom;
     size_t bytes_in, bytes_out;
+    size_t unsent;   /* bytes this request's reply body holds of h->unsent */
+    bool unsent_job; /* they are a computed job's reply (reserved within the budget) */
     unsigned status;
     char code[32]; /* the error code of an error reply */
     double t_start, parse_ms;
@@ -469,8 +473,34 @@ static enum MHD_Result reply(http_req *r, unsigned status, const char *type, voi
     return rc;
 }
 
-/* Replies with body (moved out of *b). */
-static enum MHD_Result reply_buf(http_req *r, unsigned status, const char *type, api_buf *b) {
+/* ---- Unsent replies (--max-unsent-bytes) --------------------------------------------------- */
+
+/* Counts n more bytes of r's reply as unsent, whatever the budget says. */
+static void unsent_add(srv_http *h, http_req *r, size_t n) {
+    atomic_fetch_add(&h->unsent, n);
+    r->unsent += n;
+}
+
+/* Counts n bytes of r's reply as unsent if they fit the budget; false (nothing counted) when
+ * they do not. */
+static bool unsent_reserve(srv_http *h, http_req *r, size_t n) {
+    size_t cur = atomic_load(&h->unsent), max = h->cfg->max_unsent_bytes;
+    do {
+        if (cur > max || n > max - cur)
+            return false;
+    } while (!atomic_compare_exchange_weak(&h->unsent, &cur, cur + n));
+    r->unsent += n;
+    return true;
+}
+
+/* True when the replies not yet sent fill the budget (they reach it, or a computed reply did not
+ * fit since the last release): new jobs are refused until some reply has gone. */
+static bool unsent_full(const srv_http *h) {
+    return atomic_load(&h->unsent) >= h->cfg->max_unsent_bytes || atomic_load(&h->unsent_refused);
+}
+
+/* Replies with body (moved out of *b), which was counted as unsent already. */
+static enum MHD_Result reply_counted(http_req *r, unsigned status, const char *type, api_buf *b) {
     if (b->failed) {
         api_buf_free(b);
         static const char oom[] = "{\"error\": {\"code\": \"out_of_memory\", \"message\": \"out of "
@@ -485,6 +515,13 @@ static enum MHD_Result reply_buf(http_req *r, unsigned status, const char *type,
     if (!data)
         return reply(r, status, type, (void *)"", 0, MHD_RESPMEM_PERSISTENT);
     return reply(r, status, type, data, len, MHD_RESPMEM_MUST_FREE);
+}
+
+/* Replies with body (moved out of *b), counting it as unsent until the request completes. */
+static enum MHD_Result reply_buf(http_req *r, unsigned status, const char *type, api_buf *b) {
+    if (!b->failed)
+        unsent_add(r->h, r, b->len);
+    return reply_counted(r, status, type, b);
 }
 
 static enum MHD_Result reply_api_error(http_req *r, const api_error *e) {
@@ -526,6 +563,15 @@ static enum MHD_Result reply_unavailable(http_req *r) {
     return reply_error(r, 503, "not_ready", "attnd is starting and not ready yet; retry shortly");
 }
 
+/* 503 reply_budget: the replies not yet sent fill --max-unsent-bytes. */
+static enum MHD_Result reply_budget_full(srv_http *h, http_req *r) {
+    srv_metrics_reject(h->metrics, SRV_REJECT_REPLY_BUDGET);
+    return reply_error(r, 503, "reply_budget",
+                       "replies waiting for their clients to read them fill the budget of %zu "
+                       "bytes (--max-unsent-bytes); retry shortly",
+                       h->cfg->max_unsent_bytes);
+}
+
 /* ---- Routes ------------------------------------------------------------------------------- */
 
 static srv_gauges gauges(const srv_http *h) {
@@ -534,6 +580,8 @@ static srv_gauges gauges(const srv_http *h) {
     if (ready)
         srv_workers_stats(h->workers, &g.queue_depth, &g.jobs_in_flight);
     g.queue_capacity = h->cfg->max_queue;
+    g.unsent_bytes = atomic_load(&h->unsent);
+    g.unsent_budget = h->cfg->max_unsent_bytes;
     g.workers = h->cfg->threads;
     g.pool_threads = h->cfg->pool_threads;
     g.draining = atomic_load(&h->draining);
@@ -604,6 +652,8 @@ static enum MHD_Result on_job_headers(srv_http *h, http_req *r) {
         if (!errno && end != cl && !*end)
             expect = (size_t)v;
     }
+    if (unsent_full(h))
+        return reply_budget_full(h, r);
     size_t queued, running;
     srv_workers_stats(h->workers, &queued, &running);
     if (queued >= h->cfg->max_queue) {
@@ -661,8 +711,36 @@ static void body_append(srv_http *h, http_req *r, const char *data, size_t n) {
     r->body_len += n;
 }
 
+/* A worker's result: its body is counted as unsent when it fits the budget, else replaced by
+ * an error (413 when it could never fit, 503 reply_budget when it could later). */
 static void on_job_done(srv_job *sj) {
     http_req *r = sj->owner;
+    srv_http *h = r->h;
+    size_t len = sj->body.len, max = h->cfg->max_unsent_bytes;
+    r->unsent_job = sj->status == 200 && !sj->body.failed && unsent_reserve(h, r, len);
+    if (sj->status == 200 && !sj->body.failed && !r->unsent_job) {
+        api_error e = {0};
+        if (len > max) {
+            api_fail(&e, 413, "job_too_large", NULL,
+                     "the reply is %zu bytes, over the budget for unsent replies of %zu bytes "
+                     "(--max-unsent-bytes); ask for less (need_weights, \"encoding\": \"base64\")",
+                     len, max);
+        } else {
+            api_fail(&e, 503, "reply_budget", NULL,
+                     "the reply of %zu bytes was computed, but replies waiting for their clients "
+                     "fill the budget of %zu bytes (--max-unsent-bytes); retry shortly",
+                     len, max);
+            srv_metrics_reject(h->metrics, SRV_REJECT_REPLY_BUDGET);
+            atomic_store(&h->unsent_refused, true);
+        }
+        api_buf_free(&sj->body);
+        api_error_body(&e, &sj->body);
+        sj->status = (unsigned)e.status;
+        snprintf(sj->code, sizeof sj->code, "%s", e.code);
+        unsent_add(h, r, sj->body.len);
+    } else if (sj->status != 200 && !sj->body.failed) {
+        unsent_add(h, r, sj->body.len);
+    }
     pthread_mutex_lock(&r->mu);
     MHD_resume_connection(r->conn);
     pthread_mutex_unlock(&r->mu);
@@ -680,6 +758,8 @@ static enum MHD_Result on_body_complete(srv_http *h, http_req *r) {
                            "no memory to hold the request body now; retry later");
     if (atomic_load(&h->draining))
         return reply_unavailable(r);
+    if (unsent_full(h))
+        return reply_budget_full(h, r);
     api_op op = r->route == SRV_ROUTE_SDPA ? API_OP_SDPA : API_OP_ATTENTION;
     r->body[r->body_len] = '\0';
     double t0 = srv_now();
@@ -727,7 +807,7 @@ static enum MHD_Result on_job_result(http_req *r) {
     srv_job *sj = &r->sj;
     if (sj->status != 200)
         snprintf(r->code, sizeof r->code, "%s", sj->code);
-    return reply_buf(r, sj->status, "application/json", &sj->body);
+    return reply_counted(r, sj->status, "application/json", &sj->body); /* by on_job_done */
 }
 
 static enum MHD_Result on_static(http_req *r) {
@@ -912,6 +992,9 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     bool sent = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK;
     srv_metrics_request(h->metrics, r->route, sent ? r->status : 0, r->bytes_in,
                         sent ? r->bytes_out : 0);
+    atomic_fetch_sub(&h->unsent, r->unsent); /* libmicrohttpd frees the body next */
+    if (r->unsent_job)                       /* room for a reply like it again */
+        atomic_store(&h->unsent_refused, false);
     atomic_fetch_sub(&h->outstanding, 1);
     track_set(h, r->track, TRACK_IDLE); /* the connection now waits for its next request */
     req_unref(r);
@@ -996,6 +1079,8 @@ srv_http *srv_http_start(const srv_config *cfg, const srv_log *log, int listen_f
     atomic_init(&h->ready, false);
     atomic_init(&h->draining, false);
     atomic_init(&h->outstanding, 0);
+    atomic_init(&h->unsent, 0);
+    atomic_init(&h->unsent_refused, false);
     atomic_init(&h->next_id, 1);
     struct timeval tv;
     gettimeofday(&tv, NULL);

@@ -1,9 +1,10 @@
 # reliability.mk - fuzzing, sanitizers, limits, overload and fault tests (issue: reliability and
 # security), included by the top-level Makefile.
 #
-#   make test-reliability  (part of `make test`, about 12 s) test_reliability against a live
-#                          daemon: limits, faults, slow clients, security (key, CORS, headers,
-#                          default address), RSS over 20 000 requests; and
+#   make test-reliability  (part of `make test`, about 25 s) test_reliability against a live
+#                          daemon: limits, faults, slow and idle clients, security (key, CORS,
+#                          headers, default address), RSS over 20 000 requests, unsent replies
+#                          (clients that never read, RSS against SECURITY.md's bound); and
 #                          the fuzzers' regression inputs (fuzz-replay)
 #   make test-asan         every unit and integration test (test_attention, the oracle,
 #                          test_api, test_server, http_oracle, test_reliability, the fuzz
@@ -18,7 +19,7 @@
 #   make fuzz, fuzz-ci, fuzz-replay   see tests/fuzz/fuzz.mk
 
 REL_DIR  := $(BUILD)/tests/reliability
-REL_ONLY ?= limits,faults,slow,security,rss
+REL_ONLY ?= limits,faults,slow,security,rss,unsent
 
 $(BUILD)/tests/test_reliability: $(BUILD)/tests/reliability/test_reliability.o
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ -lcurl -lpthread

@@ -1,15 +1,15 @@
 /* test_reliability.c - attnd under hostile and faulty clients: every limit answered with its
  * status and a message naming it, bodies that stop mid-way, clients that vanish before the
  * reply, slow clients (idle, trickling headers, trickling bodies), SIGPIPE, the API key, CORS
- * and the security headers, the default address, and the daemon's memory over 20 000 mixed
- * good and bad requests.
+ * and the security headers, the default address, the daemon's memory over 20 000 mixed
+ * good and bad requests, and its memory with clients that never read their replies.
  *
  * Starts build/attnd itself on 127.0.0.1:0 for each scenario (like tests/test_server.c) and
  * talks to it with libcurl and with raw sockets where a client must misbehave. Every wait is
  * bounded; every scenario ends with the daemon exiting 0 on SIGTERM.
  *
  * Usage: test_reliability --attnd build/attnd --work DIR [--only NAMES] [--time-scale F]
- *   NAMES: some of limits, faults, slow, security, rss (comma-separated; default all).
+ *   NAMES: some of limits, faults, slow, security, rss, unsent (comma-separated; default all).
  *   --time-scale multiplies every time bound, for a daemon under valgrind (rss is then
  *   skipped: meaningless there). Prints one line per failed check and "N passed, N failed";
  *   exits 1 on any failure.
@@ -1351,6 +1351,142 @@ static void test_rss(void) {
     CHECK(attnd_stop(&d) == 0, "rss daemon: exit status after SIGTERM");
 }
 
+/* ---- unsent replies ------------------------------------------------------------------------ */
+
+/* A value in kB from /proc/PID/status ("VmRSS:", "VmHWM:"), in bytes; 0 when unknown. */
+static size_t proc_status_bytes(const attnd *d, const char *field) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)d->pid);
+    char *s = slurp(path);
+    const char *p = strstr(s, field);
+    size_t kb = p ? (size_t)strtoull(p + strlen(field), NULL, 10) : 0;
+    free(s);
+    return kb * 1024;
+}
+
+/* Restarts the daemon's peak RSS (VmHWM) from its current RSS; false when the kernel refuses. */
+static bool reset_peak_rss(const attnd *d) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/clear_refs", (int)d->pid);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return false;
+    bool ok = fputs("5", f) >= 0;
+    return fclose(f) == 0 && ok;
+}
+
+/* SDPA on n x 2 base64 tensors with need_weights: a body of about 32 n bytes whose JSON reply
+ * (the n x n weights) is about 13 n^2 bytes. */
+static char *weights_body(size_t n) {
+    str s = {0};
+    const char *names[3] = {"q", "k", "v"};
+    for (int t = 0; t < 3; t++) {
+        str_printf(&s, "%s\"%s\": {\"dtype\": \"float32\", \"shape\": [%zu, 2], \"data\": \"",
+                   t ? "\"}, " : "{", names[t], n);
+        str_b64_floats(&s, 2 * n);
+    }
+    str_cat(&s, "\"}, \"need_weights\": true}");
+    return s.p;
+}
+
+/* Clients that send jobs with large replies and never read them: the replies held for them stay
+ * within --max-unsent-bytes, the daemon's RSS within the bound SECURITY.md states, later jobs get
+ * 503 reply_budget, and the budget frees when the clients go away. */
+static void test_unsent(void) {
+    enum { CLIENTS = 24 };
+    const size_t conns = 32, body_max = 256 << 10, queue = 2, threads = 1;
+    const size_t job_max = 16 << 20, unsent_max = 16 << 20, mhd_buf = 32 << 10;
+    attnd d;
+    const char *args[] = {"--threads",
+                          "1",
+                          "--pool-threads",
+                          "0",
+                          "--max-queue",
+                          "2",
+                          "--max-connections",
+                          "32",
+                          "--max-body-bytes",
+                          "256K",
+                          "--max-job-bytes",
+                          "16M",
+                          "--max-unsent-bytes",
+                          "16M",
+                          NULL};
+    if (!attnd_start(&d, "unsent", args))
+        return;
+    char *big = weights_body(700); /* a reply of about 6.4 MB: two fit the budget */
+    size_t big_len = strlen(big);
+    reply r;
+    /* At rest: after jobs like these, read whole, and small ones. */
+    size_t reply_len = 0;
+    for (int i = 0; i < 3; i++) {
+        post(NULL, d.port, "/v1/sdpa", big, big_len, &r);
+        CHECK(r.status == 200, "a large reply read whole: %ld %.200s", r.status, r.body.p);
+        reply_len = r.body.n;
+        reply_free(&r);
+        post(NULL, d.port, "/v1/sdpa", SDPA_SMALL, 0, &r);
+        reply_free(&r);
+    }
+    sleep_s(0.2);
+    size_t rest = rss_bytes(&d);
+    bool peak = reset_peak_rss(&d);
+    size_t bound = conns * (body_max + mhd_buf) + (queue + threads) * job_max + unsent_max;
+
+    /* The clients, one after the other: each sends its job and waits until its reply (or a
+     * refusal) starts to arrive, never reading it. */
+    int fds[CLIENTS];
+    size_t worst = rest;
+    for (int i = 0; i < CLIENTS; i++) {
+        fds[i] = tcp_connect(d.port);
+        str q = {0};
+        post_head(&q, "/v1/sdpa", big_len);
+        str_add(&q, big, big_len);
+        send_all(fds[i], q.p, q.n);
+        free(q.p);
+        struct pollfd p = {fds[i], POLLIN, 0};
+        CHECK(poll(&p, 1, (int)(20000 * cfg.scale)) == 1, "client %d: no reply began", i);
+        size_t now_rss = rss_bytes(&d);
+        worst = now_rss > worst ? now_rss : worst;
+    }
+    sleep_s(0.2);
+    size_t hwm = peak ? proc_status_bytes(&d, "VmHWM:") : 0;
+    worst = hwm > worst ? hwm : worst;
+    double held = metric(d.port, "attnd_unsent_reply_bytes");
+    double refused = metric(d.port, "attnd_jobs_rejected_total{reason=\"reply_budget\"}");
+    printf("test_reliability: unsent replies: %d clients that never read replies of %zu bytes: "
+           "%.0f bytes held (budget %zu), %.0f refused; RSS %.1f MiB at rest, peak %.1f MiB "
+           "(%s; bound %+.1f MiB)\n",
+           CLIENTS, reply_len, held, unsent_max, refused, (double)rest / 1048576.0,
+           (double)worst / 1048576.0, peak ? "VmHWM" : "sampled VmRSS", (double)bound / 1048576.0);
+    CHECK(held >= 2.0 * (double)reply_len && held <= (double)unsent_max,
+          "unsent reply bytes %.0f: expected two replies of %zu held, within the budget %zu", held,
+          reply_len, unsent_max);
+    CHECK(refused >= 1, "attnd_jobs_rejected_total{reason=\"reply_budget\"} is %.0f", refused);
+    CHECK(worst <= rest + bound,
+          "RSS peaked at %zu bytes with %d clients not reading: over %zu at rest + the bound %zu "
+          "(SECURITY.md: connections x (body + 32 KiB) + (queue + threads) x job + unsent)",
+          worst, CLIENTS, rest, bound);
+    /* While the budget is full: later jobs, even small ones, get 503 at once. */
+    post(NULL, d.port, "/v1/sdpa", SDPA_SMALL, 0, &r);
+    check_error(&r, 503, "reply_budget", "max-unsent-bytes", "a job while the budget is full");
+    CHECK(has_header(&r, "Retry-After", "1"), "reply_budget: Retry-After %s", r.hdr.p);
+    reply_free(&r);
+    /* The clients go away: their replies are freed, and jobs run again. */
+    for (int i = 0; i < CLIENTS; i++)
+        close_reset(fds[i]);
+    double t0 = now();
+    while (now() - t0 < 10 * cfg.scale && metric(d.port, "attnd_unsent_reply_bytes") > 0)
+        sleep_s(0.02);
+    CHECK(metric(d.port, "attnd_unsent_reply_bytes") == 0,
+          "the unsent reply bytes should fall to 0 when the clients have gone (%.0f)",
+          metric(d.port, "attnd_unsent_reply_bytes"));
+    post(NULL, d.port, "/v1/sdpa", big, big_len, &r);
+    CHECK(r.status == 200, "a large reply after the clients went: %ld %.200s", r.status, r.body.p);
+    reply_free(&r);
+    free(big);
+    CHECK(attnd_stop(&d) == 0, "unsent daemon: exit status after SIGTERM");
+}
+
 /* ---- Main --------------------------------------------------------------------------------- */
 
 static bool want(const char *name) {
@@ -1370,7 +1506,7 @@ int main(int argc, char **argv) {
     }
     if (!cfg.attnd || !cfg.work || !(cfg.scale >= 1)) {
         fprintf(stderr, "usage: test_reliability --attnd PATH --work DIR [--only "
-                        "limits,faults,slow,security,rss] [--time-scale F >= 1]\n");
+                        "limits,faults,slow,security,rss,unsent] [--time-scale F >= 1]\n");
         return 2;
     }
     mkdir(cfg.work, 0755); /* may exist */
@@ -1389,6 +1525,8 @@ int main(int argc, char **argv) {
         test_security();
     if (want("rss"))
         test_rss();
+    if (want("unsent"))
+        test_unsent();
     curl_global_cleanup();
     int p = atomic_load(&passed), f = atomic_load(&failed);
     printf("test_reliability: %.1f s\n%d passed, %d failed\n", now() - t0, p, f);
