@@ -1,13 +1,15 @@
-/* http.c - the HTTP side of attnd on libmicrohttpd: routes, auth, CORS, the capped body, jobs
- * handed to the workers behind MHD_suspend_connection, replies and their headers, and one access
- * log line per request.
+/* http.c - the HTTP side of attnd on libmicrohttpd: framing checks, routes, auth, CORS, the
+ * capped (and decoded) body, jobs handed to the workers behind MHD_suspend_connection, replies
+ * and their headers, the budget of replies not yet sent, and one access log line per request.
  *
  * A request's life (one http_req per request, created on the first call of the access handler,
  * freed when both the connection and the worker have let go of it):
  *
- *   REQ_NEW     first call: route, method, auth, early refusals (405, 413 from Content-Length,
- *               415, 503) and the replies of the GET routes;
- *   REQ_BODY    the body arrives in pieces; past --max-body-bytes it is dropped and 413 follows;
+ *   REQ_NEW     first call: framing (400 and 501, closing the connection), route, method,
+ *               auth, early refusals (405, 413 from Content-Length, 415 for the media type or
+ *               the content coding, 503) and the replies of the GET routes;
+ *   REQ_BODY    the body arrives in pieces (body.c decodes gzip and deflate); past
+ *               --max-body-bytes, decoded, it is dropped and 413 follows;
  *   (complete)  api_job_parse on this thread; submit to the workers and suspend, under r->mu;
  *   REQ_QUEUED  a worker fills r->sj and resumes the connection (under r->mu, so never before
  *               the suspend); the access handler is called again and queues the reply;
@@ -39,6 +41,7 @@
 #include <strings.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -77,6 +80,8 @@ typedef struct conn_track {
     double since;     /* TRACK_READING: when the request began; TRACK_IDLE: when idleness did */
     uint64_t rx_mark; /* TRACK_IDLE: bytes the socket had received when idleness began */
     bool cut;         /* the reaper shut it down */
+    bool head;        /* a request line has come and its headers are not handed over yet */
+    pthread_t thread; /* the libmicrohttpd thread that serves the connection (once head) */
     struct conn_track *prev, *next;
 } conn_track;
 
@@ -118,9 +123,9 @@ typedef struct http_req {
     char method[16];
     char *path;
     char id[ID_MAX + 1];
-    char *body; /* (body_len of body_cap bytes), freed once parsed */
-    size_t body_len, body_cap;
-    bool body_over, body_oom;
+    srv_body *body;    /* the body being received (decoded), freed once parsed */
+    srv_coding coding; /* its Content-Encoding */
+    bool close;        /* the reply closes the connection (Connection: close) */
     size_t bytes_in, bytes_out;
     size_t unsent;   /* bytes this request's reply body holds of h->unsent */
     bool unsent_job; /* they are a computed job's reply (reserved within the budget) */
@@ -257,6 +262,7 @@ static void track_set(srv_http *h, conn_track *track, track_state state) {
     if (!track)
         return;
     pthread_mutex_lock(&h->conns_mu);
+    track->head = false; /* the headers have been handed over, or the request is done */
     if (state == TRACK_IDLE) {
         track_idle_locked(track);
     } else if (state == TRACK_READING) {
@@ -284,10 +290,13 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
     srv_http *h = cls;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
         conn_track *c = calloc(1, sizeof *c);
-        if (!c)
-            return; /* untracked: only the idle timeout applies to it */
         const union MHD_ConnectionInfo *ci =
             MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (!c) { /* out of memory: every connection must be tracked (see on_mhd_log) */
+            if (ci)
+                shutdown((int)ci->connect_fd, SHUT_RDWR);
+            return;
+        }
         c->fd = ci ? (int)ci->connect_fd : -1;
         c->state = TRACK_IDLE;
         c->since = srv_now();
@@ -322,6 +331,23 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
         free(c);
         *socket_context = NULL;
     }
+}
+
+/* libmicrohttpd has read a request line: until its headers are handed over (on_access), the
+ * connection's record says so, and which thread serves it. */
+static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *conn) {
+    (void)uri;
+    srv_http *h = cls;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    conn_track *track = ci ? ci->socket_context : NULL;
+    if (track) {
+        pthread_mutex_lock(&h->conns_mu);
+        track->head = true;
+        track->thread = pthread_self();
+        pthread_mutex_unlock(&h->conns_mu);
+    }
+    return NULL; /* on_access makes the request's object */
 }
 
 /* The reaper: a few times per timeout, marks idle connections that have received a byte as
@@ -400,7 +426,7 @@ static http_req *req_create(srv_http *h, struct MHD_Connection *conn, const char
 static void req_unref(http_req *r) {
     if (atomic_fetch_sub(&r->refs, 1) != 1)
         return;
-    free(r->body);
+    srv_body_destroy(r->body);
     api_buf_free(&r->sj.body);
     api_job_destroy(r->sj.job);
     pthread_mutex_destroy(&r->mu);
@@ -452,7 +478,7 @@ static enum MHD_Result reply(http_req *r, unsigned status, const char *type, voi
                                              : "Bearer realm=\"attnd\"");
     if (status == 503)
         MHD_add_response_header(resp, "Retry-After", atomic_load(&h->draining) ? "5" : "1");
-    if (atomic_load(&h->draining))
+    if (r->close || atomic_load(&h->draining))
         MHD_add_response_header(resp, "Connection", "close");
     add_cors(h, r, resp);
     if (r->preflight) {
@@ -637,6 +663,13 @@ static enum MHD_Result on_job_headers(srv_http *h, http_req *r) {
         return reply_error(r, 415, "unsupported_media_type",
                            "send the body as JSON with Content-Type: application/json (got %.60s)",
                            ct ? ct : "none");
+    const char *ce =
+        MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_ENCODING);
+    if (ce && !srv_coding_parse(ce, &r->coding))
+        return reply_error(r, 415, "unsupported_media_type",
+                           "the Content-Encoding %.60s is not supported: send the body as it is, "
+                           "or with gzip or deflate",
+                           ce);
     const char *cl =
         MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     size_t expect = 0;
@@ -664,51 +697,18 @@ static enum MHD_Result on_job_headers(srv_http *h, http_req *r) {
                            h->cfg->max_queue);
     }
     /* What Content-Length announces is only reserved up to BODY_FIRST_CAP: a client that
-     * announces much and sends little holds little. */
+     * announces much and sends little holds little. A coded body grows from 64 KiB. */
     size_t cap = expect && expect < BODY_FIRST_CAP ? expect : BODY_FIRST_CAP;
+    if (r->coding != SRV_CODING_IDENTITY)
+        cap = (size_t)64 << 10;
     if (cap > h->cfg->max_body_bytes)
         cap = h->cfg->max_body_bytes;
-    r->body = malloc(cap + 1);
+    r->body = srv_body_create(r->coding, h->cfg->max_body_bytes, cap);
     if (!r->body)
         return reply_error(r, 503, "out_of_memory",
                            "no memory for a body of %zu bytes now; retry later", cap);
-    r->body_cap = cap;
     r->state = REQ_BODY;
     return MHD_YES;
-}
-
-/* Keeps a piece of the body; past the cap drops it all and only counts. */
-static void body_append(srv_http *h, http_req *r, const char *data, size_t n) {
-    r->bytes_in += n;
-    if (r->body_over || r->body_oom)
-        return;
-    size_t max = h->cfg->max_body_bytes;
-    if (n > max - r->body_len) {
-        r->body_over = true;
-        free(r->body);
-        r->body = NULL;
-        r->body_len = r->body_cap = 0;
-        return;
-    }
-    if (r->body_len + n > r->body_cap) {
-        size_t cap = r->body_cap * 2;
-        if (cap < r->body_len + n)
-            cap = r->body_len + n;
-        if (cap > max)
-            cap = max;
-        char *b = realloc(r->body, cap + 1);
-        if (!b) {
-            r->body_oom = true;
-            free(r->body);
-            r->body = NULL;
-            r->body_len = r->body_cap = 0;
-            return;
-        }
-        r->body = b;
-        r->body_cap = cap;
-    }
-    memcpy(r->body + r->body_len, data, n);
-    r->body_len += n;
 }
 
 /* A worker's result: its body is counted as unsent when it fits the budget, else replaced by
@@ -749,24 +749,37 @@ static void on_job_done(srv_job *sj) {
 
 static enum MHD_Result on_body_complete(srv_http *h, http_req *r) {
     track_set(h, r->track, TRACK_ARRIVED);
-    if (r->body_over)
+    switch (srv_body_finish(r->body)) {
+    case SRV_BODY_OK:
+        break;
+    case SRV_BODY_OVER:
+        if (r->coding != SRV_CODING_IDENTITY)
+            return reply_error(r, 413, "body_too_large",
+                               "the %s request body decoded to more than the limit of %zu bytes "
+                               "(--max-body-bytes)",
+                               srv_coding_name(r->coding), h->cfg->max_body_bytes);
         return reply_error(r, 413, "body_too_large",
                            "the request body is over the limit of %zu bytes (--max-body-bytes)",
                            h->cfg->max_body_bytes);
-    if (r->body_oom)
+    case SRV_BODY_BAD:
+        return reply_error(r, 400, "invalid_encoding", "%s (Content-Encoding: %s)",
+                           srv_body_error(r->body), srv_coding_name(r->coding));
+    case SRV_BODY_OOM:
         return reply_error(r, 503, "out_of_memory",
                            "no memory to hold the request body now; retry later");
+    }
     if (atomic_load(&h->draining))
         return reply_unavailable(r);
     if (unsent_full(h))
         return reply_budget_full(h, r);
     api_op op = r->route == SRV_ROUTE_SDPA ? API_OP_SDPA : API_OP_ATTENTION;
-    r->body[r->body_len] = '\0';
+    size_t len;
+    const char *text = srv_body_data(r->body, &len);
     double t0 = srv_now();
     api_error e = {0};
-    api_job *job = api_job_parse(op, r->body, r->body_len, h->models, &h->limits, &e);
+    api_job *job = api_job_parse(op, text, len, h->models, &h->limits, &e);
     r->parse_ms = (srv_now() - t0) * 1e3;
-    free(r->body);
+    srv_body_destroy(r->body);
     r->body = NULL;
     if (!job) {
         if (!e.status)
@@ -879,6 +892,67 @@ static enum MHD_Result on_new(srv_http *h, http_req *r) {
     return reply_error(r, 404, "not_found", "there is no route %.200s", r->path);
 }
 
+/* ---- Framing (RFC 9112 section 6.3) ------------------------------------------------------ */
+
+/* The header lines that decide where a request's body ends, and its Host, as counted. */
+typedef struct framing {
+    int host, cl, te; /* how many Host, Content-Length and Transfer-Encoding lines */
+    const char *cl1;  /* the first Content-Length (the one libmicrohttpd goes by) */
+    bool cl_differ;   /* another Content-Length says something else */
+    const char *te1;  /* the first Transfer-Encoding */
+} framing;
+
+static enum MHD_Result framing_count(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value) {
+    (void)kind;
+    framing *f = cls;
+    if (!strcasecmp(key, MHD_HTTP_HEADER_HOST)) {
+        f->host++;
+    } else if (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) {
+        if (f->cl++ == 0)
+            f->cl1 = value;
+        else if (strcmp(value, f->cl1) != 0)
+            f->cl_differ = true;
+    } else if (!strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING)) {
+        if (f->te++ == 0)
+            f->te1 = value;
+    }
+    return MHD_YES;
+}
+
+/* Checks how the request says its body ends, and its Host, before anything else: a request that
+ * a proxy in front could frame differently (two Content-Lengths, Content-Length with
+ * Transfer-Encoding) gets 400, a transfer coding other than chunked 501, an HTTP/1.1 request
+ * without exactly one Host 400; each reply closes the connection. Returns true and *rc when it
+ * replied. (A Content-Length libmicrohttpd cannot read never gets here: it answers that itself.) */
+static bool framing_refused(http_req *r, const char *version, enum MHD_Result *rc) {
+    framing f = {0};
+    MHD_get_connection_values(r->conn, MHD_HEADER_KIND, framing_count, &f);
+    r->close = true;
+    if (f.cl > 0 && f.te > 0) {
+        *rc = reply_error(r, 400, "invalid_request",
+                          "the request has both Content-Length and Transfer-Encoding; send one");
+    } else if (f.cl_differ) {
+        *rc = reply_error(r, 400, "invalid_request",
+                          "the request has Content-Length headers that differ (%.30s, ...); send "
+                          "one",
+                          f.cl1);
+    } else if (f.te > 1 || (f.te == 1 && strcasecmp(f.te1, "chunked") != 0)) {
+        *rc = reply_error(r, 501, "not_implemented",
+                          "the Transfer-Encoding %.60s%s is not supported: send the body with "
+                          "Content-Length, or chunked alone",
+                          f.te1, f.te > 1 ? ", ..." : "");
+    } else if (!strcmp(version, MHD_HTTP_VERSION_1_1) && f.host != 1) {
+        *rc = reply_error(r, 400, "invalid_request",
+                          f.host ? "the request has more than one Host header"
+                                 : "an HTTP/1.1 request needs a Host header");
+    } else {
+        r->close = false;
+        return false;
+    }
+    return true;
+}
+
 /* True when the request announces a body (a Content-Length above 0, or chunked). */
 static bool has_body(struct MHD_Connection *conn) {
     const char *cl =
@@ -891,7 +965,6 @@ static bool has_body(struct MHD_Connection *conn) {
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url,
                                  const char *method, const char *version, const char *upload_data,
                                  size_t *upload_data_size, void **con_cls) {
-    (void)version;
     srv_http *h = cls;
     http_req *r = *con_cls;
     if (!r) {
@@ -901,6 +974,9 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         *con_cls = r;
         atomic_fetch_add(&h->outstanding, 1);  /* until on_completed */
         track_set(h, r->track, TRACK_READING); /* begun, if the reaper has not seen it yet */
+        enum MHD_Result rc;
+        if (framing_refused(r, version, &rc))
+            return rc;
         /* A request with a body is judged now, before its body is read (a reply now closes the
          * connection after it). One without waits for the next call: a reply queued then keeps
          * the connection alive. */
@@ -911,10 +987,12 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         return on_new(h, r);
     case REQ_BODY:
         if (*upload_data_size) {
-            body_append(h, r, upload_data, *upload_data_size);
+            r->bytes_in += *upload_data_size;
+            srv_body_state st = srv_body_append(r->body, upload_data, *upload_data_size);
             *upload_data_size = 0;
-            /* A body far past the cap is not read to its end: drop the connection. */
-            if (r->body_over && r->bytes_in - h->cfg->max_body_bytes > DISCARD_SLACK)
+            /* A failed body far past the cap is not read to its end: drop the connection. */
+            if (st != SRV_BODY_OK && r->bytes_in > h->cfg->max_body_bytes &&
+                r->bytes_in - h->cfg->max_body_bytes > DISCARD_SLACK)
                 return MHD_NO;
             /* A body still arriving past the read timeout: drop the connection (libmicrohttpd
              * cannot queue a reply before the body has ended). */
@@ -1000,6 +1078,62 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     req_unref(r);
 }
 
+/* libmicrohttpd 0.9.75 answers a Content-Length it cannot read (not a number, or past 2^64)
+ * itself, before attnd sees the request, and writes its status line and headers twice (it
+ * builds the reply's head when it refuses the request, and again when it sends the reply). It
+ * logs the refusal first, on the thread that serves the connection; from here attnd sends its
+ * own single reply (JSON) and shuts the socket's sending side, so libmicrohttpd's reply goes
+ * nowhere. The connection is the one on this thread whose request line has come and whose
+ * headers are not handed over: when there are several, they cannot be told apart, and
+ * libmicrohttpd's reply goes out as it is. */
+static void answer_bad_length(srv_http *h, bool too_large) {
+    int fd = -1;
+    pthread_mutex_lock(&h->conns_mu);
+    for (conn_track *c = h->conns; c; c = c->next) {
+        if (!c->head || !pthread_equal(c->thread, pthread_self()))
+            continue;
+        if (fd != -1) { /* a second candidate */
+            fd = -2;
+            break;
+        }
+        fd = c->fd;
+        c->head = false;
+    }
+    pthread_mutex_unlock(&h->conns_mu);
+    if (fd < 0)
+        return;
+    api_error e = {0};
+    if (too_large)
+        api_fail(&e, 413, "body_too_large", NULL,
+                 "the Content-Length is beyond 2^64 bytes, over the limit of %zu bytes "
+                 "(--max-body-bytes)",
+                 h->cfg->max_body_bytes);
+    else
+        api_fail(&e, 400, "invalid_request", NULL,
+                 "the Content-Length is not a number of bytes; send digits only, once");
+    api_buf body = {0};
+    api_error_body(&e, &body);
+    char id[ID_MAX + 1], head[512];
+    uint64_t k = atomic_fetch_add_explicit(&h->next_id, 1, memory_order_relaxed);
+    snprintf(id, sizeof id, "%016llx", (unsigned long long)mix64(h->id_salt ^ k));
+    int n = snprintf(head, sizeof head,
+                     "HTTP/1.1 %d %s\r\nConnection: close\r\nX-Request-Id: %s\r\n"
+                     "Content-Type: application/json\r\nX-Content-Type-Options: nosniff\r\n"
+                     "Referrer-Policy: no-referrer\r\nCache-Control: no-store\r\n"
+                     "Content-Length: %zu\r\n\r\n",
+                     e.status, too_large ? "Content Too Large" : "Bad Request", id, body.len);
+    if (n > 0 && (size_t)n < sizeof head && !body.failed) {
+        struct iovec iov[2] = {{head, (size_t)n}, {body.data, body.len}};
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2};
+        sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+    shutdown(fd, SHUT_WR); /* a partial reply, if any, ends here too */
+    srv_kv kv[] = {SRV_INT("status", e.status), SRV_STR("code", e.code), SRV_STR("id", id)};
+    srv_log_write(h->log, "warn", "bad_content_length", kv, 3);
+    srv_metrics_request(h->metrics, SRV_ROUTE_UNKNOWN, (unsigned)e.status, 0, body.len);
+    api_buf_free(&body);
+}
+
 static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
     srv_http *h = cls;
     char msg[512];
@@ -1009,6 +1143,10 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
         msg[--n] = '\0';
     srv_kv kv[] = {SRV_STR("detail", msg)};
     srv_log_write(h->log, "warn", "libmicrohttpd", kv, 1);
+    if (!strncmp(msg, "Failed to parse `Content-Length' header", 39))
+        answer_bad_length(h, false);
+    else if (!strncmp(msg, "Too large value of 'Content-Length' header", 42))
+        answer_bad_length(h, true);
 }
 
 /* ---- Life cycle --------------------------------------------------------------------------- */
@@ -1104,8 +1242,9 @@ srv_http *srv_http_start(const srv_config *cfg, const srv_log *log, int listen_f
         MHD_OPTION_LISTEN_SOCKET, (MHD_socket)listen_fd, MHD_OPTION_THREAD_POOL_SIZE,
         (unsigned)cfg->http_threads, MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->idle_timeout, MHD_OPTION_NOTIFY_CONNECTION,
-        on_connection, h, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)MHD_MEMORY,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections, MHD_OPTION_END);
+        on_connection, h, MHD_OPTION_URI_LOG_CALLBACK, on_request_line, h,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)MHD_MEMORY, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)cfg->max_connections, MHD_OPTION_END);
     if (!h->daemon) {
         close(listen_fd);
         pthread_cond_destroy(&h->reaper_cv);

@@ -286,6 +286,53 @@ size_t srv_workers_abandon(srv_workers *w);
  * anyway). NULL does nothing. */
 void srv_workers_destroy(srv_workers *w);
 
+/* ---- Request bodies (body.c) ------------------------------------------------------------- */
+
+/* The content codings a request body may carry (Content-Encoding). */
+typedef enum srv_coding {
+    SRV_CODING_IDENTITY = 0, /* none */
+    SRV_CODING_GZIP,         /* gzip (RFC 1952), also named x-gzip */
+    SRV_CODING_DEFLATE,      /* deflate: the zlib format (RFC 1950), as RFC 9110 defines it */
+} srv_coding;
+
+/* Reads one Content-Encoding value (case-insensitive, spaces around allowed): identity, gzip,
+ * x-gzip or deflate. False for anything else, a list of several codings included. */
+bool srv_coding_parse(const char *value, srv_coding *out);
+
+/* "identity", "gzip" or "deflate". */
+const char *srv_coding_name(srv_coding coding);
+
+/* Where a body stands. After a failure the body holds no memory and only counts what comes. */
+typedef enum srv_body_state {
+    SRV_BODY_OK = 0,
+    SRV_BODY_OVER, /* more than max bytes, decoded or as sent */
+    SRV_BODY_BAD,  /* the coded stream does not decode (srv_body_error says why) */
+    SRV_BODY_OOM,  /* out of memory */
+} srv_body_state;
+
+/* A request body being received, decoded as it comes. Opaque. */
+typedef struct srv_body srv_body;
+
+/* A body of coding, kept up to max decoded bytes, with reserve bytes allocated at once (it grows
+ * by doubling beyond). NULL when out of memory. Free with srv_body_destroy (NULL does nothing). */
+srv_body *srv_body_create(srv_coding coding, size_t max, size_t reserve);
+void srv_body_destroy(srv_body *b);
+
+/* Appends n bytes as they came off the wire (decoded through the coding; inflate is never given
+ * room past max). Returns the body's state: the first failure stays. */
+srv_body_state srv_body_append(srv_body *b, const void *data, size_t n);
+
+/* The body has ended: checks that a coded stream has ended too (SRV_BODY_BAD when it is cut
+ * short). Returns the state. */
+srv_body_state srv_body_finish(srv_body *b);
+
+/* After srv_body_finish returned SRV_BODY_OK: the decoded bytes, NUL-terminated (*len without
+ * the NUL), owned by b and writable; NULL otherwise. */
+char *srv_body_data(srv_body *b, size_t *len);
+
+/* One line saying why a SRV_BODY_BAD body does not decode, naming the coding. */
+const char *srv_body_error(const srv_body *b);
+
 /* ---- Static files (static.c and the generated embed table) ------------------------------- */
 
 /* A file built into the binary by server/server.mk. */

@@ -2,15 +2,17 @@
 # security), included by the top-level Makefile.
 #
 #   make test-reliability  (part of `make test`, about 25 s) test_reliability against a live
-#                          daemon: limits, faults, slow and idle clients, security (key, CORS,
-#                          headers, default address), RSS over 20 000 requests, unsent replies
+#                          daemon: limits, faults, slow and idle clients, HTTP framing and
+#                          content codings (raw sockets), security (key, CORS, headers,
+#                          default address), RSS over 20 000 requests, unsent replies
 #                          (clients that never read, RSS against SECURITY.md's bound); and
 #                          the fuzzers' regression inputs (fuzz-replay)
 #   make test-asan         every unit and integration test (test_attention, the oracle,
 #                          test_api, test_server, http_oracle, test_reliability, the fuzz
 #                          replays) built with clang, ASan and UBSan in $(ASAN_BUILD); any
 #                          sanitizer report (errors, leaks at exit) fails it
-#   make test-valgrind     test_server (main, auth), test_reliability (limits, faults, security)
+#   make test-valgrind     test_server (main, auth), test_reliability (limits, faults, framing,
+#                          security)
 #                          with the daemon under valgrind memcheck: zero errors, zero bytes
 #                          definitely lost (valgrind_check.sh reads every process's log)
 #   make overload          overload.py: W1 with wrk far above capacity against a small queue
@@ -19,10 +21,10 @@
 #   make fuzz, fuzz-ci, fuzz-replay   see tests/fuzz/fuzz.mk
 
 REL_DIR  := $(BUILD)/tests/reliability
-REL_ONLY ?= limits,faults,slow,security,rss,unsent
+REL_ONLY ?= limits,faults,slow,framing,security,rss,unsent
 
 $(BUILD)/tests/test_reliability: $(BUILD)/tests/reliability/test_reliability.o
-	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ -lcurl -lpthread
+	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ -lcurl -lz -lpthread
 
 .PHONY: test-reliability
 test-reliability: $(BUILD)/attnd $(BUILD)/tests/test_reliability fuzz-replay
@@ -49,7 +51,7 @@ ASAN_ENV    := ASAN_OPTIONS=log_path=$(ASAN_LOGS)/report:detect_leaks=1:strict_s
 test-asan: deps-test
 	@rm -rf $(ASAN_LOGS) && mkdir -p $(ASAN_LOGS)
 	$(ASAN_ENV) $(MAKE) --no-print-directory BUILD=$(ASAN_BUILD) CC=$(ASAN_CC) \
-	    CFLAGS='$(ASAN_CFLAGS)' REL_ONLY=limits,faults,slow,security \
+	    CFLAGS='$(ASAN_CFLAGS)' REL_ONLY=limits,faults,slow,framing,security \
 	    test-core test-api-unit test-server test-reliability
 	@if [ -n "$$(ls -A $(ASAN_LOGS))" ]; then \
 	  echo "test-asan: sanitizer reports in $(ASAN_LOGS):"; head -50 $(ASAN_LOGS)/*; exit 1; fi
@@ -81,7 +83,7 @@ test-valgrind: $(BUILD)/attnd $(BUILD)/tests/test_server $(BUILD)/tests/test_rel
 	TEST_TIME_SCALE=$(VG_SCALE) timeout -k 10 600 $(BUILD)/tests/test_server \
 	    --attnd $(VG_DIR)/attnd --data $(VG_DIR)/server --only auth
 	timeout -k 10 1200 $(BUILD)/tests/test_reliability --attnd $(VG_DIR)/attnd \
-	    --work $(VG_DIR)/reliability --only limits,faults,security --time-scale $(VG_SCALE)
+	    --work $(VG_DIR)/reliability --only limits,faults,framing,security --time-scale $(VG_SCALE)
 	tests/reliability/valgrind_check.sh $(VG_DIR)/logs
 
 # ---- Overload -----------------------------------------------------------------------------------
