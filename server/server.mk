@@ -59,7 +59,8 @@ FORCE:
 # test_server (C, libcurl) starts build/attnd itself on 127.0.0.1:0 for each scenario;
 # make_models.py writes the safetensors files (and torch's expected outputs) it loads;
 # http_oracle.py sends the PyTorch oracle grid to a live daemon; openapi_methods.py checks that
-# every route answers every method as api/openapi.yaml says. Each is bounded in time.
+# every route answers every method as api/openapi.yaml says; readme_examples.py runs the
+# README's Python and JavaScript clients as the README says to. Each is bounded in time.
 SRV_TEST_DIR := $(BUILD)/tests/server
 
 $(BUILD)/tests/test_server: $(BUILD)/tests/test_server.o
@@ -74,3 +75,5 @@ test-server: $(BUILD)/attnd $(BUILD)/tests/test_server
 	    --work $(SRV_TEST_DIR)
 	timeout -k 10 120 $(PY) tests/server/openapi_methods.py --attnd $(BUILD)/attnd \
 	    --openapi api/openapi.yaml
+	timeout -k 10 180 $(PY) tests/server/readme_examples.py --attnd $(BUILD)/attnd \
+	    --readme README.md
