@@ -5,7 +5,9 @@
 #                          daemon: limits, faults, slow and idle clients, HTTP framing and
 #                          content codings (raw sockets), security (key, CORS, headers,
 #                          default address), RSS over 20 000 requests, unsent replies
-#                          (clients that never read, RSS against SECURITY.md's bound); and
+#                          (clients that never read, RSS against SECURITY.md's bound), probes
+#                          (/healthz and /readyz within 500 ms beside requests that declare
+#                          huge shapes in small bodies); and
 #                          the fuzzers' regression inputs (fuzz-replay)
 #   make test-asan         every unit and integration test (test_attention, the oracle,
 #                          test_api, test_server, http_oracle, test_reliability, the fuzz
@@ -21,7 +23,7 @@
 #   make fuzz, fuzz-ci, fuzz-replay   see tests/fuzz/fuzz.mk
 
 REL_DIR  := $(BUILD)/tests/reliability
-REL_ONLY ?= limits,faults,slow,framing,security,rss,unsent
+REL_ONLY ?= limits,faults,slow,framing,security,rss,unsent,probes
 
 $(BUILD)/tests/test_reliability: $(BUILD)/tests/reliability/test_reliability.o
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ -lcurl -lz -lpthread
@@ -33,11 +35,12 @@ test-reliability: $(BUILD)/attnd $(BUILD)/tests/test_reliability fuzz-replay
 	    --only $(REL_ONLY)
 
 # ---- Sanitizers -----------------------------------------------------------------------------
-# A separate build tree, so the ordinary build stays as it is. test_reliability's rss scenario
-# is left out (ASan keeps freed memory in quarantine; LeakSanitizer checks leaks at each exit
-# instead). Reports go to files (log_path)
-# as well as making the process fail: the test that ran it fails, and the files are checked
-# at the end in case a report came from a process whose exit status nobody looked at.
+# A separate build tree, so the ordinary build stays as it is. test_reliability's rss, unsent
+# and probes scenarios are left out: they measure memory and time (ASan keeps freed memory in
+# quarantine, and slows everything; LeakSanitizer checks leaks at each exit instead). Reports
+# go to files (log_path) as well as making the process fail: the test that ran it fails, and
+# the files are checked at the end in case a report came from a process whose exit status
+# nobody looked at.
 ASAN_BUILD  ?= build-asan
 ASAN_CC     ?= clang
 ASAN_CFLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \

@@ -10,8 +10,8 @@
  * bounded; every scenario ends with the daemon exiting 0 on SIGTERM.
  *
  * Usage: test_reliability --attnd build/attnd --work DIR [--only NAMES] [--time-scale F]
- *   NAMES: some of limits, faults, slow, framing, security, rss, unsent (comma-separated;
- *   default all).
+ *   NAMES: some of limits, faults, slow, framing, security, rss, unsent, probes
+ *   (comma-separated; default all).
  *   --time-scale multiplies every time bound, for a daemon under valgrind (rss is then
  *   skipped: meaningless there). Prints one line per failed check and "N passed, N failed";
  *   exits 1 on any failure.
@@ -55,6 +55,8 @@ typedef struct settings {
 } settings;
 
 static settings cfg = {.scale = 1.0};
+
+static double http_timeout_s = 30; /* of http() below, before --time-scale */
 
 /* ---- Checks ------------------------------------------------------------------------------- */
 
@@ -332,7 +334,7 @@ static bool http(CURL *c, int port, const char *method, const char *path, const 
     curl_easy_reset(h);
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(30000 * cfg.scale));
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(http_timeout_s * 1000 * cfg.scale));
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &r->body);
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_data);
@@ -1654,6 +1656,116 @@ static void test_framing(void) {
     CHECK(attnd_stop(&d) == 0, "framing daemon: exit status after SIGTERM");
 }
 
+/* ---- probes beside costly requests ---------------------------------------------------------- */
+
+#define PROBE_BOUND_S 0.5 /* far below the seconds such requests held the HTTP threads */
+#define DOS_CLIENTS   4
+#define DOS_WINDOW_S  3.0
+
+/* A tensor whose nested arrays declare (m, 1, m, 1) by their first elements, though the body
+ * holds only about 4 m bytes of it: "[[[[0],0,...]],0,...]". */
+static void str_declared_4d(str *s, size_t m) {
+    str_cat(s, "[[[[0]");
+    str_repeat(s, ",0", m - 1);
+    str_cat(s, "]]");
+    str_repeat(s, ",0", m - 1);
+    str_cat(s, "]");
+}
+
+/* The issue's request: q, k and v each declaring (65536, 1, 65536, 1) in about 262 KB, with
+ * bottom-right causal masking. */
+static char *declared_body(size_t m) {
+    str s = {0};
+    const char *names[3] = {"q", "k", "v"};
+    for (int t = 0; t < 3; t++) {
+        str_printf(&s, "%s\"%s\": ", t ? ", " : "{", names[t]);
+        str_declared_4d(&s, m);
+    }
+    str_cat(&s, ", \"causal\": \"bottom_right\"}");
+    return s.p;
+}
+
+typedef struct dos_ctx {
+    int port;
+    const char *req; /* the whole request, headers and body */
+    size_t len;
+    double until;
+    int sent;
+} dos_ctx;
+
+/* Sends the request again and again on new connections until ctx->until, each time reading the
+ * answer only until then. */
+static void *dos_main(void *arg) {
+    dos_ctx *c = arg;
+    while (now() < c->until) {
+        int fd = tcp_connect(c->port);
+        if (fd < 0)
+            break;
+        if (send_all(fd, c->req, c->len))
+            c->sent++;
+        read_to_end(fd, c->until - now(), NULL);
+        close_reset(fd);
+    }
+    return NULL;
+}
+
+/* GET /healthz and /readyz stay fast while requests that declare huge shapes in small bodies
+ * arrive on several connections: refusing such a request costs time bounded by its body, not
+ * by its declared shape, and never holds the HTTP threads. */
+static void test_probes(void) {
+    attnd d;
+    if (!attnd_start(&d, "probes", NULL)) /* the defaults: 2 HTTP threads */
+        return;
+    char *body = declared_body(65536);
+    str req = {0};
+    post_head(&req, "/v1/sdpa", strlen(body));
+    str_cat(&req, body);
+    pthread_t th[DOS_CLIENTS];
+    dos_ctx ctx[DOS_CLIENTS];
+    double t0 = now();
+    for (int i = 0; i < DOS_CLIENTS; i++) {
+        ctx[i] = (dos_ctx){d.port, req.p, req.n, t0 + DOS_WINDOW_S * cfg.scale, 0};
+        pthread_create(&th[i], NULL, dos_main, &ctx[i]);
+    }
+    sleep_s(0.2);       /* the first bodies are in */
+    http_timeout_s = 5; /* a liveness probe's patience, or more */
+    double worst = 0;
+    int probes = 0, good = 0;
+    const char *worst_path = "";
+    while (now() - t0 < DOS_WINDOW_S * cfg.scale) {
+        static const char *const paths[] = {"/healthz", "/readyz"};
+        for (int k = 0; k < 2; k++) {
+            reply r;
+            http(NULL, d.port, NULL, paths[k], NULL, 0, NULL, &r);
+            probes++;
+            good += r.status == 200;
+            if (r.secs > worst) {
+                worst = r.secs;
+                worst_path = paths[k];
+            }
+            reply_free(&r);
+        }
+        sleep_s(0.05);
+    }
+    http_timeout_s = 30;
+    int sent = 0;
+    for (int i = 0; i < DOS_CLIENTS; i++) {
+        pthread_join(th[i], NULL);
+        sent += ctx[i].sent;
+    }
+    printf("test_reliability: probes: %d probes beside %d requests of %zu bytes declaring "
+           "(65536, 1, 65536, 1) on %d connections: slowest %.1f ms (%s; bound %.0f ms)\n",
+           probes, sent, strlen(body), DOS_CLIENTS, worst * 1e3, worst_path, PROBE_BOUND_S * 1e3);
+    CHECK(good == probes, "%d of %d probes answered 200", good, probes);
+    CHECK(worst <= PROBE_BOUND_S * cfg.scale,
+          "the slowest probe (%s) took %.1f ms beside requests declaring huge shapes (bound %.0f "
+          "ms)",
+          worst_path, worst * 1e3, PROBE_BOUND_S * 1e3);
+    free(req.p);
+    free(body);
+    CHECK(attnd_stop(&d) == 0, "probes daemon: exit status after SIGTERM");
+}
+
 /* ---- unsent replies ------------------------------------------------------------------------ */
 
 /* A value in kB from /proc/PID/status ("VmRSS:", "VmHWM:"), in bytes; 0 when unknown. */
@@ -1809,7 +1921,8 @@ int main(int argc, char **argv) {
     }
     if (!cfg.attnd || !cfg.work || !(cfg.scale >= 1)) {
         fprintf(stderr, "usage: test_reliability --attnd PATH --work DIR [--only "
-                        "limits,faults,slow,framing,security,rss,unsent] [--time-scale F >= 1]\n");
+                        "limits,faults,slow,framing,security,rss,unsent,probes] [--time-scale F >= "
+                        "1]\n");
         return 2;
     }
     mkdir(cfg.work, 0755); /* may exist */
@@ -1832,6 +1945,8 @@ int main(int argc, char **argv) {
         test_rss();
     if (want("unsent"))
         test_unsent();
+    if (want("probes"))
+        test_probes();
     curl_global_cleanup();
     int p = atomic_load(&passed), f = atomic_load(&failed);
     printf("test_reliability: %.1f s\n%d passed, %d failed\n", now() - t0, p, f);
