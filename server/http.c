@@ -26,9 +26,9 @@
  */
 #include <arpa/inet.h>
 #include <ctype.h>
-#include <linux/tcp.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/tcp.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
