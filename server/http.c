@@ -96,8 +96,8 @@ struct srv_http {
     srv_workers *workers;
     atomic_bool ready, draining;
     atomic_size_t outstanding;  /* requests begun (headers read) and not yet completed */
-    atomic_size_t unsent;       /* bytes of reply bodies made and not yet completed (sent) */
-    atomic_bool unsent_refused; /* a reply did not fit since unsent bytes were last released */
+    atomic_size_t unsent;       /* bytes of job replies made and not yet completed (sent) */
+    atomic_bool unsent_refused; /* a job reply did not fit since one was last released */
     atomic_uint_fast64_t next_id;
     uint64_t id_salt;
     double start_wall;
@@ -127,8 +127,7 @@ typedef struct http_req {
     srv_coding coding; /* its Content-Encoding */
     bool close;        /* the reply closes the connection (Connection: close) */
     size_t bytes_in, bytes_out;
-    size_t unsent;   /* bytes this request's reply body holds of h->unsent */
-    bool unsent_job; /* they are a computed job's reply (reserved within the budget) */
+    size_t unsent; /* bytes this request's job reply holds of h->unsent */
     unsigned status;
     char code[32]; /* the error code of an error reply */
     double t_start, parse_ms;
@@ -501,32 +500,31 @@ static enum MHD_Result reply(http_req *r, unsigned status, const char *type, voi
 
 /* ---- Unsent replies (--max-unsent-bytes) --------------------------------------------------- */
 
-/* Counts n more bytes of r's reply as unsent, whatever the budget says. */
-static void unsent_add(srv_http *h, http_req *r, size_t n) {
-    atomic_fetch_add(&h->unsent, n);
-    r->unsent += n;
-}
+/* The budget counts the computed replies of jobs, from the worker's hand-back until the request
+ * completes (libmicrohttpd has written the reply out, or the connection has gone). Other
+ * replies (errors, /metrics, /v1/models) are small, at most one per connection, and are not
+ * counted. */
 
-/* Counts n bytes of r's reply as unsent if they fit the budget; false (nothing counted) when
- * they do not. */
+/* Counts n bytes of r's job reply as unsent if they fit the budget; false (nothing counted)
+ * when they do not. */
 static bool unsent_reserve(srv_http *h, http_req *r, size_t n) {
     size_t cur = atomic_load(&h->unsent), max = h->cfg->max_unsent_bytes;
     do {
         if (cur > max || n > max - cur)
             return false;
     } while (!atomic_compare_exchange_weak(&h->unsent, &cur, cur + n));
-    r->unsent += n;
+    r->unsent = n;
     return true;
 }
 
 /* True when the replies not yet sent fill the budget (they reach it, or a computed reply did not
- * fit since the last release): new jobs are refused until some reply has gone. */
+ * fit since a held one last went): new jobs are refused until a held reply has gone. */
 static bool unsent_full(const srv_http *h) {
     return atomic_load(&h->unsent) >= h->cfg->max_unsent_bytes || atomic_load(&h->unsent_refused);
 }
 
-/* Replies with body (moved out of *b), which was counted as unsent already. */
-static enum MHD_Result reply_counted(http_req *r, unsigned status, const char *type, api_buf *b) {
+/* Replies with body (moved out of *b). */
+static enum MHD_Result reply_buf(http_req *r, unsigned status, const char *type, api_buf *b) {
     if (b->failed) {
         api_buf_free(b);
         static const char oom[] = "{\"error\": {\"code\": \"out_of_memory\", \"message\": \"out of "
@@ -541,13 +539,6 @@ static enum MHD_Result reply_counted(http_req *r, unsigned status, const char *t
     if (!data)
         return reply(r, status, type, (void *)"", 0, MHD_RESPMEM_PERSISTENT);
     return reply(r, status, type, data, len, MHD_RESPMEM_MUST_FREE);
-}
-
-/* Replies with body (moved out of *b), counting it as unsent until the request completes. */
-static enum MHD_Result reply_buf(http_req *r, unsigned status, const char *type, api_buf *b) {
-    if (!b->failed)
-        unsent_add(r->h, r, b->len);
-    return reply_counted(r, status, type, b);
 }
 
 static enum MHD_Result reply_api_error(http_req *r, const api_error *e) {
@@ -711,14 +702,13 @@ static enum MHD_Result on_job_headers(srv_http *h, http_req *r) {
     return MHD_YES;
 }
 
-/* A worker's result: its body is counted as unsent when it fits the budget, else replaced by
- * an error (413 when it could never fit, 503 reply_budget when it could later). */
+/* A worker's result: a computed reply is counted as unsent when it fits the budget, else
+ * replaced by an error (413 when it could never fit, 503 reply_budget when it could later). */
 static void on_job_done(srv_job *sj) {
     http_req *r = sj->owner;
     srv_http *h = r->h;
     size_t len = sj->body.len, max = h->cfg->max_unsent_bytes;
-    r->unsent_job = sj->status == 200 && !sj->body.failed && unsent_reserve(h, r, len);
-    if (sj->status == 200 && !sj->body.failed && !r->unsent_job) {
+    if (sj->status == 200 && !sj->body.failed && !unsent_reserve(h, r, len)) {
         api_error e = {0};
         if (len > max) {
             api_fail(&e, 413, "job_too_large", NULL,
@@ -731,15 +721,12 @@ static void on_job_done(srv_job *sj) {
                      "fill the budget of %zu bytes (--max-unsent-bytes); retry shortly",
                      len, max);
             srv_metrics_reject(h->metrics, SRV_REJECT_REPLY_BUDGET);
-            atomic_store(&h->unsent_refused, true);
+            atomic_store(&h->unsent_refused, true); /* a held reply exists: it will go */
         }
         api_buf_free(&sj->body);
         api_error_body(&e, &sj->body);
         sj->status = (unsigned)e.status;
         snprintf(sj->code, sizeof sj->code, "%s", e.code);
-        unsent_add(h, r, sj->body.len);
-    } else if (sj->status != 200 && !sj->body.failed) {
-        unsent_add(h, r, sj->body.len);
     }
     pthread_mutex_lock(&r->mu);
     MHD_resume_connection(r->conn);
@@ -820,7 +807,7 @@ static enum MHD_Result on_job_result(http_req *r) {
     srv_job *sj = &r->sj;
     if (sj->status != 200)
         snprintf(r->code, sizeof r->code, "%s", sj->code);
-    return reply_counted(r, sj->status, "application/json", &sj->body); /* by on_job_done */
+    return reply_buf(r, sj->status, "application/json", &sj->body);
 }
 
 static enum MHD_Result on_static(http_req *r) {
@@ -1070,9 +1057,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     bool sent = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK;
     srv_metrics_request(h->metrics, r->route, sent ? r->status : 0, r->bytes_in,
                         sent ? r->bytes_out : 0);
-    atomic_fetch_sub(&h->unsent, r->unsent); /* libmicrohttpd frees the body next */
-    if (r->unsent_job)                       /* room for a reply like it again */
+    if (r->unsent) { /* libmicrohttpd frees the body next: room for a reply like it */
+        atomic_fetch_sub(&h->unsent, r->unsent);
         atomic_store(&h->unsent_refused, false);
+    }
     atomic_fetch_sub(&h->outstanding, 1);
     track_set(h, r->track, TRACK_IDLE); /* the connection now waits for its next request */
     req_unref(r);

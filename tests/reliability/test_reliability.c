@@ -1810,7 +1810,7 @@ static char *weights_body(size_t n) {
 static void test_unsent(void) {
     enum { CLIENTS = 24 };
     const size_t conns = 32, body_max = 256 << 10, queue = 2, threads = 1;
-    const size_t job_max = 16 << 20, unsent_max = 16 << 20, per_conn = 72 << 10;
+    const size_t job_max = 16 << 20, unsent_max = 16 << 20, per_conn = 88 << 10;
     attnd d;
     const char *args[] = {"--threads",
                           "1",
@@ -1879,7 +1879,7 @@ static void test_unsent(void) {
     CHECK(refused >= 1, "attnd_jobs_rejected_total{reason=\"reply_budget\"} is %.0f", refused);
     CHECK(worst <= rest + bound,
           "RSS peaked at %zu bytes with %d clients not reading: over %zu at rest + the bound %zu "
-          "(SECURITY.md: connections x (body + 72 KiB) + (queue + threads) x job + unsent)",
+          "(SECURITY.md: connections x (body + 88 KiB) + (queue + threads) x job + unsent)",
           worst, CLIENTS, rest, bound);
     /* While the budget is full: later jobs, even small ones, get 503 at once. */
     post(NULL, d.port, "/v1/sdpa", SDPA_SMALL, 0, &r);
