@@ -135,7 +135,8 @@ static const opt OPTS[] = {
     {"--drain-timeout", "ATTND_DRAIN_TIMEOUT", "SEC", OPT_SECONDS, FIELD(drain_timeout), 0, 86400,
      "30", "on SIGTERM/SIGINT, how long queued and running jobs may take before they get 503"},
     {"--idle-timeout", "ATTND_IDLE_TIMEOUT", "N", OPT_COUNT, FIELD(idle_timeout), 0, 86400, "60",
-     "close a connection idle for N whole seconds (0 = never)"},
+     "close a connection silent for N whole seconds (0 = never); between requests, and before "
+     "the first, only this applies"},
     {"--read-timeout", "ATTND_READ_TIMEOUT", "SEC", OPT_SECONDS, FIELD(read_timeout), 0, 86400,
      "30",
      "a request's headers and body must arrive within SEC of its first byte, else the "
