@@ -5,7 +5,7 @@
 FROM debian:bookworm AS build
 RUN apt-get update \
  && apt-get install -y --no-install-recommends gcc make libc6-dev libopenblas-dev \
-      libmicrohttpd-dev \
+      libmicrohttpd-dev zlib1g-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY Makefile ./
@@ -15,11 +15,11 @@ COPY server/ server/
 COPY web/ web/
 RUN make WERROR=1 BUILD=/out /out/attnd && strip /out/attnd
 
-# Runtime stage: the two runtime libraries (OpenBLAS, libmicrohttpd) and the binary, which
+# Runtime stage: the runtime libraries (OpenBLAS, libmicrohttpd, zlib) and the binary, which
 # carries the web page built in.
 FROM debian:bookworm-slim
 RUN apt-get update \
- && apt-get install -y --no-install-recommends libopenblas0-pthread libmicrohttpd12 \
+ && apt-get install -y --no-install-recommends libopenblas0-pthread libmicrohttpd12 zlib1g \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/cache/debconf/*-old /var/log/apt \
       /var/log/dpkg.log /usr/share/doc/* /usr/share/man/* \

@@ -13,7 +13,7 @@ LDLIBS   := -lopenblas -lpthread -lm
 PY       := /usr/bin/python3
 
 # Debian packages each goal needs.
-PKG_BUILD := gcc make libc6-dev libopenblas-dev libmicrohttpd-dev
+PKG_BUILD := gcc make libc6-dev libopenblas-dev libmicrohttpd-dev zlib1g-dev
 PKG_TEST  := $(PKG_BUILD) libjansson-dev python3 python3-torch python3-numpy python3-yaml \
              libcurl4-openssl-dev prometheus curl chromium fonts-wqy-microhei
 

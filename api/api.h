@@ -59,6 +59,11 @@ void api_buf_free(api_buf *b);
 void api_buf_reset(api_buf *b); /* len = 0, keeps the memory */
 void api_buf_append(api_buf *b, const void *bytes, size_t n);
 
+/* Appends s (n bytes, NULs included) as a JSON string literal with quotes: quotes, backslashes
+ * and control bytes escaped, invalid UTF-8 written as U+FFFD (\ufffd), so the output is always
+ * valid JSON. On a failed allocation b->failed is set. */
+void api_buf_json_string(api_buf *b, const char *s, size_t n);
+
 /* Sets *err (if still clear) and returns -1. fmt is printf-style. field may be NULL. */
 int api_fail(api_error *err, int status, const char *code, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));

@@ -36,10 +36,6 @@ void api_buf_puts(api_buf *b, const char *s);
 /* Appends v in decimal. */
 void api_buf_put_u64(api_buf *b, uint64_t v);
 
-/* Appends s (n bytes) as a JSON string literal with quotes. Invalid UTF-8 becomes U+FFFD, so
- * the output is always valid JSON. */
-void api_buf_json_string(api_buf *b, const char *s, size_t n);
-
 /* ---- Numbers out -------------------------------------------------------------------------- */
 
 /* Writes v[0, n) as api_float_write does, separated by commas; returns the end. o must have

@@ -58,6 +58,7 @@ void srv_config_init(srv_config *cfg) {
     cfg->max_heads = lim.max_heads;
     cfg->max_depth = lim.max_depth;
     cfg->max_queue = 128;
+    cfg->max_unsent_bytes = (size_t)256 << 20;
     cfg->max_connections = 1024;
     cfg->request_timeout = 30;
     cfg->drain_timeout = 30;
@@ -122,6 +123,10 @@ static const opt OPTS[] = {
      "deepest nesting of arrays and objects in a request body (400 beyond; requests need 6)"},
     {"--max-queue", "ATTND_MAX_QUEUE", "N", OPT_COUNT, FIELD(max_queue), 1, 1000000, "128",
      "jobs waiting for a worker; when full, 503 with Retry-After at once"},
+    {"--max-unsent-bytes", "ATTND_MAX_UNSENT_BYTES", "SIZE", OPT_BYTES, FIELD(max_unsent_bytes),
+     1024, (double)((size_t)1 << 42), "256M",
+     "replies computed and not yet sent (held until their clients read them), all together; "
+     "when full, new jobs get 503 with Retry-After"},
     {"--max-connections", "ATTND_MAX_CONNECTIONS", "N", OPT_COUNT, FIELD(max_connections), 1,
      1000000, "1024",
      "open connections at once; bodies being read hold at most this x --max-body-bytes"},
@@ -130,11 +135,12 @@ static const opt OPTS[] = {
     {"--drain-timeout", "ATTND_DRAIN_TIMEOUT", "SEC", OPT_SECONDS, FIELD(drain_timeout), 0, 86400,
      "30", "on SIGTERM/SIGINT, how long queued and running jobs may take before they get 503"},
     {"--idle-timeout", "ATTND_IDLE_TIMEOUT", "N", OPT_COUNT, FIELD(idle_timeout), 0, 86400, "60",
-     "close a connection idle for N whole seconds (0 = never)"},
+     "close a connection silent for N whole seconds (0 = never); between requests, and before "
+     "the first, only this applies"},
     {"--read-timeout", "ATTND_READ_TIMEOUT", "SEC", OPT_SECONDS, FIELD(read_timeout), 0, 86400,
      "30",
-     "a request's headers and body must arrive within SEC of the connection's opening or its "
-     "previous reply, else the connection is closed (0 = no limit)"},
+     "a request's headers and body must arrive within SEC of its first byte, else the "
+     "connection is closed (0 = no limit); between requests --idle-timeout applies"},
     {"--batch-window-us", "ATTND_BATCH_WINDOW_US", "USEC", OPT_COUNT, FIELD(batch_window_us), 0,
      1000000, "200",
      "batch /v1/attention jobs on the same model: wait up to USEC after a job arrives for more "

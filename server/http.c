@@ -1,28 +1,34 @@
-/* http.c - the HTTP side of attnd on libmicrohttpd: routes, auth, CORS, the capped body, jobs
- * handed to the workers behind MHD_suspend_connection, replies and their headers, and one access
- * log line per request.
+/* http.c - the HTTP side of attnd on libmicrohttpd: framing checks, routes, auth, CORS, the
+ * capped (and decoded) body, jobs handed to the workers behind MHD_suspend_connection, replies
+ * and their headers, the budget of replies not yet sent, and one access log line per request.
  *
  * A request's life (one http_req per request, created on the first call of the access handler,
  * freed when both the connection and the worker have let go of it):
  *
- *   REQ_NEW     first call: route, method, auth, early refusals (405, 413 from Content-Length,
- *               415, 503) and the replies of the GET routes;
- *   REQ_BODY    the body arrives in pieces; past --max-body-bytes it is dropped and 413 follows;
+ *   REQ_NEW     first call: framing (400 and 501, closing the connection), route, method,
+ *               auth, early refusals (405, 413 from Content-Length, 415 for the media type or
+ *               the content coding, 503) and the replies of the GET routes;
+ *   REQ_BODY    the body arrives in pieces (body.c decodes gzip and deflate); past
+ *               --max-body-bytes, decoded, it is dropped and 413 follows;
  *   (complete)  api_job_parse on this thread; submit to the workers and suspend, under r->mu;
  *   REQ_QUEUED  a worker fills r->sj and resumes the connection (under r->mu, so never before
  *               the suspend); the access handler is called again and queues the reply;
  *   REQ_REPLIED nothing more to do; the completion callback logs, counts and lets go.
  *
- * The read timeout (--read-timeout): each connection is tracked from its opening (conn_track),
- * and a request must arrive, headers and body, within the timeout of the connection's opening
- * or of its previous reply. A connection whose request is late is closed: by on_access when a
- * late body byte arrives, else by the reaper thread (a client still trickling its headers, or
- * stalled), since libmicrohttpd's own timeout only closes connections that send nothing.
+ * The read timeout (--read-timeout): each connection is tracked (conn_track). Between requests,
+ * and before its first, a connection is idle, and only the idle timeout (--idle-timeout,
+ * libmicrohttpd's own: it closes a connection that sends nothing) applies to it. A request
+ * begins with its first byte, which the reaper thread sees in the socket's byte count
+ * (TCP_INFO), or the access handler when the headers have come; from then on it must arrive,
+ * headers and body, within the read timeout. A connection whose request is late is closed: by
+ * on_access when a late body byte arrives, else by the reaper (a client still trickling its
+ * headers, or stalled mid-request), since libmicrohttpd's idle timeout restarts at every byte.
  */
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/tcp.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -35,6 +41,7 @@
 #include <strings.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -56,14 +63,25 @@
     "connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; "             \
     "form-action 'self'"
 
+/* Where a connection is, as the read timeout sees it. */
+typedef enum track_state {
+    TRACK_IDLE = 0, /* between requests (or before the first): no byte of the next yet */
+    TRACK_READING,  /* a request is arriving (headers or body) */
+    TRACK_ARRIVED,  /* the request has arrived: it is computed or its reply is being sent */
+} track_state;
+
 /* A connection as the read timeout sees it. Made when libmicrohttpd opens the connection and
  * freed when it reports it closed, which it does before it closes the socket: so fd is the
- * connection's own while the record is listed, and the reaper may shut it down. */
+ * connection's own while the record is listed, and the reaper may read its TCP_INFO and shut
+ * it down. */
 typedef struct conn_track {
     int fd;
-    double since; /* when its current request could start: the opening or the previous reply */
-    bool reading; /* that request is still arriving (headers or body) */
-    bool cut;     /* the reaper shut it down */
+    track_state state;
+    double since;     /* TRACK_READING: when the request began; TRACK_IDLE: when idleness did */
+    uint64_t rx_mark; /* TRACK_IDLE: bytes the socket had received when idleness began */
+    bool cut;         /* the reaper shut it down */
+    bool head;        /* a request line has come and its headers are not handed over yet */
+    pthread_t thread; /* the libmicrohttpd thread that serves the connection (once head) */
     struct conn_track *prev, *next;
 } conn_track;
 
@@ -77,7 +95,9 @@ struct srv_http {
     api_limits limits;
     srv_workers *workers;
     atomic_bool ready, draining;
-    atomic_size_t outstanding; /* requests begun (headers read) and not yet completed */
+    atomic_size_t outstanding;  /* requests begun (headers read) and not yet completed */
+    atomic_size_t unsent;       /* bytes of job replies made and not yet completed (sent) */
+    atomic_bool unsent_refused; /* a job reply did not fit since one was last released */
     atomic_uint_fast64_t next_id;
     uint64_t id_salt;
     double start_wall;
@@ -103,10 +123,11 @@ typedef struct http_req {
     char method[16];
     char *path;
     char id[ID_MAX + 1];
-    char *body; /* (body_len of body_cap bytes), freed once parsed */
-    size_t body_len, body_cap;
-    bool body_over, body_oom;
+    srv_body *body;    /* the body being received (decoded), freed once parsed */
+    srv_coding coding; /* its Content-Encoding */
+    bool close;        /* the reply closes the connection (Connection: close) */
     size_t bytes_in, bytes_out;
+    size_t unsent; /* bytes this request's job reply holds of h->unsent */
     unsigned status;
     char code[32]; /* the error code of an error reply */
     double t_start, parse_ms;
@@ -216,21 +237,51 @@ static bool is_job_route(srv_route r) {
 
 /* ---- The read timeout --------------------------------------------------------------------- */
 
-/* Marks the request of track as arrived (reading false), or the connection as waiting for its
- * next request from now (reading true). NULL does nothing. */
-static void track_set(srv_http *h, conn_track *track, bool reading) {
+/* Bytes the socket fd has received so far (TCP_INFO); 0 when unknown. */
+static uint64_t socket_rx_bytes(int fd) {
+    struct tcp_info ti;
+    socklen_t len = sizeof ti;
+    memset(&ti, 0, sizeof ti);
+    if (fd < 0 || getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
+        len < offsetof(struct tcp_info, tcpi_bytes_received) + sizeof ti.tcpi_bytes_received)
+        return 0;
+    return ti.tcpi_bytes_received;
+}
+
+/* With conns_mu held: makes track idle from now (its reply has gone). */
+static void track_idle_locked(conn_track *track) {
+    track->state = TRACK_IDLE;
+    track->since = srv_now();
+    track->rx_mark = socket_rx_bytes(track->fd);
+}
+
+/* Moves track to state: TRACK_READING starts the read timeout unless the request was already
+ * seen arriving; TRACK_IDLE starts idleness. NULL does nothing. */
+static void track_set(srv_http *h, conn_track *track, track_state state) {
     if (!track)
         return;
     pthread_mutex_lock(&h->conns_mu);
-    track->reading = reading;
-    if (reading)
-        track->since = srv_now();
+    track->head = false; /* the headers have been handed over, or the request is done */
+    if (state == TRACK_IDLE) {
+        track_idle_locked(track);
+    } else if (state == TRACK_READING) {
+        if (track->state != TRACK_READING)
+            track->since = srv_now();
+        track->state = TRACK_READING;
+    } else {
+        track->state = TRACK_ARRIVED;
+    }
     pthread_mutex_unlock(&h->conns_mu);
 }
 
 /* True when the request on track has been arriving for longer than --read-timeout. */
-static bool track_late(const srv_http *h, const conn_track *track) {
-    return track && h->cfg->read_timeout > 0 && srv_now() - track->since > h->cfg->read_timeout;
+static bool track_late(srv_http *h, conn_track *track) {
+    if (!track || h->cfg->read_timeout <= 0)
+        return false;
+    pthread_mutex_lock(&h->conns_mu);
+    bool late = track->state == TRACK_READING && srv_now() - track->since > h->cfg->read_timeout;
+    pthread_mutex_unlock(&h->conns_mu);
+    return late;
 }
 
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
@@ -238,13 +289,17 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
     srv_http *h = cls;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
         conn_track *c = calloc(1, sizeof *c);
-        if (!c)
-            return; /* untracked: only the idle timeout applies to it */
         const union MHD_ConnectionInfo *ci =
             MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (!c) { /* out of memory: every connection must be tracked (see on_mhd_log) */
+            if (ci)
+                shutdown((int)ci->connect_fd, SHUT_RDWR);
+            return;
+        }
         c->fd = ci ? (int)ci->connect_fd : -1;
+        c->state = TRACK_IDLE;
         c->since = srv_now();
-        c->reading = true;
+        c->rx_mark = 0; /* any byte received is the first request's */
         pthread_mutex_lock(&h->conns_mu);
         c->next = h->conns;
         if (h->conns)
@@ -263,13 +318,39 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
             h->conns = c->next;
         if (c->next)
             c->next->prev = c->prev;
+        double idle_s = c->state == TRACK_IDLE ? srv_now() - c->since : 0;
         pthread_mutex_unlock(&h->conns_mu);
+        /* libmicrohttpd closes a connection silent for --idle-timeout; a client that closed
+         * its side, or a shutdown, ends idleness sooner. */
+        if (h->cfg->idle_timeout > 0 && idle_s >= (double)h->cfg->idle_timeout - 0.05) {
+            srv_kv kv[] = {SRV_NUM("idle_s", idle_s),
+                           SRV_INT("idle_timeout_s", h->cfg->idle_timeout)};
+            srv_log_write(h->log, "info", "idle_timeout", kv, 2);
+        }
         free(c);
         *socket_context = NULL;
     }
 }
 
-/* The reaper: a few times per timeout, shuts down every connection whose request is late;
+/* libmicrohttpd has read a request line: until its headers are handed over (on_access), the
+ * connection's record says so, and which thread serves it. */
+static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *conn) {
+    (void)uri;
+    srv_http *h = cls;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    conn_track *track = ci ? ci->socket_context : NULL;
+    if (track) {
+        pthread_mutex_lock(&h->conns_mu);
+        track->head = true;
+        track->thread = pthread_self();
+        pthread_mutex_unlock(&h->conns_mu);
+    }
+    return NULL; /* on_access makes the request's object */
+}
+
+/* The reaper: a few times per timeout, marks idle connections that have received a byte as
+ * reading a request (from now), and shuts down every connection whose request is late;
  * libmicrohttpd then reads the end of the stream and closes it. */
 static void *reaper_main(void *arg) {
     srv_http *h = arg;
@@ -279,12 +360,17 @@ static void *reaper_main(void *arg) {
     while (!h->reaper_stop) {
         double now = srv_now();
         size_t cut = 0;
-        for (conn_track *c = h->conns; c; c = c->next)
-            if (c->reading && !c->cut && c->fd >= 0 && now - c->since > h->cfg->read_timeout) {
+        for (conn_track *c = h->conns; c; c = c->next) {
+            if (c->state == TRACK_IDLE && socket_rx_bytes(c->fd) > c->rx_mark) {
+                c->state = TRACK_READING;
+                c->since = now;
+            } else if (c->state == TRACK_READING && !c->cut && c->fd >= 0 &&
+                       now - c->since > h->cfg->read_timeout) {
                 shutdown(c->fd, SHUT_RDWR);
                 c->cut = true;
                 cut++;
             }
+        }
         if (cut) {
             srv_kv kv[] = {SRV_INT("connections", cut),
                            SRV_NUM("read_timeout_s", h->cfg->read_timeout)};
@@ -339,7 +425,7 @@ static http_req *req_create(srv_http *h, struct MHD_Connection *conn, const char
 static void req_unref(http_req *r) {
     if (atomic_fetch_sub(&r->refs, 1) != 1)
         return;
-    free(r->body);
+    srv_body_destroy(r->body);
     api_buf_free(&r->sj.body);
     api_job_destroy(r->sj.job);
     pthread_mutex_destroy(&r->mu);
@@ -391,7 +477,7 @@ static enum MHD_Result reply(http_req *r, unsigned status, const char *type, voi
                                              : "Bearer realm=\"attnd\"");
     if (status == 503)
         MHD_add_response_header(resp, "Retry-After", atomic_load(&h->draining) ? "5" : "1");
-    if (atomic_load(&h->draining))
+    if (r->close || atomic_load(&h->draining))
         MHD_add_response_header(resp, "Connection", "close");
     add_cors(h, r, resp);
     if (r->preflight) {
@@ -402,7 +488,7 @@ static enum MHD_Result reply(http_req *r, unsigned status, const char *type, voi
     r->status = status;
     r->bytes_out = len;
     r->state = REQ_REPLIED;
-    track_set(h, r->track, false);
+    track_set(h, r->track, TRACK_ARRIVED);
     enum MHD_Result rc = MHD_queue_response(r->conn, status, resp);
     MHD_destroy_response(resp);
     if (rc != MHD_YES) { /* not sent: the log and metrics must not say it was */
@@ -410,6 +496,31 @@ static enum MHD_Result reply(http_req *r, unsigned status, const char *type, voi
         r->bytes_out = 0;
     }
     return rc;
+}
+
+/* ---- Unsent replies (--max-unsent-bytes) --------------------------------------------------- */
+
+/* The budget counts the computed replies of jobs, from the worker's hand-back until the request
+ * completes (libmicrohttpd has written the reply out, or the connection has gone). Other
+ * replies (errors, /metrics, /v1/models) are small, at most one per connection, and are not
+ * counted. */
+
+/* Counts n bytes of r's job reply as unsent if they fit the budget; false (nothing counted)
+ * when they do not. */
+static bool unsent_reserve(srv_http *h, http_req *r, size_t n) {
+    size_t cur = atomic_load(&h->unsent), max = h->cfg->max_unsent_bytes;
+    do {
+        if (cur > max || n > max - cur)
+            return false;
+    } while (!atomic_compare_exchange_weak(&h->unsent, &cur, cur + n));
+    r->unsent = n;
+    return true;
+}
+
+/* True when the replies not yet sent fill the budget (they reach it, or a computed reply did not
+ * fit since a held one last went): new jobs are refused until a held reply has gone. */
+static bool unsent_full(const srv_http *h) {
+    return atomic_load(&h->unsent) >= h->cfg->max_unsent_bytes || atomic_load(&h->unsent_refused);
 }
 
 /* Replies with body (moved out of *b). */
@@ -469,6 +580,15 @@ static enum MHD_Result reply_unavailable(http_req *r) {
     return reply_error(r, 503, "not_ready", "attnd is starting and not ready yet; retry shortly");
 }
 
+/* 503 reply_budget: the replies not yet sent fill --max-unsent-bytes. */
+static enum MHD_Result reply_budget_full(srv_http *h, http_req *r) {
+    srv_metrics_reject(h->metrics, SRV_REJECT_REPLY_BUDGET);
+    return reply_error(r, 503, "reply_budget",
+                       "replies waiting for their clients to read them fill the budget of %zu "
+                       "bytes (--max-unsent-bytes); retry shortly",
+                       h->cfg->max_unsent_bytes);
+}
+
 /* ---- Routes ------------------------------------------------------------------------------- */
 
 static srv_gauges gauges(const srv_http *h) {
@@ -477,6 +597,8 @@ static srv_gauges gauges(const srv_http *h) {
     if (ready)
         srv_workers_stats(h->workers, &g.queue_depth, &g.jobs_in_flight);
     g.queue_capacity = h->cfg->max_queue;
+    g.unsent_bytes = atomic_load(&h->unsent);
+    g.unsent_budget = h->cfg->max_unsent_bytes;
     g.workers = h->cfg->threads;
     g.pool_threads = h->cfg->pool_threads;
     g.draining = atomic_load(&h->draining);
@@ -532,6 +654,13 @@ static enum MHD_Result on_job_headers(srv_http *h, http_req *r) {
         return reply_error(r, 415, "unsupported_media_type",
                            "send the body as JSON with Content-Type: application/json (got %.60s)",
                            ct ? ct : "none");
+    const char *ce =
+        MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_ENCODING);
+    if (ce && !srv_coding_parse(ce, &r->coding))
+        return reply_error(r, 415, "unsupported_media_type",
+                           "the Content-Encoding %.60s is not supported: send the body as it is, "
+                           "or with gzip or deflate",
+                           ce);
     const char *cl =
         MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     size_t expect = 0;
@@ -547,6 +676,8 @@ static enum MHD_Result on_job_headers(srv_http *h, http_req *r) {
         if (!errno && end != cl && !*end)
             expect = (size_t)v;
     }
+    if (unsent_full(h))
+        return reply_budget_full(h, r);
     size_t queued, running;
     srv_workers_stats(h->workers, &queued, &running);
     if (queued >= h->cfg->max_queue) {
@@ -557,55 +688,46 @@ static enum MHD_Result on_job_headers(srv_http *h, http_req *r) {
                            h->cfg->max_queue);
     }
     /* What Content-Length announces is only reserved up to BODY_FIRST_CAP: a client that
-     * announces much and sends little holds little. */
+     * announces much and sends little holds little. A coded body grows from 64 KiB. */
     size_t cap = expect && expect < BODY_FIRST_CAP ? expect : BODY_FIRST_CAP;
+    if (r->coding != SRV_CODING_IDENTITY)
+        cap = (size_t)64 << 10;
     if (cap > h->cfg->max_body_bytes)
         cap = h->cfg->max_body_bytes;
-    r->body = malloc(cap + 1);
+    r->body = srv_body_create(r->coding, h->cfg->max_body_bytes, cap);
     if (!r->body)
         return reply_error(r, 503, "out_of_memory",
                            "no memory for a body of %zu bytes now; retry later", cap);
-    r->body_cap = cap;
     r->state = REQ_BODY;
     return MHD_YES;
 }
 
-/* Keeps a piece of the body; past the cap drops it all and only counts. */
-static void body_append(srv_http *h, http_req *r, const char *data, size_t n) {
-    r->bytes_in += n;
-    if (r->body_over || r->body_oom)
-        return;
-    size_t max = h->cfg->max_body_bytes;
-    if (n > max - r->body_len) {
-        r->body_over = true;
-        free(r->body);
-        r->body = NULL;
-        r->body_len = r->body_cap = 0;
-        return;
-    }
-    if (r->body_len + n > r->body_cap) {
-        size_t cap = r->body_cap * 2;
-        if (cap < r->body_len + n)
-            cap = r->body_len + n;
-        if (cap > max)
-            cap = max;
-        char *b = realloc(r->body, cap + 1);
-        if (!b) {
-            r->body_oom = true;
-            free(r->body);
-            r->body = NULL;
-            r->body_len = r->body_cap = 0;
-            return;
-        }
-        r->body = b;
-        r->body_cap = cap;
-    }
-    memcpy(r->body + r->body_len, data, n);
-    r->body_len += n;
-}
-
+/* A worker's result: a computed reply is counted as unsent when it fits the budget, else
+ * replaced by an error (413 when it could never fit, 503 reply_budget when it could later). */
 static void on_job_done(srv_job *sj) {
     http_req *r = sj->owner;
+    srv_http *h = r->h;
+    size_t len = sj->body.len, max = h->cfg->max_unsent_bytes;
+    if (sj->status == 200 && !sj->body.failed && !unsent_reserve(h, r, len)) {
+        api_error e = {0};
+        if (len > max) {
+            api_fail(&e, 413, "job_too_large", NULL,
+                     "the reply is %zu bytes, over the budget for unsent replies of %zu bytes "
+                     "(--max-unsent-bytes); ask for less (need_weights, \"encoding\": \"base64\")",
+                     len, max);
+        } else {
+            api_fail(&e, 503, "reply_budget", NULL,
+                     "the reply of %zu bytes was computed, but replies waiting for their clients "
+                     "fill the budget of %zu bytes (--max-unsent-bytes); retry shortly",
+                     len, max);
+            srv_metrics_reject(h->metrics, SRV_REJECT_REPLY_BUDGET);
+            atomic_store(&h->unsent_refused, true); /* a held reply exists: it will go */
+        }
+        api_buf_free(&sj->body);
+        api_error_body(&e, &sj->body);
+        sj->status = (unsigned)e.status;
+        snprintf(sj->code, sizeof sj->code, "%s", e.code);
+    }
     pthread_mutex_lock(&r->mu);
     MHD_resume_connection(r->conn);
     pthread_mutex_unlock(&r->mu);
@@ -613,23 +735,38 @@ static void on_job_done(srv_job *sj) {
 }
 
 static enum MHD_Result on_body_complete(srv_http *h, http_req *r) {
-    track_set(h, r->track, false);
-    if (r->body_over)
+    track_set(h, r->track, TRACK_ARRIVED);
+    switch (srv_body_finish(r->body)) {
+    case SRV_BODY_OK:
+        break;
+    case SRV_BODY_OVER:
+        if (r->coding != SRV_CODING_IDENTITY)
+            return reply_error(r, 413, "body_too_large",
+                               "the %s request body decoded to more than the limit of %zu bytes "
+                               "(--max-body-bytes)",
+                               srv_coding_name(r->coding), h->cfg->max_body_bytes);
         return reply_error(r, 413, "body_too_large",
                            "the request body is over the limit of %zu bytes (--max-body-bytes)",
                            h->cfg->max_body_bytes);
-    if (r->body_oom)
+    case SRV_BODY_BAD:
+        return reply_error(r, 400, "invalid_encoding", "%s (Content-Encoding: %s)",
+                           srv_body_error(r->body), srv_coding_name(r->coding));
+    case SRV_BODY_OOM:
         return reply_error(r, 503, "out_of_memory",
                            "no memory to hold the request body now; retry later");
+    }
     if (atomic_load(&h->draining))
         return reply_unavailable(r);
+    if (unsent_full(h))
+        return reply_budget_full(h, r);
     api_op op = r->route == SRV_ROUTE_SDPA ? API_OP_SDPA : API_OP_ATTENTION;
-    r->body[r->body_len] = '\0';
+    size_t len;
+    const char *text = srv_body_data(r->body, &len);
     double t0 = srv_now();
     api_error e = {0};
-    api_job *job = api_job_parse(op, r->body, r->body_len, h->models, &h->limits, &e);
+    api_job *job = api_job_parse(op, text, len, h->models, &h->limits, &e);
     r->parse_ms = (srv_now() - t0) * 1e3;
-    free(r->body);
+    srv_body_destroy(r->body);
     r->body = NULL;
     if (!job) {
         if (!e.status)
@@ -742,6 +879,67 @@ static enum MHD_Result on_new(srv_http *h, http_req *r) {
     return reply_error(r, 404, "not_found", "there is no route %.200s", r->path);
 }
 
+/* ---- Framing (RFC 9112 section 6.3) ------------------------------------------------------ */
+
+/* The header lines that decide where a request's body ends, and its Host, as counted. */
+typedef struct framing {
+    int host, cl, te; /* how many Host, Content-Length and Transfer-Encoding lines */
+    const char *cl1;  /* the first Content-Length (the one libmicrohttpd goes by) */
+    bool cl_differ;   /* another Content-Length says something else */
+    const char *te1;  /* the first Transfer-Encoding */
+} framing;
+
+static enum MHD_Result framing_count(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value) {
+    (void)kind;
+    framing *f = cls;
+    if (!strcasecmp(key, MHD_HTTP_HEADER_HOST)) {
+        f->host++;
+    } else if (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) {
+        if (f->cl++ == 0)
+            f->cl1 = value;
+        else if (strcmp(value, f->cl1) != 0)
+            f->cl_differ = true;
+    } else if (!strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING)) {
+        if (f->te++ == 0)
+            f->te1 = value;
+    }
+    return MHD_YES;
+}
+
+/* Checks how the request says its body ends, and its Host, before anything else: a request that
+ * a proxy in front could frame differently (two Content-Lengths, Content-Length with
+ * Transfer-Encoding) gets 400, a transfer coding other than chunked 501, an HTTP/1.1 request
+ * without exactly one Host 400; each reply closes the connection. Returns true and *rc when it
+ * replied. (A Content-Length libmicrohttpd cannot read never gets here: it answers that itself.) */
+static bool framing_refused(http_req *r, const char *version, enum MHD_Result *rc) {
+    framing f = {0};
+    MHD_get_connection_values(r->conn, MHD_HEADER_KIND, framing_count, &f);
+    r->close = true;
+    if (f.cl > 0 && f.te > 0) {
+        *rc = reply_error(r, 400, "invalid_request",
+                          "the request has both Content-Length and Transfer-Encoding; send one");
+    } else if (f.cl_differ) {
+        *rc = reply_error(r, 400, "invalid_request",
+                          "the request has Content-Length headers that differ (%.30s, ...); send "
+                          "one",
+                          f.cl1);
+    } else if (f.te > 1 || (f.te == 1 && strcasecmp(f.te1, "chunked") != 0)) {
+        *rc = reply_error(r, 501, "not_implemented",
+                          "the Transfer-Encoding %.60s%s is not supported: send the body with "
+                          "Content-Length, or chunked alone",
+                          f.te1, f.te > 1 ? ", ..." : "");
+    } else if (!strcmp(version, MHD_HTTP_VERSION_1_1) && f.host != 1) {
+        *rc = reply_error(r, 400, "invalid_request",
+                          f.host ? "the request has more than one Host header"
+                                 : "an HTTP/1.1 request needs a Host header");
+    } else {
+        r->close = false;
+        return false;
+    }
+    return true;
+}
+
 /* True when the request announces a body (a Content-Length above 0, or chunked). */
 static bool has_body(struct MHD_Connection *conn) {
     const char *cl =
@@ -754,7 +952,6 @@ static bool has_body(struct MHD_Connection *conn) {
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url,
                                  const char *method, const char *version, const char *upload_data,
                                  size_t *upload_data_size, void **con_cls) {
-    (void)version;
     srv_http *h = cls;
     http_req *r = *con_cls;
     if (!r) {
@@ -762,7 +959,11 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         if (!r)
             return MHD_NO; /* out of memory: drop the connection */
         *con_cls = r;
-        atomic_fetch_add(&h->outstanding, 1); /* until on_completed */
+        atomic_fetch_add(&h->outstanding, 1);  /* until on_completed */
+        track_set(h, r->track, TRACK_READING); /* begun, if the reaper has not seen it yet */
+        enum MHD_Result rc;
+        if (framing_refused(r, version, &rc))
+            return rc;
         /* A request with a body is judged now, before its body is read (a reply now closes the
          * connection after it). One without waits for the next call: a reply queued then keeps
          * the connection alive. */
@@ -773,10 +974,12 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         return on_new(h, r);
     case REQ_BODY:
         if (*upload_data_size) {
-            body_append(h, r, upload_data, *upload_data_size);
+            r->bytes_in += *upload_data_size;
+            srv_body_state st = srv_body_append(r->body, upload_data, *upload_data_size);
             *upload_data_size = 0;
-            /* A body far past the cap is not read to its end: drop the connection. */
-            if (r->body_over && r->bytes_in - h->cfg->max_body_bytes > DISCARD_SLACK)
+            /* A failed body far past the cap is not read to its end: drop the connection. */
+            if (st != SRV_BODY_OK && r->bytes_in > h->cfg->max_body_bytes &&
+                r->bytes_in - h->cfg->max_body_bytes > DISCARD_SLACK)
                 return MHD_NO;
             /* A body still arriving past the read timeout: drop the connection (libmicrohttpd
              * cannot queue a reply before the body has ended). */
@@ -854,9 +1057,69 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     bool sent = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK;
     srv_metrics_request(h->metrics, r->route, sent ? r->status : 0, r->bytes_in,
                         sent ? r->bytes_out : 0);
+    if (r->unsent) { /* libmicrohttpd frees the body next: room for a reply like it */
+        atomic_fetch_sub(&h->unsent, r->unsent);
+        atomic_store(&h->unsent_refused, false);
+    }
     atomic_fetch_sub(&h->outstanding, 1);
-    track_set(h, r->track, true); /* the connection now waits for its next request */
+    track_set(h, r->track, TRACK_IDLE); /* the connection now waits for its next request */
     req_unref(r);
+}
+
+/* libmicrohttpd 0.9.75 answers a Content-Length it cannot read (not a number, or past 2^64)
+ * itself, before attnd sees the request, and writes its status line and headers twice (it
+ * builds the reply's head when it refuses the request, and again when it sends the reply). It
+ * logs the refusal first, on the thread that serves the connection; from here attnd sends its
+ * own single reply (JSON) and shuts the socket's sending side, so libmicrohttpd's reply goes
+ * nowhere. The connection is the one on this thread whose request line has come and whose
+ * headers are not handed over: when there are several, they cannot be told apart, and
+ * libmicrohttpd's reply goes out as it is. */
+static void answer_bad_length(srv_http *h, bool too_large) {
+    int fd = -1;
+    pthread_mutex_lock(&h->conns_mu);
+    for (conn_track *c = h->conns; c; c = c->next) {
+        if (!c->head || !pthread_equal(c->thread, pthread_self()))
+            continue;
+        if (fd != -1) { /* a second candidate */
+            fd = -2;
+            break;
+        }
+        fd = c->fd;
+        c->head = false;
+    }
+    pthread_mutex_unlock(&h->conns_mu);
+    if (fd < 0)
+        return;
+    api_error e = {0};
+    if (too_large)
+        api_fail(&e, 413, "body_too_large", NULL,
+                 "the Content-Length is beyond 2^64 bytes, over the limit of %zu bytes "
+                 "(--max-body-bytes)",
+                 h->cfg->max_body_bytes);
+    else
+        api_fail(&e, 400, "invalid_request", NULL,
+                 "the Content-Length is not a number of bytes; send digits only, once");
+    api_buf body = {0};
+    api_error_body(&e, &body);
+    char id[ID_MAX + 1], head[512];
+    uint64_t k = atomic_fetch_add_explicit(&h->next_id, 1, memory_order_relaxed);
+    snprintf(id, sizeof id, "%016llx", (unsigned long long)mix64(h->id_salt ^ k));
+    int n = snprintf(head, sizeof head,
+                     "HTTP/1.1 %d %s\r\nConnection: close\r\nX-Request-Id: %s\r\n"
+                     "Content-Type: application/json\r\nX-Content-Type-Options: nosniff\r\n"
+                     "Referrer-Policy: no-referrer\r\nCache-Control: no-store\r\n"
+                     "Content-Length: %zu\r\n\r\n",
+                     e.status, too_large ? "Content Too Large" : "Bad Request", id, body.len);
+    if (n > 0 && (size_t)n < sizeof head && !body.failed) {
+        struct iovec iov[2] = {{head, (size_t)n}, {body.data, body.len}};
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2};
+        sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+    shutdown(fd, SHUT_WR); /* a partial reply, if any, ends here too */
+    srv_kv kv[] = {SRV_INT("status", e.status), SRV_STR("code", e.code), SRV_STR("id", id)};
+    srv_log_write(h->log, "warn", "bad_content_length", kv, 3);
+    srv_metrics_request(h->metrics, SRV_ROUTE_UNKNOWN, (unsigned)e.status, 0, body.len);
+    api_buf_free(&body);
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
@@ -868,6 +1131,10 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
         msg[--n] = '\0';
     srv_kv kv[] = {SRV_STR("detail", msg)};
     srv_log_write(h->log, "warn", "libmicrohttpd", kv, 1);
+    if (!strncmp(msg, "Failed to parse `Content-Length' header", 39))
+        answer_bad_length(h, false);
+    else if (!strncmp(msg, "Too large value of 'Content-Length' header", 42))
+        answer_bad_length(h, true);
 }
 
 /* ---- Life cycle --------------------------------------------------------------------------- */
@@ -938,6 +1205,8 @@ srv_http *srv_http_start(const srv_config *cfg, const srv_log *log, int listen_f
     atomic_init(&h->ready, false);
     atomic_init(&h->draining, false);
     atomic_init(&h->outstanding, 0);
+    atomic_init(&h->unsent, 0);
+    atomic_init(&h->unsent_refused, false);
     atomic_init(&h->next_id, 1);
     struct timeval tv;
     gettimeofday(&tv, NULL);
@@ -961,8 +1230,9 @@ srv_http *srv_http_start(const srv_config *cfg, const srv_log *log, int listen_f
         MHD_OPTION_LISTEN_SOCKET, (MHD_socket)listen_fd, MHD_OPTION_THREAD_POOL_SIZE,
         (unsigned)cfg->http_threads, MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->idle_timeout, MHD_OPTION_NOTIFY_CONNECTION,
-        on_connection, h, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)MHD_MEMORY,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections, MHD_OPTION_END);
+        on_connection, h, MHD_OPTION_URI_LOG_CALLBACK, on_request_line, h,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)MHD_MEMORY, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)cfg->max_connections, MHD_OPTION_END);
     if (!h->daemon) {
         close(listen_fd);
         pthread_cond_destroy(&h->reaper_cv);

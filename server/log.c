@@ -44,25 +44,19 @@ static void putf(line *l, const char *fmt, ...) {
         put(l, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
 }
 
-/* A JSON string body: quotes, backslashes and control bytes escaped. */
-static void put_json_str(line *l, const char *s) {
-    put(l, "\"", 1);
-    size_t k = 0;
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++, k++) {
-        if (k == VALUE_MAX_BYTES) {
-            puts_(l, "...");
-            break;
-        }
-        if (*p == '"' || *p == '\\') {
-            char e[2] = {'\\', (char)*p};
-            put(l, e, 2);
-        } else if (*p < 0x20 || *p == 0x7f) {
-            putf(l, "\\u%04x", *p);
-        } else {
-            put(l, (const char *)p, 1);
-        }
+/* A JSON string: api_buf_json_string's escaping (invalid UTF-8 as \ufffd), cut after
+ * VALUE_MAX_BYTES bytes with "..." at the end. esc is scratch memory. */
+static void put_json_str(line *l, api_buf *esc, const char *s) {
+    size_t n = strnlen(s, VALUE_MAX_BYTES + 1);
+    bool cut = n > VALUE_MAX_BYTES;
+    api_buf_reset(esc);
+    api_buf_json_string(esc, s, cut ? VALUE_MAX_BYTES : n);
+    if (esc->failed || esc->len < 2) {
+        puts_(l, "\"?\"");
+        return;
     }
-    put(l, "\"", 1);
+    put(l, esc->data, esc->len - 1); /* without the closing quote */
+    puts_(l, cut ? "...\"" : "\"");
 }
 
 /* A text value: bare when it is plain, else quoted with \" \\ and \xNN escapes. */
@@ -106,6 +100,7 @@ void srv_log_write(const srv_log *log, const char *level, const char *msg, const
     size_t tn = strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
     snprintf(ts + tn, sizeof ts - tn, ".%03dZ", (int)(tv.tv_usec / 1000));
     bool json = log && log->format == SRV_LOG_JSON;
+    api_buf esc = {0}; /* JSON escaping scratch */
 
     if (json) {
         puts_(&l, "{\"time\":\"");
@@ -113,7 +108,7 @@ void srv_log_write(const srv_log *log, const char *level, const char *msg, const
         puts_(&l, "\",\"level\":\"");
         puts_(&l, level);
         puts_(&l, "\",\"msg\":");
-        put_json_str(&l, msg);
+        put_json_str(&l, &esc, msg);
     } else {
         puts_(&l, ts);
         put(&l, " ", 1);
@@ -128,7 +123,7 @@ void srv_log_write(const srv_log *log, const char *level, const char *msg, const
         fl.cut = false;
         if (json) {
             put(&fl, ",", 1);
-            put_json_str(&fl, f->key);
+            put_json_str(&fl, &esc, f->key);
             put(&fl, ":", 1);
         } else {
             put(&fl, " ", 1);
@@ -140,7 +135,7 @@ void srv_log_write(const srv_log *log, const char *level, const char *msg, const
             if (!f->s)
                 puts_(&fl, json ? "null" : "-");
             else if (json)
-                put_json_str(&fl, f->s);
+                put_json_str(&fl, &esc, f->s);
             else
                 put_text_str(&fl, f->s);
             break;
@@ -161,6 +156,7 @@ void srv_log_write(const srv_log *log, const char *level, const char *msg, const
         puts_(&l, json ? ",\"cut\":true" : " cut=true");
     if (json)
         put(&l, "}", 1);
+    api_buf_free(&esc);
     l.buf[l.len++] = '\n';
     size_t off = 0;
     while (off < l.len) {

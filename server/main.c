@@ -266,6 +266,7 @@ int main(int argc, char **argv) {
         srv_kv kv[] = {SRV_INT("max_body_bytes", cfg.max_body_bytes),
                        SRV_INT("max_job_bytes", cfg.max_job_bytes),
                        SRV_INT("max_queue", cfg.max_queue),
+                       SRV_INT("max_unsent_bytes", cfg.max_unsent_bytes),
                        SRV_INT("max_connections", cfg.max_connections),
                        SRV_NUM("request_timeout_s", cfg.request_timeout),
                        SRV_INT("max_depth", cfg.max_depth),

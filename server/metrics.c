@@ -10,7 +10,7 @@
 #include "server.h"
 
 /* The statuses counted one by one; anything else goes to the last slot, labelled "other". */
-static const unsigned STATUSES[] = {200, 204, 400, 401, 403, 404, 405, 413, 415, 500, 503};
+static const unsigned STATUSES[] = {200, 204, 400, 401, 403, 404, 405, 413, 415, 500, 501, 503};
 #define NSTATUS (sizeof STATUSES / sizeof STATUSES[0] + 1)
 
 /* Histogram bucket bounds in seconds (the +Inf bucket is implicit). */
@@ -53,7 +53,8 @@ static const char *const ROUTE_NAMES[SRV_ROUTE_COUNT] = {
     "/metrics",      "/openapi.yaml", "static",     "unknown",
 };
 
-static const char *const REJECT_NAMES[SRV_REJECT_COUNT] = {"queue_full", "deadline", "draining"};
+static const char *const REJECT_NAMES[SRV_REJECT_COUNT] = {"queue_full", "deadline", "draining",
+                                                           "reply_budget"};
 
 static const char *const OP_NAMES[NOPS] = {"attention", "sdpa"};
 
@@ -207,7 +208,8 @@ void srv_metrics_render(const srv_metrics *m, const srv_gauges *g, api_buf *b) {
         out(b, "attnd_http_response_body_bytes_total{route=\"%s\"} %" PRIu64 "\n", ROUTE_NAMES[r],
             load(&m->bytes_out[r]));
     header(b, "attnd_jobs_rejected_total", "counter",
-           "Jobs answered 503 without being computed, by reason.");
+           "Jobs answered 503, by reason (all before computing, except reply_budget: also a "
+           "computed reply that found the budget full).");
     for (size_t i = 0; i < SRV_REJECT_COUNT; i++)
         out(b, "attnd_jobs_rejected_total{reason=\"%s\"} %" PRIu64 "\n", REJECT_NAMES[i],
             load(&m->rejects[i]));
@@ -233,6 +235,12 @@ void srv_metrics_render(const srv_metrics *m, const srv_gauges *g, api_buf *b) {
     out(b, "attnd_queue_capacity %zu\n", g->queue_capacity);
     header(b, "attnd_jobs_in_flight", "gauge", "Jobs a worker is computing now.");
     out(b, "attnd_jobs_in_flight %zu\n", g->jobs_in_flight);
+    header(b, "attnd_unsent_reply_bytes", "gauge",
+           "Bytes of job replies computed and not yet sent (held until their clients read them).");
+    out(b, "attnd_unsent_reply_bytes %zu\n", g->unsent_bytes);
+    header(b, "attnd_unsent_reply_budget_bytes", "gauge",
+           "Most bytes of unsent replies held (--max-unsent-bytes).");
+    out(b, "attnd_unsent_reply_budget_bytes %zu\n", g->unsent_budget);
     header(b, "attnd_workers", "gauge", "Worker threads (--threads).");
     out(b, "attnd_workers %zu\n", g->workers);
     header(b, "attnd_pool_threads", "gauge", "Helper threads of the compute pool.");

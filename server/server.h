@@ -91,6 +91,7 @@ typedef struct srv_config {
     size_t max_dim;          /* largest tensor dimension */
     size_t max_heads;        /* largest num_heads */
     size_t max_queue;        /* jobs waiting for a worker (503 beyond) */
+    size_t max_unsent_bytes; /* computed replies not yet sent, all together (503 beyond) */
     size_t max_connections;  /* open connections; more are refused at accept */
     double request_timeout;  /* seconds from arrival; a job still queued past it gets 503 */
     double drain_timeout;    /* seconds SIGTERM waits for queued and running jobs */
@@ -103,7 +104,7 @@ typedef struct srv_config {
     size_t max_batch_tokens; /* query rows (N*L) one batch takes at most */
     size_t max_depth;        /* deepest nesting of arrays and objects in a body (400 beyond) */
     double read_timeout;     /* seconds one request may take to arrive, headers and body, from
-                                the connection's opening or its previous reply; 0 = no limit */
+                                its first byte; 0 = no limit */
 } srv_config;
 
 /* Fills cfg with the defaults (threads = the cores this process may run on). */
@@ -149,8 +150,10 @@ typedef struct srv_kv {
 #define SRV_NUM(k, v) ((srv_kv){.key = (k), .type = SRV_KV_NUM, .d = (double)(v)})
 
 /* Writes one line: time, level ("info", "warn", "error"), msg, then the fields. Values are
- * escaped (text: quoted when they hold spaces, quotes or control bytes; JSON: as strings).
- * Lines longer than 8 KiB are cut. Thread-safe. */
+ * escaped: text quotes a value that holds spaces, quotes, backslashes, '=' or bytes outside
+ * printable ASCII, and writes those bytes as \xNN (the line stays ASCII); JSON writes strings
+ * with api_buf_json_string (invalid UTF-8 as \ufffd, so the line stays valid JSON). Values are
+ * cut after 1 KiB and lines after 8 KiB. Thread-safe. */
 void srv_log_write(const srv_log *log, const char *level, const char *msg, const srv_kv *kv,
                    size_t n);
 
@@ -178,6 +181,7 @@ typedef enum srv_reject {
     SRV_REJECT_QUEUE_FULL = 0,
     SRV_REJECT_DEADLINE,
     SRV_REJECT_DRAINING,
+    SRV_REJECT_REPLY_BUDGET, /* the replies not yet sent fill --max-unsent-bytes */
     SRV_REJECT_COUNT
 } srv_reject;
 
@@ -204,6 +208,7 @@ void srv_metrics_reject(srv_metrics *m, srv_reject why);
 /* Point-in-time values the exposition also shows. */
 typedef struct srv_gauges {
     size_t queue_depth, queue_capacity, jobs_in_flight, workers, pool_threads;
+    size_t unsent_bytes, unsent_budget; /* replies computed and not yet sent; the budget */
     bool ready, draining;
     double start_time; /* wall-clock seconds since the epoch */
 } srv_gauges;
@@ -280,6 +285,53 @@ size_t srv_workers_abandon(srv_workers *w);
 /* Stops and joins the workers. Call only when idle (or after abandon, when the process exits
  * anyway). NULL does nothing. */
 void srv_workers_destroy(srv_workers *w);
+
+/* ---- Request bodies (body.c) ------------------------------------------------------------- */
+
+/* The content codings a request body may carry (Content-Encoding). */
+typedef enum srv_coding {
+    SRV_CODING_IDENTITY = 0, /* none */
+    SRV_CODING_GZIP,         /* gzip (RFC 1952), also named x-gzip */
+    SRV_CODING_DEFLATE,      /* deflate: the zlib format (RFC 1950), as RFC 9110 defines it */
+} srv_coding;
+
+/* Reads one Content-Encoding value (case-insensitive, spaces around allowed): identity, gzip,
+ * x-gzip or deflate. False for anything else, a list of several codings included. */
+bool srv_coding_parse(const char *value, srv_coding *out);
+
+/* "identity", "gzip" or "deflate". */
+const char *srv_coding_name(srv_coding coding);
+
+/* Where a body stands. After a failure the body holds no memory and only counts what comes. */
+typedef enum srv_body_state {
+    SRV_BODY_OK = 0,
+    SRV_BODY_OVER, /* more than max bytes, decoded or as sent */
+    SRV_BODY_BAD,  /* the coded stream does not decode (srv_body_error says why) */
+    SRV_BODY_OOM,  /* out of memory */
+} srv_body_state;
+
+/* A request body being received, decoded as it comes. Opaque. */
+typedef struct srv_body srv_body;
+
+/* A body of coding, kept up to max decoded bytes, with reserve bytes allocated at once (it grows
+ * by doubling beyond). NULL when out of memory. Free with srv_body_destroy (NULL does nothing). */
+srv_body *srv_body_create(srv_coding coding, size_t max, size_t reserve);
+void srv_body_destroy(srv_body *b);
+
+/* Appends n bytes as they came off the wire (decoded through the coding; inflate is never given
+ * room past max). Returns the body's state: the first failure stays. */
+srv_body_state srv_body_append(srv_body *b, const void *data, size_t n);
+
+/* The body has ended: checks that a coded stream has ended too (SRV_BODY_BAD when it is cut
+ * short). Returns the state. */
+srv_body_state srv_body_finish(srv_body *b);
+
+/* After srv_body_finish returned SRV_BODY_OK: the decoded bytes, NUL-terminated (*len without
+ * the NUL), owned by b and writable; NULL otherwise. */
+char *srv_body_data(srv_body *b, size_t *len);
+
+/* One line saying why a SRV_BODY_BAD body does not decode, naming the coding. */
+const char *srv_body_error(const srv_body *b);
 
 /* ---- Static files (static.c and the generated embed table) ------------------------------- */
 

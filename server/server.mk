@@ -6,7 +6,7 @@ SRV_GEN := $(BUILD)/server/gen
 SRV_OBJ := $(SRV_SRC:%.c=$(BUILD)/%.o) $(SRV_GEN)/embed_data.o $(SRV_GEN)/embed_table.o
 
 $(BUILD)/attnd: $(SRV_OBJ) $(BUILD)/libapi.a $(BUILD)/libattn.a
-	$(CC) $(CFLAGS) $^ -o $@ -lmicrohttpd $(LDLIBS)
+	$(CC) $(CFLAGS) $^ -o $@ -lmicrohttpd -lz $(LDLIBS)
 
 # ---- Files built into the binary ----------------------------------------------------------
 # attnd serves exactly these files and nothing else; it never reads a file at run time. A file's
@@ -58,7 +58,9 @@ FORCE:
 # ---- Tests ---------------------------------------------------------------------------------
 # test_server (C, libcurl) starts build/attnd itself on 127.0.0.1:0 for each scenario;
 # make_models.py writes the safetensors files (and torch's expected outputs) it loads;
-# http_oracle.py sends the PyTorch oracle grid to a live daemon. Each is bounded in time.
+# http_oracle.py sends the PyTorch oracle grid to a live daemon; openapi_methods.py checks that
+# every route answers every method as api/openapi.yaml says; readme_examples.py runs the
+# README's Python and JavaScript clients as the README says to. Each is bounded in time.
 SRV_TEST_DIR := $(BUILD)/tests/server
 
 $(BUILD)/tests/test_server: $(BUILD)/tests/test_server.o
@@ -71,3 +73,7 @@ test-server: $(BUILD)/attnd $(BUILD)/tests/test_server
 	    --openapi api/openapi.yaml
 	timeout -k 10 600 $(PY) tests/server/http_oracle.py --attnd $(BUILD)/attnd \
 	    --work $(SRV_TEST_DIR)
+	timeout -k 10 120 $(PY) tests/server/openapi_methods.py --attnd $(BUILD)/attnd \
+	    --openapi api/openapi.yaml
+	timeout -k 10 180 $(PY) tests/server/readme_examples.py --attnd $(BUILD)/attnd \
+	    --readme README.md

@@ -1755,11 +1755,14 @@ static void test_auth(void) {
         get(d.port, "/metrics", &r);
         check_error(&r, 401, "unauthorized", NULL, "401 /metrics without a key");
         reply_free(&r);
+        get(d.port, "/%ff%fe", &r); /* a path that is not UTF-8, logged below */
+        CHECK(r.status == 401, "/%%ff%%fe without a key: %ld", r.status);
+        reply_free(&r);
         CHECK(attnd_stop(&d, SIGINT) == 0, "auth daemon: exit status after SIGINT");
         char *log = slurp(d.log);
         CHECK(!strstr(log, key) && !strstr(log, "s3cret"), "the API key appears in the log");
-        if (variant == 0) { /* JSON logs: every line is one object */
-            int lines = 0, good = 0;
+        if (variant == 0) { /* JSON logs: every line is one object (jansson wants UTF-8) */
+            int lines = 0, good = 0, replaced = 0;
             for (char *p = log; *p;) {
                 char *eol = strchr(p, '\n');
                 if (eol)
@@ -1767,12 +1770,21 @@ static void test_auth(void) {
                 json_t *j = json_loads(p, 0, NULL);
                 lines++;
                 good += j && json_is_string(json_object_get(j, "msg"));
+                const char *path = json_string_value(json_object_get(j, "path"));
+                replaced += path && !strcmp(path, "/\xef\xbf\xbd\xef\xbf\xbd"); /* U+FFFD x2 */
                 json_decref(j);
                 if (!eol)
                     break;
                 p = eol + 1;
             }
             CHECK(lines > 5 && good == lines, "JSON log: %d of %d lines are objects", good, lines);
+            CHECK(replaced == 1, "JSON log: the path /%%ff%%fe should read \"/\\ufffd\\ufffd\"");
+        } else { /* text logs: ASCII only, the bytes escaped */
+            bool ascii = true;
+            for (const char *p = log; *p; p++)
+                ascii &= (unsigned char)*p < 0x80;
+            CHECK(ascii && strstr(log, " path=\"/\\xff\\xfe\" "),
+                  "text log: the path /%%ff%%fe should read \"/\\xff\\xfe\" in ASCII");
         }
         free(log);
     }

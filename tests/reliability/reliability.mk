@@ -1,15 +1,20 @@
 # reliability.mk - fuzzing, sanitizers, limits, overload and fault tests (issue: reliability and
 # security), included by the top-level Makefile.
 #
-#   make test-reliability  (part of `make test`, about 12 s) test_reliability against a live
-#                          daemon: limits, faults, slow clients, security (key, CORS, headers,
-#                          default address), RSS over 20 000 requests; and
+#   make test-reliability  (part of `make test`, about 25 s) test_reliability against a live
+#                          daemon: limits, faults, slow and idle clients, HTTP framing and
+#                          content codings (raw sockets), security (key, CORS, headers,
+#                          default address), RSS over 20 000 requests, unsent replies
+#                          (clients that never read, RSS against SECURITY.md's bound), probes
+#                          (/healthz and /readyz within 500 ms beside requests that declare
+#                          huge shapes in small bodies); and
 #                          the fuzzers' regression inputs (fuzz-replay)
 #   make test-asan         every unit and integration test (test_attention, the oracle,
 #                          test_api, test_server, http_oracle, test_reliability, the fuzz
 #                          replays) built with clang, ASan and UBSan in $(ASAN_BUILD); any
 #                          sanitizer report (errors, leaks at exit) fails it
-#   make test-valgrind     test_server (main, auth), test_reliability (limits, faults, security)
+#   make test-valgrind     test_server (main, auth), test_reliability (limits, faults, framing,
+#                          security)
 #                          with the daemon under valgrind memcheck: zero errors, zero bytes
 #                          definitely lost (valgrind_check.sh reads every process's log)
 #   make overload          overload.py: W1 with wrk far above capacity against a small queue
@@ -18,10 +23,10 @@
 #   make fuzz, fuzz-ci, fuzz-replay   see tests/fuzz/fuzz.mk
 
 REL_DIR  := $(BUILD)/tests/reliability
-REL_ONLY ?= limits,faults,slow,security,rss
+REL_ONLY ?= limits,faults,slow,framing,security,rss,unsent,probes
 
 $(BUILD)/tests/test_reliability: $(BUILD)/tests/reliability/test_reliability.o
-	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ -lcurl -lpthread
+	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ -lcurl -lz -lpthread
 
 .PHONY: test-reliability
 test-reliability: $(BUILD)/attnd $(BUILD)/tests/test_reliability fuzz-replay
@@ -30,11 +35,12 @@ test-reliability: $(BUILD)/attnd $(BUILD)/tests/test_reliability fuzz-replay
 	    --only $(REL_ONLY)
 
 # ---- Sanitizers -----------------------------------------------------------------------------
-# A separate build tree, so the ordinary build stays as it is. test_reliability's rss scenario
-# is left out (ASan keeps freed memory in quarantine; LeakSanitizer checks leaks at each exit
-# instead). Reports go to files (log_path)
-# as well as making the process fail: the test that ran it fails, and the files are checked
-# at the end in case a report came from a process whose exit status nobody looked at.
+# A separate build tree, so the ordinary build stays as it is. test_reliability's rss, unsent
+# and probes scenarios are left out: they measure memory and time (ASan keeps freed memory in
+# quarantine, and slows everything; LeakSanitizer checks leaks at each exit instead). Reports
+# go to files (log_path) as well as making the process fail: the test that ran it fails, and
+# the files are checked at the end in case a report came from a process whose exit status
+# nobody looked at.
 ASAN_BUILD  ?= build-asan
 ASAN_CC     ?= clang
 ASAN_CFLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
@@ -48,7 +54,7 @@ ASAN_ENV    := ASAN_OPTIONS=log_path=$(ASAN_LOGS)/report:detect_leaks=1:strict_s
 test-asan: deps-test
 	@rm -rf $(ASAN_LOGS) && mkdir -p $(ASAN_LOGS)
 	$(ASAN_ENV) $(MAKE) --no-print-directory BUILD=$(ASAN_BUILD) CC=$(ASAN_CC) \
-	    CFLAGS='$(ASAN_CFLAGS)' REL_ONLY=limits,faults,slow,security \
+	    CFLAGS='$(ASAN_CFLAGS)' REL_ONLY=limits,faults,slow,framing,security \
 	    test-core test-api-unit test-server test-reliability
 	@if [ -n "$$(ls -A $(ASAN_LOGS))" ]; then \
 	  echo "test-asan: sanitizer reports in $(ASAN_LOGS):"; head -50 $(ASAN_LOGS)/*; exit 1; fi
@@ -80,7 +86,7 @@ test-valgrind: $(BUILD)/attnd $(BUILD)/tests/test_server $(BUILD)/tests/test_rel
 	TEST_TIME_SCALE=$(VG_SCALE) timeout -k 10 600 $(BUILD)/tests/test_server \
 	    --attnd $(VG_DIR)/attnd --data $(VG_DIR)/server --only auth
 	timeout -k 10 1200 $(BUILD)/tests/test_reliability --attnd $(VG_DIR)/attnd \
-	    --work $(VG_DIR)/reliability --only limits,faults,security --time-scale $(VG_SCALE)
+	    --work $(VG_DIR)/reliability --only limits,faults,framing,security --time-scale $(VG_SCALE)
 	tests/reliability/valgrind_check.sh $(VG_DIR)/logs
 
 # ---- Overload -----------------------------------------------------------------------------------

@@ -1,15 +1,17 @@
 /* test_reliability.c - attnd under hostile and faulty clients: every limit answered with its
  * status and a message naming it, bodies that stop mid-way, clients that vanish before the
- * reply, slow clients (idle, trickling headers, trickling bodies), SIGPIPE, the API key, CORS
- * and the security headers, the default address, and the daemon's memory over 20 000 mixed
- * good and bad requests.
+ * reply, slow clients (idle, trickling headers, trickling bodies), HTTP framing (RFC 9112) and
+ * content codings (gzip, deflate, bombs), SIGPIPE, the API key, CORS
+ * and the security headers, the default address, the daemon's memory over 20 000 mixed
+ * good and bad requests, and its memory with clients that never read their replies.
  *
  * Starts build/attnd itself on 127.0.0.1:0 for each scenario (like tests/test_server.c) and
  * talks to it with libcurl and with raw sockets where a client must misbehave. Every wait is
  * bounded; every scenario ends with the daemon exiting 0 on SIGTERM.
  *
  * Usage: test_reliability --attnd build/attnd --work DIR [--only NAMES] [--time-scale F]
- *   NAMES: some of limits, faults, slow, security, rss (comma-separated; default all).
+ *   NAMES: some of limits, faults, slow, framing, security, rss, unsent, probes
+ *   (comma-separated; default all).
  *   --time-scale multiplies every time bound, for a daemon under valgrind (rss is then
  *   skipped: meaningless there). Prints one line per failed check and "N passed, N failed";
  *   exits 1 on any failure.
@@ -39,6 +41,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #define RSS_GROWTH_MAX (4 << 20) /* bytes */
 #define RSS_WARMUP     2000
@@ -52,6 +55,8 @@ typedef struct settings {
 } settings;
 
 static settings cfg = {.scale = 1.0};
+
+static double http_timeout_s = 30; /* of http() below, before --time-scale */
 
 /* ---- Checks ------------------------------------------------------------------------------- */
 
@@ -329,7 +334,7 @@ static bool http(CURL *c, int port, const char *method, const char *path, const 
     curl_easy_reset(h);
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(30000 * cfg.scale));
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(http_timeout_s * 1000 * cfg.scale));
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &r->body);
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_data);
@@ -1009,6 +1014,83 @@ static void test_slow(void) {
     CHECK(attnd_stop(&d) == 0, "slow daemon: exit status after SIGTERM");
 }
 
+/* Seconds from t0 until the server closes fd (EOF or reset), waiting at most secs; -1 if it
+ * stays open. Sends one byte of text (may be NULL) every 100 ms meanwhile, from its start. */
+static double closed_after(int fd, double t0, double secs, const char *text) {
+    size_t at = 0;
+    double next = now();
+    while (now() - t0 < secs) {
+        char b;
+        ssize_t rr = recv(fd, &b, 1, MSG_DONTWAIT);
+        if (rr == 0 || (rr < 0 && errno != EAGAIN && errno != EWOULDBLOCK))
+            return now() - t0;
+        if (text && text[at] && now() >= next) {
+            if (send(fd, text + at, 1, MSG_NOSIGNAL) != 1)
+                return now() - t0;
+            at++;
+            next += 0.1;
+        }
+        sleep_s(0.01);
+    }
+    return -1;
+}
+
+/* Between requests a connection is idle: --idle-timeout closes it, not --read-timeout, which
+ * times a request from its first byte. */
+static void test_idle(void) {
+    attnd d;
+    const char *args[] = {
+        "--threads", "1", "--pool-threads", "0", "--idle-timeout", "3", "--read-timeout",
+        "1",         NULL};
+    if (!attnd_start(&d, "idle", args))
+        return;
+    static const char get[] = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    /* A kept-alive connection after a reply, and one that never sends a byte. */
+    int kept = tcp_connect(d.port), fresh = tcp_connect(d.port);
+    send_all(kept, get, sizeof get - 1);
+    char buf[512];
+    struct pollfd p = {kept, POLLIN, 0};
+    poll(&p, 1, (int)(5000 * cfg.scale));
+    CHECK(recv(kept, buf, sizeof buf, 0) > 0 && !strncmp(buf, "HTTP/1.1 200", 12),
+          "the kept-alive connection's first reply");
+    double t0 = now();
+    double kept_at = closed_after(kept, t0, 6 * cfg.scale, NULL);
+    double fresh_at = closed_after(fresh, t0, 6 * cfg.scale, NULL);
+    CHECK(kept_at > 2.5 && kept_at < 4.5 * cfg.scale,
+          "an idle kept-alive connection closed after %.2f s (--idle-timeout 3, --read-timeout "
+          "1)",
+          kept_at);
+    CHECK(fresh_at > 2.5 && fresh_at < 4.5 * cfg.scale,
+          "a connection that sent nothing closed after %.2f s (--idle-timeout 3, --read-timeout "
+          "1)",
+          fresh_at);
+    close(kept);
+    close(fresh);
+
+    /* A request begun after 1.5 s of idleness and trickled: cut 1 s after its first byte. */
+    int fd = tcp_connect(d.port);
+    send_all(fd, get, sizeof get - 1);
+    poll(&(struct pollfd){fd, POLLIN, 0}, 1, (int)(5000 * cfg.scale));
+    CHECK(recv(fd, buf, sizeof buf, 0) > 0, "the second connection's first reply");
+    sleep_s(1.5);
+    double cut = closed_after(fd, now(), 6 * cfg.scale,
+                              "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: aaaaaaaaaaaaaaa"
+                              "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n");
+    CHECK(cut > 0.9 && cut < 2.0 * cfg.scale,
+          "a request trickled after 1.5 s of idleness was cut %.2f s after its first byte "
+          "(--read-timeout 1)",
+          cut);
+    close(fd);
+    CHECK(healthy(&d), "the daemon after idle connections");
+    CHECK(attnd_stop(&d) == 0, "idle daemon: exit status after SIGTERM");
+    char *log = slurp(d.log);
+    CHECK(count_lines_with(log, "info idle_timeout ", NULL) >= 2,
+          "the log should say idle_timeout for the two idle connections");
+    CHECK(count_lines_with(log, "read_timeout connections=1", NULL) == 1,
+          "the log should say read_timeout only for the trickled request");
+    free(log);
+}
+
 /* ---- security ----------------------------------------------------------------------------- */
 
 static void test_security(void) {
@@ -1274,6 +1356,552 @@ static void test_rss(void) {
     CHECK(attnd_stop(&d) == 0, "rss daemon: exit status after SIGTERM");
 }
 
+/* ---- HTTP framing and content codings ------------------------------------------------------ */
+
+/* What one raw exchange brought back. */
+typedef struct exchange {
+    str out;     /* every byte the server sent */
+    bool closed; /* the server closed the connection */
+    double secs; /* until it closed, or the wait ran out */
+    int lines;   /* status lines ("HTTP/1.x NNN " at the start of a line) */
+    long status; /* the first one's code */
+} exchange;
+
+/* Sends req (n bytes) on a new connection and reads until the server closes it or secs pass.
+ * The write side stays open: whatever closes the connection is the server. */
+static void exchange_raw(int port, const char *req, size_t n, double secs, exchange *x) {
+    memset(x, 0, sizeof *x);
+    int fd = tcp_connect(port);
+    double t0 = now();
+    send_all(fd, req, n);
+    x->closed = read_to_end(fd, secs, &x->out);
+    x->secs = now() - t0;
+    close(fd);
+    if (!x->out.p)
+        str_add(&x->out, "", 0);
+    for (const char *p = x->out.p; (p = strstr(p, "HTTP/1.")) != NULL; p += 7)
+        if ((p == x->out.p || p[-1] == '\n') && p[8] == ' ') {
+            if (x->lines++ == 0)
+                x->status = atol(p + 9);
+        }
+}
+
+/* Checks an exchange: one status line with status, a JSON error with code (NULL: no JSON body is
+ * asked for), and the connection closed (close) within 2 s, or left open. */
+static void check_exchange(const exchange *x, long status, const char *code, bool close_it,
+                           const char *what) {
+    CHECK(x->lines == 1 && x->status == status,
+          "%s: %d status lines, the first %ld; expected one %ld: %.300s", what, x->lines, x->status,
+          status, x->out.p);
+    if (code) {
+        char want[64];
+        snprintf(want, sizeof want, "\"code\":\"%s\"", code);
+        CHECK(strstr(x->out.p, want) != NULL, "%s: expected the JSON error %s: %.300s", what, code,
+              x->out.p);
+    }
+    if (close_it)
+        CHECK(x->closed && x->secs < 2 * cfg.scale,
+              "%s: the connection should be closed at once "
+              "(closed %d after %.2f s)",
+              what, x->closed, x->secs);
+    else
+        CHECK(!x->closed, "%s: the connection should stay open", what);
+}
+
+/* body (n bytes) compressed as gzip (gzip true) or zlib (deflate), appended to out. */
+static void compress_to(str *out, const void *body, size_t n, bool gzip) {
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    if (deflateInit2(&z, 9, Z_DEFLATED, gzip ? 31 : 15, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+        return;
+    z.next_in = (Bytef *)body;
+    z.avail_in = (uInt)n;
+    unsigned char buf[65536];
+    int rc;
+    do {
+        z.next_out = buf;
+        z.avail_out = sizeof buf;
+        rc = deflate(&z, Z_FINISH);
+        str_add(out, (const char *)buf, sizeof buf - z.avail_out);
+    } while (rc == Z_OK);
+    deflateEnd(&z);
+}
+
+/* A POST of body (n bytes) to path with extra header lines (each ending in \r\n). */
+static void post_with(str *q, const char *path, const char *extra, const void *body, size_t n) {
+    str_printf(q,
+               "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+               "Content-Length: %zu\r\n%s\r\n",
+               path, n, extra);
+    str_add(q, body, n);
+}
+
+static void test_framing(void) {
+    attnd d;
+    const char *args[] = {
+        "--threads", "1", "--pool-threads", "0", "--http-threads", "1", "--max-body-bytes",
+        "1M",        NULL};
+    if (!attnd_start(&d, "framing", args))
+        return;
+    exchange x;
+    str q = {0};
+    const char *body = SDPA_SMALL;
+    size_t bl = strlen(body);
+    static const char head[] = "POST /v1/sdpa HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                               "Content-Type: application/json\r\n";
+
+    /* Request smuggling: two different Content-Lengths, or Content-Length with chunked. */
+    str_printf(&q, "%sContent-Length: %zu\r\nContent-Length: 5\r\n\r\n%s", head, bl, body);
+    exchange_raw(d.port, q.p, q.n, 5 * cfg.scale, &x);
+    check_exchange(&x, 400, "invalid_request", true, "two different Content-Lengths");
+    CHECK(strstr(x.out.p, "Content-Length") != NULL, "the 400 should name Content-Length");
+    free(x.out.p);
+    q.n = 0;
+    str_printf(&q, "%sContent-Length: %zu\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n%s",
+               head, bl, bl, body);
+    exchange_raw(d.port, q.p, q.n, 5 * cfg.scale, &x);
+    check_exchange(&x, 200, NULL, true, "two equal Content-Lengths (accepted as one)");
+    free(x.out.p);
+    q.n = 0;
+    str_printf(&q,
+               "%sContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n%zx\r\n%s\r\n0\r\n\r\n",
+               head, bl, body);
+    exchange_raw(d.port, q.p, q.n, 5 * cfg.scale, &x);
+    check_exchange(&x, 400, "invalid_request", true, "Content-Length with chunked");
+    free(x.out.p);
+    /* Transfer codings other than plain chunked: 501 at once, not a wait for the read timeout. */
+    static const char *const te[] = {"gzip, chunked", "identity", "chunked, chunked", "br"};
+    for (size_t i = 0; i < sizeof te / sizeof te[0]; i++) {
+        q.n = 0;
+        str_printf(&q, "%sTransfer-Encoding: %s\r\n\r\n%zx\r\n%s\r\n0\r\n\r\n", head, te[i], bl,
+                   body);
+        exchange_raw(d.port, q.p, q.n, 5 * cfg.scale, &x);
+        char what[80];
+        snprintf(what, sizeof what, "Transfer-Encoding: %s", te[i]);
+        check_exchange(&x, 501, "not_implemented", true, what);
+        free(x.out.p);
+    }
+    q.n = 0;
+    str_cat(&q, "GET /healthz HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: identity\r\n\r\n");
+    exchange_raw(d.port, q.p, q.n, 5 * cfg.scale, &x);
+    check_exchange(&x, 501, "not_implemented", true, "GET with Transfer-Encoding: identity");
+    free(x.out.p);
+    /* Host: required once in HTTP/1.1 (kept open in HTTP/1.0 without it). */
+    static const char *const hosts[] = {
+        "GET /healthz HTTP/1.1\r\n\r\n",
+        "GET /healthz HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+    };
+    for (size_t i = 0; i < 2; i++) {
+        exchange_raw(d.port, hosts[i], strlen(hosts[i]), 5 * cfg.scale, &x);
+        check_exchange(&x, 400, "invalid_request", true, i ? "two Host headers" : "no Host");
+        CHECK(strstr(x.out.p, "Host") != NULL, "the 400 should name Host: %.300s", x.out.p);
+        free(x.out.p);
+    }
+    exchange_raw(d.port, "GET /healthz HTTP/1.0\r\n\r\n", 25, 5 * cfg.scale, &x);
+    check_exchange(&x, 200, NULL, true, "HTTP/1.0 without Host");
+    free(x.out.p);
+    /* A Content-Length that is not a number, or past 2^64: one reply (libmicrohttpd 0.9.75 wrote
+     * its own, with its status line and headers twice), attnd's JSON. */
+    static const struct {
+        const char *value, *code;
+        long status;
+    } bad_cl[] = {{"abc", "invalid_request", 400},
+                  {"-1", "invalid_request", 400},
+                  {"12345678901234567890123", "body_too_large", 413}};
+    for (size_t i = 0; i < 3; i++) {
+        q.n = 0;
+        str_printf(&q, "%sContent-Length: %s\r\n\r\n%s", head, bad_cl[i].value, body);
+        exchange_raw(d.port, q.p, q.n, 5 * cfg.scale, &x);
+        char what[80];
+        snprintf(what, sizeof what, "Content-Length: %s", bad_cl[i].value);
+        check_exchange(&x, bad_cl[i].status, bad_cl[i].code, true, what);
+        CHECK(strstr(x.out.p, "Content-Length is") != NULL, "%s: the message: %.300s", what,
+              x.out.p);
+        free(x.out.p);
+    }
+    /* ...but never to another connection: with a second request line waiting on the same HTTP
+     * thread, which of the two is refused cannot be told, and that one request ends as
+     * libmicrohttpd ends it, while the other goes on unharmed. */
+    {
+        int other = tcp_connect(d.port);
+        send_all(other, head, 24); /* "POST /v1/sdpa HTTP/1.1\r\n" */
+        sleep_s(0.1);
+        q.n = 0;
+        str_printf(&q, "%sContent-Length: abc\r\n\r\n", head);
+        exchange_raw(d.port, q.p, q.n, 5 * cfg.scale, &x);
+        CHECK(x.closed && x.status == 400,
+              "a bad Content-Length beside another request line: %.200s", x.out.p);
+        free(x.out.p);
+        q.n = 0;
+        str_printf(&q, "%sContent-Length: %zu\r\nConnection: close\r\n\r\n%s", head + 24, bl, body);
+        send_all(other, q.p, q.n);
+        str out = {0};
+        read_to_end(other, 5 * cfg.scale, &out);
+        CHECK(out.p && !strncmp(out.p, "HTTP/1.1 200 ", 13) && strstr(out.p, "\"output\""),
+              "the other request, finished after the refusal: %.200s", out.p ? out.p : "nothing");
+        free(out.p);
+        close(other);
+    }
+
+    /* Content-Encoding: gzip and deflate bodies decoded, on a kept-alive connection too. */
+    reply plain;
+    post(NULL, d.port, "/v1/sdpa", body, bl, &plain);
+    CHECK(plain.status == 200, "the plain request: %ld", plain.status);
+    static const char *const codings[] = {"gzip", "deflate", "x-gzip", "GZip"};
+    for (size_t i = 0; i < 4; i++) {
+        str z = {0};
+        compress_to(&z, body, bl, i != 1);
+        char ce[64];
+        snprintf(ce, sizeof ce, "Content-Encoding: %s", codings[i]);
+        const char *const hdrs[] = {ce, NULL};
+        reply r;
+        http(NULL, d.port, NULL, "/v1/sdpa", z.p, z.n, hdrs, &r);
+        /* The usage times differ; the answer before them must not. */
+        const char *u1 = strstr(r.body.p, "\"usage\""), *u2 = strstr(plain.body.p, "\"usage\"");
+        CHECK(r.status == 200 && u1 && u2 && u1 - r.body.p == u2 - plain.body.p &&
+                  !strncmp(r.body.p, plain.body.p, (size_t)(u1 - r.body.p)),
+              "a %s body: %ld %.200s", codings[i], r.status, r.body.p);
+        reply_free(&r);
+        free(z.p);
+    }
+    reply_free(&plain);
+    /* A gzip bomb: 64 MiB of spaces in about 64 KB, against --max-body-bytes 1M: 413 without
+     * inflating past the limit. */
+    {
+        size_t n = (size_t)64 << 20;
+        char *spaces = malloc(n);
+        memset(spaces, ' ', n);
+        memcpy(spaces, "{", 1);
+        str z = {0};
+        compress_to(&z, spaces, n, true);
+        free(spaces);
+        q.n = 0;
+        post_with(&q, "/v1/sdpa", "Content-Encoding: gzip\r\nConnection: close\r\n", z.p, z.n);
+        size_t rss0 = rss_bytes(&d);
+        exchange_raw(d.port, q.p, q.n, 10 * cfg.scale, &x);
+        size_t rss1 = rss_bytes(&d);
+        check_exchange(&x, 413, "body_too_large", true, "a gzip bomb (64 MiB in 64 KB)");
+        CHECK(strstr(x.out.p, "decoded") != NULL, "the 413 should say the decoded body: %.300s",
+              x.out.p);
+        CHECK(cfg.scale > 1 || rss1 < rss0 + ((size_t)8 << 20),
+              "a gzip bomb grew RSS from %zu to %zu", rss0, rss1); /* not under valgrind */
+        printf("test_reliability: gzip bomb of %zu bytes (64 MiB decoded): %.3f s to its 413\n",
+               z.n, x.secs);
+        free(x.out.p);
+        free(z.p);
+    }
+    /* Bad streams: 400 naming the coding; codings attnd does not know: 415 naming them. */
+    {
+        str z = {0};
+        compress_to(&z, body, bl, true);
+        static const struct {
+            const char *what, *extra;
+            size_t len; /* of the gzip stream sent; 0 = garbage instead */
+            const char *needle;
+        } bad[] = {
+            {"garbage labelled gzip", "Content-Encoding: gzip\r\nConnection: close\r\n", 0, "gzip"},
+            {"a truncated gzip stream", "Content-Encoding: gzip\r\nConnection: close\r\n", 1,
+             "gzip"},
+            {"gzip labelled deflate", "Content-Encoding: deflate\r\nConnection: close\r\n", 2,
+             "deflate"},
+        };
+        for (size_t i = 0; i < 3; i++) {
+            q.n = 0;
+            const char *data = bad[i].len ? z.p : body;
+            size_t len = bad[i].len == 1 ? z.n / 2 : bad[i].len ? z.n : bl;
+            post_with(&q, "/v1/sdpa", bad[i].extra, data, len);
+            exchange_raw(d.port, q.p, q.n, 5 * cfg.scale, &x);
+            check_exchange(&x, 400, "invalid_encoding", true, bad[i].what);
+            CHECK(strstr(x.out.p, bad[i].needle) != NULL, "%s: the 400 should name %s: %.300s",
+                  bad[i].what, bad[i].needle, x.out.p);
+            free(x.out.p);
+        }
+        static const char *const unknown[] = {"br", "zstd", "gzip, gzip", "compress"};
+        for (size_t i = 0; i < 4; i++) {
+            char extra[64];
+            snprintf(extra, sizeof extra, "Content-Encoding: %s\r\n", unknown[i]);
+            q.n = 0;
+            post_with(&q, "/v1/sdpa", extra, body, bl);
+            exchange_raw(d.port, q.p, q.n, 5 * cfg.scale, &x);
+            check_exchange(&x, 415, "unsupported_media_type", true, unknown[i]);
+            CHECK(strstr(x.out.p, unknown[i]) != NULL, "the 415 should name %s: %.300s", unknown[i],
+                  x.out.p);
+            free(x.out.p);
+        }
+        free(z.p);
+    }
+    /* The replies libmicrohttpd writes itself: 414, 505 and 431, no JSON body, then closed. */
+    {
+        str big = {0};
+        str_cat(&big, "GET /");
+        str_repeat(&big, "a", 40000);
+        str_cat(&big, " HTTP/1.1\r\nHost: x\r\n\r\n");
+        exchange_raw(d.port, big.p, big.n, 5 * cfg.scale, &x);
+        check_exchange(&x, 414, NULL, true, "a 40 kB URI");
+        free(x.out.p);
+        big.n = 0;
+        str_cat(&big, "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ");
+        str_repeat(&big, "a", 40000);
+        str_cat(&big, "\r\n\r\n");
+        exchange_raw(d.port, big.p, big.n, 5 * cfg.scale, &x);
+        check_exchange(&x, 431, NULL, true, "40 kB of headers");
+        free(x.out.p);
+        free(big.p);
+        exchange_raw(d.port, "GET /healthz HTTP/2.0\r\nHost: x\r\n\r\n", 35, 5 * cfg.scale, &x);
+        check_exchange(&x, 505, NULL, true, "HTTP/2.0 in a request line");
+        free(x.out.p);
+    }
+    free(q.p);
+    CHECK(healthy(&d), "the daemon after framing errors");
+    CHECK(attnd_stop(&d) == 0, "framing daemon: exit status after SIGTERM");
+}
+
+/* ---- probes beside costly requests ---------------------------------------------------------- */
+
+#define PROBE_BOUND_S 0.5 /* far below the seconds such requests held the HTTP threads */
+#define DOS_CLIENTS   4
+#define DOS_WINDOW_S  3.0
+
+/* A tensor whose nested arrays declare (m, 1, m, 1) by their first elements, though the body
+ * holds only about 4 m bytes of it: "[[[[0],0,...]],0,...]". */
+static void str_declared_4d(str *s, size_t m) {
+    str_cat(s, "[[[[0]");
+    str_repeat(s, ",0", m - 1);
+    str_cat(s, "]]");
+    str_repeat(s, ",0", m - 1);
+    str_cat(s, "]");
+}
+
+/* The issue's request: q, k and v each declaring (65536, 1, 65536, 1) in about 262 KB, with
+ * bottom-right causal masking. */
+static char *declared_body(size_t m) {
+    str s = {0};
+    const char *names[3] = {"q", "k", "v"};
+    for (int t = 0; t < 3; t++) {
+        str_printf(&s, "%s\"%s\": ", t ? ", " : "{", names[t]);
+        str_declared_4d(&s, m);
+    }
+    str_cat(&s, ", \"causal\": \"bottom_right\"}");
+    return s.p;
+}
+
+typedef struct dos_ctx {
+    int port;
+    const char *req; /* the whole request, headers and body */
+    size_t len;
+    double until;
+    int sent;
+} dos_ctx;
+
+/* Sends the request again and again on new connections until ctx->until, each time reading the
+ * answer only until then. */
+static void *dos_main(void *arg) {
+    dos_ctx *c = arg;
+    while (now() < c->until) {
+        int fd = tcp_connect(c->port);
+        if (fd < 0)
+            break;
+        if (send_all(fd, c->req, c->len))
+            c->sent++;
+        read_to_end(fd, c->until - now(), NULL);
+        close_reset(fd);
+    }
+    return NULL;
+}
+
+/* GET /healthz and /readyz stay fast while requests that declare huge shapes in small bodies
+ * arrive on several connections: refusing such a request costs time bounded by its body, not
+ * by its declared shape, and never holds the HTTP threads. */
+static void test_probes(void) {
+    attnd d;
+    if (!attnd_start(&d, "probes", NULL)) /* the defaults: 2 HTTP threads */
+        return;
+    char *body = declared_body(65536);
+    str req = {0};
+    post_head(&req, "/v1/sdpa", strlen(body));
+    str_cat(&req, body);
+    pthread_t th[DOS_CLIENTS];
+    dos_ctx ctx[DOS_CLIENTS];
+    double t0 = now();
+    for (int i = 0; i < DOS_CLIENTS; i++) {
+        ctx[i] = (dos_ctx){d.port, req.p, req.n, t0 + DOS_WINDOW_S * cfg.scale, 0};
+        pthread_create(&th[i], NULL, dos_main, &ctx[i]);
+    }
+    sleep_s(0.2);       /* the first bodies are in */
+    http_timeout_s = 5; /* a liveness probe's patience, or more */
+    double worst = 0;
+    int probes = 0, good = 0;
+    const char *worst_path = "";
+    while (now() - t0 < DOS_WINDOW_S * cfg.scale) {
+        static const char *const paths[] = {"/healthz", "/readyz"};
+        for (int k = 0; k < 2; k++) {
+            reply r;
+            http(NULL, d.port, NULL, paths[k], NULL, 0, NULL, &r);
+            probes++;
+            good += r.status == 200;
+            if (r.secs > worst) {
+                worst = r.secs;
+                worst_path = paths[k];
+            }
+            reply_free(&r);
+        }
+        sleep_s(0.05);
+    }
+    http_timeout_s = 30;
+    int sent = 0;
+    for (int i = 0; i < DOS_CLIENTS; i++) {
+        pthread_join(th[i], NULL);
+        sent += ctx[i].sent;
+    }
+    printf("test_reliability: probes: %d probes beside %d requests of %zu bytes declaring "
+           "(65536, 1, 65536, 1) on %d connections: slowest %.1f ms (%s; bound %.0f ms)\n",
+           probes, sent, strlen(body), DOS_CLIENTS, worst * 1e3, worst_path, PROBE_BOUND_S * 1e3);
+    CHECK(good == probes, "%d of %d probes answered 200", good, probes);
+    CHECK(worst <= PROBE_BOUND_S * cfg.scale,
+          "the slowest probe (%s) took %.1f ms beside requests declaring huge shapes (bound %.0f "
+          "ms)",
+          worst_path, worst * 1e3, PROBE_BOUND_S * 1e3);
+    free(req.p);
+    free(body);
+    CHECK(attnd_stop(&d) == 0, "probes daemon: exit status after SIGTERM");
+}
+
+/* ---- unsent replies ------------------------------------------------------------------------ */
+
+/* A value in kB from /proc/PID/status ("VmRSS:", "VmHWM:"), in bytes; 0 when unknown. */
+static size_t proc_status_bytes(const attnd *d, const char *field) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)d->pid);
+    char *s = slurp(path);
+    const char *p = strstr(s, field);
+    size_t kb = p ? (size_t)strtoull(p + strlen(field), NULL, 10) : 0;
+    free(s);
+    return kb * 1024;
+}
+
+/* Restarts the daemon's peak RSS (VmHWM) from its current RSS; false when the kernel refuses. */
+static bool reset_peak_rss(const attnd *d) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/clear_refs", (int)d->pid);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return false;
+    bool ok = fputs("5", f) >= 0;
+    return fclose(f) == 0 && ok;
+}
+
+/* SDPA on n x 2 base64 tensors with need_weights: a body of about 32 n bytes whose JSON reply
+ * (the n x n weights) is about 13 n^2 bytes. */
+static char *weights_body(size_t n) {
+    str s = {0};
+    const char *names[3] = {"q", "k", "v"};
+    for (int t = 0; t < 3; t++) {
+        str_printf(&s, "%s\"%s\": {\"dtype\": \"float32\", \"shape\": [%zu, 2], \"data\": \"",
+                   t ? "\"}, " : "{", names[t], n);
+        str_b64_floats(&s, 2 * n);
+    }
+    str_cat(&s, "\"}, \"need_weights\": true}");
+    return s.p;
+}
+
+/* Clients that send jobs with large replies and never read them: the replies held for them stay
+ * within --max-unsent-bytes, the daemon's RSS within the bound SECURITY.md states, later jobs get
+ * 503 reply_budget, and the budget frees when the clients go away. */
+static void test_unsent(void) {
+    enum { CLIENTS = 24 };
+    const size_t conns = 32, body_max = 256 << 10, queue = 2, threads = 1;
+    const size_t job_max = 16 << 20, unsent_max = 16 << 20, per_conn = 88 << 10;
+    attnd d;
+    const char *args[] = {"--threads",
+                          "1",
+                          "--pool-threads",
+                          "0",
+                          "--max-queue",
+                          "2",
+                          "--max-connections",
+                          "32",
+                          "--max-body-bytes",
+                          "256K",
+                          "--max-job-bytes",
+                          "16M",
+                          "--max-unsent-bytes",
+                          "16M",
+                          NULL};
+    if (!attnd_start(&d, "unsent", args))
+        return;
+    char *big = weights_body(700); /* a reply of about 6.4 MB: two fit the budget */
+    size_t big_len = strlen(big);
+    reply r;
+    /* At rest: after jobs like these, read whole, and small ones. */
+    size_t reply_len = 0;
+    for (int i = 0; i < 3; i++) {
+        post(NULL, d.port, "/v1/sdpa", big, big_len, &r);
+        CHECK(r.status == 200, "a large reply read whole: %ld %.200s", r.status, r.body.p);
+        reply_len = r.body.n;
+        reply_free(&r);
+        post(NULL, d.port, "/v1/sdpa", SDPA_SMALL, 0, &r);
+        reply_free(&r);
+    }
+    sleep_s(0.2);
+    size_t rest = rss_bytes(&d);
+    bool peak = reset_peak_rss(&d);
+    size_t bound = conns * (body_max + per_conn) + (queue + threads) * job_max + unsent_max;
+
+    /* The clients, one after the other: each sends its job and waits until its reply (or a
+     * refusal) starts to arrive, never reading it. */
+    int fds[CLIENTS];
+    size_t worst = rest;
+    for (int i = 0; i < CLIENTS; i++) {
+        fds[i] = tcp_connect(d.port);
+        str q = {0};
+        post_head(&q, "/v1/sdpa", big_len);
+        str_add(&q, big, big_len);
+        send_all(fds[i], q.p, q.n);
+        free(q.p);
+        struct pollfd p = {fds[i], POLLIN, 0};
+        CHECK(poll(&p, 1, (int)(20000 * cfg.scale)) == 1, "client %d: no reply began", i);
+        size_t now_rss = rss_bytes(&d);
+        worst = now_rss > worst ? now_rss : worst;
+    }
+    sleep_s(0.2);
+    size_t hwm = peak ? proc_status_bytes(&d, "VmHWM:") : 0;
+    worst = hwm > worst ? hwm : worst;
+    double held = metric(d.port, "attnd_unsent_reply_bytes");
+    double refused = metric(d.port, "attnd_jobs_rejected_total{reason=\"reply_budget\"}");
+    printf("test_reliability: unsent replies: %d clients that never read replies of %zu bytes: "
+           "%.0f bytes held (budget %zu), %.0f refused; RSS %.1f MiB at rest, peak %.1f MiB "
+           "(%s; bound %+.1f MiB)\n",
+           CLIENTS, reply_len, held, unsent_max, refused, (double)rest / 1048576.0,
+           (double)worst / 1048576.0, peak ? "VmHWM" : "sampled VmRSS", (double)bound / 1048576.0);
+    CHECK(held >= 2.0 * (double)reply_len && held <= (double)unsent_max,
+          "unsent reply bytes %.0f: expected two replies of %zu held, within the budget %zu", held,
+          reply_len, unsent_max);
+    CHECK(refused >= 1, "attnd_jobs_rejected_total{reason=\"reply_budget\"} is %.0f", refused);
+    CHECK(worst <= rest + bound,
+          "RSS peaked at %zu bytes with %d clients not reading: over %zu at rest + the bound %zu "
+          "(SECURITY.md: connections x (body + 88 KiB) + (queue + threads) x job + unsent)",
+          worst, CLIENTS, rest, bound);
+    /* While the budget is full: later jobs, even small ones, get 503 at once. */
+    post(NULL, d.port, "/v1/sdpa", SDPA_SMALL, 0, &r);
+    check_error(&r, 503, "reply_budget", "max-unsent-bytes", "a job while the budget is full");
+    CHECK(has_header(&r, "Retry-After", "1"), "reply_budget: Retry-After %s", r.hdr.p);
+    reply_free(&r);
+    /* The clients go away: their replies are freed, and jobs run again. */
+    for (int i = 0; i < CLIENTS; i++)
+        close_reset(fds[i]);
+    double t0 = now();
+    while (now() - t0 < 10 * cfg.scale && metric(d.port, "attnd_unsent_reply_bytes") > 0)
+        sleep_s(0.02);
+    CHECK(metric(d.port, "attnd_unsent_reply_bytes") == 0,
+          "the unsent reply bytes should fall to 0 when the clients have gone (%.0f)",
+          metric(d.port, "attnd_unsent_reply_bytes"));
+    post(NULL, d.port, "/v1/sdpa", big, big_len, &r);
+    CHECK(r.status == 200, "a large reply after the clients went: %ld %.200s", r.status, r.body.p);
+    reply_free(&r);
+    free(big);
+    CHECK(attnd_stop(&d) == 0, "unsent daemon: exit status after SIGTERM");
+}
+
 /* ---- Main --------------------------------------------------------------------------------- */
 
 static bool want(const char *name) {
@@ -1293,7 +1921,8 @@ int main(int argc, char **argv) {
     }
     if (!cfg.attnd || !cfg.work || !(cfg.scale >= 1)) {
         fprintf(stderr, "usage: test_reliability --attnd PATH --work DIR [--only "
-                        "limits,faults,slow,security,rss] [--time-scale F >= 1]\n");
+                        "limits,faults,slow,framing,security,rss,unsent,probes] [--time-scale F >= "
+                        "1]\n");
         return 2;
     }
     mkdir(cfg.work, 0755); /* may exist */
@@ -1304,12 +1933,20 @@ int main(int argc, char **argv) {
         test_limits();
     if (want("faults"))
         test_faults();
-    if (want("slow"))
+    if (want("slow")) {
         test_slow();
+        test_idle();
+    }
+    if (want("framing"))
+        test_framing();
     if (want("security"))
         test_security();
     if (want("rss"))
         test_rss();
+    if (want("unsent"))
+        test_unsent();
+    if (want("probes"))
+        test_probes();
     curl_global_cleanup();
     int p = atomic_load(&passed), f = atomic_load(&failed);
     printf("test_reliability: %.1f s\n%d passed, %d failed\n", now() - t0, p, f);

@@ -1,0 +1,220 @@
+/* body.c - a request body as it arrives: kept in one growing buffer up to a cap, and decoded on
+ * the way in when it carries a content coding (gzip, deflate; zlib, streaming). The cap applies
+ * to the decoded bytes, and inflate is never given room past it, so a small body that would
+ * inflate to gigabytes (a "gzip bomb") costs at most the cap. The bytes as sent are capped too.
+ * Any route that takes a body can use it; it knows nothing of HTTP. */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <zlib.h>
+
+#include "server.h"
+
+struct srv_body {
+    srv_coding coding;
+    srv_body_state state;
+    size_t max; /* most decoded bytes kept */
+    size_t raw; /* bytes appended as sent */
+    char *data; /* (len of cap + 1 bytes): the decoded body, and room for a NUL */
+    size_t len, cap;
+    z_stream z;      /* the decoder, for a coding other than identity */
+    bool z_live;     /* z was initialised */
+    bool z_end;      /* the coded stream has ended */
+    char error[160]; /* what was wrong with a SRV_BODY_BAD stream */
+};
+
+bool srv_coding_parse(const char *value, srv_coding *out) {
+    while (*value == ' ' || *value == '\t')
+        value++;
+    size_t n = strlen(value);
+    while (n > 0 && (value[n - 1] == ' ' || value[n - 1] == '\t'))
+        n--;
+    static const struct {
+        const char *name;
+        srv_coding coding;
+    } known[] = {
+        {"identity", SRV_CODING_IDENTITY},
+        {"gzip", SRV_CODING_GZIP},
+        {"x-gzip", SRV_CODING_GZIP},
+        {"deflate", SRV_CODING_DEFLATE},
+    };
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (strlen(known[i].name) == n && !strncasecmp(value, known[i].name, n)) {
+            *out = known[i].coding;
+            return true;
+        }
+    return false;
+}
+
+const char *srv_coding_name(srv_coding coding) {
+    switch (coding) {
+    case SRV_CODING_GZIP:
+        return "gzip";
+    case SRV_CODING_DEFLATE:
+        return "deflate";
+    case SRV_CODING_IDENTITY:
+        break;
+    }
+    return "identity";
+}
+
+srv_body *srv_body_create(srv_coding coding, size_t max, size_t reserve) {
+    srv_body *b = calloc(1, sizeof *b);
+    if (!b)
+        return NULL;
+    b->coding = coding;
+    b->max = max;
+    b->cap = reserve < max ? reserve : max;
+    b->data = malloc(b->cap + 1);
+    if (!b->data) {
+        free(b);
+        return NULL;
+    }
+    if (coding != SRV_CODING_IDENTITY) {
+        /* windowBits 15, plus 16 for the gzip wrapper; deflate is the zlib format (RFC 9110). */
+        int bits = coding == SRV_CODING_GZIP ? 15 + 16 : 15;
+        if (inflateInit2(&b->z, bits) != Z_OK) {
+            free(b->data);
+            free(b);
+            return NULL;
+        }
+        b->z_live = true;
+    }
+    return b;
+}
+
+void srv_body_destroy(srv_body *b) {
+    if (!b)
+        return;
+    if (b->z_live)
+        inflateEnd(&b->z);
+    free(b->data);
+    free(b);
+}
+
+/* Ends the body with state (the first failure wins) and frees what it held. */
+static srv_body_state body_fail(srv_body *b, srv_body_state state) {
+    if (b->state == SRV_BODY_OK)
+        b->state = state;
+    free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+    if (b->z_live) {
+        inflateEnd(&b->z);
+        b->z_live = false;
+    }
+    return b->state;
+}
+
+/* Makes room for want more bytes, up to the cap; false (the body failed) when they would pass
+ * it, or memory ran out. */
+static bool body_grow(srv_body *b, size_t want) {
+    if (b->len + want <= b->cap)
+        return true;
+    if (b->cap >= b->max || want > b->max - b->len) {
+        body_fail(b, SRV_BODY_OVER);
+        return false;
+    }
+    size_t cap = b->cap > b->max / 2 ? b->max : b->cap * 2;
+    if (cap < b->len + want)
+        cap = b->len + want;
+    char *d = realloc(b->data, cap + 1);
+    if (!d) {
+        body_fail(b, SRV_BODY_OOM);
+        return false;
+    }
+    b->data = d;
+    b->cap = cap;
+    return true;
+}
+
+static srv_body_state body_bad(srv_body *b, const char *what) {
+    snprintf(b->error, sizeof b->error, "the %s body does not decode: %s",
+             srv_coding_name(b->coding), what);
+    return body_fail(b, SRV_BODY_BAD);
+}
+
+/* Feeds n bytes of the coded stream to inflate, writing into the buffer. */
+static srv_body_state body_inflate(srv_body *b, const unsigned char *in, size_t n) {
+    z_stream *z = &b->z;
+    z->next_in = (Bytef *)in;
+    z->avail_in = (uInt)n; /* n <= UINT_MAX: the caller splits */
+    for (;;) {
+        if (b->z_end) {
+            if (z->avail_in == 0)
+                return b->state;
+            /* A gzip body may hold several members one after the other (RFC 1952). */
+            if (b->coding != SRV_CODING_GZIP)
+                return body_bad(b, "data after the end of the stream");
+            inflateReset(z);
+            b->z_end = false;
+        }
+        size_t room = b->cap - b->len;
+        if (room == 0 && b->cap < b->max) {
+            if (!body_grow(b, 1))
+                return b->state;
+            room = b->cap - b->len;
+        } else if (room == 0) {
+            room = 1; /* the NUL's slot, as a probe: a byte written there is one too many */
+        }
+        z->next_out = (Bytef *)b->data + b->len;
+        z->avail_out = room > UINT_MAX ? UINT_MAX : (uInt)room;
+        uInt before = z->avail_out;
+        int rc = inflate(z, Z_NO_FLUSH);
+        b->len += before - z->avail_out;
+        if (b->len > b->max)
+            return body_fail(b, SRV_BODY_OVER);
+        if (rc == Z_STREAM_END) {
+            b->z_end = true;
+            continue;
+        }
+        if (rc == Z_MEM_ERROR)
+            return body_fail(b, SRV_BODY_OOM);
+        if (rc != Z_OK && rc != Z_BUF_ERROR)
+            return body_bad(b, z->msg ? z->msg : "corrupt data");
+        if (z->avail_out > 0) /* all the input it could take is taken */
+            return b->state;
+    }
+}
+
+srv_body_state srv_body_append(srv_body *b, const void *data, size_t n) {
+    b->raw += n;
+    if (b->state != SRV_BODY_OK)
+        return b->state;
+    if (b->raw > b->max) /* the bytes as sent are capped too */
+        return body_fail(b, SRV_BODY_OVER);
+    if (b->coding == SRV_CODING_IDENTITY) {
+        if (!body_grow(b, n))
+            return b->state;
+        memcpy(b->data + b->len, data, n);
+        b->len += n;
+        return b->state;
+    }
+    const unsigned char *p = data;
+    while (n > 0 && b->state == SRV_BODY_OK) {
+        size_t k = n > UINT_MAX ? UINT_MAX : n;
+        body_inflate(b, p, k);
+        p += k;
+        n -= k;
+    }
+    return b->state;
+}
+
+srv_body_state srv_body_finish(srv_body *b) {
+    if (b->state == SRV_BODY_OK && b->coding != SRV_CODING_IDENTITY && !b->z_end)
+        return body_bad(b, b->raw ? "the stream is cut short" : "the body is empty");
+    if (b->state == SRV_BODY_OK)
+        b->data[b->len] = '\0';
+    return b->state;
+}
+
+char *srv_body_data(srv_body *b, size_t *len) {
+    *len = b->state == SRV_BODY_OK ? b->len : 0;
+    return b->state == SRV_BODY_OK ? b->data : NULL;
+}
+
+const char *srv_body_error(const srv_body *b) {
+    return b->error[0] ? b->error : "the body could not be read";
+}

@@ -1,0 +1,142 @@
+#!/usr/bin/python3
+"""openapi_methods.py - api/openapi.yaml against a live attnd: every route answers every method
+(GET, HEAD, POST, OPTIONS, and OPTIONS as a CORS preflight from an allowed and a foreign origin)
+with a status the description lists for that method, or, for a method the description does not
+list, with 405 and an Allow header; HEAD answers carry no body; and the body of GET /openapi.yaml,
+parsed as YAML (as a client that reads the description's media type does), matches the schema
+the description gives it (its type and required members).
+
+Usage: openapi_methods.py --attnd build/attnd --openapi api/openapi.yaml
+Prints one line per failed check and "N passed, N failed"; exits 1 on any failure.
+"""
+
+import argparse
+import http.client
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import yaml
+
+ORIGIN = "http://allowed.example"
+failures = []
+passed = 0
+
+
+def check(ok, what):
+    global passed
+    if ok:
+        passed += 1
+    else:
+        failures.append(what)
+        print("FAIL: " + what)
+
+
+def start(attnd, log_path):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("ATTND_") or k.startswith("ATTND_BLAS_")}
+    log = open(log_path, "w")
+    proc = subprocess.Popen([attnd, "--listen", "127.0.0.1:0", "--cors-origins", ORIGIN],
+                            stdout=log, stderr=log, env=env)
+    t0 = time.time()
+    while time.time() - t0 < 20:
+        m = re.search(r" listening .*port=(\d+)", open(log_path).read())
+        if m:
+            port = int(m.group(1))
+            while time.time() - t0 < 20:
+                try:
+                    if request(port, "GET", "/readyz")[0] == 200:
+                        return proc, port
+                except OSError:
+                    pass
+                time.sleep(0.02)
+        time.sleep(0.02)
+    proc.kill()
+    sys.exit("openapi_methods: attnd did not start; see " + log_path)
+
+
+def request(port, method, path, headers=None, body=None):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    c.request(method, path, body=body, headers=headers or {})
+    r = c.getresponse()
+    data = r.read()
+    c.close()
+    return r.status, dict((k.lower(), v) for k, v in r.getheaders()), data
+
+
+def matches(value, schema):
+    """The schema's type, required members and member types, as far as they are given."""
+    types = schema.get("type")
+    types = [types] if isinstance(types, str) else types or []
+    py = {"object": dict, "string": str, "array": list, "integer": int, "number": (int, float),
+          "boolean": bool, "null": type(None)}
+    if types and not any(isinstance(value, py[t]) for t in types):
+        return False
+    if isinstance(value, dict):
+        if any(k not in value for k in schema.get("required", [])):
+            return False
+        for k, sub in schema.get("properties", {}).items():
+            if k in value and not matches(value[k], sub):
+                return False
+    return True
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--attnd", required=True)
+    ap.add_argument("--openapi", required=True)
+    args = ap.parse_args()
+    with open(args.openapi) as f:
+        spec = yaml.safe_load(f)
+    with tempfile.TemporaryDirectory() as tmp:
+        proc, port = start(os.path.abspath(args.attnd), os.path.join(tmp, "attnd.log"))
+        try:
+            for path, item in spec["paths"].items():
+                sends = [
+                    ("GET", "get", {}, None),
+                    ("HEAD", "head", {}, None),
+                    ("POST", "post", {"Content-Type": "application/json"}, b"{}"),
+                    ("OPTIONS", "options", {}, None),
+                    ("OPTIONS", "options", {"Origin": ORIGIN,
+                                            "Access-Control-Request-Method": "POST"}, None),
+                    ("OPTIONS", "options", {"Origin": "http://foreign.example",
+                                            "Access-Control-Request-Method": "GET"}, None),
+                ]
+                for method, key, headers, body in sends:
+                    status, hdrs, data = request(port, method, path, headers, body)
+                    what = f"{method} {path}" + (f" (Origin {headers['Origin']})"
+                                                 if "Origin" in headers else "")
+                    op = item.get(key)
+                    if op is None:
+                        check(status == 405 and "allow" in hdrs,
+                              f"{what}: {status}; the description lists no {key}, so 405 with "
+                              f"Allow was expected")
+                        continue
+                    documented = {str(k) for k in op.get("responses", {})}
+                    check(str(status) in documented,
+                          f"{what}: {status}, not among the documented {sorted(documented)}")
+                    if method == "HEAD":
+                        check(data == b"", f"{what}: a body of {len(data)} bytes")
+            # /openapi.yaml, read as its media type says: YAML, parsed.
+            status, hdrs, data = request(port, "GET", "/openapi.yaml")
+            media = spec["paths"]["/openapi.yaml"]["get"]["responses"]["200"]["content"]
+            ctype = hdrs.get("content-type", "").split(";")[0].strip()
+            check(ctype in media, f"/openapi.yaml is served as {ctype}, not one of {list(media)}")
+            schema = media.get(ctype, {}).get("schema", {})
+            parsed = yaml.safe_load(data)
+            check(status == 200 and matches(parsed, schema),
+                  f"/openapi.yaml parsed as YAML is a {type(parsed).__name__}, which its schema "
+                  f"{schema} does not accept")
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
+    print(f"openapi_methods: {passed} passed, {len(failures)} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+#!/usr/bin/python3
+"""readme_examples.py - the README's Python and JavaScript clients, run as the README says to
+run them, against a live attnd: the Python one with a Python that has what its paragraph says it
+needs, the JavaScript one saved under the file name its paragraph gives and run with node. Each
+must exit 0 (the Python one's arrays are checked for the shapes its comment states).
+
+Usage: readme_examples.py --attnd build/attnd --readme README.md
+Prints one line per failed check and "N passed, N failed"; exits 1 on any failure.
+"""
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+failures = []
+passed = 0
+
+
+def check(ok, what):
+    global passed
+    if ok:
+        passed += 1
+    else:
+        failures.append(what)
+        print("FAIL: " + what)
+
+
+def section(readme, title):
+    """The text of the README section `### title` up to the next heading."""
+    m = re.search(r"^### " + re.escape(title) + r"\n(.*?)(?=^#{2,3} )", readme, re.M | re.S)
+    return m.group(1) if m else ""
+
+
+def start(attnd, log_path):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("ATTND_") or k.startswith("ATTND_BLAS_")}
+    log = open(log_path, "w")
+    proc = subprocess.Popen([attnd, "--listen", "127.0.0.1:0"], stdout=log, stderr=log, env=env)
+    t0 = time.time()
+    while time.time() - t0 < 20:
+        m = re.search(r" listening .*port=(\d+)", open(log_path).read())
+        if m:
+            port = int(m.group(1))
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as r:
+                    if r.status == 200:
+                        return proc, port
+            except OSError:
+                pass
+        time.sleep(0.05)
+    proc.kill()
+    sys.exit("readme_examples: attnd did not start; see " + log_path)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--attnd", required=True)
+    ap.add_argument("--readme", required=True)
+    args = ap.parse_args()
+    with open(args.readme) as f:
+        readme = f.read()
+    py = section(readme, "Python client")
+    js = section(readme, "JavaScript")
+    py_code = re.search(r"```python\n(.*?)```", py, re.S)
+    js_code = re.search(r"```js\n(.*?)```", js, re.S)
+    check(py_code is not None and js_code is not None, "the README has both client examples")
+    if not py_code or not js_code:
+        return 1
+    # What the paragraphs say: the Python example's third-party needs, the JS file name.
+    py_prose = py[:py.index("```python")]
+    js_prose = js[:js.index("```js")]
+    imports = set(re.findall(r"^\s*import (\w+)", py_code.group(1), re.M)) | \
+        set(re.findall(r"^\s*from (\w+)", py_code.group(1), re.M))
+    third_party = sorted(m for m in imports if m not in sys.stdlib_module_names)
+    for m in third_party:
+        check(m in py_prose, f"the Python example imports {m}, and its paragraph should say so")
+    name = re.search(r"save it as `([\w.-]+)`", js_prose)
+    check(name is not None, "the JavaScript paragraph should say which file to save it as")
+    with tempfile.TemporaryDirectory() as tmp:
+        proc, port = start(os.path.abspath(args.attnd), os.path.join(tmp, "attnd.log"))
+        url = f"http://127.0.0.1:{port}"
+        try:
+            code = py_code.group(1).replace("http://127.0.0.1:8080", url)
+            code += "\nassert out.shape == (2, 16, 64) and w.shape == (2, 4, 16, 16)\n"
+            r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                               timeout=60)
+            check(r.returncode == 0, f"the Python example: exit {r.returncode}: {r.stderr[-500:]}")
+            node = shutil.which("node")
+            check(node is not None, "node is installed")
+            if node and name:
+                path = os.path.join(tmp, name.group(1))
+                with open(path, "w") as f:
+                    f.write(js_code.group(1).replace("http://127.0.0.1:8080", url))
+                r = subprocess.run([node, path], capture_output=True, text=True, timeout=60)
+                check(r.returncode == 0 and "[" in r.stdout,
+                      f"node {name.group(1)}: exit {r.returncode}: {r.stderr[-500:]}")
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
+    print(f"readme_examples: {passed} passed, {len(failures)} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
