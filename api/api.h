@@ -3,7 +3,8 @@
  * api/ turns the JSON body of POST /v1/attention or /v1/sdpa into an api_job (every field
  * checked, every tensor decoded into the job's one arena, the arena's size checked against the
  * job limit first), runs it on libattn, and writes the response body. It also holds the model
- * registry (the built-in "demo" model and safetensors files) and error bodies. It depends on
+ * registry (the built-in "demo" and "lesson" models and safetensors files, which may carry a
+ * vocabulary so that requests send words: "tokens" or "text") and error bodies. It depends on
  * libattn and libc only (it reads JSON itself: jansson copied an 8 MiB base64 tensor byte by
  * byte in 211 ms, twice the compute of its job), never on libmicrohttpd: the daemon (server/)
  * owns HTTP.
@@ -96,11 +97,22 @@ api_model *api_model_init_random(const char *name, size_t e, size_t h, uint64_t 
                                  api_error *err);
 api_model *api_model_init_identity(const char *name, size_t e, size_t h, api_error *err);
 
+/* The built-in model "lesson": 4 heads built by hand, named adjacent, subject, structure and
+ * coreference, E = 256, with a vocabulary of Chinese words for the seed chapters' sentences and
+ * 48 positions. It is api/lesson/lesson.safetensors (written by api/lesson/make_lesson.py,
+ * explained in api/lesson/README.md), built into the library. NULL with err on allocation
+ * failure. */
+api_model *api_model_lesson(api_error *err);
+
 /* Loads a safetensors file: the name is the file's stem, the tensors PyTorch state_dict names,
- * num_heads in __metadata__, dtypes F32, F16 or BF16 (converted to F32). NULL with err (status
- * 0 is never returned; message names the file and what is wrong) on any problem: 400
- * invalid_model for the contents (also non-finite weights, overlapping or uncovered data), 500
- * io_error or out_of_memory. */
+ * num_heads in __metadata__, dtypes F32, F16 or BF16 (converted to F32). A model may carry a
+ * vocabulary: __metadata__ "vocab" (a JSON list of V distinct token strings, in one metadata
+ * string) with the tensor token_embeddings (V, E) and optionally position_embeddings (P, E); it
+ * must then be a self-attention model (kdim = vdim = E). __metadata__ "head_names" (a JSON list
+ * of num_heads distinct names) names the heads. NULL with err (status 0 is never returned;
+ * message names the file and what is wrong) on any problem: 400 invalid_model for the contents
+ * (also non-finite weights, overlapping or uncovered data, a bad vocabulary or head name list),
+ * 500 io_error or out_of_memory. */
 api_model *api_model_load_file(const char *path, api_error *err);
 
 /* The same from bytes in memory (the file's contents); name is the model's name. */
@@ -114,6 +126,9 @@ typedef struct api_model_info {
     const char *source; /* "builtin" or "file" */
     size_t embed_dim, num_heads, kdim, vdim;
     bool has_bias;
+    size_t vocab_size; /* tokens of its vocabulary; 0 when it has none */
+    size_t max_tokens; /* rows of its position table: the most words a request may send; 0 when
+                          it has none (then only max_dim limits them) */
 } api_model_info;
 
 api_model_info api_model_describe(const api_model *m);
@@ -136,8 +151,15 @@ const api_model *api_registry_default(const api_registry *r);                /* 
 size_t api_registry_count(const api_registry *r);
 const api_model *api_registry_at(const api_registry *r, size_t i);
 
-/* Appends the GET /v1/models body to out. */
+/* Appends the GET /v1/models body to out: per model its name, widths, source, has_bias,
+ * vocab_size (0 when none), max_tokens (only with a position table) and head_names (only when
+ * named). */
 void api_registry_list_json(const api_registry *r, api_buf *out);
+
+/* Appends the GET /v1/models/{name} body to out: what the list says of the model, plus
+ * "default" (a boolean) and "vocab" (its tokens in id order; [] when none). 0, or -1 with err:
+ * 404 unknown_model (field null) when no model is named name, 500 out_of_memory. */
+int api_registry_model_json(const api_registry *r, const char *name, api_buf *out, api_error *err);
 
 /* ---- Jobs --------------------------------------------------------------------------------- */
 
@@ -167,10 +189,11 @@ api_limits api_limits_default(void);
 typedef struct api_job api_job;
 
 /* Parses body (len bytes, JSON) for op, resolves the model (attention), checks every field
- * against the API v1 contract and lim, and decodes every tensor. Returns the job, or NULL with
- * err: 400 (invalid_json, invalid_field, non_finite, ...), 404 unknown_model, 413 job_too_large
- * (the message says which limit), 500 out_of_memory. Borrows models: keep it alive and
- * unchanged while the job lives. */
+ * against the API v1 contract and lim, and decodes every tensor ("tokens" or "text": looks the
+ * words up and writes their embeddings). Returns the job, or NULL with err: 400 (invalid_json,
+ * invalid_field, non_finite, unknown_token, ...), 404 unknown_model, 413 job_too_large (the
+ * message says which limit), 500 out_of_memory. Borrows models: keep it alive and unchanged
+ * while the job lives. */
 api_job *api_job_parse(api_op op, const char *body, size_t len, const api_registry *models,
                        const api_limits *lim, api_error *err);
 

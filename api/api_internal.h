@@ -187,6 +187,69 @@ const char *api_model_name(const api_model *m);
  * matching nothing. NULL when none. */
 const api_model *api_registry_find_json(const api_registry *r, api_span name);
 
+/* ---- Vocabularies (vocab.c) --------------------------------------------------------------- */
+
+#define API_TOKEN_MAX_BYTES 128 /* the longest token of a vocabulary, in bytes of UTF-8 */
+#define API_NAME_MAX_BYTES  64  /* the longest head name */
+
+/* A list of distinct non-empty strings read from a JSON list in a model file's metadata. One
+ * allocation; api_strlist_free releases it. */
+typedef struct api_strlist {
+    size_t n;
+    const char **s;        /* (n) NUL-terminated UTF-8 */
+    const size_t *len;     /* (n) bytes of each, without the NUL */
+    const uint32_t *order; /* (n) indices of s in byte order (a prefix before its extensions) */
+} api_strlist;
+
+enum { API_LIST_TOKENS, API_LIST_NAMES };
+
+/* Parses text (n bytes: the decoded metadata string, which must be a JSON list of strings) as
+ * the list what ("__metadata__.vocab") of kind API_LIST_TOKENS (each string 1 to
+ * API_TOKEN_MAX_BYTES bytes, no whitespace or control characters: text splitting drops
+ * whitespace, so such a token could never be matched) or API_LIST_NAMES (1 to
+ * API_NAME_MAX_BYTES bytes, no control characters). NULL with msg (cap bytes, one sentence
+ * naming what and the offending entry) when it is not such a list or a string repeats; msg
+ * says "out of memory" when allocation failed. */
+api_strlist *api_strlist_parse(const char *text, size_t n, const char *what, int kind, char *msg,
+                               size_t cap);
+void api_strlist_free(api_strlist *l); /* NULL does nothing */
+
+/* Model m's vocabulary parts (models.c), all borrowed from m: the token strings (NULL when m
+ * has no vocabulary), token_embeddings (V, E) and position_embeddings (P, E) (NULL when there
+ * is no position table; then *p is 0), and the head names (NULL when m has none). */
+const api_strlist *api_model_vocab(const api_model *m);
+const float *api_model_token_embeddings(const api_model *m);
+const float *api_model_position_embeddings(const api_model *m, size_t *p);
+const api_strlist *api_model_head_names(const api_model *m);
+
+/* Gives m a vocabulary (taking tokens, also on failure): allocates zeroed tables of
+ * tokens->n x E and, when p > 0, p x E, which the caller fills through *tok and *pos. 0, or -1
+ * with err (500 out_of_memory; 400 invalid_model when the tables' size overflows). */
+int api_model_set_vocab(api_model *m, api_strlist *tokens, size_t p, float **tok, float **pos,
+                        api_error *err);
+void api_model_set_head_names(api_model *m, api_strlist *names); /* takes names */
+void api_model_set_source(api_model *m, const char *source);     /* a static string */
+
+/* The words of POST /v1/attention for a model with a vocabulary: tokens_val is the value of
+ * "tokens" (a JSON list of strings, each looked up whole) or text_val that of "text" (a JSON
+ * string split by longest match, whitespace separating and dropped); exactly one is non-NULL.
+ * api_words_count counts them, checking every word: 400 invalid_field for a malformed list or
+ * no words at all, 400 unknown_token (field "tokens[i]" or "text", the message quoting the word
+ * and, for text, its offset in characters) for a word the vocabulary lacks, 400 invalid_field
+ * for more words than m's position table holds, 413 job_too_large for more than max_words.
+ * Counting stops at the first error. 0 or -1 with err. */
+int api_words_count(const api_model *m, const char *tokens_val, const char *text_val,
+                    size_t max_words, size_t *count, api_error *err);
+
+/* For words api_words_count accepted (count of them): writes their token ids into ids (count)
+ * and their embeddings, token_embeddings row plus position_embeddings row i for word i, into x
+ * (count, E). */
+void api_words_embed(const api_model *m, const char *tokens_val, const char *text_val,
+                     uint32_t *ids, float *x);
+
+/* Appends a JSON list of the strings of l ([] for NULL). */
+void api_strlist_json(const api_strlist *l, api_buf *out);
+
 /* ---- Jobs --------------------------------------------------------------------------------- */
 
 /* How a job's inline params were given: tensors, or made from params.init. */
@@ -219,6 +282,10 @@ struct api_job {
     int init;          /* API_INIT_* */
     uint64_t seed;     /* API_INIT_RANDOM's seed */
     bool params_ready; /* params holds its weights */
+    /* attention: the registry model (NULL for inline params), and with "tokens" or "text" the
+     * words' token ids, tokens (l), whose strings the response echoes. */
+    const api_model *model;
+    const uint32_t *tokens;
 };
 
 #endif

@@ -1,5 +1,6 @@
 /* models.c - named MHA parameter sets (the built-in "demo" model, deterministic identity and
- * Xavier-uniform models) and the registry the server resolves "model" names in.
+ * Xavier-uniform models), their vocabularies and head names, and the registry the server
+ * resolves "model" names in (GET /v1/models and GET /v1/models/{name} describe it).
  *
  * Legend: E embedding width, H heads, kdim/vdim the key and value widths. */
 #include <math.h>
@@ -17,6 +18,12 @@ struct api_model {
     bool has_bias;
     float *data; /* every tensor below, in one allocation */
     attn_mha_params params;
+    /* A vocabulary (vocab.c): its tokens, token_embeddings tok (V, E) and position_embeddings
+     * pos (P, E) in one allocation tables; NULL when the model takes only embeddings. */
+    api_strlist *vocab;
+    float *tables, *tok, *pos;
+    size_t p;                /* 0 when there is no position table */
+    api_strlist *head_names; /* (H) or NULL */
 };
 
 /* Allocates a model whose tensors are zeroed: in_proj_weight (3E, E) when packed, else
@@ -92,7 +99,61 @@ void api_model_destroy(api_model *m) {
         return;
     free(m->data);
     free(m->name);
+    api_strlist_free(m->vocab);
+    free(m->tables);
+    api_strlist_free(m->head_names);
     free(m);
+}
+
+int api_model_set_vocab(api_model *m, api_strlist *tokens, size_t p, float **tok, float **pos,
+                        api_error *err) {
+    size_t rows = 0, count = 0, bytes = 0;
+    if (!m || !tokens || !api_add(tokens->n, p, &rows) || !api_mul(rows, m->e, &count) ||
+        !api_mul(count, sizeof(float), &bytes)) {
+        api_strlist_free(tokens);
+        return api_fail(err, 400, "invalid_model", NULL, "the vocabulary's tables are too large");
+    }
+    float *tables = calloc(1, bytes ? bytes : 1);
+    if (!tables) {
+        api_strlist_free(tokens);
+        return api_fail(err, 500, "out_of_memory", NULL, "out of memory for model %s's vocabulary",
+                        m->name);
+    }
+    api_strlist_free(m->vocab);
+    free(m->tables);
+    m->vocab = tokens;
+    m->tables = m->tok = tables;
+    m->pos = p ? tables + tokens->n * m->e : NULL;
+    m->p = p;
+    *tok = m->tok;
+    *pos = m->pos;
+    return 0;
+}
+
+void api_model_set_head_names(api_model *m, api_strlist *names) {
+    api_strlist_free(m->head_names);
+    m->head_names = names;
+}
+
+void api_model_set_source(api_model *m, const char *source) {
+    m->source = source;
+}
+
+const api_strlist *api_model_vocab(const api_model *m) {
+    return m->vocab;
+}
+
+const float *api_model_token_embeddings(const api_model *m) {
+    return m->tok;
+}
+
+const float *api_model_position_embeddings(const api_model *m, size_t *p) {
+    *p = m->p;
+    return m->pos;
+}
+
+const api_strlist *api_model_head_names(const api_model *m) {
+    return m->head_names;
 }
 
 /* splitmix64: the state advances by the golden gamma, then the output is mixed. */
@@ -157,7 +218,9 @@ api_model_info api_model_describe(const api_model *m) {
                             .num_heads = m->h,
                             .kdim = m->kdim,
                             .vdim = m->vdim,
-                            .has_bias = m->has_bias};
+                            .has_bias = m->has_bias,
+                            .vocab_size = m->vocab ? m->vocab->n : 0,
+                            .max_tokens = m->p};
 }
 
 const attn_mha_params *api_model_params(const api_model *m) {
@@ -253,6 +316,41 @@ const api_model *api_registry_at(const api_registry *r, size_t i) {
     return r && i < r->n ? r->m[i] : NULL;
 }
 
+/* One model's description; with full, its vocabulary too and whether it is the default. */
+static void model_json(const api_registry *r, const api_model *m, bool full, api_buf *out) {
+    api_buf_puts(out, "{\"name\":");
+    api_buf_json_string(out, m->name, strlen(m->name));
+    if (full)
+        api_buf_puts(out,
+                     m == api_registry_default(r) ? ",\"default\":true" : ",\"default\":false");
+    api_buf_puts(out, ",\"embed_dim\":");
+    api_buf_put_u64(out, m->e);
+    api_buf_puts(out, ",\"num_heads\":");
+    api_buf_put_u64(out, m->h);
+    api_buf_puts(out, ",\"kdim\":");
+    api_buf_put_u64(out, m->kdim);
+    api_buf_puts(out, ",\"vdim\":");
+    api_buf_put_u64(out, m->vdim);
+    api_buf_puts(out, ",\"source\":");
+    api_buf_json_string(out, m->source, strlen(m->source));
+    api_buf_puts(out, m->has_bias ? ",\"has_bias\":true" : ",\"has_bias\":false");
+    api_buf_puts(out, ",\"vocab_size\":");
+    api_buf_put_u64(out, m->vocab ? m->vocab->n : 0);
+    if (m->vocab && m->p) {
+        api_buf_puts(out, ",\"max_tokens\":");
+        api_buf_put_u64(out, m->p);
+    }
+    if (m->head_names) {
+        api_buf_puts(out, ",\"head_names\":");
+        api_strlist_json(m->head_names, out);
+    }
+    if (full) {
+        api_buf_puts(out, ",\"vocab\":");
+        api_strlist_json(m->vocab, out);
+    }
+    api_buf_puts(out, "}");
+}
+
 void api_registry_list_json(const api_registry *r, api_buf *out) {
     const api_model *d = api_registry_default(r);
     api_buf_puts(out, "{\"default\":");
@@ -262,20 +360,24 @@ void api_registry_list_json(const api_registry *r, api_buf *out) {
         api_buf_puts(out, "null");
     api_buf_puts(out, ",\"models\":[");
     for (size_t i = 0; i < api_registry_count(r); i++) {
-        const api_model *m = r->m[i];
-        api_buf_puts(out, i ? ",{\"name\":" : "{\"name\":");
-        api_buf_json_string(out, m->name, strlen(m->name));
-        api_buf_puts(out, ",\"embed_dim\":");
-        api_buf_put_u64(out, m->e);
-        api_buf_puts(out, ",\"num_heads\":");
-        api_buf_put_u64(out, m->h);
-        api_buf_puts(out, ",\"kdim\":");
-        api_buf_put_u64(out, m->kdim);
-        api_buf_puts(out, ",\"vdim\":");
-        api_buf_put_u64(out, m->vdim);
-        api_buf_puts(out, ",\"source\":");
-        api_buf_json_string(out, m->source, strlen(m->source));
-        api_buf_puts(out, m->has_bias ? ",\"has_bias\":true}" : ",\"has_bias\":false}");
+        if (i)
+            api_buf_puts(out, ",");
+        model_json(r, r->m[i], false, out);
     }
     api_buf_puts(out, "]}");
+}
+
+int api_registry_model_json(const api_registry *r, const char *name, api_buf *out, api_error *err) {
+    const api_model *m = api_registry_find(r, name);
+    if (!m) {
+        size_t n = name ? strlen(name) : 0;
+        return api_fail(err, 404, "unknown_model", NULL,
+                        "there is no model named \"%.*s%s\"; GET /v1/models lists them",
+                        (int)(n < 200 ? n : 200), name ? name : "", n > 200 ? "..." : "");
+    }
+    model_json(r, m, true, out);
+    if (out->failed)
+        return api_fail(err, 500, "out_of_memory", NULL, "out of memory describing model %s",
+                        m->name);
+    return 0;
 }

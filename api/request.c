@@ -44,18 +44,20 @@ enum {
     F_HEADS,
     F_TOP_K,
     F_ENCODING,
+    F_TOKENS, /* attention on a model with a vocabulary: words instead of query */
+    F_TEXT,
     F_COUNT
 };
 
 static const char *const attention_fields[F_COUNT] = {
-    "query",     "key",          "value",       "model",         "params",
-    NULL,        "causal",       "key_lengths", "key_mask",      "attn_mask",
-    "attn_bias", "need_weights", "heads",       "weights_top_k", "encoding"};
+    "query",  "key",           "value",    "model",     "params",    NULL,
+    "causal", "key_lengths",   "key_mask", "attn_mask", "attn_bias", "need_weights",
+    "heads",  "weights_top_k", "encoding", "tokens",    "text"};
 
 static const char *const sdpa_fields[F_COUNT] = {
     "q",           "k",        "v",         NULL,        NULL,           "scale", "causal",
     "key_lengths", "key_mask", "attn_mask", "attn_bias", "need_weights", NULL,    "weights_top_k",
-    "encoding"};
+    "encoding",    NULL,       NULL};
 
 /* Inline parameter tensors, in api_mha_params order of use. */
 enum { P_IN_W, P_IN_B, P_OUT_W, P_OUT_B, P_Q_W, P_K_W, P_V_W, P_COUNT };
@@ -95,6 +97,7 @@ typedef struct req {
     bool has_scale;
     float scale;
     bool base64;
+    bool words; /* "tokens" or "text": query is made from them (L words, N = 1) */
 } req;
 
 static int bad(req *r, const char *field, const char *fmt, ...)
@@ -171,8 +174,46 @@ static void shape_of(char *out, size_t cap, const api_tensor_in *t) {
 
 /* ---- Attention: inputs and parameters ----------------------------------------------------- */
 
+/* "tokens" or "text" in place of query: self-attention on one text. The words are counted once
+ * the model is known (words_count). */
+static int words_inputs(req *r) {
+    const char *field = r->f[F_TOKENS] ? "tokens" : "text";
+    if (r->f[F_QUERY] || (r->f[F_TOKENS] && r->f[F_TEXT]))
+        return bad(r, r->f[F_QUERY] ? "query" : "text", "give one of query, tokens and text");
+    for (int i = F_KEY; i <= F_VALUE; i++)
+        if (r->f[i])
+            return bad(r, i == F_KEY ? "key" : "value",
+                       "%s is self-attention: key and value come from the same words, so leave "
+                       "key and value out",
+                       field);
+    if (r->f[F_PARAMS])
+        return bad(r, "params",
+                   "%s needs a model with a vocabulary (GET /v1/models shows vocab_size), not "
+                   "params",
+                   field);
+    r->words = true;
+    r->rank = 2;
+    r->n = 1;
+    return 0;
+}
+
+/* Counts the words against the model's vocabulary: L = S = their number. */
+static int words_count(req *r) {
+    size_t count = 0, elems = 0;
+    if (api_words_count(r->model, r->f[F_TOKENS], r->f[F_TEXT], r->lim->max_dim, &count, r->err))
+        return -1;
+    if (!api_mul(count, r->e, &elems) || elems > SIZE_MAX / sizeof(float))
+        return api_fail(r->err, 413, "job_too_large", NULL,
+                        "the job's working memory does not fit in size_t");
+    r->l = r->s = count;
+    r->x[0].count = elems;
+    return 0;
+}
+
 static int attention_inputs(req *r) {
     char sh[96];
+    if (r->f[F_TOKENS] || r->f[F_TEXT])
+        return words_inputs(r);
     if (!r->f[F_QUERY])
         return bad(r, "query", "query is required: (L, E) or (N, L, E)");
     if (probe(r, &r->x[0], "query", r->f[F_QUERY], 3))
@@ -250,6 +291,11 @@ static int attention_model(req *r, const api_registry *models) {
     api_model_info mi = api_model_describe(r->model);
     r->h = mi.num_heads;
     r->packed = api_model_params(r->model)->in_proj_weight != NULL;
+    if (r->words) {
+        r->e = r->kdim = r->vdim = mi.embed_dim;
+        if (words_count(r))
+            return -1;
+    }
     if (r->e != mi.embed_dim)
         return bad(r, "query", "query has width %zu, but model %s has embed_dim %zu", r->e, mi.name,
                    mi.embed_dim);
@@ -738,6 +784,7 @@ api_job *api_job_parse(api_op op, const char *body, size_t len, const api_regist
         at_ab = take(&a, r->ab.count, sizeof(float));
     if (r->n_heads)
         at_heads = take(&a, r->n_heads, sizeof(uint32_t));
+    size_t at_ids = r->words ? take(&a, r->l, sizeof(uint32_t)) : 0;
     size_t at_ws = take(&a, p0.workspace_bytes, 1);
     size_t at_out = take(&a, p0.out_elems, sizeof(float));
     size_t at_w = r->weights ? take(&a, wcount, sizeof(float)) : 0;
@@ -776,6 +823,12 @@ api_job *api_job_parse(api_op op, const char *body, size_t len, const api_regist
         if (i > 0 && !(i == 1 ? r->has_k : r->has_v))
             continue;
         x[i] = (float *)(void *)(arena + at_x[i]);
+        if (i == 0 && r->words) {
+            uint32_t *ids = (uint32_t *)(void *)(arena + at_ids);
+            api_words_embed(r->model, r->f[F_TOKENS], r->f[F_TEXT], ids, x[0]);
+            job->tokens = ids;
+            continue;
+        }
         if (api_tensor_read(&r->x[i], API_TENSOR_FLOAT, x[i], err))
             goto fail;
     }
@@ -786,6 +839,7 @@ api_job *api_job_parse(api_op op, const char *body, size_t len, const api_regist
     if (op == API_OP_ATTENTION && r->model) {
         job->params = *api_model_params(r->model);
         job->model_name = api_model_name(r->model);
+        job->model = r->model;
     } else if (op == API_OP_ATTENTION && r->init) {
         /* The weights are made when the job first runs (api_job_run, api_jobs_run): a batch
          * of jobs on the same init makes them once. */

@@ -304,6 +304,20 @@ int api_job_respond(const api_job *job, double queue_ms, double compute_ms, api_
             api_buf_json_string(out, job->model_name, strlen(job->model_name));
         else
             api_buf_puts(out, "null");
+        if (job->model && api_model_head_names(job->model)) {
+            api_buf_puts(out, ",\"head_names\":");
+            api_strlist_json(api_model_head_names(job->model), out);
+        }
+        if (job->tokens) { /* the words of "tokens" or "text", as the vocabulary spells them */
+            const api_strlist *v = api_model_vocab(job->model);
+            api_buf_puts(out, ",\"tokens\":[");
+            for (size_t i = 0; i < job->l; i++) {
+                if (i)
+                    api_buf_puts(out, ",");
+                api_buf_json_string(out, v->s[job->tokens[i]], v->len[job->tokens[i]]);
+            }
+            api_buf_puts(out, "]");
+        }
         api_buf_puts(out, ",\"num_heads\":");
         api_buf_put_u64(out, job->h);
         api_buf_puts(out, ",\"shape\":{\"N\":");

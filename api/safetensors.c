@@ -7,7 +7,12 @@
  * names the file and what is wrong. Like the reference implementation, the tensors must cover
  * the data exactly: no overlaps, no gaps, nothing after the last one.
  *
- * Legend: E embedding width, kdim/vdim the key and value widths. */
+ * A model that takes words carries a vocabulary: __metadata__ "vocab", a JSON list of token
+ * strings held in one metadata string, with the tensors token_embeddings (V, E) and optionally
+ * position_embeddings (P, E); __metadata__ "head_names" (a JSON list likewise) names the heads.
+ *
+ * Legend: E embedding width, kdim/vdim the key and value widths, V vocabulary size, P
+ * positions. */
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -19,11 +24,11 @@
 
 #define MAX_HEADER (100u << 20) /* the reference implementation's limit */
 
-enum { T_IN_W, T_IN_B, T_OUT_W, T_OUT_B, T_Q_W, T_K_W, T_V_W, T_COUNT };
+enum { T_IN_W, T_IN_B, T_OUT_W, T_OUT_B, T_Q_W, T_K_W, T_V_W, T_TOK, T_POS, T_COUNT };
 
 static const char *const tensor_names[T_COUNT] = {
-    "in_proj_weight", "in_proj_bias",  "out_proj.weight", "out_proj.bias",
-    "q_proj_weight",  "k_proj_weight", "v_proj_weight"};
+    "in_proj_weight", "in_proj_bias",  "out_proj.weight",  "out_proj.bias",      "q_proj_weight",
+    "k_proj_weight",  "v_proj_weight", "token_embeddings", "position_embeddings"};
 
 typedef struct st_tensor {
     bool present;
@@ -120,7 +125,9 @@ static int read_entry(st_ctx *c, const char *name, const char *obj, st_tensor *t
     return 0;
 }
 
-static int read_num_heads(st_ctx *c, const char *meta, size_t *h) {
+/* Reads num_heads into *h, and the values of vocab and head_names (NULL when absent). */
+static int read_num_heads(st_ctx *c, const char *meta, size_t *h, const char **vocab,
+                          const char **names) {
     if (api_jv_kind(meta) != '{')
         return st_fail(c, "__metadata__ is not an object");
     const char *it = meta, *val = NULL;
@@ -129,6 +136,16 @@ static int read_num_heads(st_ctx *c, const char *meta, size_t *h) {
     while (api_jv_obj_next(&it, &key, &val)) {
         if (api_jv_kind(val) != '"')
             return st_fail(c, "__metadata__ values must be strings");
+        const char **list = api_jv_streq(key, "vocab")        ? vocab
+                            : api_jv_streq(key, "head_names") ? names
+                                                              : NULL;
+        if (list) {
+            if (*list)
+                return st_fail(c, "__metadata__.%s appears twice",
+                               list == vocab ? "vocab" : "head_names");
+            *list = val;
+            continue;
+        }
         if (!api_jv_streq(key, "num_heads"))
             continue;
         char s[24];
@@ -189,6 +206,43 @@ static int convert(st_ctx *c, const char *name, const st_tensor *t, const uint8_
     return 0;
 }
 
+/* Reads one list of __metadata__ (val: its JSON string) into *out. */
+static int read_list(st_ctx *c, const char *val, const char *what, int kind, api_strlist **out) {
+    api_span raw = api_jv_string(val);
+    size_t cap = (size_t)(raw.e - raw.p) + 1; /* decoding never makes text longer */
+    char *text = malloc(cap);
+    if (!text)
+        return api_fail(c->err, 500, "out_of_memory", NULL, "%s: out of memory reading %s",
+                        c->label, what);
+    size_t n = api_jv_decode(raw, text, cap);
+    char msg[200];
+    *out = api_strlist_parse(text, n, what, kind, msg, sizeof msg);
+    free(text);
+    if (!*out && !strncmp(msg, "out of memory", 13))
+        return api_fail(c->err, 500, "out_of_memory", NULL, "%s: %s", c->label, msg);
+    return *out ? 0 : st_fail(c, "%s", msg);
+}
+
+/* The lists vocab and head_names of __metadata__ (values vocab_val and names_val, NULL when
+ * absent): *vocab and *names, or -1 with nothing allocated. There must be h head names. */
+static int read_lists(st_ctx *c, const char *vocab_val, const char *names_val, size_t h,
+                      api_strlist **vocab, api_strlist **names) {
+    *vocab = *names = NULL;
+    if (vocab_val && read_list(c, vocab_val, "__metadata__.vocab", API_LIST_TOKENS, vocab))
+        return -1;
+    if (names_val && read_list(c, names_val, "__metadata__.head_names", API_LIST_NAMES, names)) {
+        api_strlist_free(*vocab);
+        return -1;
+    }
+    if (*names && (*names)->n != h) {
+        st_fail(c, "__metadata__.head_names lists %zu names for num_heads=%zu", (*names)->n, h);
+        api_strlist_free(*vocab);
+        api_strlist_free(*names);
+        return -1;
+    }
+    return 0;
+}
+
 static api_model *parse(const char *label, const char *name, const uint8_t *bytes, size_t len,
                         api_error *err) {
     st_ctx cx = {.label = label, .err = err}, *c = &cx;
@@ -213,6 +267,7 @@ static api_model *parse(const char *label, const char *name, const uint8_t *byte
     st_tensor t[T_COUNT] = {0};
     size_t h = 0;
     bool have_meta = false;
+    const char *vocab_val = NULL, *names_val = NULL;
     const char *it = hdr, *val = NULL;
     api_span key;
     while (api_jv_obj_next(&it, &key, &val)) {
@@ -220,7 +275,7 @@ static api_model *parse(const char *label, const char *name, const uint8_t *byte
             if (have_meta)
                 return st_fail(c, "__metadata__ appears twice"), NULL;
             have_meta = true;
-            if (read_num_heads(c, val, &h))
+            if (read_num_heads(c, val, &h, &vocab_val, &names_val))
                 return NULL;
             continue;
         }
@@ -233,7 +288,8 @@ static api_model *parse(const char *label, const char *name, const uint8_t *byte
             api_jv_decode(key, k, sizeof k);
             return st_fail(c,
                            "unexpected tensor \"%s\"; expected nn.MultiheadAttention state_dict "
-                           "names (in_proj_weight, out_proj.weight, ...)",
+                           "names (in_proj_weight, out_proj.weight, ...), token_embeddings or "
+                           "position_embeddings",
                            k),
                    NULL;
         }
@@ -310,9 +366,30 @@ static api_model *parse(const char *label, const char *name, const uint8_t *byte
         kdim = t[T_K_W].rank == 2 ? t[T_K_W].dims[1] : 0;
         vdim = t[T_V_W].rank == 2 ? t[T_V_W].dims[1] : 0;
     }
-    const size_t want[T_COUNT][2] = {{3 * e, e}, {3 * e, 0}, {e, e},   {e, 0},
-                                     {e, e},     {e, kdim},  {e, vdim}};
-    const size_t want_rank[T_COUNT] = {2, 1, 2, 1, 2, 2, 2};
+    /* The vocabulary: its lists first, then the shapes of its tables. */
+    api_strlist *vocab = NULL, *names = NULL;
+    if (read_lists(c, vocab_val, names_val, h, &vocab, &names))
+        return NULL;
+    size_t v = vocab ? vocab->n : 0, npos = t[T_POS].rank == 2 ? t[T_POS].dims[0] : 0;
+    const char *problem = vocab && !t[T_TOK].present ? "__metadata__.vocab needs the tensor "
+                                                       "token_embeddings (V, E)"
+                          : !vocab && t[T_TOK].present
+                              ? "the tensor token_embeddings needs __metadata__.vocab, the list of "
+                                "its tokens"
+                          : t[T_POS].present && !t[T_TOK].present
+                              ? "the tensor position_embeddings needs token_embeddings and "
+                                "__metadata__.vocab"
+                          : vocab && (kdim != e || vdim != e)
+                              ? "a model with a vocabulary does self-attention: kdim and vdim must "
+                                "equal E"
+                              : NULL;
+    if (problem || (t[T_POS].present && npos == 0)) {
+        st_fail(c, "%s", problem ? problem : "tensor position_embeddings must be (P, E), P >= 1");
+        goto fail_lists;
+    }
+    const size_t want[T_COUNT][2] = {{3 * e, e}, {3 * e, 0}, {e, e}, {e, 0},   {e, e},
+                                     {e, kdim},  {e, vdim},  {v, e}, {npos, e}};
+    const size_t want_rank[T_COUNT] = {2, 1, 2, 1, 2, 2, 2, 2, 2};
     for (int i = 0; i < T_COUNT; i++) {
         if (!t[i].present)
             continue;
@@ -322,24 +399,43 @@ static api_model *parse(const char *label, const char *name, const uint8_t *byte
             char got[64], exp[64];
             api_dims_str(got, sizeof got, t[i].dims, t[i].rank);
             api_dims_str(exp, sizeof exp, want[i], rank);
-            return st_fail(c, "tensor %s has shape %s; with E=%zu it must be %s", tensor_names[i],
-                           got, e, exp),
-                   NULL;
+            if (i == T_TOK)
+                st_fail(c,
+                        "tensor %s has shape %s; with E=%zu and the %zu tokens of "
+                        "__metadata__.vocab it must be %s",
+                        tensor_names[i], got, e, v, exp);
+            else
+                st_fail(c, "tensor %s has shape %s; with E=%zu it must be %s", tensor_names[i], got,
+                        e, exp);
+            goto fail_lists;
         }
     }
-    if (e % h != 0)
-        return st_fail(c, "the embedding width E=%zu is not divisible by num_heads=%zu", e, h),
-               NULL;
+    if (e % h != 0) {
+        st_fail(c, "the embedding width E=%zu is not divisible by num_heads=%zu", e, h);
+        goto fail_lists;
+    }
 
     api_model *m = api_model_alloc(name, "file", e, h, kdim, vdim, packed, t[T_IN_B].present,
                                    t[T_OUT_B].present, err);
     if (!m)
-        return NULL;
+        goto fail_lists;
     const attn_mha_params *pp = api_model_params(m);
-    float *dst[T_COUNT] = {(float *)pp->in_proj_weight,  (float *)pp->in_proj_bias,
-                           (float *)pp->out_proj_weight, (float *)pp->out_proj_bias,
-                           (float *)pp->q_proj_weight,   (float *)pp->k_proj_weight,
-                           (float *)pp->v_proj_weight};
+    float *tok = NULL, *pos = NULL;
+    if (names)
+        api_model_set_head_names(m, names);
+    if (vocab && api_model_set_vocab(m, vocab, npos, &tok, &pos, err)) {
+        api_model_destroy(m);
+        return NULL;
+    }
+    float *dst[T_COUNT] = {(float *)pp->in_proj_weight,
+                           (float *)pp->in_proj_bias,
+                           (float *)pp->out_proj_weight,
+                           (float *)pp->out_proj_bias,
+                           (float *)pp->q_proj_weight,
+                           (float *)pp->k_proj_weight,
+                           (float *)pp->v_proj_weight,
+                           tok,
+                           pos};
     for (int i = 0; i < T_COUNT; i++) {
         if (!t[i].present)
             continue;
@@ -350,6 +446,10 @@ static api_model *parse(const char *label, const char *name, const uint8_t *byte
         }
     }
     return m;
+fail_lists:
+    api_strlist_free(vocab);
+    api_strlist_free(names);
+    return NULL;
 }
 
 api_model *api_model_from_safetensors(const char *name, const uint8_t *bytes, size_t len,

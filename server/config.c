@@ -164,7 +164,8 @@ void srv_config_usage(FILE *f) {
     fprintf(f, "Usage: attnd [FLAG VALUE | FLAG=VALUE]...\n"
                "\n"
                "attnd serves multi-head attention over HTTP (API v1: POST /v1/attention, POST "
-               "/v1/sdpa,\nGET /v1/models, /healthz, /readyz, /metrics, /openapi.yaml, /).\n"
+               "/v1/sdpa,\nGET /v1/models, /v1/models/NAME, /healthz, /readyz, /metrics, "
+               "/openapi.yaml, /).\n"
                "Each flag has an environment twin; a flag wins over its twin.\n\n");
     for (size_t i = 0; i < NOPTS; i++) {
         const opt *o = &OPTS[i];

@@ -228,6 +228,8 @@ static srv_route route_of(const char *url) {
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
         if (!strcmp(url, routes[i].path))
             return routes[i].route;
+    if (!strncmp(url, "/v1/models/", 11)) /* GET /v1/models/{name} */
+        return SRV_ROUTE_MODELS;
     return srv_static_find(url) ? SRV_ROUTE_STATIC : SRV_ROUTE_UNKNOWN;
 }
 
@@ -860,6 +862,14 @@ static enum MHD_Result on_new(srv_http *h, http_req *r) {
         if (!ready)
             return reply_unavailable(r);
         api_buf b = {0};
+        if (r->path[10] == '/') { /* /v1/models/{name} */
+            api_error e = {0};
+            if (api_registry_model_json(h->models, r->path + 11, &b, &e) != 0) {
+                api_buf_free(&b);
+                return reply_api_error(r, &e);
+            }
+            return reply_buf(r, 200, "application/json", &b);
+        }
         api_registry_list_json(h->models, &b);
         return reply_buf(r, 200, "application/json", &b);
     }

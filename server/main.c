@@ -95,6 +95,7 @@ static void log_models(const srv_log *log, const api_registry *models) {
             SRV_INT("kdim", info.kdim),
             SRV_INT("vdim", info.vdim),
             SRV_STR("has_bias", info.has_bias ? "true" : "false"),
+            SRV_INT("vocab_size", info.vocab_size),
             SRV_STR("default", m == def ? "true" : "false"),
         };
         srv_log_write(log, "info", "model", kv, sizeof kv / sizeof kv[0]);
@@ -206,7 +207,8 @@ int main(int argc, char **argv) {
         srv_log_write(&log, "info", "listening", kv, 2);
     }
 
-    /* Models: the built-in demo first (the default unless --default-model says otherwise). */
+    /* Models: the built-in demo first (the default unless --default-model says otherwise), then
+     * the built-in lesson. */
     api_error ae = {0};
     if (!(models = api_registry_create())) {
         fatal(&log, "out of memory for the model registry");
@@ -214,6 +216,11 @@ int main(int argc, char **argv) {
     }
     api_model *demo = api_model_demo(&ae);
     if (!demo || api_registry_add(models, demo, &ae) != 0) {
+        fatal(&log, ae.message);
+        goto out;
+    }
+    api_model *lesson = api_model_lesson(&ae);
+    if (!lesson || api_registry_add(models, lesson, &ae) != 0) {
         fatal(&log, ae.message);
         goto out;
     }

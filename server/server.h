@@ -163,7 +163,7 @@ void srv_log_write(const srv_log *log, const char *level, const char *msg, const
 typedef enum srv_route {
     SRV_ROUTE_ATTENTION = 0, /* POST /v1/attention */
     SRV_ROUTE_SDPA,          /* POST /v1/sdpa */
-    SRV_ROUTE_MODELS,        /* GET /v1/models */
+    SRV_ROUTE_MODELS,        /* GET /v1/models and /v1/models/{name} */
     SRV_ROUTE_HEALTHZ,       /* GET /healthz */
     SRV_ROUTE_READYZ,        /* GET /readyz */
     SRV_ROUTE_METRICS,       /* GET /metrics */

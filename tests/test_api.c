@@ -610,6 +610,14 @@ static api_registry *demo_registry(void) {
     return r;
 }
 
+/* demo (the default) and lesson, as attnd holds them. */
+static api_registry *builtin_registry(void) {
+    api_error e = {0};
+    api_registry *r = demo_registry();
+    CHECK(api_registry_add(r, api_model_lesson(&e), &e) == 0, "add lesson: %s", e.message);
+    return r;
+}
+
 static int cmp_str(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
@@ -691,7 +699,7 @@ static size_t run_case_dir(const char *sub, api_op op, const api_registry *model
 }
 
 static void test_request_cases(void) {
-    api_registry *models = demo_registry();
+    api_registry *models = builtin_registry();
     size_t n = run_case_dir("attention", API_OP_ATTENTION, models);
     n += run_case_dir("sdpa", API_OP_SDPA, models);
     CHECK(n >= 150, "only %zu request cases found", n);
@@ -1111,8 +1119,9 @@ static void test_registry(void) {
     api_registry_list_json(r, &b);
     const char *want = "{\"default\":\"id\\\"x\",\"models\":[{\"name\":\"demo\",\"embed_dim\":64,"
                        "\"num_heads\":4,\"kdim\":64,\"vdim\":64,\"source\":\"builtin\","
-                       "\"has_bias\":false},{\"name\":\"id\\\"x\",\"embed_dim\":4,\"num_heads\":2,"
-                       "\"kdim\":4,\"vdim\":4,\"source\":\"builtin\",\"has_bias\":false}]}";
+                       "\"has_bias\":false,\"vocab_size\":0},{\"name\":\"id\\\"x\",\"embed_dim\":4,"
+                       "\"num_heads\":2,\"kdim\":4,\"vdim\":4,\"source\":\"builtin\","
+                       "\"has_bias\":false,\"vocab_size\":0}]}";
     CHECK(b.len == strlen(want) && memcmp(b.data, want, b.len) == 0, "list: %.*s", (int)b.len,
           b.data);
     api_buf_free(&b);
@@ -1440,6 +1449,128 @@ static void test_errors_and_buffers(void) {
 
 /* ---- Safetensors -------------------------------------------------------------------------- */
 
+/* True when the JSON arrays of strings a and b are equal. */
+static bool same_strings(const json_t *a, const json_t *b) {
+    if (!json_is_array(a) || !json_is_array(b) || json_array_size(a) != json_array_size(b))
+        return false;
+    for (size_t i = 0; i < json_array_size(a); i++) {
+        const char *x = json_string_value(json_array_get(a, i));
+        const char *y = json_string_value(json_array_get(b, i));
+        if (!x || !y || strcmp(x, y))
+            return false;
+    }
+    return true;
+}
+
+/* The output of a 200 response, flattened into a new array (*n floats); NULL when none. */
+static float *output_of(json_t *resp, size_t *n) {
+    float *o = malloc(65536 * sizeof *o);
+    *n = resp ? flatten(json_object_get(resp, "output"), o, 65536) : 0;
+    if (*n == 0 || *n == SIZE_MAX) {
+        free(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* A model with a vocabulary (reference.json of a *-vocab-* case, registered in reg as "model";
+ * query_resp: the answer to the reference's query): its tables bit for bit, its description,
+ * every text's split, text and tokens answering what the query does, an unknown word. */
+static void check_vocab_model(const char *name, api_registry *reg, const json_t *ref,
+                              json_t *query_resp) {
+    const api_model *m = api_registry_find(reg, "model");
+    size_t p = 0;
+    const float *pos = api_model_position_embeddings(m, &p);
+    const float *tables[2] = {api_model_token_embeddings(m), pos};
+    const char *tn[2] = {"token_embeddings", "position_embeddings"};
+    json_t *wj = json_object_get(ref, "weights");
+    for (int i = 0; i < 2; i++) {
+        json_t *a = json_object_get(wj, tn[i]);
+        CHECK((a != NULL) == (tables[i] != NULL), "%s: %s presence", name, tn[i]);
+        size_t bad = 0;
+        for (size_t k = 0; a && tables[i] && k < json_array_size(a); k++) {
+            float want = (float)json_number_value(json_array_get(a, k));
+            bad += memcmp(&want, tables[i] + k, 4) != 0;
+        }
+        CHECK(bad == 0, "%s: %zu values of %s differ after conversion", name, bad, tn[i]);
+    }
+    api_model_info mi = api_model_describe(m);
+    size_t max_tokens = (size_t)json_number_value(json_object_get(ref, "max_tokens"));
+    CHECK(mi.vocab_size == json_array_size(json_object_get(ref, "vocab")) && mi.max_tokens == p &&
+              p == max_tokens,
+          "%s: vocab_size %zu, max_tokens %zu", name, mi.vocab_size, mi.max_tokens);
+
+    /* GET /v1/models/model: the vocabulary in id order, the head names. */
+    api_buf b = {0};
+    api_error e = {0};
+    CHECK(api_registry_model_json(reg, "model", &b, &e) == 0, "%s: describe: %s", name, e.message);
+    json_error_t je;
+    json_t *d = json_loadb(b.data, b.len, 0, &je);
+    CHECK(d && same_strings(json_object_get(d, "vocab"), json_object_get(ref, "vocab")) &&
+              same_strings(json_object_get(d, "head_names"), json_object_get(ref, "head_names")) &&
+              json_is_true(json_object_get(d, "default")) &&
+              json_integer_value(json_object_get(d, "vocab_size")) == (json_int_t)mi.vocab_size &&
+              (p ? json_integer_value(json_object_get(d, "max_tokens")) == (json_int_t)p
+                 : json_object_get(d, "max_tokens") == NULL),
+          "%s: GET /v1/models/model: %.*s", name, (int)b.len, b.data);
+    json_decref(d);
+    api_buf_free(&b);
+
+    /* Each text: split as the reference says; tokens answer bit for bit what text does. */
+    size_t nq = 0;
+    float *q_out = output_of(query_resp, &nq);
+    json_t *splits = json_object_get(ref, "splits");
+    for (size_t i = 0; i < json_array_size(splits); i++) {
+        json_t *sp = json_array_get(splits, i);
+        json_t *body =
+            json_pack("{s:s,s:O}", "model", "model", "text", json_object_get(sp, "text"));
+        char *text_body = json_dumps(body, JSON_COMPACT);
+        json_object_del(body, "text");
+        json_object_set(body, "tokens", json_object_get(sp, "tokens"));
+        char *tokens_body = json_dumps(body, JSON_COMPACT);
+        json_t *rt = request_str(API_OP_ATTENTION, text_body, reg, &e);
+        CHECK(rt && same_strings(json_object_get(rt, "tokens"), json_object_get(sp, "tokens")),
+              "%s: text %s split otherwise (%s)", name, text_body, e.message);
+        CHECK(rt && same_strings(json_object_get(rt, "head_names"),
+                                 json_object_get(ref, "head_names")),
+              "%s: the response's head_names", name);
+        json_t *rk = request_str(API_OP_ATTENTION, tokens_body, reg, &e);
+        CHECK(rk && same_strings(json_object_get(rk, "tokens"), json_object_get(sp, "tokens")),
+              "%s: tokens echoed otherwise (%s)", name, e.message);
+        size_t nt = 0, nk = 0;
+        float *t_out = output_of(rt, &nt), *k_out = output_of(rk, &nk);
+        CHECK(t_out && k_out && nt == nk && !memcmp(t_out, k_out, nt * sizeof *t_out),
+              "%s: tokens and text answer differently for %s", name, text_body);
+        /* The first text's words make the reference's query: the same answer, bit for bit. */
+        if (i == 0)
+            CHECK(t_out && q_out && nt == nq && !memcmp(t_out, q_out, nt * sizeof *t_out),
+                  "%s: text and its embeddings as query answer differently", name);
+        free(t_out);
+        free(k_out);
+        json_decref(rt);
+        json_decref(rk);
+        free(text_body);
+        free(tokens_body);
+        json_decref(body);
+    }
+    free(q_out);
+
+    /* An unknown word: its character offset (code points) in the message. */
+    json_t *u = json_object_get(ref, "unknown");
+    json_t *body = json_pack("{s:s,s:O}", "model", "model", "text", json_object_get(u, "text"));
+    char *ub = json_dumps(body, JSON_COMPACT);
+    json_t *ru = request_str(API_OP_ATTENTION, ub, reg, &e);
+    char at[48];
+    snprintf(at, sizeof at, "at character %.0f of text",
+             json_number_value(json_object_get(u, "at")));
+    CHECK(!ru && e.status == 400 && !strcmp(e.code, "unknown_token") && !strcmp(e.field, "text") &&
+              strstr(e.message, at),
+          "%s: unknown word in %s: %d %s %s", name, ub, e.status, e.code, e.message);
+    json_decref(ru);
+    free(ub);
+    json_decref(body);
+}
+
 static void test_safetensors_valid(const char *dir, const char *name) {
     char path[1024];
     snprintf(path, sizeof path, "%s/%s/model.safetensors", dir, name);
@@ -1520,6 +1651,8 @@ static void test_safetensors_valid(const char *dir, const char *name) {
         for (size_t i = 0; i < n && n == nw; i++)
             err = fmax(err, fabs((double)got[i] - (double)want[i]) / (1.0 + fabs((double)want[i])));
         CHECK(err < 2e-5, "%s: output differs from PyTorch by %g", name, err);
+        if (json_object_get(ref, "vocab"))
+            check_vocab_model(name, reg, ref, resp);
         json_decref(resp);
     }
     free(q), free(k), free(v), free(body.s);
@@ -1541,7 +1674,7 @@ static void test_safetensors(void) {
         }
     if (d)
         closedir(d);
-    CHECK(nvalid >= 4, "only %zu valid safetensors cases", nvalid);
+    CHECK(nvalid >= 6, "only %zu valid safetensors cases", nvalid);
 
     snprintf(dir, sizeof dir, "%s/safetensors/invalid", cases_dir);
     d = opendir(dir);
@@ -1575,7 +1708,7 @@ static void test_safetensors(void) {
     }
     if (d)
         closedir(d);
-    CHECK(ninvalid >= 25, "only %zu invalid safetensors cases", ninvalid);
+    CHECK(ninvalid >= 60, "only %zu invalid safetensors cases", ninvalid);
     printf("safetensors cases: %zu valid, %zu invalid\n", nvalid, ninvalid);
 
     /* A missing file is an I/O error naming it. */
@@ -1767,6 +1900,116 @@ static void test_batches(void) {
     api_registry_destroy(models);
 }
 
+/* The built-in lesson model: its description, the chapter's sentences split as documented
+ * (api/lesson/README.md), a text job batching with a query job on the same model. */
+static void test_lesson(void) {
+    api_error e = {0};
+    api_registry *r = builtin_registry();
+    const api_model *m = api_registry_find(r, "lesson");
+    api_model_info mi = api_model_describe(m);
+    CHECK(m && !strcmp(mi.source, "builtin") && mi.embed_dim == 256 && mi.num_heads == 4 &&
+              mi.kdim == 256 && mi.vdim == 256 && !mi.has_bias && mi.max_tokens == 48 &&
+              mi.vocab_size >= 150,
+          "lesson: %s E %zu H %zu V %zu P %zu", mi.source, mi.embed_dim, mi.num_heads,
+          mi.vocab_size, mi.max_tokens);
+    CHECK(api_registry_default(r) == api_registry_find(r, "demo"), "demo stays the default");
+    api_buf b = {0};
+    CHECK(api_registry_model_json(r, "lesson", &b, &e) == 0, "describe lesson: %s", e.message);
+    json_t *d = json_loadb(b.data, b.len, 0, NULL);
+    json_t *names = json_pack("[ssss]", "adjacent", "subject", "structure", "coreference");
+    CHECK(d && same_strings(json_object_get(d, "head_names"), names) &&
+              json_array_size(json_object_get(d, "vocab")) == mi.vocab_size &&
+              json_is_false(json_object_get(d, "default")) &&
+              json_integer_value(json_object_get(d, "max_tokens")) == 48,
+          "GET /v1/models/lesson: %.300s", b.data);
+    json_decref(d);
+    api_buf_reset(&b);
+    e = (api_error){0};
+    CHECK(api_registry_model_json(r, "lesso", &b, &e) == -1 && e.status == 404 &&
+              !strcmp(e.code, "unknown_model") && !e.field[0] && b.len == 0,
+          "GET /v1/models/lesso: %d %s", e.status, e.code);
+    api_buf_reset(&b);
+    api_registry_list_json(r, &b);
+    json_t *l = json_loadb(b.data, b.len, 0, NULL);
+    json_t *lm = json_array_get(json_object_get(l, "models"), 1);
+    json_t *dm = json_array_get(json_object_get(l, "models"), 0);
+    CHECK(same_strings(json_object_get(lm, "head_names"), names) &&
+              json_integer_value(json_object_get(lm, "vocab_size")) == (json_int_t)mi.vocab_size &&
+              !json_object_get(lm, "vocab") && !json_object_get(dm, "head_names") &&
+              json_integer_value(json_object_get(dm, "vocab_size")) == 0 &&
+              json_is_integer(json_object_get(dm, "vocab_size")),
+          "GET /v1/models: %.400s", b.data);
+    json_decref(l);
+    json_decref(names);
+    api_buf_free(&b);
+
+    /* The segmentation the README documents for the chapter's sentences. */
+    static const char *const splits[][2] = {
+        {"程序员把服务器日志发给同事，因为它记录了错误原因。",
+         "程序员|把|服务器日志|发给|同事|，|因为|它|记录了|错误原因|。"},
+        {"小王昨天提交了补丁，因为他发现缓存模块在高并发下会返回旧数据。",
+         "小王|昨天|提交了|补丁|，|因为|他|发现|缓存模块|在|高并发|下|会|返回|旧数据|。"},
+        {"张工把配置文件发给测试同学，因为它包含新的开关。",
+         "张工|把|配置文件|发给|测试同学|，|因为|它|包含|新的开关|。"},
+        {"小李把笔记本放进背包，因为它太重了。", "小李|把|笔记本|放进|背包|，|因为|它|太重了|。"},
+        {"Redis 是一个内存数据库。", "Redis|是|一个|内存|数据库|。"},
+        {"服务器 日志", "服务器|日志"},
+    };
+    for (size_t i = 0; i < sizeof splits / sizeof splits[0]; i++) {
+        json_t *body = json_pack("{s:s,s:s}", "model", "lesson", "text", splits[i][0]);
+        char *bs = json_dumps(body, JSON_COMPACT);
+        json_t *resp = request_str(API_OP_ATTENTION, bs, r, &e);
+        sb got = {0};
+        json_t *toks = json_object_get(resp, "tokens");
+        for (size_t k = 0; k < json_array_size(toks); k++)
+            sb_add(&got, "%s%s", k ? "|" : "", json_string_value(json_array_get(toks, k)));
+        CHECK(got.s && !strcmp(got.s, splits[i][1]), "split of %s: %s, want %s", splits[i][0],
+              got.s ? got.s : e.message, splits[i][1]);
+        free(got.s);
+        free(bs);
+        json_decref(body);
+        json_decref(resp);
+    }
+
+    /* A text job batches with a query job on lesson; each answers as when run alone. */
+    api_limits lim = api_limits_default();
+    const char *tb = "{\"model\":\"lesson\",\"text\":\"小李把笔记本放进背包，因为它太重了。\","
+                     "\"need_weights\":\"per_head\"}";
+    float *x = frand_new(3 * 256);
+    sb qb = {0};
+    sb_add(&qb, "{\"model\":\"lesson\",\"causal\":true,\"query\":");
+    sb_tensor(&qb, x, (size_t[]){3, 256}, 2);
+    sb_add(&qb, "}");
+    api_job *a[2], *solo[2];
+    const char *bodies[2] = {tb, qb.s};
+    for (int i = 0; i < 2; i++) {
+        a[i] = api_job_parse(API_OP_ATTENTION, bodies[i], strlen(bodies[i]), r, &lim, &e);
+        solo[i] = api_job_parse(API_OP_ATTENTION, bodies[i], strlen(bodies[i]), r, &lim, &e);
+        CHECK(a[i] && solo[i], "lesson batch body %d: %s", i, e.message);
+    }
+    if (a[0] && a[1] && solo[0] && solo[1]) {
+        CHECK(api_jobs_batchable(a[0], a[1]), "a text job and a query job on lesson batch");
+        api_error errs[2] = {{0}, {0}};
+        CHECK(api_jobs_run(a, 2, NULL, 0, errs) == 0, "lesson batch: %s", errs[0].message);
+        for (int i = 0; i < 2; i++) {
+            CHECK(api_job_run(solo[i], NULL, &e) == 0, "lesson solo %d: %s", i, e.message);
+            char *x1 = answer_of(a[i]), *x2 = answer_of(solo[i]);
+            CHECK(x1 && x2 && answers_diff(x1, x2) < 1e-5, "lesson batch answer %d differs", i);
+            CHECK(i != 0 || (x1 && strstr(x1, "\"tokens\":[\"小李\",\"把\"")),
+                  "batched text job lost its tokens");
+            free(x1);
+            free(x2);
+        }
+    }
+    for (int i = 0; i < 2; i++) {
+        api_job_destroy(a[i]);
+        api_job_destroy(solo[i]);
+    }
+    free(x);
+    free(qb.s);
+    api_registry_destroy(r);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1)
         cases_dir = argv[1];
@@ -1786,6 +2029,7 @@ int main(int argc, char **argv) {
     test_limits();
     test_safetensors();
     test_batches();
+    test_lesson();
     printf("%d passed, %d failed\n", checks - failures, failures);
     return failures ? 1 : 0;
 }

@@ -11,6 +11,11 @@ valid/<case>/reference.json      a query (and key/value), PyTorch's output for i
 invalid/<case>/model.safetensors a broken file
 invalid/<case>/expect            a phrase the loader's one-line message must contain
 
+Models with a vocabulary (valid/*-vocab-*) also carry token_embeddings, position_embeddings and the
+metadata lists vocab and head_names; their reference.json adds the vocabulary, the head names, texts
+with their split by longest match (written here independently of attnd's splitter), the query
+those words make (token_embeddings row + position_embeddings row) and an unknown word's offset.
+
 The outputs are committed; the C test needs neither Python nor torch. The format is written by
 hand (8-byte little-endian header length, JSON header, raw data), as the issue asks.
 """
@@ -112,6 +117,69 @@ def valid_case(case, dtype, e, h, kdim=None, vdim=None, bias=True, seed=0, n=2, 
     return tensors
 
 
+SPACES = " \t\n\r\u3000"
+
+
+def split(text, vocab):
+    """Longest match, whitespace separating and dropped: the split attnd must make."""
+    out, i = [], 0
+    while i < len(text):
+        if text[i] in SPACES:
+            i += 1
+            continue
+        n = max((len(t) for t in vocab if text.startswith(t, i)), default=0)
+        if n == 0:
+            return out, i  # an unknown word at character i
+        out.append(text[i:i + n])
+        i += n
+    return out, None
+
+
+def jlist(items):
+    return json.dumps(items, ensure_ascii=False, separators=(",", ":"))
+
+
+def vocab_case(case, dtype, e, h, vocab, positions, texts, unknown, seed):
+    """A model with a vocabulary: token_embeddings (V, E), position_embeddings (P, E) when
+    positions, head names; the reference of texts split and embedded."""
+    g = torch.Generator().manual_seed(seed)
+    mha = torch.nn.MultiheadAttention(e, h, bias=True, batch_first=True)
+    sd = {k: torch.randn(v.shape, generator=g) * 0.5 for k, v in mha.state_dict().items()}
+    sd["token_embeddings"] = torch.randn(len(vocab), e, generator=g)
+    if positions:
+        sd["position_embeddings"] = torch.randn(positions, e, generator=g) * 0.25
+    exact = {k: rounded(v, dtype) for k, v in sd.items()}
+    mha.load_state_dict({k: v for k, v in exact.items() if "embeddings" not in k})
+    names = ["head%d" % i for i in range(h)]
+    tensors = [(k, dtype, sd[k].shape, raw_of(sd[k], dtype)) for k in sd]
+    blob = encode(tensors, {"num_heads": str(h), "vocab": jlist(vocab), "head_names": jlist(names)})
+    splits = []
+    for text in texts:
+        words, bad = split(text, vocab)
+        assert bad is None, text
+        splits.append({"text": text, "tokens": words})
+    # The query of the first text: token_embeddings rows plus position_embeddings rows, in float32.
+    words = splits[0]["tokens"]
+    x = exact["token_embeddings"][[vocab.index(w) for w in words]]
+    if positions:
+        x = x + exact["position_embeddings"][:len(words)]
+    query = x.unsqueeze(0)
+    with torch.no_grad():
+        out, _ = mha(query, query, query, need_weights=False)
+    words, at = split(unknown, vocab)
+    ref = {
+        "num_heads": h, "embed_dim": e, "kdim": e, "vdim": e, "has_bias": True,
+        "vocab": vocab, "head_names": names, "max_tokens": positions, "splits": splits,
+        "unknown": {"text": unknown, "at": at},
+        "query": [[[f32(v) for v in row] for row in b] for b in query.tolist()],
+        "output": [[[f32(v) for v in row] for row in b] for b in out.tolist()],
+        "weights": {k: [f32(v) for v in t.reshape(-1).tolist()] for k, t in exact.items()},
+    }
+    path = os.path.join(ROOT, "valid", case)
+    write(path, "model.safetensors", blob)
+    write(path, "reference.json", json.dumps(ref, indent=1, ensure_ascii=False) + "\n")
+
+
 def invalid(case, blob, expect):
     path = os.path.join(ROOT, "invalid", case)
     write(path, "model.safetensors", blob)
@@ -123,6 +191,12 @@ def main():
     valid_case("f16-packed-nobias", "F16", 8, 4, bias=False, seed=2)
     valid_case("bf16-kvdim-bias", "BF16", 8, 2, kdim=6, vdim=4, seed=3)
     valid_case("f32-kvdim-nobias", "F32", 12, 3, kdim=5, vdim=7, bias=False, seed=4)
+    # Longest match: "abcab" is abc ab, "aba" ab a, 你好好 你好 好; U+3000 and escapes separate.
+    vocab = ["a", "ab", "abc", "b", "你", "你好", "好", "。", "🙂", "x\\y", "\"q\""]
+    vocab_case("f32-vocab-pos", "F32", 8, 2, vocab, 9,
+               ["你好 abcab。", "aba\u3000你好好\n\t🙂", "abca", "\"q\"x\\y"], "ab 🙂好 z你", seed=5)
+    vocab_case("f16-vocab-nopos", "F16", 4, 4, vocab[:8], 0,
+               ["abcabcab 你好 你好好好 a b 。" * 3, "b"], "你好吗", seed=6)
 
     e, h = 8, 2
     g = torch.Generator().manual_seed(9)
@@ -211,7 +285,78 @@ def main():
             encode(good, meta, {"out_proj.bias": {"dtype": "F32", "shape": [e],
                                                   "data_offsets": [off, off + 4 * e], "x": 1}}),
             "unknown header field \"x\"")
+    vocab_invalid(W)
     return 0
+
+
+def vocab_invalid(W):
+    """Broken vocabularies and head names (E = 8, H = 2, V = 3)."""
+    e, v = 8, 3
+    mha = [("in_proj_weight", "F32", (3 * e, e), raw_of(W(3 * e, e), "F32")),
+           ("out_proj.weight", "F32", (e, e), raw_of(W(e, e), "F32"))]
+    tok = ("token_embeddings", "F32", (v, e), raw_of(W(v, e), "F32"))
+    pos = ("position_embeddings", "F32", (4, e), raw_of(W(4, e), "F32"))
+    words = jlist(["程序员", "它", "。"])
+
+    def meta(vocab=words, names=None):
+        m = {"num_heads": "2"}
+        if vocab is not None:
+            m["vocab"] = vocab
+        if names is not None:
+            m["head_names"] = names
+        return m
+
+    def case(name, vocab, expect, tensors=None, names=None):
+        invalid(name, encode(tensors or mha + [tok, pos], meta(vocab, names)), expect)
+
+    case("vocab-bad-json", '["程序员", "它"', "__metadata__.vocab is not valid JSON")
+    case("vocab-trailing", '["程序员", "它", "。"] x', "something follows the list")
+    case("vocab-not-list", '{"程序员": 0}', "__metadata__.vocab must be a JSON list of strings")
+    case("vocab-not-json-string", "程序员", "must be a JSON list of strings")
+    case("vocab-number", '["程序员", 2, "。"]', "entry 1 is not a string")
+    case("vocab-empty-list", "[]", "__metadata__.vocab is an empty list")
+    case("vocab-empty-token", '["程序员", "", "。"]', "entry 1 is an empty string")
+    case("vocab-duplicate", '["它", "。", "它"]', 'lists "它" twice (entries 0 and 2)')
+    case("vocab-escaped-duplicate", '["它", "\\u5b83", "。"]', 'lists "它" twice')
+    case("vocab-whitespace", '["程序 员", "它", "。"]', "holds whitespace")
+    case("vocab-ideographic-space", '["程序员", "它\u3000", "。"]', "holds whitespace")
+    case("vocab-control", '["程序员", "它\\u0001", "。"]', "entry 1 holds a control character")
+    case("vocab-bad-escape", '["程序员", "\\x41", "。"]', "entry 1 holds an invalid escape")
+    case("vocab-lone-surrogate", '["程序员", "\\ud800", "。"]', "lone high surrogate")
+    case("vocab-unclosed-string", '["程序员", "它', "not closed")
+    case("vocab-too-long", jlist(["程序员", "x" * 129, "。"]), "129 bytes long, over the limit of 128")
+    case("vocab-size-mismatch", jlist(["程序员", "它"]),
+         "with E=8 and the 2 tokens of __metadata__.vocab it must be (2, 8)")
+    case("vocab-width-mismatch", words,
+         "token_embeddings has shape (3, 7); with E=8 and the 3 tokens",
+         mha + [("token_embeddings", "F32", (v, e - 1), raw_of(W(v, e - 1), "F32"))])
+    case("vocab-no-embeddings", words, "__metadata__.vocab needs the tensor token_embeddings",
+         mha + [pos])
+    case("embeddings-no-vocab", None, "token_embeddings needs __metadata__.vocab")
+    case("positions-no-embeddings", None, "position_embeddings needs token_embeddings", mha + [pos])
+    case("positions-wrong-width", words, "position_embeddings has shape (4, 9); with E=8 it must be",
+         mha + [tok, ("position_embeddings", "F32", (4, e + 1), raw_of(W(4, e + 1), "F32"))])
+    case("positions-rank-1", words, "position_embeddings must be (P, E)",
+         mha + [tok, ("position_embeddings", "F32", (e,), raw_of(W(e), "F32"))])
+    split_proj = [("q_proj_weight", "F32", (e, e), raw_of(W(e, e), "F32")),
+                  ("k_proj_weight", "F32", (e, 5), raw_of(W(e, 5), "F32")),
+                  ("v_proj_weight", "F32", (e, e), raw_of(W(e, e), "F32")),
+                  ("out_proj.weight", "F32", (e, e), raw_of(W(e, e), "F32"))]
+    case("vocab-kdim", words, "a model with a vocabulary does self-attention", split_proj + [tok])
+    nan = bytearray(tok[3])
+    nan[4 * e:4 * e + 4] = struct.pack("<f", float("inf"))
+    case("vocab-nonfinite", words, "token_embeddings holds a non-finite value at element 8",
+         mha + [("token_embeddings", "F32", (v, e), bytes(nan))])
+    text = ('{"__metadata__":{"num_heads":"2","vocab":"[\\"a\\"]","vocab":"[\\"b\\"]"},'
+            '"out_proj.weight":{"dtype":"F32","shape":[1,1],"data_offsets":[0,4]}}').encode()
+    invalid("vocab-twice", struct.pack("<Q", len(text)) + text + b"\0" * 4,
+            "__metadata__.vocab appears twice")
+    case("head-names-count", words, "__metadata__.head_names lists 3 names for num_heads=2",
+         names=jlist(["a", "b", "c"]))
+    case("head-names-duplicate", words, 'head_names lists "a" twice', names=jlist(["a", "a"]))
+    case("head-names-empty", words, "head_names entry 1 is an empty string", names=jlist(["a", ""]))
+    case("head-names-bad-json", words, "__metadata__.head_names is not valid JSON", names='["a", "b"')
+    case("head-names-too-long", words, "over the limit of 64", names=jlist(["a", "b" * 65]))
 
 
 if __name__ == "__main__":

@@ -96,6 +96,19 @@ curl -fsS -H 'Content-Type: application/json' \
     -d "{\"query\": [$(python3 -c 'print(",".join("[" + ",".join(str((i * 7 + j) % 5 / 5) for j in range(64)) + "]" for i in range(3)))')]}" \
     "$base/v1/attention" | grep -q '"output"' || fail "/v1/attention on the demo model failed"
 
+# And words on the built-in lesson model: 它 looks at 服务器日志 in the coreference head.
+lesson=$(curl -fsS -H 'Content-Type: application/json' -d '{"model": "lesson", "text":
+    "程序员把服务器日志发给同事，因为它记录了错误原因。", "need_weights": "per_head"}' \
+    "$base/v1/attention") || fail "/v1/attention with text on the lesson model failed"
+python3 - "$lesson" <<'PY' || fail "lesson: 它's coreference row is not on 服务器日志"
+import json, sys
+r = json.loads(sys.argv[1])
+t, w = r["tokens"], r["weights"][r["head_names"].index("coreference")]
+row = w[t.index("它")]
+sys.exit(0 if row[t.index("服务器日志")] >= 0.5 else 1)
+PY
+log "the lesson model's coreference head reads 它 as 服务器日志"
+
 # 5. The page.
 curl -fsS "$base/" | grep -qi '<html' || fail "GET / does not serve the page"
 

@@ -89,8 +89,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     metrics = srv_metrics_create(&err);
     FUZZ_CHECK(metrics != NULL, "metrics: %s", err.msg);
     models = api_registry_create();
-    FUZZ_CHECK(models && api_registry_add(models, api_model_demo(&ae), &ae) == 0, "models: %s",
-               ae.message);
+    FUZZ_CHECK(models && api_registry_add(models, api_model_demo(&ae), &ae) == 0 &&
+                   api_registry_add(models, api_model_lesson(&ae), &ae) == 0,
+               "models: %s", ae.message);
     limits = api_limits_default();
     limits.max_job_bytes = (size_t)1 << 20;
     limits.max_dim = 4096;

@@ -13,7 +13,8 @@
  *     and its 200 body is one valid JSON object (checked with api/'s own validator);
  *   - the body is read in a buffer of exactly its length: any read past it is an ASan report.
  *
- * The registry holds the built-in "demo" (E = 64, H = 4) and "tiny" (E = 4, H = 2, kdim 3,
+ * The registry holds the built-in "demo" (E = 64, H = 4), "lesson" (E = 256, H = 4, with a
+ * vocabulary, so that "tokens" and "text" reach the splitter) and "tiny" (E = 4, H = 2, kdim 3,
  * vdim 2, with biases), so that model requests reach both packed and split projections. */
 #include <string.h>
 
@@ -47,6 +48,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     models = api_registry_create();
     FUZZ_CHECK(models != NULL, "no registry");
     FUZZ_CHECK(api_registry_add(models, api_model_demo(&e), &e) == 0, "demo: %s", e.message);
+    FUZZ_CHECK(api_registry_add(models, api_model_lesson(&e), &e) == 0, "lesson: %s", e.message);
     FUZZ_CHECK(api_registry_add(models, tiny_model(), &e) == 0, "tiny: %s", e.message);
     roomy = api_limits_default();
     roomy.max_job_bytes = (size_t)1 << 20;

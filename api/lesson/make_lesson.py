@@ -1,0 +1,471 @@
+#!/usr/bin/python3
+"""make_lesson.py - builds attnd's built-in "lesson" model: 4 attention heads built by hand, each
+to carry one relation of the seed chapter (第 6 章: 为什么一个注意力头不够).
+
+Run from anywhere with /usr/bin/python3 (numpy only):
+
+    /usr/bin/python3 api/lesson/make_lesson.py            # writes api/lesson/lesson.safetensors
+    /usr/bin/python3 api/lesson/make_lesson.py --check    # also measures every head's rule
+    /usr/bin/python3 api/lesson/make_lesson.py --out F    # writes F instead
+
+The output is deterministic (every weight is a small dyadic number, exact in float32, and the
+file is written byte by byte), and committed; attnd embeds it. tests/test_server regenerates it
+and compares the bytes, so this script and the built-in model cannot drift apart.
+
+Everything here is explained in api/lesson/README.md: the features of each token, the positional
+encoding, which head reads which feature, and why. In short, the score of query token i for key
+token j in head h is
+
+    score_h(i, j) = relation_h(token i, token j) + position_h(i, j)
+
+where the relation term is a dot product of features (W_Q and W_K pick them out) and the position
+term is a fixed function of i and j (W_Q and W_K pick out the position coordinates).
+"""
+import argparse
+import json
+import math
+import os
+import struct
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# ---- Vocabulary -------------------------------------------------------------------------------
+# Each kind with its tokens, in vocabulary order. Attributes follow in ATTRS.
+
+KINDS = [
+    ("person", "程序员 同事 小王 小李 张工 测试同学 同学 老师 学生 经理 产品经理 运维 用户 客户 "
+               "小明 小红 老王 小张 我 你 我们"),
+    ("pronoun", "它 他 她 它们 他们 她们"),
+    ("system", "服务器 缓存模块 缓存 数据库 Redis 系统 程序 脚本 接口 浏览器 编译器 Linux"),
+    ("thing", "服务器日志 日志 配置文件 文件 笔记本 背包 补丁 错误原因 错误 原因 旧数据 数据 "
+              "新的开关 开关 高并发 内存 代码 文档 邮件 报告 电脑 手机 书 钥匙 箱子 盒子 抽屉 "
+              "杯子 咖啡 问题 任务 需求 版本 密码 截图 表格"),
+    ("predicate", "发给 提交了 提交 记录了 记录 发现 发现了 返回 包含 放进 是 太重了 太大了 "
+                  "太小了 太旧了 坏了 修复了 修复 写了 打开 打开了 删除了 检查 检查了 更新 更新了 "
+                  "修改 修改了 保存 保存了 拿走了 喜欢 看到了 需要 读取 丢了 找到了 部署了 重启了 "
+                  "出错了 告诉 说 有 用"),
+    ("function", "把 因为 所以 但是 而且 然后 如果 就 在 下 会 给 和 跟 也 都 又 已经 还 没有 "
+                 "不 了 的 一个 这个 那个 新的 旧的 很多 昨天 今天 明天 刚才 里"),
+    ("punct", "， 。 ！ ？ ； ： 、 , . ! ? ; :"),
+    ("open", "“ （ 《 「 ("),
+    ("close", "” ） 》 」 )"),
+]
+
+# Extra attributes by token.
+ATTRS = {
+    # Persons a third-person pronoun can stand for (not 我, 你, 我们).
+    "referent_person": "程序员 同事 小王 小李 张工 测试同学 同学 老师 学生 经理 产品经理 运维 用户 "
+                       "客户 小明 小红 老王 小张",
+    "it": "它 它们",           # pronouns that stand for a thing or a system
+    "he": "他 她 他们 她们",   # pronouns that stand for a person
+    "heavy": "笔记本 背包 电脑 箱子 书",
+    "container": "背包 箱子 盒子 抽屉 杯子",
+    # Brackets and quotes by pair: a closing mark looks for an opening one of its own pair.
+    "paren": "（ ） ( )",
+    "quote": "“ ”",
+    "book": "《 》",
+    "corner": "「 」",
+}
+PAIRS = ("paren", "quote", "book", "corner")
+
+# ---- Dimensions --------------------------------------------------------------------------------
+
+H = 4                  # heads, in this order:
+HEAD_NAMES = ["adjacent", "subject", "structure", "coreference"]
+E = 256                # embedding width
+DH = E // H            # 64 per head; libattn scales scores by 1/sqrt(64) = 1/8 (exact)
+P = 48                 # positions: a text may have up to 48 tokens
+POS0 = 32              # position i is a 1 in coordinate POS0 + i (32..79); 80..255 stay 0
+
+# Feature coordinates of a token embedding (0..31; those not listed stay 0, room for your own).
+FEATURES = [
+    "bias",             # 0: 1 for every token
+    "person",           # 1
+    "pronoun",          # 2
+    "system",           # 3: a program or machine, which can act (缓存模块 返回 旧数据)
+    "thing",            # 4: a file, object or abstract thing
+    "predicate",        # 5: a verb or an adjective predicate (太重了)
+    "function",         # 6: function words, adverbs, time words, determiners
+    "punct",            # 7: any punctuation mark, brackets and quotes included
+    "open",             # 8: an opening bracket or quote
+    "close",            # 9: a closing bracket or quote
+    "animate",          # 10: persons, 他, 她, 他们, 她们
+    "heavy",            # 11
+    "container",        # 12
+    "id0", "id1", "id2", "id3",  # 13..16: the vocabulary index in base 4 (an identity code)
+    "referent_person",  # 17: a person a third-person pronoun can stand for (not 我, 你, 我们)
+    "it",               # 18: 它, 它们
+    "he",               # 19: 他, 她, 他们, 她们
+    "agent",            # 20: person, pronoun or system: what can be a subject
+    # 21..28: the pair of a bracket or quote mark: opening marks, then closing marks
+    "open_paren", "open_quote", "open_book", "open_corner",
+    "close_paren", "close_quote", "close_book", "close_corner",
+]
+F = {name: i for i, name in enumerate(FEATURES)}
+V_READS = 32  # every head's W_V copies features 0..31 of the tokens it reads
+
+
+def vocabulary():
+    """[(token, kind)] in vocabulary order."""
+    out = []
+    for kind, words in KINDS:
+        out += [(w, kind) for w in words.split()]
+    return out
+
+
+def token_features(tokens):
+    """(V, E) float64: each token's feature vector (the position coordinates are 0)."""
+    attrs = {a: set(ws.split()) for a, ws in ATTRS.items()}
+    X = np.zeros((len(tokens), E))
+    for idx, (tok, kind) in enumerate(tokens):
+        x = X[idx]
+        x[F["bias"]] = 1
+        if kind in ("open", "close"):
+            x[F["punct"]] = 1
+        x[F[kind]] = 1
+        if kind == "person" or tok in attrs["he"]:
+            x[F["animate"]] = 1
+        if kind in ("person", "pronoun", "system"):
+            x[F["agent"]] = 1
+        for a in ("referent_person", "it", "he", "heavy", "container"):
+            if tok in attrs[a]:
+                x[F[a]] = 1
+        for p in PAIRS:
+            if tok in attrs[p]:
+                x[F[kind + "_" + p]] = 1
+        # Identity: the index in base 4, digits 0..3 mapped to -0.75, -0.25, 0.25, 0.75.
+        for k, name in enumerate(("id0", "id1", "id2", "id3")):
+            x[F[name]] = ((idx >> (2 * k)) & 3) * 0.5 - 0.75
+    return X
+
+
+def position_encoding():
+    """(P, E) float64: position i is one-hot, a 1 in coordinate POS0 + i."""
+    X = np.zeros((P, E))
+    for i in range(P):
+        X[i, POS0 + i] = 1
+    return X
+
+
+# ---- Heads -------------------------------------------------------------------------------------
+# score_h(i, j) = q_i . k_j / 8 with q = W_Q x, k = W_K x. Each head's 64 dimensions hold a few
+# feature terms (row r of W_Q reads features of token i, row r of W_K features of token j, and
+# their product adds to the score) and a position table G_h[i][j]: W_K copies position j's one-hot
+# into the head's last 48 dimensions, and W_Q writes row i of G_h there, so q_i . k_j picks
+# G_h[i][j]. W_Q carries a factor 8 to undo libattn's 1/sqrt(64). The constants below are the
+# scores softmax sees.
+
+WALL = 40.0        # relation heads: the token itself and every later token get -40 (e^-40 ~ 4e-18)
+ADJ = 6.0          # adjacent: every key but i-1 gets -6 (row 0, with no i-1, rests on itself)
+SUBJ_AGENT = 12.0  # subject: a predicate meets a person, pronoun or system before it
+SUBJ_THING = 6.0   # ... or a thing, for a predicate with no agent before it
+SUBJ_NEAR = 0.5    # ... + 0.5 j: of two candidates the nearer (the later) wins
+SUBJ_SINK = 4.0    # ... other tokens rest on the first token (j = 0): +4 there
+STRUCT_PUNCT = 30.0  # structure: every token meets the punctuation marks before it
+STRUCT_CLOSE = 24.0  # ... a closing bracket or quote meets an opening one of its pair
+STRUCT_SINK = 26.0   # ... the first token (the start of the text counts as a boundary)
+CO_MATCH = 5.0     # coreference: 它 meets a thing or system, 他 a person it can stand for
+CO_MISMATCH = 8.0  # ... and the other kind gets -8
+CO_FIRST = 0.125   # ... - 0.125 j: of two candidates, the earlier mention (the topic) wins a little
+CO_SINK = 4.0      # ... other tokens rest on the first token
+
+
+def recency(d):
+    """structure's position term for a key d >= 1 tokens back: -4 log2(d), in eighths."""
+    return -round(32 * math.log2(d)) / 8  # no value is near a rounding boundary
+
+
+def position_tables():
+    """(H, P, P): G_h[i][j], the position term of each head."""
+    G = np.zeros((H, P, P))
+    for i in range(P):
+        for j in range(P):
+            G[0, i, j] = 0 if j == i - 1 or i == j == 0 else -ADJ
+            for h in (1, 2, 3):
+                G[h, i, j] = -WALL if j > i or (j == i and i > 0) else 0
+            if j < i:
+                G[2, i, j] = recency(i - j)
+    return G
+
+
+def head_weights():
+    """(W_Q, W_K, W_V) each (E, E) (head h in rows 64h..64h+63, the rows of in_proj_weight) and
+    out_proj (E, E)."""
+    Wq = np.zeros((H, DH, E))
+    Wk = np.zeros((H, DH, E))
+    G = position_tables()
+    first = DH - P  # the position table's dimensions in each head: 16..63
+    for h in range(H):
+        for j in range(P):
+            Wk[h, first + j, POS0 + j] = 1
+            for i in range(P):
+                Wq[h, first + j, POS0 + i] = 8 * G[h, i, j]
+
+    def term(h, r, q, k):
+        """Feature term r of head h: q and k are {coordinate: coefficient}."""
+        for c, v in q.items():
+            Wq[h, r, c] = 8 * v
+        for c, v in k.items():
+            Wk[h, r, c] = v
+
+    b = F["bias"]
+    ramp = {POS0 + j: j for j in range(P)}   # a key's position j
+    start = {POS0: 1}                        # the first token
+    # 1 subject
+    term(1, 0, {F["predicate"]: SUBJ_AGENT}, {F["agent"]: 1})
+    term(1, 1, {F["predicate"]: SUBJ_THING}, {F["thing"]: 1})
+    term(1, 2, {F["predicate"]: SUBJ_NEAR}, ramp)
+    term(1, 3, {b: SUBJ_SINK, F["predicate"]: -SUBJ_SINK}, start)
+    # 2 structure
+    term(2, 0, {b: STRUCT_PUNCT}, {F["punct"]: 1})
+    term(2, 1, {b: STRUCT_SINK}, start)
+    for r, pair in enumerate(PAIRS, 2):
+        term(2, r, {F["close_" + pair]: STRUCT_CLOSE}, {F["open_" + pair]: 1})
+    # 3 coreference
+    term(3, 0, {F["it"]: CO_MATCH, F["he"]: -CO_MISMATCH}, {F["thing"]: 1, F["system"]: 1})
+    term(3, 1, {F["he"]: CO_MATCH, F["it"]: -CO_MISMATCH}, {F["referent_person"]: 1})
+    term(3, 2, {F["it"]: -CO_FIRST, F["he"]: -CO_FIRST}, ramp)
+    term(3, 3, {b: CO_SINK, F["it"]: -CO_SINK, F["he"]: -CO_SINK}, start)
+
+    # W_V: every head copies features 0..31 of the token it reads into its first 32 dimensions;
+    # out_proj is the identity, so output[i, 64h + f] is head h's weighted average of feature f.
+    Wv = np.zeros((H, DH, E))
+    for h in range(H):
+        for f in range(V_READS):
+            Wv[h, f, f] = 1
+    return Wq.reshape(E, E), Wk.reshape(E, E), Wv.reshape(E, E), np.eye(E)
+
+
+# ---- Text --------------------------------------------------------------------------------------
+
+SPACES = " \t\n\r\u3000"
+
+
+def split(text, vocab):
+    """Longest match against vocab; whitespace separates and is dropped (what attnd does)."""
+    out, i = [], 0
+    longest = max(len(t) for t in vocab)
+    while i < len(text):
+        if text[i] in SPACES:
+            i += 1
+            continue
+        for n in range(min(longest, len(text) - i), 0, -1):
+            if text[i:i + n] in vocab:
+                out.append(text[i:i + n])
+                i += n
+                break
+        else:
+            raise ValueError("unknown word at %d in %r" % (i, text))
+    return out
+
+
+# ---- Forward pass and the rules ----------------------------------------------------------------
+
+
+def embed(words, tokens, X, Ppos):
+    index = {t: n for n, (t, _) in enumerate(tokens)}
+    if len(words) > P:
+        raise ValueError("more than %d tokens" % P)
+    return np.stack([X[index[w]] + Ppos[i] for i, w in enumerate(words)])
+
+
+def weights(x, Wq, Wk, causal=False):
+    """(H, L, L) attention weights of x (L, E), as nn.MultiheadAttention computes them."""
+    L = x.shape[0]
+    q = (x @ Wq.T).reshape(L, H, DH).transpose(1, 0, 2)
+    k = (x @ Wk.T).reshape(L, H, DH).transpose(1, 0, 2)
+    s = q @ k.transpose(0, 2, 1) / np.sqrt(DH)
+    if causal:
+        s = np.where(np.tril(np.ones((L, L), bool)), s, -np.inf)
+    s = s - s.max(axis=2, keepdims=True)
+    w = np.exp(s)
+    return w / w.sum(axis=2, keepdims=True)
+
+
+def rule_targets(words, kind_of):
+    """What each head's rule says, per row: {head: {row: target or targets}}."""
+    attrs = {a: set(ws.split()) for a, ws in ATTRS.items()}
+    kinds = [kind_of[w] for w in words]
+    L = len(words)
+    subj, struct, coref = {}, {}, {}
+    for i in range(L):
+        before = range(i - 1, -1, -1)  # nearest first
+        if kinds[i] == "predicate":
+            agents = [j for j in before if kinds[j] in ("person", "pronoun", "system")]
+            things = [j for j in before if kinds[j] == "thing"]
+            if agents or things:
+                subj[i] = (agents or things)[0]
+        pair = [p for p in PAIRS if words[i] in attrs[p]]
+        opens = [j for j in before if kinds[j] == "open" and pair and words[j] in attrs[pair[0]]]
+        puncts = [j for j in before if kinds[j] in ("punct", "open", "close")]
+        if kinds[i] == "close" and opens:
+            struct[i] = opens[0]
+        else:
+            struct[i] = puncts[0] if puncts else 0
+        if words[i] in attrs["it"]:
+            coref[i] = ([j for j in before if kinds[j] in ("thing", "system")],
+                        [j for j in before if words[j] in attrs["referent_person"]])
+        elif words[i] in attrs["he"]:
+            coref[i] = ([j for j in before if words[j] in attrs["referent_person"]],
+                        [j for j in before if kinds[j] in ("thing", "system")])
+    return subj, struct, coref
+
+
+def check_rules(words, w, kind_of):
+    """The failures of each head's documented rule on one sentence's weights (H, L, L)."""
+    bad = []
+    subj, struct, coref = rule_targets(words, kind_of)
+    L = len(words)
+    for i in range(1, L):
+        if w[0, i, i - 1] < 0.6:
+            bad.append("adjacent row %d (%s): %.3f on %s" % (i, words[i], w[0, i, i - 1],
+                                                             words[i - 1]))
+    for i, t in subj.items():
+        if int(np.argmax(w[1, i])) != t:
+            bad.append("subject row %d (%s): largest on %s, not %s" % (
+                i, words[i], words[int(np.argmax(w[1, i]))], words[t]))
+    for i, t in struct.items():
+        if int(np.argmax(w[2, i])) != t or w[2, i, t] < 0.5:
+            bad.append("structure row %d (%s): %.3f on %s, largest on %s" % (
+                i, words[i], w[2, i, t], words[t], words[int(np.argmax(w[2, i]))]))
+    for i, (good, wrong) in coref.items():
+        if good and w[3, i, good].sum() < 0.8:
+            bad.append("coreference row %d (%s): %.3f on %s" % (
+                i, words[i], w[3, i, good].sum(), "+".join(words[j] for j in good)))
+        for j in wrong:
+            if w[3, i, j] >= 0.1:
+                bad.append("coreference row %d (%s): %.3f on %s" % (i, words[i], w[3, i, j],
+                                                                   words[j]))
+    return bad
+
+
+CHAPTER = [
+    "程序员把服务器日志发给同事，因为它记录了错误原因。",
+    "小王昨天提交了补丁，因为他发现缓存模块在高并发下会返回旧数据。",
+    "张工把配置文件发给测试同学，因为它包含新的开关。",
+    "小李把笔记本放进背包，因为它太重了。",
+    "Redis 是一个内存数据库。",
+]
+
+
+def template_sentences():
+    """Sentences made from the vocabulary by templates: what a class might type."""
+    people = "程序员 同事 小王 小李 张工 测试同学 老师 经理 产品经理 运维 小明 老王".split()
+    files = "服务器日志 配置文件 文件 代码 文档 邮件 报告 补丁 截图 表格".split()
+    objects = "笔记本 电脑 手机 书 钥匙 咖啡".split()
+    boxes = "背包 箱子 盒子 抽屉".split()
+    systems = "服务器 缓存模块 数据库 Redis 系统 程序 脚本 接口".split()
+    out = []
+    for a, p1 in enumerate(people):
+        p2 = people[(a + 5) % len(people)]
+        for b, f in enumerate(files):
+            s = systems[(a + b) % len(systems)]
+            out.append("%s把%s发给%s，因为它记录了错误原因。" % (p1, f, p2))
+            out.append("%s把%s发给%s，因为他需要%s。" % (p1, f, p2, files[(b + 3) % len(files)]))
+            out.append("%s昨天修改了%s，因为她发现%s会返回旧数据。" % (p1, f, s))
+            out.append("%s告诉%s：“%s出错了”，然后他检查了%s。" % (p1, p2, s, f))
+            out.append("如果%s坏了，%s就会打开%s（%s）。" % (s, p1, f, files[(b + 1) % len(files)]))
+        for c, o in enumerate(objects):
+            box = boxes[(a + c) % len(boxes)]
+            out.append("%s把%s放进%s，因为它太重了。" % (p1, o, box))
+            out.append("%s今天丢了%s，但是%s找到了它。" % (p1, o, p2))
+    for s in systems:
+        out.append("%s 是一个内存数据库。" % s)
+        out.append("%s在高并发下会返回旧数据，因为它没有更新缓存。" % s)
+    # Two or three sentences in one text (up to the 48 positions).
+    single = list(out)
+    for n, s in enumerate(single[::7]):
+        out.append(s + single[(n * 11 + 3) % len(single)])
+        three = s + single[(n * 5 + 1) % len(single)] + single[(n * 13 + 2) % len(single)]
+        if len(split(three, {t for t, _ in vocabulary()})) <= P:
+            out.append(three)
+    return out
+
+
+# ---- The file ----------------------------------------------------------------------------------
+
+
+def safetensors_bytes(tensors, metadata):
+    """tensors: [(name, float64 array)], written as F16 (every value here is exact in F16).
+    The header is compact JSON in a fixed order, padded with spaces to a multiple of 8."""
+    header, data = {"__metadata__": metadata}, b""
+    for name, a in tensors:
+        raw = a.astype("<f2").tobytes()
+        if not np.array_equal(np.frombuffer(raw, "<f2").astype(np.float64), a.reshape(-1)):
+            raise ValueError("%s holds a value F16 cannot hold exactly" % name)
+        header[name] = {"dtype": "F16", "shape": list(a.shape),
+                        "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    text = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text + data
+
+
+def build():
+    """The model file's bytes."""
+    tokens = vocabulary()
+    words = [t for t, _ in tokens]
+    if len(set(words)) != len(words):
+        raise ValueError("a token is listed twice")
+    Wq, Wk, Wv, Wo = head_weights()
+    tensors = [("token_embeddings", token_features(tokens)),
+               ("position_embeddings", position_encoding()),
+               ("in_proj_weight", np.concatenate([Wq, Wk, Wv])),
+               ("out_proj.weight", Wo)]
+    metadata = {"num_heads": str(H),
+                "head_names": json.dumps(HEAD_NAMES, ensure_ascii=False, separators=(",", ":")),
+                "vocab": json.dumps(words, ensure_ascii=False, separators=(",", ":")),
+                "source": "api/lesson/make_lesson.py (see api/lesson/README.md)"}
+    return safetensors_bytes(tensors, metadata)
+
+
+def check(verbose):
+    """Measures every head's rule on the chapter's sentences and the template sentences, with
+    and without the causal mask; returns the number of failures."""
+    tokens = vocabulary()
+    vocab, kind_of = {t for t, _ in tokens}, dict(tokens)
+    X, Pos = token_features(tokens), position_encoding()
+    Wq, Wk, _, _ = head_weights()
+    texts = CHAPTER + template_sentences()
+    failures = 0
+    for causal in (False, True):
+        for text in texts:
+            words = split(text, vocab)
+            w = weights(embed(words, tokens, X, Pos), Wq, Wk, causal)
+            bad = check_rules(words, w, kind_of)
+            failures += len(bad)
+            for b in bad:
+                print("FAIL (causal %s) %s: %s" % (causal, " ".join(words), b))
+    if verbose:
+        for text in CHAPTER:
+            words = split(text, vocab)
+            w = weights(embed(words, tokens, X, Pos), Wq, Wk)
+            print(" ".join(words))
+            for i, t in enumerate(words):
+                if kind_of[t] == "pronoun":
+                    print("  coreference row of %s: %s" % (t, ", ".join(
+                        "%s %.3f" % (words[j], w[3, i, j]) for j in range(len(words)))))
+    print("%d texts, each with and without the causal mask: %d rule failures; vocabulary %d "
+          "tokens, E %d, %d positions" % (len(texts), failures, len(tokens), E, P))
+    return failures
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default=os.path.join(HERE, "lesson.safetensors"))
+    ap.add_argument("--check", action="store_true", help="measure the rules, print the 它/他 rows")
+    args = ap.parse_args()
+    if args.check and check(True):
+        return 1
+    blob = build()
+    with open(args.out, "wb") as f:
+        f.write(blob)
+    print("wrote %s (%d bytes)" % (args.out, len(blob)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,480 @@
+/* vocab.c - words instead of vectors: the string lists of a model file's metadata (vocab,
+ * head_names), and the "tokens" and "text" of POST /v1/attention, looked up in a model's
+ * vocabulary and turned into embeddings (token_embeddings row + position_embeddings row).
+ *
+ * Text has no spaces to split on in Chinese, so it is split by longest match: at each point the
+ * longest token of the vocabulary that the text starts with there is taken. A binary search over
+ * the tokens in byte order narrows, byte by byte, the range of tokens that start with what has
+ * been read; the cost per word is at most API_TOKEN_MAX_BYTES steps of two binary searches,
+ * whatever the text. Whitespace (space, tab, CR, LF, U+3000 ideographic space) separates words
+ * and is dropped.
+ *
+ * Legend: V vocabulary size, P positions, E embedding width, L words. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api_internal.h"
+
+/* ---- String lists ------------------------------------------------------------------------- */
+
+/* The list and its arrays, in one allocation. */
+typedef struct strlist_mem {
+    api_strlist l;
+    /* then: s (n pointers), len (n), order (n), the strings */
+} strlist_mem;
+
+void api_strlist_free(api_strlist *l) {
+    free(l); /* l is the start of its strlist_mem */
+}
+
+static int hex_digit(char c) {
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
+static long hex4_at(const char *p) {
+    long v = 0;
+    for (int i = 0; i < 4; i++) {
+        int h = hex_digit(p[i]);
+        if (h < 0)
+            return -1;
+        v = v * 16 + h;
+    }
+    return v;
+}
+
+static const char *skip_space(const char *p, const char *e) {
+    while (p < e && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+        p++;
+    return p;
+}
+
+/* At '"' (p < e): the end of a valid JSON string (past its closing quote), or NULL with *why.
+ * The text is valid UTF-8 already (it was decoded from a checked JSON string). */
+static const char *string_end(const char *p, const char *e, const char **why) {
+    for (p++; p < e; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (c == '"')
+            return p + 1;
+        if (c < 0x20)
+            return *why = "a control character inside a string", NULL;
+        if (c != '\\')
+            continue;
+        if (e - p < 2)
+            break;
+        char x = p[1];
+        if (strchr("\"\\/bfnrt", x) && x) {
+            p++;
+            continue;
+        }
+        long u = x == 'u' && e - p >= 6 ? hex4_at(p + 2) : -1;
+        if (u < 0)
+            return *why = "an invalid escape", NULL;
+        if (u >= 0xDC00 && u <= 0xDFFF)
+            return *why = "a lone low surrogate escape", NULL;
+        if (u >= 0xD800 && u <= 0xDBFF) {
+            long lo = e - p >= 12 && p[6] == '\\' && p[7] == 'u' ? hex4_at(p + 8) : -1;
+            if (lo < 0xDC00 || lo > 0xDFFF)
+                return *why = "a lone high surrogate escape", NULL;
+            p += 6;
+        }
+        p += 5;
+    }
+    return *why = "a string that is not closed", NULL;
+}
+
+/* Byte order, a string before its extensions. */
+static int cmp_bytes(const char *a, size_t na, const char *b, size_t nb) {
+    int c = memcmp(a, b, na < nb ? na : nb);
+    return c ? c : (na > nb) - (na < nb);
+}
+
+/* Orders indices of the list ctx by their strings (qsort_r, glibc's argument order). */
+static int cmp_order(const void *x, const void *y, void *ctx) {
+    const api_strlist *l = ctx;
+    uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
+    return cmp_bytes(l->s[a], l->len[a], l->s[b], l->len[b]);
+}
+
+/* True for the whitespace that separates words in text: space, tab, CR, LF, U+3000. *n gets
+ * its length in bytes. */
+static bool is_space(const char *p, size_t avail, size_t *n) {
+    if (avail >= 1 && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+        return *n = 1, true;
+    if (avail >= 3 && !memcmp(p, "\xE3\x80\x80", 3))
+        return *n = 3, true;
+    return false;
+}
+
+/* Shows s (n bytes) in msg form: cut at a character boundary to at most 40 bytes. */
+static void quote(char *out, size_t cap, const char *s, size_t n) {
+    size_t k = n < 40 ? n : 40;
+    while (k < n && k > 0 && ((unsigned char)s[k] & 0xC0) == 0x80)
+        k--;
+    snprintf(out, cap, "\"%.*s%s\"", (int)k, s, k < n ? "..." : "");
+}
+
+api_strlist *api_strlist_parse(const char *text, size_t n, const char *what, int kind, char *msg,
+                               size_t cap) {
+    const char *p = text, *e = text + n, *why = NULL;
+    size_t count = 0, bytes = 0;
+    /* First pass: the syntax, the number of strings and an upper bound of their bytes. */
+    p = skip_space(p, e);
+    if (p == e || *p != '[')
+        return snprintf(msg, cap, "%s must be a JSON list of strings, like [\"a\", \"b\"]", what),
+               NULL;
+    p = skip_space(p + 1, e);
+    if (p < e && *p == ']') {
+        p = skip_space(p + 1, e);
+    } else {
+        for (;;) {
+            if (p == e || *p != '"')
+                return snprintf(msg, cap,
+                                "%s must be a JSON list of strings: entry %zu is not a string",
+                                what, count),
+                       NULL;
+            const char *q = string_end(p, e, &why);
+            if (!q)
+                return snprintf(msg, cap, "%s is not valid JSON: entry %zu holds %s", what, count,
+                                why),
+                       NULL;
+            bytes += (size_t)(q - p) + 1; /* decoding never makes a string longer */
+            count++;
+            p = skip_space(q, e);
+            if (p < e && *p == ',') {
+                p = skip_space(p + 1, e);
+                continue;
+            }
+            if (p < e && *p == ']') {
+                p = skip_space(p + 1, e);
+                break;
+            }
+            return snprintf(msg, cap, "%s is not valid JSON: expected , or ] after entry %zu", what,
+                            count - 1),
+                   NULL;
+        }
+    }
+    if (p != e)
+        return snprintf(msg, cap, "%s is not valid JSON: something follows the list's ]", what),
+               NULL;
+    if (count == 0)
+        return snprintf(msg, cap, "%s is an empty list", what), NULL;
+    if (count > UINT32_MAX)
+        return snprintf(msg, cap, "%s has more than %u entries", what, UINT32_MAX), NULL;
+
+    /* One allocation: the record, s, len, order, the strings. */
+    size_t total = sizeof(strlist_mem), arrays = 0;
+    bool ok = api_mul(count, sizeof(char *) + sizeof(size_t) + sizeof(uint32_t), &arrays) &&
+              api_add(total, arrays, &total) && api_add(total, bytes, &total);
+    strlist_mem *mem = ok ? malloc(total) : NULL;
+    if (!mem)
+        return snprintf(msg, cap, "out of memory reading %s", what), NULL;
+    const char **s = (const char **)(void *)(mem + 1);
+    size_t *len = (size_t *)(void *)(s + count);
+    uint32_t *order = (uint32_t *)(void *)(len + count);
+    char *at = (char *)(order + count);
+    mem->l = (api_strlist){.n = count, .s = s, .len = len, .order = order};
+
+    /* Second pass: decode, check each string, sort, look for repeats. */
+    size_t max = kind == API_LIST_TOKENS ? API_TOKEN_MAX_BYTES : API_NAME_MAX_BYTES;
+    char shown[64];
+    p = skip_space(text, e) + 1;
+    for (size_t i = 0; i < count; i++) {
+        p = skip_space(p, e);
+        const char *q = string_end(p, e, &why);
+        size_t k = api_jv_decode((api_span){p + 1, q - 1}, at, (size_t)(q - p));
+        s[i] = at;
+        len[i] = k;
+        order[i] = (uint32_t)i;
+        at += k + 1;
+        p = skip_space(q, e) + 1; /* past the , or ] */
+        quote(shown, sizeof shown, s[i], k);
+        if (k == 0) {
+            snprintf(msg, cap, "%s entry %zu is an empty string", what, i);
+            goto fail;
+        }
+        if (k > max) {
+            snprintf(msg, cap, "%s entry %zu %s is %zu bytes long, over the limit of %zu", what, i,
+                     shown, k, max);
+            goto fail;
+        }
+        for (size_t b = 0; b < k; b++) {
+            size_t sp = 0;
+            if ((unsigned char)s[i][b] < 0x20 || s[i][b] == 0x7F) {
+                snprintf(msg, cap, "%s entry %zu holds a control character", what, i);
+                goto fail;
+            }
+            if (kind == API_LIST_TOKENS && is_space(s[i] + b, k - b, &sp)) {
+                snprintf(msg, cap,
+                         "%s entry %zu %s holds whitespace, which text splitting drops: split it "
+                         "into two tokens",
+                         what, i, shown);
+                goto fail;
+            }
+        }
+    }
+    qsort_r(order, count, sizeof *order, cmp_order, &mem->l);
+    for (size_t i = 1; i < count; i++) {
+        uint32_t a = order[i - 1], b = order[i];
+        if (!cmp_bytes(s[a], len[a], s[b], len[b])) {
+            quote(shown, sizeof shown, s[b], len[b]);
+            snprintf(msg, cap, "%s lists %s twice (entries %u and %u)", what, shown, a < b ? a : b,
+                     a < b ? b : a);
+            goto fail;
+        }
+    }
+    return &mem->l;
+fail:
+    free(mem);
+    return NULL;
+}
+
+void api_strlist_json(const api_strlist *l, api_buf *out) {
+    api_buf_puts(out, "[");
+    for (size_t i = 0; l && i < l->n; i++) {
+        if (i)
+            api_buf_puts(out, ",");
+        api_buf_json_string(out, l->s[i], l->len[i]);
+    }
+    api_buf_puts(out, "]");
+}
+
+/* ---- Lookup ------------------------------------------------------------------------------- */
+
+/* The token that is exactly s (n bytes): true with *id. */
+static bool find_exact(const api_strlist *v, const char *s, size_t n, uint32_t *id) {
+    size_t lo = 0, hi = v->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        uint32_t t = v->order[mid];
+        int c = cmp_bytes(v->s[t], v->len[t], s, n);
+        if (c == 0)
+            return *id = t, true;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return false;
+}
+
+/* The longest token that s (n bytes) starts with: true with *id and its length *len. */
+static bool find_longest(const api_strlist *v, const char *s, size_t n, uint32_t *id, size_t *len) {
+    size_t lo = 0, hi = v->n;
+    bool found = false;
+    for (size_t k = 0; k < n && k < API_TOKEN_MAX_BYTES && lo < hi; k++) {
+        /* [lo, hi) holds the tokens that start with s[0, k); one exactly s[0, k) sorts first. */
+        if (v->len[v->order[lo]] == k)
+            lo++;
+        unsigned char c = (unsigned char)s[k];
+        size_t a = lo, b = hi;
+        while (a < b) { /* the first whose byte k is >= c */
+            size_t mid = a + (b - a) / 2;
+            if ((unsigned char)v->s[v->order[mid]][k] < c)
+                a = mid + 1;
+            else
+                b = mid;
+        }
+        lo = a;
+        b = hi;
+        while (a < b) { /* the first whose byte k is > c */
+            size_t mid = a + (b - a) / 2;
+            if ((unsigned char)v->s[v->order[mid]][k] <= c)
+                a = mid + 1;
+            else
+                b = mid;
+        }
+        hi = a;
+        if (lo < hi && v->len[v->order[lo]] == k + 1) {
+            *id = v->order[lo];
+            *len = k + 1;
+            found = true;
+        }
+    }
+    return found;
+}
+
+/* ---- Text --------------------------------------------------------------------------------- */
+
+/* Reads the raw content of a JSON string (escapes and all) as decoded UTF-8, keeping at least
+ * API_TOKEN_MAX_BYTES decoded bytes ahead of the reading point while there are any. */
+typedef struct text_rd {
+    const char *p, *e;                     /* raw content not yet decoded */
+    char buf[2 * API_TOKEN_MAX_BYTES + 8]; /* decoded: [at, len) not yet consumed */
+    size_t at, len;
+    size_t chars; /* characters (code points) consumed */
+} text_rd;
+
+static void rd_fill(text_rd *r) {
+    if (r->len - r->at >= API_TOKEN_MAX_BYTES || r->p >= r->e)
+        return;
+    memmove(r->buf, r->buf + r->at, r->len - r->at);
+    r->len -= r->at;
+    r->at = 0;
+    r->len += api_jv_decode_some(&r->p, r->e, r->buf + r->len, sizeof r->buf - r->len);
+}
+
+static void rd_take(text_rd *r, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        r->chars += ((unsigned char)r->buf[r->at + i] & 0xC0) != 0x80;
+    r->at += n;
+}
+
+/* The bytes of the character at the reading point (1 to 4). */
+static size_t rd_char_len(const text_rd *r) {
+    unsigned char c = (unsigned char)r->buf[r->at];
+    size_t n = c < 0x80 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
+    return n < r->len - r->at ? n : r->len - r->at;
+}
+
+/* The next word: 1 with *id, 0 at the end of the text, -1 when the text there starts with no
+ * token (the reader is left at that point). Whitespace before a word is skipped. */
+static int rd_next(text_rd *r, const api_strlist *v, uint32_t *id) {
+    for (;;) {
+        rd_fill(r);
+        size_t sp = 0;
+        if (r->at == r->len)
+            return 0;
+        if (is_space(r->buf + r->at, r->len - r->at, &sp)) {
+            rd_take(r, sp);
+            continue;
+        }
+        size_t n = 0;
+        if (!find_longest(v, r->buf + r->at, r->len - r->at, id, &n))
+            return -1;
+        rd_take(r, n);
+        return 1;
+    }
+}
+
+/* At an unknown word: copies it (up to the next whitespace, or the next point where a token
+ * starts, at most 12 characters) into out, quoted. */
+static void rd_unknown(text_rd *r, const api_strlist *v, char *out, size_t cap) {
+    char word[64];
+    size_t w = 0, chars = 0;
+    bool more = false;
+    for (;;) {
+        size_t n = rd_char_len(r);
+        if (w + n < sizeof word) {
+            memcpy(word + w, r->buf + r->at, n);
+            w += n;
+        }
+        rd_take(r, n);
+        rd_fill(r);
+        uint32_t id;
+        size_t sp = 0, len = 0;
+        if (r->at == r->len || is_space(r->buf + r->at, r->len - r->at, &sp) ||
+            find_longest(v, r->buf + r->at, r->len - r->at, &id, &len))
+            break;
+        if (++chars == 12) {
+            more = true;
+            break;
+        }
+    }
+    snprintf(out, cap, "\"%.*s%s\"", (int)w, word, more ? "..." : "");
+}
+
+/* ---- Words of a request ------------------------------------------------------------------- */
+
+int api_words_count(const api_model *m, const char *tokens_val, const char *text_val,
+                    size_t max_words, size_t *count, api_error *err) {
+    const api_strlist *v = api_model_vocab(m);
+    const char *name = api_model_name(m);
+    const char *field = tokens_val ? "tokens" : "text";
+    size_t p = 0;
+    api_model_position_embeddings(m, &p);
+    char shown[80];
+    size_t n = 0;
+    if (!v)
+        return api_fail(err, 400, "invalid_field", field,
+                        "model %s has no vocabulary, so it takes no %s: send query embeddings (L, "
+                        "E), or use a model with a vocabulary (GET /v1/models shows vocab_size)",
+                        name, field);
+    if (tokens_val) {
+        if (api_jv_kind(tokens_val) != '[')
+            return api_fail(err, 400, "invalid_field", "tokens",
+                            "tokens must be a list of strings, the words of one text");
+        const char *it = tokens_val, *el = NULL;
+        char path[48], word[API_TOKEN_MAX_BYTES + 1];
+        while (api_jv_arr_next(&it, &el)) {
+            snprintf(path, sizeof path, "tokens[%zu]", n);
+            if (api_jv_kind(el) != '"')
+                return api_fail(err, 400, "invalid_field", path,
+                                "%s is not a string: tokens is the list of words of one text (it "
+                                "has no batch dimension)",
+                                path);
+            size_t k = api_jv_decode(api_jv_string(el), word, sizeof word);
+            uint32_t id;
+            if (k >= sizeof word || !find_exact(v, word, k, &id)) {
+                quote(shown, sizeof shown, word, k < sizeof word ? k : strlen(word));
+                return api_fail(err, 400, "unknown_token", path,
+                                "%s %s is not in the vocabulary of model %s (%zu tokens: GET "
+                                "/v1/models/%s lists them)",
+                                path, shown, name, v->n, name);
+            }
+            if (++n > max_words || (p && n > p))
+                break;
+        }
+    } else {
+        if (api_jv_kind(text_val) != '"')
+            return api_fail(err, 400, "invalid_field", "text", "text must be a string");
+        api_span raw = api_jv_string(text_val);
+        text_rd rd = {.p = raw.p, .e = raw.e};
+        uint32_t id;
+        int got;
+        while ((got = rd_next(&rd, v, &id)) == 1)
+            if (++n > max_words || (p && n > p))
+                break;
+        if (got < 0) {
+            size_t at = rd.chars;
+            rd_unknown(&rd, v, shown, sizeof shown);
+            return api_fail(err, 400, "unknown_token", "text",
+                            "%s at character %zu of text is not in the vocabulary of model %s "
+                            "(%zu tokens: GET /v1/models/%s lists them)",
+                            shown, at, name, v->n, name);
+        }
+    }
+    if (n == 0)
+        return api_fail(err, 400, "invalid_field", field, "%s holds no words", field);
+    if (p && n > p)
+        return api_fail(err, 400, "invalid_field", field,
+                        "%s has more than %zu words, the most model %s has positions for "
+                        "(position_embeddings)",
+                        field, p, name);
+    if (n > max_words)
+        return api_fail(err, 413, "job_too_large", field,
+                        "%s has more than %zu words, over the max_dim limit", field, max_words);
+    *count = n;
+    return 0;
+}
+
+void api_words_embed(const api_model *m, const char *tokens_val, const char *text_val,
+                     uint32_t *ids, float *x) {
+    const api_strlist *v = api_model_vocab(m);
+    const float *tok = api_model_token_embeddings(m);
+    size_t p = 0, e = api_model_describe(m).embed_dim, n = 0;
+    const float *pos = api_model_position_embeddings(m, &p);
+    if (tokens_val) {
+        const char *it = tokens_val, *el = NULL;
+        char word[API_TOKEN_MAX_BYTES + 1];
+        while (api_jv_arr_next(&it, &el)) {
+            size_t k = api_jv_decode(api_jv_string(el), word, sizeof word);
+            find_exact(v, word, k, &ids[n++]);
+        }
+    } else {
+        api_span raw = api_jv_string(text_val);
+        text_rd rd = {.p = raw.p, .e = raw.e};
+        while (rd_next(&rd, v, &ids[n]) == 1)
+            n++;
+    }
+    /* x is (n, E): row i = token_embeddings[ids[i]] + position_embeddings[i]. */
+    for (size_t i = 0; i < n; i++) {
+        const float *t = tok + (size_t)ids[i] * e;
+        float *row = x + i * e;
+        for (size_t c = 0; c < e; c++)
+            row[c] = pos ? t[c] + pos[i * e + c] : t[c];
+    }
+}
