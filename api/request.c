@@ -509,13 +509,17 @@ static int masks_and_options(req *r) {
             return bad(r, "causal", "causal must be false, true, \"top_left\" or \"bottom_right\"");
     }
 
-    if (sdpa && r->rank != 4 && (r->f[F_KEY_LENGTHS] || r->f[F_KEY_MASK])) {
-        const char *name = r->f[F_KEY_LENGTHS] ? "key_lengths" : "key_mask";
-        return bad(r, name, "%s needs q with leading dimensions (N, H): (N, H, L, D)", name);
-    }
+    /* The batch of key_lengths and key_mask: N is the first dimension of a rank-3 query
+     * (attention) or of a rank-4 q (N, H, L, D) (SDPA); a query or q without it is one batch
+     * element, N = 1 (SDPA's (H, L, D) has heads, not a batch, in front). */
+    const char *n_is = r->rank == (sdpa ? 4u : 3u) ? ""
+                       : sdpa ? r->rank == 3 ? " (q (H, L, D) is one batch element: N = 1)"
+                                             : " (q (L, D) is one batch element: N = 1)"
+                              : " (query (L, E) is one batch element: N = 1)";
     if ((v = r->f[F_KEY_LENGTHS])) {
         if (api_jv_kind(v) != '[')
-            return bad(r, "key_lengths", "key_lengths must be an array of N=%zu integers", r->n);
+            return bad(r, "key_lengths", "key_lengths must be an array of N=%zu integers%s", r->n,
+                       n_is);
         const char *it = v, *el = NULL;
         size_t i = 0;
         char path[48];
@@ -523,15 +527,15 @@ static int masks_and_options(req *r) {
             snprintf(path, sizeof path, "key_lengths[%zu]", i);
             long long x = 0;
             if (i == r->n)
-                return bad(r, "key_lengths", "key_lengths must hold N=%zu integers, not more",
-                           r->n);
+                return bad(r, "key_lengths", "key_lengths must hold N=%zu integers, not more%s",
+                           r->n, n_is);
             if (get_int(r, el, path, 0, (long long)r->s, &x))
                 return -1;
             i++;
         }
         if (i != r->n)
-            return bad(r, "key_lengths", "key_lengths holds %zu integers; it must hold N=%zu", i,
-                       r->n);
+            return bad(r, "key_lengths", "key_lengths holds %zu integers; it must hold N=%zu%s", i,
+                       r->n, n_is);
         r->n_key_lengths = r->n;
     }
     if ((v = r->f[F_KEY_MASK])) {
@@ -543,8 +547,9 @@ static int masks_and_options(req *r) {
         r->km_n = t->rank == 2 ? t->dims[0] : 1;
         ok = ok && (r->km_n == 1 || r->km_n == r->n);
         if (!ok)
-            return bad(r, "key_mask", "key_mask has shape %s; it must be (N, S) = (%zu, %zu)%s", sh,
-                       r->n, r->s, sdpa ? "" : " or (S)");
+            return bad(r, "key_mask",
+                       "key_mask has shape %s; it must be (S) or (N, S) = (%zu, %zu)%s", sh, r->n,
+                       r->s, n_is);
         r->has_km = true;
     }
     if (r->f[F_ATTN_MASK]) {

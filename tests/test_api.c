@@ -641,8 +641,13 @@ static size_t run_case_dir(const char *sub, api_op op, const api_registry *model
             continue;
         char *nl = memchr(text, '\n', len);
         size_t hl = nl ? (size_t)(nl - text) : len;
-        char head[256] = "";
+        char head[256] = "", phrase[160] = "";
         snprintf(head, sizeof head, "%.*s", (int)hl, text);
+        char *bar = strstr(head, " | "); /* the rest is a phrase the message must contain */
+        if (bar) {
+            snprintf(phrase, sizeof phrase, "%s", bar + 3);
+            *bar = '\0';
+        }
         const char *body = nl ? nl + 1 : text + len;
         size_t blen = len - (size_t)(body - text);
         int status = 0;
@@ -681,6 +686,8 @@ static size_t run_case_dir(const char *sub, api_op op, const api_registry *model
             CHECK(strcmp(e.field, field) == 0, "%s: field \"%s\", want \"%s\" (%s)", path, e.field,
                   field, e.message);
             CHECK(e.message[0] && !strchr(e.message, '\n'), "%s: message must be one line", path);
+            CHECK(!phrase[0] || strstr(e.message, phrase), "%s: the message \"%s\" lacks \"%s\"",
+                  path, e.message, phrase);
         }
         json_decref(j);
         free(exact);
@@ -1402,6 +1409,64 @@ static void test_limits(void) {
     CHECK(!j && nm.status == 404 && strcmp(nm.field, "model") == 0, "no default model");
 }
 
+/* ---- SDPA key masks without leading dimensions (issue 10, item 6) ----------------------- */
+
+/* The seed chapter's padding example (chapter 5, 3.1) as a user writes it: logits [3.0, 0.5,
+ * -1.0, 2.0] (q [[1]], k the logits, scale 1) and key_mask [1, 1, 0, 0] give the weights
+ * [0.92, 0.08, 0, 0]. The same with key_mask (1, S), key_lengths [2], and for q of rank 3 and
+ * 4, where key_mask (S) broadcasts over every head and batch element. */
+static void test_sdpa_key_masks(void) {
+    const char *bodies[] = {
+        "{\"q\":[[1]],\"k\":[[3.0],[0.5],[-1.0],[2.0]],\"v\":[[1],[2],[3],[4]],\"scale\":1,"
+        "\"key_mask\":[1,1,0,0],\"need_weights\":true}",
+        "{\"q\":[[1]],\"k\":[[3.0],[0.5],[-1.0],[2.0]],\"v\":[[1],[2],[3],[4]],\"scale\":1,"
+        "\"key_mask\":[[1,1,0,0]],\"need_weights\":true}",
+        "{\"q\":[[1]],\"k\":[[3.0],[0.5],[-1.0],[2.0]],\"v\":[[1],[2],[3],[4]],\"scale\":1,"
+        "\"key_lengths\":[2],\"need_weights\":true}",
+        "{\"q\":[[[1]],[[1]]],\"k\":[[[3.0],[0.5],[-1.0],[2.0]],[[3.0],[0.5],[-1.0],[2.0]]],"
+        "\"v\":[[[1],[2],[3],[4]],[[1],[2],[3],[4]]],\"scale\":1,\"key_mask\":[1,1,0,0],"
+        "\"need_weights\":true}",
+        "{\"q\":[[[1]],[[1]]],\"k\":[[[3.0],[0.5],[-1.0],[2.0]],[[3.0],[0.5],[-1.0],[2.0]]],"
+        "\"v\":[[[1],[2],[3],[4]],[[1],[2],[3],[4]]],\"scale\":1,\"key_lengths\":[2],"
+        "\"need_weights\":true}",
+        "{\"q\":[[[[1]]],[[[1]]]],\"k\":[[[[3.0],[0.5],[-1.0],[2.0]]],[[[3.0],[0.5],[-1.0],"
+        "[2.0]]]],\"v\":[[[[1],[2],[3],[4]]],[[[1],[2],[3],[4]]]],\"scale\":1,"
+        "\"key_mask\":[1,1,0,0],\"need_weights\":true}",
+        "{\"q\":[[[[1]]],[[[1]]]],\"k\":[[[[3.0],[0.5],[-1.0],[2.0]]],[[[3.0],[0.5],[-1.0],"
+        "[2.0]]]],\"v\":[[[[1],[2],[3],[4]]],[[[1],[2],[3],[4]]]],\"scale\":1,"
+        "\"key_mask\":[[1,1,0,0],[1,1,0,0]],\"need_weights\":true}",
+        "{\"q\":[[[[1]]],[[[1]]]],\"k\":[[[[3.0],[0.5],[-1.0],[2.0]]],[[[3.0],[0.5],[-1.0],"
+        "[2.0]]]],\"v\":[[[[1],[2],[3],[4]]],[[[1],[2],[3],[4]]]],\"scale\":1,"
+        "\"key_lengths\":[2,2],\"need_weights\":true}",
+    };
+    const double e25 = exp(2.5), w0 = e25 / (e25 + 1.0), w1 = 1.0 / (e25 + 1.0);
+    for (size_t c = 0; c < sizeof bodies / sizeof bodies[0]; c++) {
+        api_error e = {0};
+        json_t *j = request_str(API_OP_SDPA, bodies[c], NULL, &e);
+        CHECK(j != NULL, "padding example %zu: %d %s", c, e.status, e.message);
+        if (!j)
+            continue;
+        float w[8], o[2];
+        size_t nw = flatten(json_object_get(j, "weights"), w, 8);
+        size_t no = flatten(json_object_get(j, "output"), o, 2);
+        CHECK(nw == 4 * no && no >= 1, "padding example %zu: %zu weights, %zu outputs", c, nw, no);
+        for (size_t r = 0; r < no && nw == 4 * no; r++) {
+            const float *x = w + 4 * r;
+            CHECK(fabs((double)x[0] - w0) < 1e-6 && fabs((double)x[1] - w1) < 1e-6 &&
+                      x[2] == 0.0f && x[3] == 0.0f,
+                  "padding example %zu row %zu: weights [%g %g %g %g], want [%.6f %.6f 0 0]", c, r,
+                  (double)x[0], (double)x[1], (double)x[2], (double)x[3], w0, w1);
+            char a[32], b2[32];
+            snprintf(a, sizeof a, "%.2f", (double)x[0]);
+            snprintf(b2, sizeof b2, "%.2f", (double)x[1]);
+            CHECK(!strcmp(a, "0.92") && !strcmp(b2, "0.08"), "the chapter prints [%s %s]", a, b2);
+            CHECK(fabs((double)o[r] - (w0 * 1 + w1 * 2)) < 1e-6, "padding example %zu: output %g",
+                  c, (double)o[r]);
+        }
+        json_decref(j);
+    }
+}
+
 static void test_errors_and_buffers(void) {
     api_error e = {0};
     CHECK(api_fail(&e, 400, "invalid_field", "query", "first %d", 1) == -1, "api_fail -1");
@@ -1786,6 +1851,7 @@ int main(int argc, char **argv) {
     test_limits();
     test_safetensors();
     test_batches();
+    test_sdpa_key_masks();
     printf("%d passed, %d failed\n", checks - failures, failures);
     return failures ? 1 : 0;
 }
