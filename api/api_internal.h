@@ -125,8 +125,19 @@ bool api_jv_streq(api_span s, const char *lit);
 double api_jv_number(const char *p, const char **end);
 
 /* True when the number at p is a plain non-negative integer (digits only) that fits in a
- * uint64_t; then *out holds it. */
+ * uint64_t; then *out holds it. (Files' headers; request fields follow api_jv_int.) */
 bool api_jv_u64(const char *p, uint64_t *out);
+
+enum { API_INT_OK, API_INT_NOT_INTEGER, API_INT_TOO_BIG };
+
+/* Reads the JSON number at p under the request's one rule for integer fields (num_heads,
+ * seed, heads[], weights_top_k, key_lengths[], a binary tensor's shape[]): an integer is any
+ * number whose value, read exactly from its decimal text, is integral, as JSON Schema's
+ * "integer" says: 2, 2.0, 2e0 and 0.2e1 are 2; 2.5 and 1.0000000000000000001 are not integers.
+ * Returns API_INT_OK with the value in *neg and *mag (0 for -0, with *neg false),
+ * API_INT_NOT_INTEGER (also when p is not a number), or API_INT_TOO_BIG when the integer's
+ * magnitude passes UINT64_MAX. Reads the text once, whatever its exponent. */
+int api_jv_int(const char *p, bool *neg, uint64_t *mag);
 
 /* ---- Tensors ------------------------------------------------------------------------------ */
 

@@ -145,14 +145,44 @@ static int map_fields(req *r, const api_json_root *root) {
     return 0;
 }
 
-/* An integer field in [lo, hi]. */
+/* An integer field in [lo, hi], under the one rule of api_jv_int: any number with an integral
+ * value (2, 2.0 and 2e0 alike). */
+static int get_uint(req *r, const char *v, const char *field, uint64_t lo, uint64_t hi,
+                    uint64_t *out) {
+    bool neg = false;
+    uint64_t x = 0;
+    int kind = api_jv_kind(v) == '0' ? api_jv_int(v, &neg, &x) : API_INT_NOT_INTEGER;
+    if (kind == API_INT_OK && !neg && x >= lo && x <= hi) {
+        *out = x;
+        return 0;
+    }
+    if (api_jv_kind(v) != '0')
+        return bad(r, field, "%s must be an integer from %llu to %llu", field,
+                   (unsigned long long)lo, (unsigned long long)hi);
+    int n = (int)(api_jv_end(v) - v);
+    return bad(r, field, "%s is %.*s%s; it must be an integer from %llu to %llu", field,
+               n > 24 ? 24 : n, v,
+               n > 24                        ? "..."
+               : kind == API_INT_NOT_INTEGER ? ", not an integer"
+                                             : "",
+               (unsigned long long)lo, (unsigned long long)hi);
+}
+
 static int get_int(req *r, const char *v, const char *field, long long lo, long long hi,
                    long long *out) {
-    double d = api_jv_kind(v) == '0' ? api_jv_number(v, &(const char *){NULL}) : 0.5;
-    if (!(d == floor(d)) || d < (double)lo || d > (double)hi)
-        return bad(r, field, "%s must be an integer from %lld to %lld", field, lo, hi);
-    *out = (long long)d;
+    uint64_t x = 0;
+    if (get_uint(r, v, field, (uint64_t)lo, (uint64_t)hi, &x))
+        return -1;
+    *out = (long long)x;
     return 0;
+}
+
+/* The value of an integer field that get_uint accepted. */
+static uint64_t int_value(const char *v) {
+    bool neg = false;
+    uint64_t x = 0;
+    api_jv_int(v, &neg, &x);
+    return x;
 }
 
 static int over_heads(req *r, const char *field, size_t h) {
@@ -336,9 +366,8 @@ static int attention_params(req *r) {
                 return bad(r, "params.seed",
                            "params.seed is required with init \"random\" (an integer from 0 to "
                            "2^64-1)");
-            if (api_jv_kind(seed) != '0' || !api_jv_u64(seed, &r->seed))
-                return bad(r, "params.seed",
-                           "params.seed must be an integer from 0 to 18446744073709551615");
+            if (get_uint(r, seed, "params.seed", 0, UINT64_MAX, &r->seed))
+                return -1;
         }
         if (r->kdim != r->e || r->vdim != r->e)
             return bad(r, r->kdim != r->e ? "key" : "value",
@@ -826,7 +855,7 @@ api_job *api_job_parse(api_op op, const char *body, size_t len, const api_regist
         int32_t *kl = (int32_t *)(void *)(arena + at_kl);
         const char *it = r->f[F_KEY_LENGTHS], *el = NULL;
         for (size_t i = 0; api_jv_arr_next(&it, &el); i++)
-            kl[i] = (int32_t)api_jv_number(el, &(const char *){NULL});
+            kl[i] = (int32_t)int_value(el);
         job->masks.key_lengths = kl;
     }
     if (r->has_km) {
@@ -852,7 +881,7 @@ api_job *api_job_parse(api_op op, const char *body, size_t len, const api_regist
         uint32_t *hs = (uint32_t *)(void *)(arena + at_heads);
         const char *it = r->f[F_HEADS], *el = NULL;
         for (size_t i = 0; api_jv_arr_next(&it, &el); i++)
-            hs[i] = (uint32_t)api_jv_number(el, &(const char *){NULL});
+            hs[i] = (uint32_t)int_value(el);
         job->opts.heads = hs;
         job->opts.n_heads = r->n_heads;
     }

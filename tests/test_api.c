@@ -1467,6 +1467,122 @@ static void test_sdpa_key_masks(void) {
     }
 }
 
+/* ---- Integers (issue 10, item 7) --------------------------------------------------------- */
+
+/* One rule for every integer field: a number whose value, read exactly, is integral. */
+static void test_integer_rule(void) {
+    static const struct {
+        const char *text;
+        int kind;
+        uint64_t value;
+    } t[] = {{"2", API_INT_OK, 2},
+             {"2.0", API_INT_OK, 2},
+             {"2e0", API_INT_OK, 2},
+             {"2E+0", API_INT_OK, 2},
+             {"0.2e1", API_INT_OK, 2},
+             {"200e-2", API_INT_OK, 2},
+             {"-0", API_INT_OK, 0},
+             {"-0.0e-7", API_INT_OK, 0},
+             {"0e99999999999999999999", API_INT_OK, 0},
+             {"1e19", API_INT_OK, 10000000000000000000u},
+             {"18446744073709551615", API_INT_OK, UINT64_MAX},
+             {"18446744073709551615.000", API_INT_OK, UINT64_MAX},
+             {"1.8446744073709551615e19", API_INT_OK, UINT64_MAX},
+             {"18446744073709551616", API_INT_TOO_BIG, 0},
+             {"1e20", API_INT_TOO_BIG, 0},
+             {"1e400", API_INT_TOO_BIG, 0},
+             {"1234567890123456789012345678900000000000e-10", API_INT_TOO_BIG, 0},
+             {"123456789012345678901234567890e-10", API_INT_NOT_INTEGER, 0},
+             {"2.5", API_INT_NOT_INTEGER, 0},
+             {"1.0000000000000000001", API_INT_NOT_INTEGER, 0}, /* a double would say 1 */
+             {"25e-1", API_INT_NOT_INTEGER, 0},
+             {"1e-400", API_INT_NOT_INTEGER, 0},
+             {"-3.5", API_INT_NOT_INTEGER, 0}};
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        char buf[64];
+        snprintf(buf, sizeof buf, "%s,", t[i].text); /* a delimiter after, as in a body */
+        bool neg = false;
+        uint64_t v = 0;
+        int kind = api_jv_int(buf, &neg, &v);
+        CHECK(kind == t[i].kind && (kind != API_INT_OK || v == t[i].value),
+              "api_jv_int(%s): kind %d value %llu, want %d %llu", t[i].text, kind,
+              (unsigned long long)v, t[i].kind, (unsigned long long)t[i].value);
+    }
+    bool neg = false;
+    uint64_t v = 0;
+    CHECK(api_jv_int("-7,", &neg, &v) == API_INT_OK && neg && v == 7, "-7");
+
+    /* Every integer field takes 2.0 as it takes 2, and refuses 2.5 (or 0.5). */
+    static const struct {
+        api_op op;
+        const char *body; /* %s is the number */
+        const char *field;
+    } f[] = {
+        {API_OP_ATTENTION,
+         "{\"query\":[[1,0],[0,1]],\"params\":{\"init\":\"identity\",\"num_heads\":%s}}",
+         "params.num_heads"},
+        {API_OP_ATTENTION,
+         "{\"query\":[[1,0],[0,1]],\"params\":{\"init\":\"random\",\"num_heads\":1,\"seed\":%s}}",
+         "params.seed"},
+        {API_OP_ATTENTION,
+         "{\"query\":[[1,0],[0,1]],\"params\":{\"init\":\"identity\",\"num_heads\":2},"
+         "\"need_weights\":\"per_head\",\"heads\":[%s]}",
+         "heads[0]"},
+        {API_OP_ATTENTION,
+         "{\"query\":[[1,0],[0,1]],\"params\":{\"init\":\"identity\",\"num_heads\":1},"
+         "\"need_weights\":\"mean\",\"weights_top_k\":%s}",
+         "weights_top_k"},
+        {API_OP_ATTENTION,
+         "{\"query\":[[1,0],[0,1]],\"params\":{\"init\":\"identity\",\"num_heads\":1},"
+         "\"key_lengths\":[%s]}",
+         "key_lengths[0]"},
+        {API_OP_ATTENTION,
+         "{\"query\":{\"dtype\":\"float32\",\"shape\":[%s,1],\"data\":\"AACAPwAAAEA=\"},"
+         "\"params\":{\"init\":\"identity\",\"num_heads\":1}}",
+         "query.shape[0]"},
+        {API_OP_SDPA, "{\"q\":[[1]],\"k\":[[1],[2]],\"v\":[[1],[2]],\"key_lengths\":[%s]}",
+         "key_lengths[0]"},
+        {API_OP_SDPA,
+         "{\"q\":[[1]],\"k\":[[1],[2]],\"v\":[[1],[2]],\"need_weights\":true,\"weights_top_k\":%s}",
+         "weights_top_k"},
+    };
+    static const char *same[] = {"2", "2.0", "2e0", "0.2e1", "200E-2"};
+    static const char *refused[] = {"2.5", "1.0000000000000000001", "2e-1", "\"2\"", "true"};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+        char *first = NULL;
+        for (size_t k = 0; k < sizeof same / sizeof same[0]; k++) {
+            char body[512];
+            const char *num = same[k];
+            if (!strcmp(f[i].field, "heads[0]")) /* heads run 0..1 here */
+                num = k == 0 ? "1" : k == 1 ? "1.0" : k == 2 ? "1e0" : k == 3 ? "0.1e1" : "100E-2";
+            snprintf(body, sizeof body, f[i].body, num);
+            api_error e = {0};
+            json_t *j = request_str(f[i].op, body, NULL, &e);
+            CHECK(j != NULL, "%s = %s must be accepted: %s", f[i].field, num, e.message);
+            char *text = j ? json_dumps(json_object_get(j, "output"), JSON_COMPACT) : NULL;
+            if (text && !first)
+                first = text;
+            else if (text) {
+                CHECK(!strcmp(first, text), "%s = %s answers otherwise than %s", f[i].field, num,
+                      same[0]);
+                free(text);
+            }
+            json_decref(j);
+        }
+        free(first);
+        for (size_t k = 0; k < sizeof refused / sizeof refused[0]; k++) {
+            char body[512];
+            snprintf(body, sizeof body, f[i].body, refused[k]);
+            api_error e = {0};
+            json_t *j = request_str(f[i].op, body, NULL, &e);
+            CHECK(!j && e.status == 400 && !strcmp(e.field, f[i].field),
+                  "%s = %s must be refused naming the field: %d %s %s", f[i].field, refused[k],
+                  e.status, e.field, e.message);
+            json_decref(j);
+        }
+    }
+}
+
 static void test_errors_and_buffers(void) {
     api_error e = {0};
     CHECK(api_fail(&e, 400, "invalid_field", "query", "first %d", 1) == -1, "api_fail -1");
@@ -1852,6 +1968,7 @@ int main(int argc, char **argv) {
     test_safetensors();
     test_batches();
     test_sdpa_key_masks();
+    test_integer_rule();
     printf("%d passed, %d failed\n", checks - failures, failures);
     return failures ? 1 : 0;
 }
