@@ -30,6 +30,11 @@ static inline bool api_add(size_t a, size_t b, size_t *out) {
  * or b->failed was already set. */
 char *api_buf_reserve(api_buf *b, size_t n);
 
+/* Makes room for n more bytes with one allocation of exactly len + n bytes when the buffer
+ * has less (none when it has enough). false, with b->failed set, when memory runs out or
+ * b->failed was already set. */
+bool api_buf_reserve_exact(api_buf *b, size_t n);
+
 /* Appends a NUL-terminated string. */
 void api_buf_puts(api_buf *b, const char *s);
 
@@ -177,6 +182,26 @@ int api_tensor_read(const api_tensor_in *t, api_tensor_kind kind, void *dst, api
 /* Writes "(a, b, c)" for dims (rank) into out (cap bytes). */
 void api_dims_str(char *out, size_t cap, const size_t *dims, size_t rank);
 
+/* ---- Response size ------------------------------------------------------------------------ */
+
+/* What the size of a job's 200 response depends on: known from the shapes, before compute. */
+typedef struct api_resp_shape {
+    api_op op;
+    bool base64;                   /* "encoding": "base64" */
+    size_t out_rank;               /* the output is (out_dims) */
+    size_t out_dims[API_MAX_RANK]; /* (out_rank) */
+    size_t w_rank;                 /* 0 when no weights are returned */
+    size_t w_dims[API_MAX_RANK];   /* (w_rank) */
+    bool indices;                  /* top-k: indices (w_dims) beside the weights */
+    size_t model_len;              /* attention: bytes of the registry model's name, or 0 */
+} api_resp_shape;
+
+/* The most bytes api_job_respond writes for a job of shape rs: every JSON float at
+ * API_FLOAT_MAX bytes with its comma, every index and integer at its widest, base64 exact, the
+ * fixed text, the model's name escaped at its widest and the usage times at theirs. Fills
+ * *bytes and returns true; false when it does not fit in size_t. */
+bool api_response_bound(const api_resp_shape *rs, size_t *bytes);
+
 /* ---- Models ------------------------------------------------------------------------------- */
 
 /* Fills in_proj (3E, E) and out_proj (E, E) with the Xavier-uniform stream of seed described
@@ -212,9 +237,10 @@ enum { API_INIT_NONE, API_INIT_IDENTITY, API_INIT_RANDOM };
 struct api_job {
     api_op op;
     size_t arena_bytes;
-    bool base64;    /* "encoding": "base64" */
-    bool ran;       /* api_job_run succeeded */
-    attn_plan plan; /* made after the masks were decoded; borrows masks and opts.heads */
+    size_t response_bytes; /* api_response_bound of its shapes: counted with the arena */
+    bool base64;           /* "encoding": "base64" */
+    bool ran;              /* api_job_run succeeded */
+    attn_plan plan;        /* made after the masks were decoded; borrows masks and opts.heads */
     attn_opts opts;
     attn_masks masks;
     /* attention: query (N, L, E), key (N, S, kdim), value (N, S, vdim); key may equal query and

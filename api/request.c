@@ -776,19 +776,49 @@ api_job *api_job_parse(api_op op, const char *body, size_t len, const api_regist
     size_t at_out = take(&a, p0.out_elems, sizeof(float));
     size_t at_w = r->weights ? take(&a, wcount, sizeof(float)) : 0;
     size_t at_ix = r->top_k ? take(&a, wcount, sizeof(int32_t)) : 0;
-    if (!a.ok) {
+
+    /* The response's shapes, and the most bytes it can take: it counts against the limit with
+     * the arena, since it is held until the client has read it. */
+    api_resp_shape rs = {.op = op, .base64 = r->base64, .indices = r->top_k != 0};
+    size_t lead[2], nlead = 0;
+    if (op == API_OP_SDPA) {
+        for (size_t i = 0; i + 2 < r->rank; i++)
+            lead[nlead++] = r->x[0].dims[i];
+    } else if (r->rank == 3) {
+        lead[nlead++] = r->n;
+    }
+    for (size_t i = 0; i < nlead; i++)
+        rs.out_dims[i] = lead[i];
+    rs.out_rank = nlead + 2;
+    rs.out_dims[nlead] = r->l;
+    rs.out_dims[nlead + 1] = op == API_OP_SDPA ? r->dv : r->e;
+    if (r->weights) {
+        for (size_t i = 0; i < nlead; i++)
+            rs.w_dims[rs.w_rank++] = lead[i];
+        if (op == API_OP_ATTENTION && r->weights == ATTN_WEIGHTS_PER_HEAD)
+            rs.w_dims[rs.w_rank++] = maps;
+        rs.w_dims[rs.w_rank++] = r->l;
+        rs.w_dims[rs.w_rank++] = r->top_k ? r->top_k : r->s;
+    }
+    if (op == API_OP_ATTENTION && r->model)
+        rs.model_len = strlen(api_model_name(r->model));
+    size_t resp = 0, total = 0;
+    if (!a.ok || !api_response_bound(&rs, &resp) || !api_add(a.total, resp, &total)) {
         api_fail(err, 413, "job_too_large", NULL,
-                 "the job's working memory does not fit in size_t; the max_job_bytes limit is "
-                 "%zu bytes",
+                 "the job's working memory and response do not fit in size_t; the "
+                 "max_job_bytes limit is %zu bytes",
                  lim->max_job_bytes);
         goto done;
     }
-    if (a.total > lim->max_job_bytes) {
+    if (total > lim->max_job_bytes) {
         api_fail(err, 413, "job_too_large", NULL,
-                 "the job needs %zu bytes (%.1f MiB) of working memory, over the max_job_bytes "
-                 "limit of %zu bytes (%.1f MiB)",
-                 a.total, (double)a.total / 1048576.0, lim->max_job_bytes,
-                 (double)lim->max_job_bytes / 1048576.0);
+                 "the job needs %zu bytes (%.1f MiB): %zu of working memory and up to %zu for "
+                 "its response, over the max_job_bytes limit of %zu bytes (%.1f MiB)%s",
+                 total, (double)total / 1048576.0, a.total, resp, lim->max_job_bytes,
+                 (double)lim->max_job_bytes / 1048576.0,
+                 !r->base64 && resp > a.total ? "; \"encoding\": \"base64\" makes the response "
+                                                "about 3 times smaller"
+                                              : "");
         goto done;
     }
 
@@ -803,6 +833,7 @@ api_job *api_job_parse(api_op op, const char *body, size_t len, const api_regist
     memset(job, 0, sizeof *job);
     job->op = op;
     job->arena_bytes = a.total;
+    job->response_bytes = resp;
     job->base64 = r->base64;
 
     float *x[3] = {NULL, NULL, NULL};
@@ -907,28 +938,10 @@ api_job *api_job_parse(api_op op, const char *body, size_t len, const api_regist
     job->s = r->s;
     job->e = r->e;
     job->h = r->h;
-    size_t lead[2], nlead = 0;
-    if (op == API_OP_SDPA) {
-        for (size_t i = 0; i + 2 < r->rank; i++)
-            lead[nlead++] = r->x[0].dims[i];
-    } else if (r->rank == 3) {
-        lead[nlead++] = r->n;
-    }
-    for (size_t i = 0; i < nlead; i++)
-        job->out_dims[i] = lead[i];
-    job->out_rank = nlead + 2;
-    job->out_dims[nlead] = r->l;
-    job->out_dims[nlead + 1] = op == API_OP_SDPA ? r->dv : r->e;
-    if (r->weights) {
-        size_t wr = 0;
-        for (size_t i = 0; i < nlead; i++)
-            job->w_dims[wr++] = lead[i];
-        if (op == API_OP_ATTENTION && r->weights == ATTN_WEIGHTS_PER_HEAD)
-            job->w_dims[wr++] = maps;
-        job->w_dims[wr++] = r->l;
-        job->w_dims[wr++] = r->top_k ? r->top_k : r->s;
-        job->w_rank = wr;
-    }
+    job->out_rank = rs.out_rank;
+    memcpy(job->out_dims, rs.out_dims, sizeof job->out_dims);
+    job->w_rank = rs.w_rank;
+    memcpy(job->w_dims, rs.w_dims, sizeof job->w_dims);
     goto done;
 fail:
     free(job);

@@ -143,8 +143,15 @@ static json_t *request(api_op op, const char *body, size_t len, const api_regist
     api_error e = {0};
     api_buf out = {0};
     api_job *job = api_job_parse(op, body, len, models, lim, &e);
-    if (job && api_job_run(job, NULL, &e) == 0)
+    if (job && api_job_run(job, NULL, &e) == 0) {
         api_job_respond(job, 1.5, 2.25, &out, &e);
+        /* The response stays within the bound the job was counted with, and the buffer was
+         * grown once, to exactly that bound and the writer's slack. */
+        CHECK(e.status || (out.len <= api_job_response_bytes(job) &&
+                           out.cap == api_job_response_bytes(job) + 64),
+              "response of %zu bytes (buffer %zu) for a bound of %zu", out.len, out.cap,
+              api_job_response_bytes(job));
+    }
     if (e.status)
         api_error_body(&e, &out);
     json_error_t je;
@@ -1314,8 +1321,9 @@ static void test_limits(void) {
     api_error e = {0};
     api_job *job = api_job_parse(API_OP_ATTENTION, body, strlen(body), NULL, &lim, &e);
     CHECK(job != NULL, "parse: %s", e.message);
-    size_t bytes = api_job_bytes(job);
-    CHECK(bytes > 0 && bytes % 64 == 0, "job bytes %zu", bytes);
+    size_t arena = api_job_bytes(job), resp = api_job_response_bytes(job), bytes = arena + resp;
+    CHECK(arena > 0 && arena % 64 == 0, "job bytes %zu", arena);
+    CHECK(resp > 0, "response bytes %zu", resp);
     CHECK(api_job_flops(job) > 0, "flops");
     api_error twice = {0};
     CHECK(api_job_run(job, NULL, &e) == 0 && api_job_run(job, NULL, &twice) == -1 &&
@@ -1330,12 +1338,15 @@ static void test_limits(void) {
     api_error big = {0};
     job = api_job_parse(API_OP_ATTENTION, body, strlen(body), NULL, &lim, &big);
     char need[32], limit[32];
+    char parts[64];
     snprintf(need, sizeof need, "%zu bytes", bytes);
     snprintf(limit, sizeof limit, "%zu bytes", bytes - 1);
+    snprintf(parts, sizeof parts, "%zu of working memory and up to %zu for its response", arena,
+             resp);
     CHECK(!job && big.status == 413 && strcmp(big.code, "job_too_large") == 0 &&
               strstr(big.message, "max_job_bytes") && strstr(big.message, need) &&
-              strstr(big.message, limit),
-          "413 names the limit and both sizes: %s", big.message);
+              strstr(big.message, limit) && strstr(big.message, parts),
+          "413 names the limit and the sizes: %s", big.message);
     /* An arena of 2^62 floats is refused before anything is allocated. */
     const char *huge = "{\"query\":{\"dtype\":\"float32\",\"shape\":[65536,65536,65536],\"data\":"
                        "\"\"},\"params\":{\"init\":\"identity\",\"num_heads\":1}}";
@@ -1407,6 +1418,137 @@ static void test_limits(void) {
     api_error nm = {0};
     j = request_str(API_OP_ATTENTION, "{\"query\":[[1]]}", NULL, &nm);
     CHECK(!j && nm.status == 404 && strcmp(nm.field, "model") == 0, "no default model");
+}
+
+/* ---- Response size (issue 10, item 2) ---------------------------------------------------- */
+
+/* The issue's example: SDPA q, k, v (1, 200, 512, 1) with weights, 2.9 MB of request and a
+ * 690 MB JSON response, is refused before compute with default limits (api/'s 1 GiB and
+ * attnd's 256 MiB), naming the response size; as base64 it fits the 1 GiB. */
+static void test_response_limit(void) {
+    sb b = {0};
+    sb_add(&b, "{\"need_weights\":true");
+    for (int t = 0; t < 3; t++) {
+        sb_add(&b, ",\"%c\":[[", "qkv"[t]);
+        for (int h = 0; h < 200; h++) {
+            sb_add(&b, "%s[", h ? "," : "");
+            for (int i = 0; i < 512; i++)
+                sb_add(&b, "%s[%d]", i ? "," : "", (i * 7 + h) % 3);
+            sb_add(&b, "]");
+        }
+        sb_add(&b, "]]");
+    }
+    size_t json_end = b.n;
+    sb_add(&b, "}");
+    api_limits lims[2] = {api_limits_default(), api_limits_default()};
+    lims[1].max_job_bytes = (size_t)256 << 20;
+    for (int l = 0; l < 2; l++) {
+        api_error e = {0};
+        api_job *job = api_job_parse(API_OP_SDPA, b.s, b.n, NULL, &lims[l], &e);
+        char limit[64];
+        snprintf(limit, sizeof limit, "limit of %zu bytes", lims[l].max_job_bytes);
+        CHECK(!job && e.status == 413 && !strcmp(e.code, "job_too_large") &&
+                  strstr(e.message, "for its response") && strstr(e.message, limit) &&
+                  strstr(e.message, "base64"),
+              "q, k, v (1, 200, 512, 1) with weights, max_job_bytes %zu: %d %s",
+              lims[l].max_job_bytes, e.status, e.message);
+        api_job_destroy(job);
+    }
+    /* The bound: 52428800 weights at 17 bytes and 102400 outputs at 17, plus brackets. */
+    b.n = json_end;
+    sb_add(&b, ",\"encoding\":\"base64\"}");
+    api_error e = {0};
+    api_job *job = api_job_parse(API_OP_SDPA, b.s, b.n, NULL, &lims[0], &e);
+    CHECK(job != NULL, "the same as base64 fits 1 GiB: %s", e.message);
+    size_t w_b64 = (52428800 * 4 + 2) / 3 * 4, o_b64 = (102400 * 4 + 2) / 3 * 4;
+    CHECK(job && api_job_response_bytes(job) > w_b64 + o_b64 &&
+              api_job_response_bytes(job) < w_b64 + o_b64 + 400,
+          "base64 response bound %zu, want %zu + fixed text", api_job_response_bytes(job),
+          w_b64 + o_b64);
+    api_job_destroy(job);
+    free(b.s);
+}
+
+/* For many jobs (both endpoints, JSON and base64, every weights mode, top-k, registry models,
+ * ranks 2 to 4), the response is never longer than api_job_response_bytes, also when every
+ * float takes the longest form there is ("-0.0000123456791", 16 characters). */
+static void test_response_bound(void) {
+    api_registry *models = demo_registry();
+    size_t jobs = 0, worst_slack = SIZE_MAX;
+    for (size_t t = 0; t < 240; t++) {
+        bool sdpa = t % 2, b64 = t % 5 == 1;
+        size_t rank = sdpa ? 2 + t / 2 % 3 : 2 + t / 2 % 2;
+        size_t N = 1 + t % 3, H = 1 + t / 3 % 3, L = 1 + t % 7, S = 1 + t / 7 % 9;
+        size_t D = sdpa ? 1 + t % 4 : 4 * H, Dv = sdpa ? 1 + t / 4 % 3 : D;
+        bool model = !sdpa && t % 6 == 4; /* demo: E = 64, H = 4 */
+        if (model)
+            D = Dv = 64, H = 4;
+        size_t lead[2], nl = 0;
+        if (sdpa && rank == 4)
+            lead[nl++] = N, lead[nl++] = H;
+        else if (sdpa && rank == 3)
+            lead[nl++] = H;
+        else if (!sdpa && rank == 3)
+            lead[nl++] = N;
+        size_t qd[4], kd[4], vd[4], cq = 1, ck = 1, cv = 1;
+        for (size_t i = 0; i < nl; i++)
+            qd[i] = kd[i] = vd[i] = lead[i], cq *= lead[i], ck *= lead[i], cv *= lead[i];
+        qd[nl] = L, qd[nl + 1] = D, kd[nl] = vd[nl] = S, kd[nl + 1] = D, vd[nl + 1] = Dv;
+        cq *= L * D, ck *= S * D, cv *= S * Dv;
+        float *q = frand_new(cq), *k = frand_new(ck), *v = frand_new(cv);
+        sb b = {0};
+        sb_add(&b, "{\"%s\":", sdpa ? "q" : "query");
+        sb_tensor(&b, q, qd, nl + 2);
+        sb_add(&b, ",\"%s\":", sdpa ? "k" : "key");
+        sb_tensor(&b, k, kd, nl + 2);
+        sb_add(&b, ",\"%s\":", sdpa ? "v" : "value");
+        sb_tensor(&b, v, vd, nl + 2);
+        if (!sdpa && !model)
+            sb_add(&b, ",\"params\":{\"init\":\"random\",\"seed\":%zu,\"num_heads\":%zu}", t, H);
+        const char *nw = sdpa ? (t % 3 ? "true" : "false")
+                              : (t % 3 == 0   ? "false"
+                                 : t % 3 == 1 ? "\"per_head\""
+                                              : "\"mean\"");
+        sb_add(&b, ",\"need_weights\":%s", nw);
+        if (strcmp(nw, "false") && t % 4 == 3)
+            sb_add(&b, ",\"weights_top_k\":%zu", 1 + t % S);
+        if (b64)
+            sb_add(&b, ",\"encoding\":\"base64\"");
+        sb_add(&b, "}");
+        api_error e = {0};
+        api_limits lim = api_limits_default();
+        api_job *job =
+            api_job_parse(sdpa ? API_OP_SDPA : API_OP_ATTENTION, b.s, b.n, models, &lim, &e);
+        CHECK(job && api_job_run(job, NULL, &e) == 0, "job %zu: %s", t, e.message);
+        for (int longest = 0; job && longest < 2 && !e.status; longest++) {
+            if (longest) { /* every float as long as a float gets */
+                for (size_t i = 0; i < job->plan.out_elems; i++)
+                    job->out[i] = -1.23456791e-05f;
+                for (size_t i = 0; i < job->plan.weights_elems; i++)
+                    job->wout.values[i] = -1.23456791e-05f;
+            }
+            api_buf out = {0};
+            api_buf_puts(&out, "prefix");
+            CHECK(api_job_respond(job, 1e12, 123456.789, &out, &e) == 0, "job %zu: %s", t,
+                  e.message);
+            size_t len = out.len - 6, bound = api_job_response_bytes(job);
+            CHECK(len <= bound, "job %zu (%s): response %zu bytes over its bound %zu", t, b.s, len,
+                  bound);
+            CHECK(out.cap <= 6 + bound + 64 || out.cap == 256, /* 256: api_buf's first block */
+                  "job %zu: the buffer grew to %zu for %zu + %zu", t, out.cap, (size_t)6, bound);
+            if (longest && !b64 && bound - len < worst_slack)
+                worst_slack = bound - len;
+            jobs++;
+            api_buf_free(&out);
+        }
+        api_job_destroy(job);
+        free(q), free(k), free(v), free(b.s);
+    }
+    CHECK(jobs >= 400, "only %zu responses checked", jobs);
+    /* With the longest floats a JSON bound is nearly reached: only the integers and times
+     * written shorter than their widest are left over. */
+    CHECK(worst_slack < 200, "the JSON bound is loose: at least %zu bytes to spare", worst_slack);
+    api_registry_destroy(models);
 }
 
 /* ---- SDPA key masks without leading dimensions (issue 10, item 6) ----------------------- */
@@ -1967,6 +2109,8 @@ int main(int argc, char **argv) {
     test_limits();
     test_safetensors();
     test_batches();
+    test_response_limit();
+    test_response_bound();
     test_sdpa_key_masks();
     test_integer_rule();
     printf("%d passed, %d failed\n", checks - failures, failures);

@@ -9,8 +9,9 @@
  * Properties checked on every input:
  *   - a refusal has status 400, 404 or 413, a code and a message, and its error body is valid
  *     JSON; never a 500;
- *   - an accepted job fits max_job_bytes, runs (or overflows float32: 400 numeric_overflow),
- *     and its 200 body is one valid JSON object (checked with api/'s own validator);
+ *   - an accepted job fits max_job_bytes with its response bound, runs (or overflows float32:
+ *     400 numeric_overflow), and its 200 body is one valid JSON object (checked with api/'s
+ *     own validator) no longer than api_job_response_bytes;
  *   - the body is read in a buffer of exactly its length: any read past it is an ASan report.
  *
  * The registry holds the built-in "demo" (E = 64, H = 4) and "tiny" (E = 4, H = 2, kdim 3,
@@ -88,8 +89,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         return 0;
     }
     FUZZ_CHECK(e.status == 0, "a job and an error (%d %s)", e.status, e.code);
-    FUZZ_CHECK(api_job_bytes(job) <= lim->max_job_bytes, "job of %zu bytes over the cap %zu",
-               api_job_bytes(job), lim->max_job_bytes);
+    FUZZ_CHECK(api_job_bytes(job) + api_job_response_bytes(job) <= lim->max_job_bytes,
+               "job of %zu bytes and a response of %zu over the cap %zu", api_job_bytes(job),
+               api_job_response_bytes(job), lim->max_job_bytes);
     if (api_job_run(job, NULL, &e) != 0) {
         FUZZ_CHECK(e.status == 400 && !strcmp(e.code, "numeric_overflow"),
                    "run failed with %d %s: %s", e.status, e.code, e.message);
@@ -100,6 +102,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         api_error je = {0};
         FUZZ_CHECK(api_json_check(out.data, out.len, "the response", NULL, &je) == 0,
                    "the response is not JSON: %s", je.message);
+        FUZZ_CHECK(out.len <= api_job_response_bytes(job),
+                   "a response of %zu bytes over its bound %zu", out.len,
+                   api_job_response_bytes(job));
         api_buf_free(&out);
     }
     api_job_destroy(job);
