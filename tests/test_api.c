@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "api.h"
 #include "api_internal.h"
@@ -708,7 +709,7 @@ static void test_request_cases(void) {
     api_registry *models = demo_registry();
     size_t n = run_case_dir("attention", API_OP_ATTENTION, models);
     n += run_case_dir("sdpa", API_OP_SDPA, models);
-    CHECK(n >= 150, "only %zu request cases found", n);
+    CHECK(n >= 250, "only %zu request cases found", n);
     printf("request cases: %zu\n", n);
     api_registry_destroy(models);
 }
@@ -1420,6 +1421,73 @@ static void test_limits(void) {
     CHECK(!j && nm.status == 404 && strcmp(nm.field, "model") == 0, "no default model");
 }
 
+/* ---- Bodies that declare far more than they hold (issue 10, item 1) ---------------------- */
+
+static double thread_cpu_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+/* Appends [first, 0, 0, ...] with n elements in all: nested arrays take their shape from their
+ * first element, so this declares n rows of first's shape in about 2n bytes. */
+static void sb_hollow(sb *b, const char *first, size_t n) {
+    sb_add(b, "[%s", first);
+    for (size_t i = 1; i < n; i++)
+        sb_add(b, ",0");
+    sb_add(b, "]");
+}
+
+/* The issue's bodies: SDPA q, k, v (65536, 1, 65536, 1) with "causal": "bottom_right" (0.8 MB),
+ * and /v1/attention with query (32768, 65535, 1) (197 KB). Each is refused with 413 at once:
+ * in thread CPU time (not wall time: other processes' load does not count) at most 200 ms and
+ * 50 times what validating its JSON costs, never time proportional to N x L (seconds before). */
+static void test_declared_shapes(void) {
+    sb row = {0}, plane = {0}, sd = {0}, at = {0};
+    sb_hollow(&row, "[0]", 65536); /* (65536, 1) */
+    sb_add(&plane, "[%s]", row.s); /* (1, 65536, 1) */
+    sb_add(&sd, "{\"causal\":\"bottom_right\"");
+    for (int t = 0; t < 3; t++) {
+        sb_add(&sd, ",\"%c\":", "qkv"[t]);
+        sb_hollow(&sd, plane.s, 65536);
+    }
+    sb_add(&sd, "}");
+    sb inner = {0};
+    sb_hollow(&inner, "[0]", 65535);
+    sb_add(&at, "{\"params\":{\"init\":\"identity\",\"num_heads\":1},\"causal\":true,\"query\":");
+    sb_hollow(&at, inner.s, 32768);
+    sb_add(&at, "}");
+    const struct {
+        const char *what;
+        api_op op;
+        const sb *body;
+    } cases[] = {{"sdpa N = L = 65536", API_OP_SDPA, &sd},
+                 {"attention N = 32768, L = 65535", API_OP_ATTENTION, &at}};
+    api_limits lims[2] = {api_limits_default(), api_limits_default()};
+    lims[1].max_job_bytes = (size_t)256 << 20; /* attnd's default --max-job-bytes */
+    for (size_t c = 0; c < 2; c++) {
+        for (size_t l = 0; l < 2; l++) {
+            double t0 = thread_cpu_ms();
+            api_error je = {0};
+            CHECK(api_json_check(cases[c].body->s, cases[c].body->n, "b", NULL, &je) == 0, "%s",
+                  je.message);
+            double t1 = thread_cpu_ms();
+            api_error e = {0};
+            api_job *job =
+                api_job_parse(cases[c].op, cases[c].body->s, cases[c].body->n, NULL, &lims[l], &e);
+            double t2 = thread_cpu_ms(), json_ms = t1 - t0, parse_ms = t2 - t1;
+            CHECK(!job && e.status == 413 && !strcmp(e.code, "job_too_large"),
+                  "%s (%zu bytes): %d %s: %s", cases[c].what, cases[c].body->n, e.status, e.code,
+                  e.message);
+            CHECK(parse_ms < 200.0 && parse_ms < 50.0 * json_ms + 5.0,
+                  "%s (%zu bytes): refused in %.1f ms of CPU (validating its JSON: %.2f ms)",
+                  cases[c].what, cases[c].body->n, parse_ms, json_ms);
+            api_job_destroy(job);
+        }
+    }
+    free(row.s), free(plane.s), free(sd.s), free(inner.s), free(at.s);
+}
+
 /* ---- Response size (issue 10, item 2) ---------------------------------------------------- */
 
 /* The issue's example: SDPA q, k, v (1, 200, 512, 1) with weights, 2.9 MB of request and a
@@ -2109,6 +2177,7 @@ int main(int argc, char **argv) {
     test_limits();
     test_safetensors();
     test_batches();
+    test_declared_shapes();
     test_response_limit();
     test_response_bound();
     test_sdpa_key_masks();

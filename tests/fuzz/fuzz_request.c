@@ -4,7 +4,10 @@
  * Input: one byte of options, then the body. Bit 0 of the options picks the endpoint (0
  * attention, 1 sdpa); bit 1 picks the limits: the roomy ones (1 MiB of job memory, so nothing
  * big is allocated and a job computes in microseconds) or tight ones (8 KiB, max_dim 8,
- * max_heads 2, max_depth 5), so that every limit is reached.
+ * max_heads 2, max_depth 5), so that every limit is reached; bit 2 (over bit 1) the wide ones:
+ * attnd's max_dim 65536 and max_heads 256 with 1 MiB of job memory, where a small body can
+ * declare a huge shape (N = L = 65536 in 0.5 MB: the regression inputs keep such bodies, which
+ * must be refused in time bounded by their size).
  *
  * Properties checked on every input:
  *   - a refusal has status 400, 404 or 413, a code and a message, and its error body is valid
@@ -23,7 +26,7 @@
 #include "fuzz.h"
 
 static api_registry *models;
-static api_limits roomy, tight;
+static api_limits roomy, tight, wide;
 
 /* A model of E = 4, H = 2, kdim 3, vdim 2 with biases and small fixed weights. */
 static api_model *tiny_model(void) {
@@ -58,6 +61,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     tight.max_dim = 8;
     tight.max_heads = 2;
     tight.max_depth = 5;
+    wide = roomy;
+    wide.max_dim = 65536;
+    wide.max_heads = 256;
     return 0;
 }
 
@@ -79,7 +85,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1)
         return 0;
     api_op op = (data[0] & 1) ? API_OP_SDPA : API_OP_ATTENTION;
-    const api_limits *lim = (data[0] & 2) ? &tight : &roomy;
+    const api_limits *lim = (data[0] & 4) ? &wide : (data[0] & 2) ? &tight : &roomy;
     char *body = fuzz_copy(data + 1, size - 1);
     api_error e = {0};
     api_job *job = api_job_parse(op, body, size - 1, models, lim, &e);
