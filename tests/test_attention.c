@@ -809,7 +809,7 @@ static void test_near_float_max(attn_pool *pool) {
     for (int path = 0; path < 3; path++) {
         /* The request. */
         const float q0[1] = {0}, k0[2] = {0, 0}, v0[2] = {3e38f, 3e38f};
-        float out[64], w[4096];
+        float out[128], w[4096]; /* out holds (H, L, Dv) = (2, 7, 5) below */
         attn_opts o = path_opts(path, NULL);
         attn_error err = {0};
         int rc = sdpa_run(1, 1, 2, 1, 1, q0, k0, v0, NULL, &o, out, path ? NULL : w, pool, &err);
