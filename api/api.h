@@ -169,7 +169,8 @@ typedef enum api_op {
 } api_op;
 
 typedef struct api_limits {
-    size_t max_job_bytes; /* working memory of one job: decoded tensors, workspace, outputs */
+    size_t max_job_bytes; /* memory of one job: decoded tensors, workspace, outputs, and the
+                             bound of its response body (api_job_response_bytes) */
     size_t max_dim;       /* largest size of any one tensor dimension */
     size_t max_heads;     /* largest num_heads (and H of SDPA) */
     size_t nslots;        /* threads one job may use: attn_pool_slots of the compute pool */
@@ -185,15 +186,19 @@ typedef struct api_limits {
 api_limits api_limits_default(void);
 
 /* A parsed, validated job. Owns one arena holding its decoded tensors, the libattn workspace and
- * the outputs; its size is checked against max_job_bytes before it is allocated. */
+ * the outputs; its size plus the bound of its response is checked against max_job_bytes before
+ * it is allocated. */
 typedef struct api_job api_job;
 
 /* Parses body (len bytes, JSON) for op, resolves the model (attention), checks every field
  * against the API v1 contract and lim, and decodes every tensor ("tokens" or "text": looks the
  * words up and writes their embeddings). Returns the job, or NULL with err: 400 (invalid_json,
  * invalid_field, non_finite, unknown_token, ...), 404 unknown_model, 413 job_too_large (the
- * message says which limit), 500 out_of_memory. Borrows models: keep it alive and unchanged
- * while the job lives. */
+ * message says which limit, and for max_job_bytes the working memory and the response size),
+ * 500 out_of_memory. Its time is bounded by len, never by the shapes the body declares: every
+ * check against the limits costs O(1) per field (O(N) for key_lengths, given in the body) and
+ * comes before any work proportional to a declared size. Borrows models: keep it alive and
+ * unchanged while the job lives. */
 api_job *api_job_parse(api_op op, const char *body, size_t len, const api_registry *models,
                        const api_limits *lim, api_error *err);
 
@@ -201,10 +206,20 @@ api_job *api_job_parse(api_op op, const char *body, size_t len, const api_regist
  * err (400 numeric_overflow when float32 overflowed, 500 otherwise). Call once. */
 int api_job_run(api_job *job, attn_pool *pool, api_error *err);
 
-/* Appends the 200 response body of a job that ran to out, with the usage times given. 0, or -1
- * with err (500 out_of_memory). */
+/* Appends the 200 response body of a job that ran to out, with the usage times given: at most
+ * api_job_response_bytes(job) bytes. When out has less room than that plus 64 bytes, it first
+ * grows it to exactly that (one allocation; none while writing). 0, or -1 with err (500
+ * out_of_memory; out->len is then unchanged). */
 int api_job_respond(const api_job *job, double queue_ms, double compute_ms, api_buf *out,
                     api_error *err);
+
+/* The most bytes api_job_respond appends for job: a bound computed by api_job_parse from the
+ * shapes and the encoding alone, before compute (JSON floats at 17 bytes each with their
+ * comma, top-k indices at 11, base64 exact, the fixed text, the model's name escaped at its
+ * widest and the integers and times at theirs). api_job_parse counts it with the arena against
+ * max_job_bytes, so a server can hold it (reserve it) from parse until the reply is sent.
+ * 0 for NULL. */
+size_t api_job_response_bytes(const api_job *job);
 
 double api_job_flops(const api_job *job); /* what usage.flops reports */
 size_t api_job_rows(const api_job *job);  /* query rows, N*L: what a batch's size counts */
@@ -225,7 +240,7 @@ bool api_jobs_batchable(const api_job *a, const api_job *b);
  * the jobs run one by one. Returns how many jobs failed. */
 size_t api_jobs_run(api_job *const *jobs, size_t count, attn_pool *pool, size_t max_bytes,
                     api_error *errs);
-size_t api_job_bytes(const api_job *job); /* the arena's size */
+size_t api_job_bytes(const api_job *job); /* the arena's size (the response not included) */
 void api_job_destroy(api_job *job);       /* NULL does nothing */
 
 /* ---- Encodings (exposed for tests and fuzzing) -------------------------------------------- */

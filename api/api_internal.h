@@ -30,6 +30,11 @@ static inline bool api_add(size_t a, size_t b, size_t *out) {
  * or b->failed was already set. */
 char *api_buf_reserve(api_buf *b, size_t n);
 
+/* Makes room for n more bytes with one allocation of exactly len + n bytes when the buffer
+ * has less (none when it has enough). false, with b->failed set, when memory runs out or
+ * b->failed was already set. */
+bool api_buf_reserve_exact(api_buf *b, size_t n);
+
 /* Appends a NUL-terminated string. */
 void api_buf_puts(api_buf *b, const char *s);
 
@@ -121,8 +126,19 @@ bool api_jv_streq(api_span s, const char *lit);
 double api_jv_number(const char *p, const char **end);
 
 /* True when the number at p is a plain non-negative integer (digits only) that fits in a
- * uint64_t; then *out holds it. */
+ * uint64_t; then *out holds it. (Files' headers; request fields follow api_jv_int.) */
 bool api_jv_u64(const char *p, uint64_t *out);
+
+enum { API_INT_OK, API_INT_NOT_INTEGER, API_INT_TOO_BIG };
+
+/* Reads the JSON number at p under the request's one rule for integer fields (num_heads,
+ * seed, heads[], weights_top_k, key_lengths[], a binary tensor's shape[]): an integer is any
+ * number whose value, read exactly from its decimal text, is integral, as JSON Schema's
+ * "integer" says: 2, 2.0, 2e0 and 0.2e1 are 2; 2.5 and 1.0000000000000000001 are not integers.
+ * Returns API_INT_OK with the value in *neg and *mag (0 for -0, with *neg false),
+ * API_INT_NOT_INTEGER (also when p is not a number), or API_INT_TOO_BIG when the integer's
+ * magnitude passes UINT64_MAX. Reads the text once, whatever its exponent. */
+int api_jv_int(const char *p, bool *neg, uint64_t *mag);
 
 /* ---- Tensors ------------------------------------------------------------------------------ */
 
@@ -161,6 +177,32 @@ int api_tensor_read(const api_tensor_in *t, api_tensor_kind kind, void *dst, api
 
 /* Writes "(a, b, c)" for dims (rank) into out (cap bytes). */
 void api_dims_str(char *out, size_t cap, const size_t *dims, size_t rank);
+
+/* ---- Response size ------------------------------------------------------------------------ */
+
+/* What the size of a job's 200 response depends on: known from the shapes, before compute. */
+typedef struct api_resp_shape {
+    api_op op;
+    bool base64;                   /* "encoding": "base64" */
+    size_t out_rank;               /* the output is (out_dims) */
+    size_t out_dims[API_MAX_RANK]; /* (out_rank) */
+    size_t w_rank;                 /* 0 when no weights are returned */
+    size_t w_dims[API_MAX_RANK];   /* (w_rank) */
+    bool indices;                  /* top-k: indices (w_dims) beside the weights */
+    size_t model_len;              /* attention: bytes of the registry model's name, or 0 */
+    size_t words_bytes; /* attention: the most bytes of "head_names" and "tokens" (words) */
+} api_resp_shape;
+
+/* The most bytes api_job_respond writes for a job of shape rs: every JSON float at
+ * API_FLOAT_MAX bytes with its comma, every index and integer at its widest, base64 exact, the
+ * fixed text, the model's name escaped at its widest and the usage times at theirs. Fills
+ * *bytes and returns true; false when it does not fit in size_t. */
+bool api_response_bound(const api_resp_shape *rs, size_t *bytes);
+
+/* The most bytes of the "head_names" of model m (none when it has no names) and of the
+ * "tokens" echo of nwords words (none for 0) in a response: api_resp_shape.words_bytes. False
+ * when it does not fit in size_t. */
+bool api_words_json_bound(const api_model *m, size_t nwords, size_t *bytes);
 
 /* ---- Models ------------------------------------------------------------------------------- */
 
@@ -260,9 +302,10 @@ enum { API_INIT_NONE, API_INIT_IDENTITY, API_INIT_RANDOM };
 struct api_job {
     api_op op;
     size_t arena_bytes;
-    bool base64;    /* "encoding": "base64" */
-    bool ran;       /* api_job_run succeeded */
-    attn_plan plan; /* made after the masks were decoded; borrows masks and opts.heads */
+    size_t response_bytes; /* api_response_bound of its shapes: counted with the arena */
+    bool base64;           /* "encoding": "base64" */
+    bool ran;              /* api_job_run succeeded */
+    attn_plan plan;        /* made after the masks were decoded; borrows masks and opts.heads */
     attn_opts opts;
     attn_masks masks;
     /* attention: query (N, L, E), key (N, S, kdim), value (N, S, vdim); key may equal query and

@@ -41,6 +41,24 @@ char *api_buf_reserve(api_buf *b, size_t n) {
     return b->data + b->len;
 }
 
+bool api_buf_reserve_exact(api_buf *b, size_t n) {
+    size_t need = 0;
+    if (b->failed || !api_add(b->len, n, &need)) {
+        b->failed = true;
+        return false;
+    }
+    if (need <= b->cap)
+        return true;
+    char *d = realloc(b->data, need);
+    if (!d) {
+        b->failed = true;
+        return false;
+    }
+    b->data = d;
+    b->cap = need;
+    return true;
+}
+
 void api_buf_append(api_buf *b, const void *bytes, size_t n) {
     char *at = api_buf_reserve(b, n);
     if (!at)

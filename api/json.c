@@ -312,6 +312,12 @@ int api_json_check_depth(const char *s, size_t len, const char *what, size_t max
     }
     if (!s)
         j.e = s;
+    /* RFC 8259 8.1: no byte-order mark. Windows editors and PowerShell add one; name it. */
+    if (len >= 3 && !memcmp(s, "\xEF\xBB\xBF", 3))
+        return api_fail(err, 400, "invalid_json", NULL,
+                        "%s starts with a UTF-8 byte-order mark (bytes EF BB BF), which JSON does "
+                        "not allow; send the text without it",
+                        what);
     jp_ws(&j);
     if (j.p == j.e)
         return api_fail(err, 400, "invalid_json", NULL, "%s is empty; it must be a JSON object",
@@ -621,6 +627,74 @@ double api_jv_number(const char *p, const char **end) {
     if (se != q) /* a locale with another decimal point: never silently misread */
         return (double)NAN;
     return v;
+}
+
+int api_jv_int(const char *p, bool *neg, uint64_t *mag) {
+    *neg = false;
+    *mag = 0;
+    const char *q = p;
+    bool minus = *q == '-';
+    if (minus)
+        q++;
+    if (!is_digit(*q))
+        return API_INT_NOT_INTEGER;
+    /* The digits are those of the integer part, then of the fraction: the value is their
+     * string D times 10^(x - nfrac). */
+    const char *ib = q;
+    while (is_digit(*q))
+        q++;
+    size_t nint = (size_t)(q - ib), nfrac = 0;
+    const char *fb = q;
+    if (*q == '.') {
+        fb = ++q;
+        while (is_digit(*q))
+            q++;
+        nfrac = (size_t)(q - fb);
+    }
+    long long x = 0;
+    if (*q == 'e' || *q == 'E') {
+        q++;
+        bool xneg = *q == '-';
+        if (*q == '+' || *q == '-')
+            q++;
+        for (; is_digit(*q); q++)
+            if (x < 1000000000000LL) /* saturates far beyond any digit count a body can hold */
+                x = x * 10 + (*q - '0');
+        x = xneg ? -x : x;
+    }
+    size_t total = nint + nfrac, first = total, last = 0;
+    for (size_t k = 0; k < total; k++) {
+        char c = k < nint ? ib[k] : fb[k - nint];
+        if (c != '0') {
+            if (first == total)
+                first = k;
+            last = k;
+        }
+    }
+    if (first == total) /* 0, -0, 0.000, 0e7 */
+        return API_INT_OK;
+    /* D = S 10^t with S = digits first..last (its last digit nonzero) and t trailing zeros, so
+     * the value is S 10^e, an integer exactly when e >= 0. */
+    long long e = x - (long long)nfrac + (long long)(total - 1 - last);
+    if (e < 0)
+        return API_INT_NOT_INTEGER;
+    *neg = minus;
+    if ((long long)(last - first + 1) + e > 20)
+        return API_INT_TOO_BIG;
+    uint64_t v = 0;
+    for (size_t k = first; k <= last; k++) {
+        uint64_t d = (uint64_t)((k < nint ? ib[k] : fb[k - nint]) - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return API_INT_TOO_BIG;
+        v = v * 10 + d;
+    }
+    for (long long i = 0; i < e; i++) {
+        if (v > UINT64_MAX / 10)
+            return API_INT_TOO_BIG;
+        v *= 10;
+    }
+    *mag = v;
+    return API_INT_OK;
 }
 
 bool api_jv_u64(const char *p, uint64_t *out) {

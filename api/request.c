@@ -148,14 +148,44 @@ static int map_fields(req *r, const api_json_root *root) {
     return 0;
 }
 
-/* An integer field in [lo, hi]. */
+/* An integer field in [lo, hi], under the one rule of api_jv_int: any number with an integral
+ * value (2, 2.0 and 2e0 alike). */
+static int get_uint(req *r, const char *v, const char *field, uint64_t lo, uint64_t hi,
+                    uint64_t *out) {
+    bool neg = false;
+    uint64_t x = 0;
+    int kind = api_jv_kind(v) == '0' ? api_jv_int(v, &neg, &x) : API_INT_NOT_INTEGER;
+    if (kind == API_INT_OK && !neg && x >= lo && x <= hi) {
+        *out = x;
+        return 0;
+    }
+    if (api_jv_kind(v) != '0')
+        return bad(r, field, "%s must be an integer from %llu to %llu", field,
+                   (unsigned long long)lo, (unsigned long long)hi);
+    int n = (int)(api_jv_end(v) - v);
+    return bad(r, field, "%s is %.*s%s; it must be an integer from %llu to %llu", field,
+               n > 24 ? 24 : n, v,
+               n > 24                        ? "..."
+               : kind == API_INT_NOT_INTEGER ? ", not an integer"
+                                             : "",
+               (unsigned long long)lo, (unsigned long long)hi);
+}
+
 static int get_int(req *r, const char *v, const char *field, long long lo, long long hi,
                    long long *out) {
-    double d = api_jv_kind(v) == '0' ? api_jv_number(v, &(const char *){NULL}) : 0.5;
-    if (!(d == floor(d)) || d < (double)lo || d > (double)hi)
-        return bad(r, field, "%s must be an integer from %lld to %lld", field, lo, hi);
-    *out = (long long)d;
+    uint64_t x = 0;
+    if (get_uint(r, v, field, (uint64_t)lo, (uint64_t)hi, &x))
+        return -1;
+    *out = (long long)x;
     return 0;
+}
+
+/* The value of an integer field that get_uint accepted. */
+static uint64_t int_value(const char *v) {
+    bool neg = false;
+    uint64_t x = 0;
+    api_jv_int(v, &neg, &x);
+    return x;
 }
 
 static int over_heads(req *r, const char *field, size_t h) {
@@ -382,9 +412,8 @@ static int attention_params(req *r) {
                 return bad(r, "params.seed",
                            "params.seed is required with init \"random\" (an integer from 0 to "
                            "2^64-1)");
-            if (api_jv_kind(seed) != '0' || !api_jv_u64(seed, &r->seed))
-                return bad(r, "params.seed",
-                           "params.seed must be an integer from 0 to 18446744073709551615");
+            if (get_uint(r, seed, "params.seed", 0, UINT64_MAX, &r->seed))
+                return -1;
         }
         if (r->kdim != r->e || r->vdim != r->e)
             return bad(r, r->kdim != r->e ? "key" : "value",
@@ -555,13 +584,17 @@ static int masks_and_options(req *r) {
             return bad(r, "causal", "causal must be false, true, \"top_left\" or \"bottom_right\"");
     }
 
-    if (sdpa && r->rank != 4 && (r->f[F_KEY_LENGTHS] || r->f[F_KEY_MASK])) {
-        const char *name = r->f[F_KEY_LENGTHS] ? "key_lengths" : "key_mask";
-        return bad(r, name, "%s needs q with leading dimensions (N, H): (N, H, L, D)", name);
-    }
+    /* The batch of key_lengths and key_mask: N is the first dimension of a rank-3 query
+     * (attention) or of a rank-4 q (N, H, L, D) (SDPA); a query or q without it is one batch
+     * element, N = 1 (SDPA's (H, L, D) has heads, not a batch, in front). */
+    const char *n_is = r->rank == (sdpa ? 4u : 3u) ? ""
+                       : sdpa ? r->rank == 3 ? " (q (H, L, D) is one batch element: N = 1)"
+                                             : " (q (L, D) is one batch element: N = 1)"
+                              : " (query (L, E) is one batch element: N = 1)";
     if ((v = r->f[F_KEY_LENGTHS])) {
         if (api_jv_kind(v) != '[')
-            return bad(r, "key_lengths", "key_lengths must be an array of N=%zu integers", r->n);
+            return bad(r, "key_lengths", "key_lengths must be an array of N=%zu integers%s", r->n,
+                       n_is);
         const char *it = v, *el = NULL;
         size_t i = 0;
         char path[48];
@@ -569,15 +602,15 @@ static int masks_and_options(req *r) {
             snprintf(path, sizeof path, "key_lengths[%zu]", i);
             long long x = 0;
             if (i == r->n)
-                return bad(r, "key_lengths", "key_lengths must hold N=%zu integers, not more",
-                           r->n);
+                return bad(r, "key_lengths", "key_lengths must hold N=%zu integers, not more%s",
+                           r->n, n_is);
             if (get_int(r, el, path, 0, (long long)r->s, &x))
                 return -1;
             i++;
         }
         if (i != r->n)
-            return bad(r, "key_lengths", "key_lengths holds %zu integers; it must hold N=%zu", i,
-                       r->n);
+            return bad(r, "key_lengths", "key_lengths holds %zu integers; it must hold N=%zu%s", i,
+                       r->n, n_is);
         r->n_key_lengths = r->n;
     }
     if ((v = r->f[F_KEY_MASK])) {
@@ -589,8 +622,9 @@ static int masks_and_options(req *r) {
         r->km_n = t->rank == 2 ? t->dims[0] : 1;
         ok = ok && (r->km_n == 1 || r->km_n == r->n);
         if (!ok)
-            return bad(r, "key_mask", "key_mask has shape %s; it must be (N, S) = (%zu, %zu)%s", sh,
-                       r->n, r->s, sdpa ? "" : " or (S)");
+            return bad(r, "key_mask",
+                       "key_mask has shape %s; it must be (S) or (N, S) = (%zu, %zu)%s", sh, r->n,
+                       r->s, n_is);
         r->has_km = true;
     }
     if (r->f[F_ATTN_MASK]) {
@@ -789,19 +823,52 @@ api_job *api_job_parse(api_op op, const char *body, size_t len, const api_regist
     size_t at_out = take(&a, p0.out_elems, sizeof(float));
     size_t at_w = r->weights ? take(&a, wcount, sizeof(float)) : 0;
     size_t at_ix = r->top_k ? take(&a, wcount, sizeof(int32_t)) : 0;
-    if (!a.ok) {
+
+    /* The response's shapes, and the most bytes it can take: it counts against the limit with
+     * the arena, since it is held until the client has read it. */
+    api_resp_shape rs = {.op = op, .base64 = r->base64, .indices = r->top_k != 0};
+    size_t lead[2], nlead = 0;
+    if (op == API_OP_SDPA) {
+        for (size_t i = 0; i + 2 < r->rank; i++)
+            lead[nlead++] = r->x[0].dims[i];
+    } else if (r->rank == 3) {
+        lead[nlead++] = r->n;
+    }
+    for (size_t i = 0; i < nlead; i++)
+        rs.out_dims[i] = lead[i];
+    rs.out_rank = nlead + 2;
+    rs.out_dims[nlead] = r->l;
+    rs.out_dims[nlead + 1] = op == API_OP_SDPA ? r->dv : r->e;
+    if (r->weights) {
+        for (size_t i = 0; i < nlead; i++)
+            rs.w_dims[rs.w_rank++] = lead[i];
+        if (op == API_OP_ATTENTION && r->weights == ATTN_WEIGHTS_PER_HEAD)
+            rs.w_dims[rs.w_rank++] = maps;
+        rs.w_dims[rs.w_rank++] = r->l;
+        rs.w_dims[rs.w_rank++] = r->top_k ? r->top_k : r->s;
+    }
+    bool words_fit = true;
+    if (op == API_OP_ATTENTION && r->model) {
+        rs.model_len = strlen(api_model_name(r->model));
+        words_fit = api_words_json_bound(r->model, r->words ? r->l : 0, &rs.words_bytes);
+    }
+    size_t resp = 0, total = 0;
+    if (!a.ok || !words_fit || !api_response_bound(&rs, &resp) || !api_add(a.total, resp, &total)) {
         api_fail(err, 413, "job_too_large", NULL,
-                 "the job's working memory does not fit in size_t; the max_job_bytes limit is "
-                 "%zu bytes",
+                 "the job's working memory and response do not fit in size_t; the "
+                 "max_job_bytes limit is %zu bytes",
                  lim->max_job_bytes);
         goto done;
     }
-    if (a.total > lim->max_job_bytes) {
+    if (total > lim->max_job_bytes) {
         api_fail(err, 413, "job_too_large", NULL,
-                 "the job needs %zu bytes (%.1f MiB) of working memory, over the max_job_bytes "
-                 "limit of %zu bytes (%.1f MiB)",
-                 a.total, (double)a.total / 1048576.0, lim->max_job_bytes,
-                 (double)lim->max_job_bytes / 1048576.0);
+                 "the job needs %zu bytes (%.1f MiB): %zu of working memory and up to %zu for "
+                 "its response, over the max_job_bytes limit of %zu bytes (%.1f MiB)%s",
+                 total, (double)total / 1048576.0, a.total, resp, lim->max_job_bytes,
+                 (double)lim->max_job_bytes / 1048576.0,
+                 !r->base64 && resp > a.total ? "; \"encoding\": \"base64\" makes the response "
+                                                "about 3 times smaller"
+                                              : "");
         goto done;
     }
 
@@ -816,6 +883,7 @@ api_job *api_job_parse(api_op op, const char *body, size_t len, const api_regist
     memset(job, 0, sizeof *job);
     job->op = op;
     job->arena_bytes = a.total;
+    job->response_bytes = resp;
     job->base64 = r->base64;
 
     float *x[3] = {NULL, NULL, NULL};
@@ -875,7 +943,7 @@ api_job *api_job_parse(api_op op, const char *body, size_t len, const api_regist
         int32_t *kl = (int32_t *)(void *)(arena + at_kl);
         const char *it = r->f[F_KEY_LENGTHS], *el = NULL;
         for (size_t i = 0; api_jv_arr_next(&it, &el); i++)
-            kl[i] = (int32_t)api_jv_number(el, &(const char *){NULL});
+            kl[i] = (int32_t)int_value(el);
         job->masks.key_lengths = kl;
     }
     if (r->has_km) {
@@ -901,7 +969,7 @@ api_job *api_job_parse(api_op op, const char *body, size_t len, const api_regist
         uint32_t *hs = (uint32_t *)(void *)(arena + at_heads);
         const char *it = r->f[F_HEADS], *el = NULL;
         for (size_t i = 0; api_jv_arr_next(&it, &el); i++)
-            hs[i] = (uint32_t)api_jv_number(el, &(const char *){NULL});
+            hs[i] = (uint32_t)int_value(el);
         job->opts.heads = hs;
         job->opts.n_heads = r->n_heads;
     }
@@ -927,28 +995,10 @@ api_job *api_job_parse(api_op op, const char *body, size_t len, const api_regist
     job->s = r->s;
     job->e = r->e;
     job->h = r->h;
-    size_t lead[2], nlead = 0;
-    if (op == API_OP_SDPA) {
-        for (size_t i = 0; i + 2 < r->rank; i++)
-            lead[nlead++] = r->x[0].dims[i];
-    } else if (r->rank == 3) {
-        lead[nlead++] = r->n;
-    }
-    for (size_t i = 0; i < nlead; i++)
-        job->out_dims[i] = lead[i];
-    job->out_rank = nlead + 2;
-    job->out_dims[nlead] = r->l;
-    job->out_dims[nlead + 1] = op == API_OP_SDPA ? r->dv : r->e;
-    if (r->weights) {
-        size_t wr = 0;
-        for (size_t i = 0; i < nlead; i++)
-            job->w_dims[wr++] = lead[i];
-        if (op == API_OP_ATTENTION && r->weights == ATTN_WEIGHTS_PER_HEAD)
-            job->w_dims[wr++] = maps;
-        job->w_dims[wr++] = r->l;
-        job->w_dims[wr++] = r->top_k ? r->top_k : r->s;
-        job->w_rank = wr;
-    }
+    job->out_rank = rs.out_rank;
+    memcpy(job->out_dims, rs.out_dims, sizeof job->out_dims);
+    job->w_rank = rs.w_rank;
+    memcpy(job->w_dims, rs.w_dims, sizeof job->w_dims);
     goto done;
 fail:
     free(job);

@@ -166,6 +166,33 @@ void api_job_destroy(api_job *job) {
 
 /* ---- Writers ------------------------------------------------------------------------------ */
 
+/* The fixed text of a response, shared by the writers and api_response_bound. */
+#define T_OUTPUT     "{\"output\":"
+#define T_WEIGHTS    ",\"weights\":"
+#define T_INDICES    "{\"indices\":"
+#define T_VALUES     ",\"values\":"
+#define T_MODEL      ",\"model\":"
+#define T_HEAD_NAMES ",\"head_names\":"
+#define T_TOKENS     ",\"tokens\":["
+#define T_NUM_HEADS  ",\"num_heads\":"
+#define T_SHAPE_N    ",\"shape\":{\"N\":"
+#define T_SHAPE_L    ",\"L\":"
+#define T_SHAPE_S    ",\"S\":"
+#define T_SHAPE_E    ",\"E\":"
+#define T_USAGE      ",\"usage\":{\"flops\":"
+#define T_QUEUE_MS   ",\"queue_ms\":"
+#define T_COMPUTE_MS ",\"compute_ms\":"
+#define T_B64_DTYPE  "{\"dtype\":\""
+#define T_B64_SHAPE  "\",\"shape\":"
+#define T_B64_DATA   ",\"data\":\""
+#define T_B64_END    "\"}"
+#define LIT(s)       (sizeof s - 1)
+
+#define U64_MAX_DIGITS 20 /* 18446744073709551615 */
+#define I32_MAX_DIGITS 10 /* 2147483647: a top-k index */
+#define MS_MAX         17 /* put_ms: "1000000000000.000" */
+#define FLOAT_CHARS    (API_FLOAT_MAX - 1)
+
 static void put_shape(api_buf *b, const size_t *dims, size_t rank) {
     api_buf_puts(b, "[");
     for (size_t i = 0; i < rank; i++) {
@@ -233,11 +260,11 @@ static void b64_tensor(api_buf *b, const char *dtype, const void *data, const si
         b->failed = true;
         return;
     }
-    api_buf_puts(b, "{\"dtype\":\"");
+    api_buf_puts(b, T_B64_DTYPE);
     api_buf_puts(b, dtype);
-    api_buf_puts(b, "\",\"shape\":");
+    api_buf_puts(b, T_B64_SHAPE);
     put_shape(b, dims, rank);
-    api_buf_puts(b, ",\"data\":\"");
+    api_buf_puts(b, T_B64_DATA);
     size_t enc = api_base64_encoded_len(bytes);
     char *o = api_buf_reserve(b, enc);
     if (!o)
@@ -257,7 +284,7 @@ static void b64_tensor(api_buf *b, const char *dtype, const void *data, const si
     }
 #endif
     b->len += enc;
-    api_buf_puts(b, "\"}");
+    api_buf_puts(b, T_B64_END);
 }
 
 static void put_floats(api_buf *b, bool base64, const float *data, const size_t *dims,
@@ -276,22 +303,130 @@ static void put_ms(api_buf *b, double ms) {
     api_buf_append(b, tmp, n > 0 ? (size_t)n : 0);
 }
 
+/* ---- Response size ------------------------------------------------------------------------ */
+
+/* *acc += a * b + c; false on overflow. */
+static bool acc_mad(size_t *acc, size_t a, size_t b, size_t c) {
+    size_t t = 0;
+    return api_mul(a, b, &t) && api_add(t, c, &t) && api_add(*acc, t, acc);
+}
+
+static size_t digits(uint64_t v) {
+    size_t n = 1;
+    for (; v >= 10; v /= 10)
+        n++;
+    return n;
+}
+
+/* The most bytes of nested JSON arrays (dims) whose leaves take at most leaf bytes each: a
+ * level of n children of at most c bytes takes n (c + 1) + 1 (brackets, commas between). */
+static bool nested_bound(const size_t *dims, size_t rank, size_t leaf, size_t *bytes) {
+    size_t c = leaf;
+    for (size_t i = rank; i-- > 0;) {
+        size_t level = 0;
+        if (!api_add(c, 1, &c) || !acc_mad(&level, dims[i], c, 1))
+            return false;
+        c = level;
+    }
+    *bytes = c;
+    return true;
+}
+
+/* The bytes of b64_tensor for (dims) 4-byte values of dtype: exact. */
+static bool b64_bound(const size_t *dims, size_t rank, const char *dtype, size_t *bytes) {
+    size_t count = 1, n = LIT(T_B64_DTYPE T_B64_SHAPE T_B64_DATA T_B64_END) + strlen(dtype) + 2;
+    for (size_t i = 0; i < rank; i++)
+        if (!api_mul(count, dims[i], &count) || !api_add(n, digits(dims[i]) + (i > 0), &n))
+            return false;
+    if (!api_mul(count, 4, &count) || count > SIZE_MAX / 4 * 3 - 3)
+        return false;
+    return api_add(n, api_base64_encoded_len(count), bytes);
+}
+
+static bool tensor_bound(const size_t *dims, size_t rank, bool base64, bool ints, size_t *bytes) {
+    if (base64)
+        return b64_bound(dims, rank, ints ? "int32" : "float32", bytes);
+    return nested_bound(dims, rank, ints ? I32_MAX_DIGITS : FLOAT_CHARS, bytes);
+}
+
+bool api_response_bound(const api_resp_shape *rs, size_t *bytes) {
+    size_t n = LIT(T_OUTPUT) + LIT(T_USAGE T_QUEUE_MS T_COMPUTE_MS) + U64_MAX_DIGITS + 2 * MS_MAX +
+               2, /* "}}" */
+        t = 0;
+    if (!tensor_bound(rs->out_dims, rs->out_rank, rs->base64, false, &t) || !api_add(n, t, &n))
+        return false;
+    if (rs->w_rank) {
+        if (!tensor_bound(rs->w_dims, rs->w_rank, rs->base64, false, &t) ||
+            !api_add(n, LIT(T_WEIGHTS) + t, &n))
+            return false;
+        if (rs->indices && (!tensor_bound(rs->w_dims, rs->w_rank, rs->base64, true, &t) ||
+                            !api_add(n, LIT(T_INDICES T_VALUES) + 1 + t, &n)))
+            return false;
+    }
+    if (rs->op == API_OP_ATTENTION) {
+        /* The name as a JSON string: at most 6 bytes per byte ("\ufffd", "\u001f"), quoted. */
+        size_t name = rs->model_len ? 0 : LIT("null");
+        if (rs->model_len && !acc_mad(&name, rs->model_len, 6, 2))
+            return false;
+        /* head_names and the words echoed: rs->words_bytes, from the parser. */
+        if (!api_add(n, name, &n) || !api_add(n, rs->words_bytes, &n) ||
+            !api_add(n,
+                     LIT(T_MODEL T_NUM_HEADS T_SHAPE_N T_SHAPE_L T_SHAPE_S T_SHAPE_E "}") +
+                         5 * U64_MAX_DIGITS,
+                     &n))
+            return false;
+    }
+    *bytes = n;
+    return true;
+}
+
+bool api_words_json_bound(const api_model *m, size_t nwords, size_t *bytes) {
+    /* A string as api_buf_json_string writes it: at most 6 bytes per byte, quoted; a comma. */
+    size_t n = 0;
+    const api_strlist *names = api_model_head_names(m);
+    if (names) {
+        n = LIT(T_HEAD_NAMES) + 2;
+        for (size_t i = 0; i < names->n; i++)
+            if (!acc_mad(&n, names->len[i], 6, 3))
+                return false;
+    }
+    if (nwords && !acc_mad(&n, nwords, 6 * API_TOKEN_MAX_BYTES + 3, LIT(T_TOKENS) + 1))
+        return false;
+    *bytes = n;
+    return true;
+}
+
+size_t api_job_response_bytes(const api_job *job) {
+    return job ? job->response_bytes : 0;
+}
+
+/* Room the float writer may use past what it writes (json_floats reserves 40 bytes beyond a
+ * row's bound, of which the row's own brackets and the text after it cover the rest). */
+#define RESPOND_SLACK 64
+
 int api_job_respond(const api_job *job, double queue_ms, double compute_ms, api_buf *out,
                     api_error *err) {
     if (!job || !out || !job->ran)
         return api_fail(err, 500, "internal", NULL, "the job has not run");
     size_t start = out->len;
-    api_buf_puts(out, "{\"output\":");
+    /* All the room the response can take, at once and exactly: the buffer never grows past
+     * start + response_bytes + RESPOND_SLACK, and never reallocates while writing. */
+    size_t room = 0;
+    if (!api_add(job->response_bytes, RESPOND_SLACK, &room) || !api_buf_reserve_exact(out, room)) {
+        return api_fail(err, 500, "out_of_memory", NULL,
+                        "out of memory reserving %zu bytes for the response", job->response_bytes);
+    }
+    api_buf_puts(out, T_OUTPUT);
     put_floats(out, job->base64, job->out, job->out_dims, job->out_rank);
     if (job->w_rank) {
-        api_buf_puts(out, ",\"weights\":");
+        api_buf_puts(out, T_WEIGHTS);
         if (job->wout.indices) {
-            api_buf_puts(out, "{\"indices\":");
+            api_buf_puts(out, T_INDICES);
             if (job->base64)
                 b64_tensor(out, "int32", job->wout.indices, job->w_dims, job->w_rank);
             else
                 json_ints(out, job->wout.indices, job->w_dims, job->w_rank);
-            api_buf_puts(out, ",\"values\":");
+            api_buf_puts(out, T_VALUES);
             put_floats(out, job->base64, job->wout.values, job->w_dims, job->w_rank);
             api_buf_puts(out, "}");
         } else {
@@ -299,18 +434,18 @@ int api_job_respond(const api_job *job, double queue_ms, double compute_ms, api_
         }
     }
     if (job->op == API_OP_ATTENTION) {
-        api_buf_puts(out, ",\"model\":");
+        api_buf_puts(out, T_MODEL);
         if (job->model_name)
             api_buf_json_string(out, job->model_name, strlen(job->model_name));
         else
             api_buf_puts(out, "null");
         if (job->model && api_model_head_names(job->model)) {
-            api_buf_puts(out, ",\"head_names\":");
+            api_buf_puts(out, T_HEAD_NAMES);
             api_strlist_json(api_model_head_names(job->model), out);
         }
         if (job->tokens) { /* the words of "tokens" or "text", as the vocabulary spells them */
             const api_strlist *v = api_model_vocab(job->model);
-            api_buf_puts(out, ",\"tokens\":[");
+            api_buf_puts(out, T_TOKENS);
             for (size_t i = 0; i < job->l; i++) {
                 if (i)
                     api_buf_puts(out, ",");
@@ -318,26 +453,26 @@ int api_job_respond(const api_job *job, double queue_ms, double compute_ms, api_
             }
             api_buf_puts(out, "]");
         }
-        api_buf_puts(out, ",\"num_heads\":");
+        api_buf_puts(out, T_NUM_HEADS);
         api_buf_put_u64(out, job->h);
-        api_buf_puts(out, ",\"shape\":{\"N\":");
+        api_buf_puts(out, T_SHAPE_N);
         api_buf_put_u64(out, job->n);
-        api_buf_puts(out, ",\"L\":");
+        api_buf_puts(out, T_SHAPE_L);
         api_buf_put_u64(out, job->l);
-        api_buf_puts(out, ",\"S\":");
+        api_buf_puts(out, T_SHAPE_S);
         api_buf_put_u64(out, job->s);
-        api_buf_puts(out, ",\"E\":");
+        api_buf_puts(out, T_SHAPE_E);
         api_buf_put_u64(out, job->e);
         api_buf_puts(out, "}");
     }
-    api_buf_puts(out, ",\"usage\":{\"flops\":");
+    api_buf_puts(out, T_USAGE);
     /* Rounded to the nearest integer (round is exact and stays below 2^64 for f below it);
      * from 2^64 on, UINT64_MAX. llround would overflow from 2^63 on. */
     double f = job->plan.flops;
     api_buf_put_u64(out, !(f > 0) ? 0 : f < 0x1p64 ? (uint64_t)round(f) : UINT64_MAX);
-    api_buf_puts(out, ",\"queue_ms\":");
+    api_buf_puts(out, T_QUEUE_MS);
     put_ms(out, queue_ms);
-    api_buf_puts(out, ",\"compute_ms\":");
+    api_buf_puts(out, T_COMPUTE_MS);
     put_ms(out, compute_ms);
     api_buf_puts(out, "}}");
     if (out->failed) {

@@ -121,9 +121,15 @@ static int probe_binary(api_tensor_in *t, size_t max_rank, size_t max_dim, api_e
                             "%s.shape has more than the %zu dimensions %s may have", t->name,
                             max_rank, t->name);
         uint64_t d = 0;
-        if (api_jv_kind(val) != '0' || !api_jv_u64(val, &d) || d == 0)
+        bool neg = false;
+        int kind = api_jv_kind(val) == '0' ? api_jv_int(val, &neg, &d) : API_INT_NOT_INTEGER;
+        if (kind == API_INT_NOT_INTEGER || neg || (kind == API_INT_OK && d == 0))
             return api_fail(err, 400, "invalid_field", path,
                             "%s must be a positive integer (a dimension)", path);
+        if (kind == API_INT_TOO_BIG)
+            return api_fail(err, 413, "job_too_large", path,
+                            "%s is over 2^64, and over the max_dim limit of %zu per dimension",
+                            path, max_dim);
         if (d > max_dim)
             return api_fail(err, 413, "job_too_large", path,
                             "%s is %llu, over the max_dim limit of %zu per dimension", path,
@@ -141,6 +147,110 @@ static int probe_binary(api_tensor_in *t, size_t max_rank, size_t max_dim, api_e
     t->b64_escaped = memchr(t->b64.p, '\\', (size_t)(t->b64.e - t->b64.p)) != NULL;
     t->binary = true;
     return 0;
+}
+
+/* ---- Base64 diagnosis --------------------------------------------------------------------- */
+
+static bool b64_alpha(unsigned char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' ||
+           c == '/';
+}
+
+static unsigned b64_val(unsigned char c) {
+    if (c >= 'a')
+        return c - 'a' + 26u;
+    if (c >= 'A')
+        return c - 'A' + 0u;
+    if (c >= '0')
+        return c - '0' + 52u;
+    return c == '+' ? 62u : 63u;
+}
+
+/* Finds the first reason the data string of t (after JSON escapes; offsets count its bytes) is
+ * not base64: a character outside the alphabet (a newline from a line-wrapping encoder, the
+ * URL-safe '-' or '_', ...), '=' padding before the end or more of it than a group allows, or
+ * nonzero bits left over by the padding. Writes the reason into why (cap bytes) and returns
+ * true; false when every character is fine (the length is then what is wrong). One pass. */
+static bool b64_diagnose(const api_tensor_in *t, char *why, size_t cap) {
+    const char *p = t->b64.p, *e = t->b64.e;
+    char buf[256];
+    size_t off = 0, pad_at = SIZE_MAX;
+    unsigned char last[2] = {0, 0}; /* the last two alphabet characters */
+    while (p < e) {
+        size_t n;
+        const char *c;
+        if (t->b64_escaped) {
+            n = api_jv_decode_some(&p, e, buf, sizeof buf);
+            c = buf;
+            if (n == 0) /* cannot happen: a character is at most 4 bytes */
+                break;
+        } else {
+            n = (size_t)(e - p) < sizeof buf ? (size_t)(e - p) : sizeof buf;
+            c = p;
+            p += n;
+        }
+        for (size_t i = 0; i < n; i++) {
+            unsigned char ch = (unsigned char)c[i];
+            size_t at = off + i;
+            if (ch == '=') {
+                if (pad_at == SIZE_MAX)
+                    pad_at = at;
+                continue;
+            }
+            if (pad_at != SIZE_MAX) {
+                snprintf(why, cap,
+                         "'=' padding at offset %zu before the end (padding only ends the data)",
+                         pad_at);
+                return true;
+            }
+            if (b64_alpha(ch)) {
+                last[0] = last[1];
+                last[1] = ch;
+                continue;
+            }
+            const char *name = ch == '\n'   ? "newline"
+                               : ch == '\r' ? "carriage return"
+                               : ch == ' '  ? "space"
+                               : ch == '\t' ? "tab"
+                                            : NULL;
+            if (name)
+                snprintf(
+                    why, cap, "%s at offset %zu%s", name, at,
+                    ch == '\n' || ch == '\r'
+                        ? " (a line-wrapped encoding: encode without wrapping, e.g. base64 -w0)"
+                        : "");
+            else if (ch == '-' || ch == '_')
+                snprintf(why, cap,
+                         "'%c' at offset %zu (base64url's alphabet; use the standard one, with '+' "
+                         "and '/')",
+                         ch, at);
+            else if (ch >= 0x20 && ch < 0x7F)
+                snprintf(why, cap, "'%c' at offset %zu", ch, at);
+            else
+                snprintf(why, cap, "byte 0x%02X at offset %zu", ch, at);
+            return true;
+        }
+        off += n;
+    }
+    if (pad_at == SIZE_MAX)
+        return false;
+    size_t pads = off - pad_at;
+    if (pads > 2 || (off % 4 == 0 && pad_at % 4 < 2)) {
+        snprintf(why, cap,
+                 "%zu '=' at offset %zu: padding fills only the last one or two characters of the "
+                 "last group of four",
+                 pads, pad_at);
+        return true;
+    }
+    if (off % 4 == 0 &&
+        ((pads == 2 && (b64_val(last[1]) & 15)) || (pads == 1 && (b64_val(last[1]) & 3)))) {
+        snprintf(why, cap,
+                 "the character before the padding ('%c' at offset %zu) leaves nonzero bits "
+                 "unused",
+                 last[1], pad_at - 1);
+        return true;
+    }
+    return false;
 }
 
 int api_tensor_probe(api_tensor_in *t, const char *name, const char *val, size_t max_rank,
@@ -203,11 +313,14 @@ int api_tensor_probe(api_tensor_in *t, const char *name, const char *val, size_t
             last[1] = buf[n - 1];
         }
     }
+    size_t pad = last[1] == '=' ? (last[0] == '=' ? 2 : 1) : 0;
+    size_t got = chars % 4 == 0 ? chars / 4 * 3 - pad : 0;
+    char why[160];
+    if ((chars % 4 != 0 || got != bytes) && b64_diagnose(t, why, sizeof why))
+        return api_fail(err, 400, "invalid_field", path, "%s is not valid base64: %s", path, why);
     if (chars % 4 != 0)
         return api_fail(err, 400, "invalid_field", path,
                         "%s is not base64: its length %zu is not a multiple of 4", path, chars);
-    size_t pad = last[1] == '=' ? (last[0] == '=' ? 2 : 1) : 0;
-    size_t got = chars / 4 * 3 - pad;
     if (got != bytes)
         return api_fail(err, 400, "invalid_field", path,
                         "%s decodes to %zu bytes, but shape %s of float32 needs %zu", path, got,
@@ -357,6 +470,16 @@ static int check_values(reader *r, const uint8_t *bytes, size_t n) {
     return 0;
 }
 
+/* The error of data that failed to decode, with the reason b64_diagnose finds. */
+static int b64_fail(reader *r, const char *path) {
+    char why[160];
+    if (b64_diagnose(r->t, why, sizeof why))
+        return api_fail(r->err, 400, "invalid_field", path, "%s is not valid base64: %s", path,
+                        why);
+    return api_fail(r->err, 400, "invalid_field", path,
+                    "%s is not valid base64 (standard alphabet, '=' padding)", path);
+}
+
 static int read_binary(reader *r) {
     const api_tensor_in *t = r->t;
     char path[160];
@@ -368,8 +491,7 @@ static int read_binary(reader *r) {
         size_t got = 0;
         if (!api_base64_decode((uint8_t *)r->f, &got, t->b64.p, (size_t)(t->b64.e - t->b64.p)) ||
             got != total)
-            return api_fail(r->err, 400, "invalid_field", path,
-                            "%s is not valid base64 (standard alphabet, '=' padding)", path);
+            return b64_fail(r, path);
         /* One branch-free pass (it vectorises), then a search only when something is wrong. */
         const uint8_t *b = (const uint8_t *)r->f;
         const uint32_t allowed = r->kind == API_TENSOR_BIAS ? 0xFF800000u : 0; /* -inf */
@@ -404,15 +526,13 @@ static int read_binary(reader *r) {
         bool last = p >= e;
         if (n % 4 != 0 || !api_base64_decode(bytes, &got, c, n) || (!last && got != n / 4 * 3) ||
             done + got > total || got % 4 != 0)
-            return api_fail(r->err, 400, "invalid_field", path,
-                            "%s is not valid base64 (standard alphabet, '=' padding)", path);
+            return b64_fail(r, path);
         if (check_values(r, bytes, got / 4))
             return -1;
         done += got;
     }
     if (done != total)
-        return api_fail(r->err, 400, "invalid_field", path,
-                        "%s is not valid base64 (standard alphabet, '=' padding)", path);
+        return b64_fail(r, path);
     return 0;
 }
 

@@ -33,6 +33,10 @@
  *   - Masks apply to the scaled logits before the softmax and combine as AND.
  *   - A query row whose every key is blocked gets all-zero weights and a zero attention vector
  *     (PyTorch returns NaN there). In MHA its output row is therefore out_proj.bias.
+ *   - ATTN_ERR_NUMERIC means a logit (scale q.k, computed as q.k then scaled, plus the bias) of
+ *     a key within the causal limit and key length, a projection, or the output is beyond
+ *     float32. The weighted sum of the values never is on its own: its weights are normalised
+ *     before it could pass FLT_MAX, so values up to FLT_MAX give their weighted mean.
  *   - Error records: the first error wins. A function writes *err only while err->code is
  *     ATTN_OK, so zero the record before a sequence of calls. err may be NULL.
  */

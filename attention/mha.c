@@ -123,6 +123,25 @@ static size_t row_limit(const attn_plan *p, size_t n, size_t i) {
     return lim;
 }
 
+/* The sum over j = 1..x of min(lim, j). x and lim are at most INT_MAX, so it stays below
+ * 2^62. */
+static uint64_t capped_sum(uint64_t x, uint64_t lim) {
+    if (x <= lim)
+        return x * (x + 1) / 2;
+    return lim * (lim + 1) / 2 + (x - lim) * lim;
+}
+
+/* The sum over the L query rows of one batch element of row_limit: the cells left by the
+ * causal mode and a key length lim <= S. Row i attends min(lim, i + 1) keys top-left,
+ * min(lim, max(0, i + 1 + S - L)) bottom-right and lim otherwise; it is below L * S < 2^62. */
+static uint64_t row_cells(attn_causal causal, size_t l, size_t s, size_t lim) {
+    if (causal == ATTN_CAUSAL_TOP_LEFT)
+        return capped_sum(l, lim);
+    if (causal == ATTN_CAUSAL_BOTTOM_RIGHT) /* j = i + 1 + S - L runs from S - L + 1 to S */
+        return capped_sum(s, lim) - capped_sum(s > l ? s - l : 0, lim);
+    return (uint64_t)l * lim;
+}
+
 static size_t extent(size_t x) {
     return x == 0 ? 1 : x;
 }
@@ -226,11 +245,16 @@ static int plan_attention(attn_plan *p, attn_error *err) {
     p->weights_elems = w;
     p->index_elems = o->top_k ? w : 0;
 
-    /* FLOPs of the attended cells (the causal limit and key lengths; cell masks not counted). */
+    /* FLOPs of the attended cells (the causal limit and key lengths; cell masks not counted):
+     * the sum over n and i of row_limit(n, i), in closed form, so that planning costs O(1)
+     * (O(N) with key lengths) whatever L and S are. */
     double cells = 0;
-    for (size_t n = 0; n < d->n; n++)
-        for (size_t i = 0; i < d->l; i++)
-            cells += (double)row_limit(p, n, i);
+    if (m->key_lengths) {
+        for (size_t n = 0; n < d->n; n++)
+            cells += (double)row_cells(m->causal, d->l, d->s, (size_t)m->key_lengths[n]);
+    } else {
+        cells = (double)d->n * (double)row_cells(m->causal, d->l, d->s, d->s);
+    }
     p->flops += 2.0 * cells * (double)d->h * (double)(d->d + d->dv);
     return ATTN_OK;
 }
@@ -574,18 +598,24 @@ static void direct_mean_task(void *ctx, size_t task, size_t slot) {
 
 /* ---- Tiled path --------------------------------------------------------------------------- */
 
-/* Task of the tiled path: problem (n, h), query block qb, keys in tiles of bk with a running
- * max M and running sum Z per row (online softmax); tiles past the causal limit are skipped. */
-static void tiled_task(void *ctx, size_t task, size_t slot) {
-    attn_run *r = ctx;
+/* Problem (n, h), query block qb of the tiled path: keys in tiles of bk with a running max M
+ * and running sum Z per row (online softmax); tiles past the causal limit are skipped.
+ *
+ * The fast form keeps acc unnormalised (the sum of exp(x - M) v over the keys so far) and
+ * divides by Z at the end. That sum can pass FLT_MAX when the values are near it although the
+ * weighted mean cannot (two keys of value 3e38 sum to 6e38 before the division by 2). The
+ * normalised form keeps acc as the weighted mean itself: each tile's exp(x - M) are divided by
+ * the new Z before the PV product, and acc is rescaled by Z_old / Z_new, so acc stays within
+ * the values' range. It costs a pass over each tile, so it runs only when the fast form's acc
+ * is not finite. Returns whether acc stayed finite (then o holds the rows). */
+static bool tiled_block(attn_run *r, size_t slot, size_t n, size_t h, size_t qb, bool normalised) {
     const attn_plan *p = r->p;
     const attn_view *v = &r->view;
     const size_t bq = p->bq, bk = p->bk, Dv = p->sd.dv;
-    size_t qb = task % p->nqb, h = task / p->nqb % p->sd.h, n = task / p->nqb / p->sd.h;
     size_t i0 = qb * bq, rows = bq < p->sd.l - i0 ? bq : p->sd.l - i0;
 
     float *P = slot_scratch(r, slot);   /* P is (bq, bk): one tile of logits */
-    float *acc = P + align_up(bq * bk); /* acc is (bq, Dv): unnormalised output */
+    float *acc = P + align_up(bq * bk); /* acc is (bq, Dv): the output so far */
     float *M = acc + align_up(bq * Dv); /* M is (bq): running max */
     float *Z = M + bq;                  /* Z is (bq): running sum of exp(x - M) */
     memset(acc, 0, rows * Dv * sizeof *acc);
@@ -621,23 +651,47 @@ static void tiled_task(void *ctx, size_t task, size_t slot) {
             float m_new = m > M[ri] ? m : M[ri];
             float sum = r->ks->exp_sum(x, lim, m_new);
             memset(x + lim, 0, (cols - lim) * sizeof *x);
+            float alpha = 1.0f; /* rescales what acc and Z hold to the new max */
             if (m_new != M[ri]) {
-                float alpha = M[ri] == -INFINITY ? 0.0f : expf(M[ri] - m_new);
-                Z[ri] *= alpha;
-                r->ks->scale(acc + ri * Dv, Dv, alpha);
+                alpha = M[ri] == -INFINITY ? 0.0f : expf(M[ri] - m_new);
                 M[ri] = m_new;
             }
-            Z[ri] += sum;
+            if (normalised) {
+                float z_old = Z[ri] * alpha, z_new = z_old + sum;
+                r->ks->scale(x, lim, 1.0f / z_new);
+                r->ks->scale(acc + ri * Dv, Dv, z_old / z_new);
+                Z[ri] = z_new;
+            } else {
+                if (alpha != 1.0f) {
+                    Z[ri] *= alpha;
+                    r->ks->scale(acc + ri * Dv, Dv, alpha);
+                }
+                Z[ri] += sum;
+            }
         }
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, (int)Dv, (int)cols, 1.0f,
                     P + r0 * bk, (int)bk, vv + j0 * v->ldv, (int)v->ldv, 1.0f, acc + r0 * Dv,
                     (int)Dv);
     }
+    if (!r->ks->all_finite(acc, rows * Dv))
+        return false;
     for (size_t ri = 0; ri < rows; ri++) {
-        float inv = Z[ri] > 0.0f ? 1.0f / Z[ri] : 0.0f;
+        float inv = normalised ? 1.0f : Z[ri] > 0.0f ? 1.0f / Z[ri] : 0.0f;
         for (size_t c = 0; c < Dv; c++)
             o[ri * v->ldo + c] = acc[ri * Dv + c] * inv;
     }
+    return true;
+}
+
+/* Task of the tiled path: problem (n, h), query block qb; the normalised form when the fast
+ * one overflows (and the logits themselves did not: then the job fails anyway). */
+static void tiled_task(void *ctx, size_t task, size_t slot) {
+    attn_run *r = ctx;
+    const attn_plan *p = r->p;
+    size_t qb = task % p->nqb, h = task / p->nqb % p->sd.h, n = task / p->nqb / p->sd.h;
+    if (!tiled_block(r, slot, n, h, qb, false) && !atomic_load(&r->numeric) &&
+        !tiled_block(r, slot, n, h, qb, true))
+        atomic_store(&r->numeric, 1);
 }
 
 /* Runs the attention problems of r over the pool. */
@@ -657,7 +711,8 @@ static int run_attention(attn_run *r, attn_pool *pool, attn_error *err) {
         attn_pool_run(pool, p->sd.n * p->sd.h * p->nqb, direct_task, r);
     if (atomic_load(&r->numeric))
         return attn_fail(err, ATTN_ERR_NUMERIC,
-                         "a logit is not finite: the inputs are too large for float32");
+                         "a logit or an attention row is not finite: the inputs are too large for "
+                         "float32");
     return ATTN_OK;
 }
 

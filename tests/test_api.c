@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "api.h"
 #include "api_internal.h"
@@ -143,8 +144,15 @@ static json_t *request(api_op op, const char *body, size_t len, const api_regist
     api_error e = {0};
     api_buf out = {0};
     api_job *job = api_job_parse(op, body, len, models, lim, &e);
-    if (job && api_job_run(job, NULL, &e) == 0)
+    if (job && api_job_run(job, NULL, &e) == 0) {
         api_job_respond(job, 1.5, 2.25, &out, &e);
+        /* The response stays within the bound the job was counted with, and the buffer was
+         * grown once, to exactly that bound and the writer's slack. */
+        CHECK(e.status || (out.len <= api_job_response_bytes(job) &&
+                           out.cap == api_job_response_bytes(job) + 64),
+              "response of %zu bytes (buffer %zu) for a bound of %zu", out.len, out.cap,
+              api_job_response_bytes(job));
+    }
     if (e.status)
         api_error_body(&e, &out);
     json_error_t je;
@@ -649,8 +657,13 @@ static size_t run_case_dir(const char *sub, api_op op, const api_registry *model
             continue;
         char *nl = memchr(text, '\n', len);
         size_t hl = nl ? (size_t)(nl - text) : len;
-        char head[256] = "";
+        char head[256] = "", phrase[160] = "";
         snprintf(head, sizeof head, "%.*s", (int)hl, text);
+        char *bar = strstr(head, " | "); /* the rest is a phrase the message must contain */
+        if (bar) {
+            snprintf(phrase, sizeof phrase, "%s", bar + 3);
+            *bar = '\0';
+        }
         const char *body = nl ? nl + 1 : text + len;
         size_t blen = len - (size_t)(body - text);
         int status = 0;
@@ -689,6 +702,8 @@ static size_t run_case_dir(const char *sub, api_op op, const api_registry *model
             CHECK(strcmp(e.field, field) == 0, "%s: field \"%s\", want \"%s\" (%s)", path, e.field,
                   field, e.message);
             CHECK(e.message[0] && !strchr(e.message, '\n'), "%s: message must be one line", path);
+            CHECK(!phrase[0] || strstr(e.message, phrase), "%s: the message \"%s\" lacks \"%s\"",
+                  path, e.message, phrase);
         }
         json_decref(j);
         free(exact);
@@ -702,7 +717,7 @@ static void test_request_cases(void) {
     api_registry *models = builtin_registry();
     size_t n = run_case_dir("attention", API_OP_ATTENTION, models);
     n += run_case_dir("sdpa", API_OP_SDPA, models);
-    CHECK(n >= 150, "only %zu request cases found", n);
+    CHECK(n >= 250, "only %zu request cases found", n);
     printf("request cases: %zu\n", n);
     api_registry_destroy(models);
 }
@@ -1316,8 +1331,9 @@ static void test_limits(void) {
     api_error e = {0};
     api_job *job = api_job_parse(API_OP_ATTENTION, body, strlen(body), NULL, &lim, &e);
     CHECK(job != NULL, "parse: %s", e.message);
-    size_t bytes = api_job_bytes(job);
-    CHECK(bytes > 0 && bytes % 64 == 0, "job bytes %zu", bytes);
+    size_t arena = api_job_bytes(job), resp = api_job_response_bytes(job), bytes = arena + resp;
+    CHECK(arena > 0 && arena % 64 == 0, "job bytes %zu", arena);
+    CHECK(resp > 0, "response bytes %zu", resp);
     CHECK(api_job_flops(job) > 0, "flops");
     api_error twice = {0};
     CHECK(api_job_run(job, NULL, &e) == 0 && api_job_run(job, NULL, &twice) == -1 &&
@@ -1332,12 +1348,15 @@ static void test_limits(void) {
     api_error big = {0};
     job = api_job_parse(API_OP_ATTENTION, body, strlen(body), NULL, &lim, &big);
     char need[32], limit[32];
+    char parts[64];
     snprintf(need, sizeof need, "%zu bytes", bytes);
     snprintf(limit, sizeof limit, "%zu bytes", bytes - 1);
+    snprintf(parts, sizeof parts, "%zu of working memory and up to %zu for its response", arena,
+             resp);
     CHECK(!job && big.status == 413 && strcmp(big.code, "job_too_large") == 0 &&
               strstr(big.message, "max_job_bytes") && strstr(big.message, need) &&
-              strstr(big.message, limit),
-          "413 names the limit and both sizes: %s", big.message);
+              strstr(big.message, limit) && strstr(big.message, parts),
+          "413 names the limit and the sizes: %s", big.message);
     /* An arena of 2^62 floats is refused before anything is allocated. */
     const char *huge = "{\"query\":{\"dtype\":\"float32\",\"shape\":[65536,65536,65536],\"data\":"
                        "\"\"},\"params\":{\"init\":\"identity\",\"num_heads\":1}}";
@@ -1409,6 +1428,421 @@ static void test_limits(void) {
     api_error nm = {0};
     j = request_str(API_OP_ATTENTION, "{\"query\":[[1]]}", NULL, &nm);
     CHECK(!j && nm.status == 404 && strcmp(nm.field, "model") == 0, "no default model");
+}
+
+/* ---- Bodies that declare far more than they hold (issue 10, item 1) ---------------------- */
+
+static double thread_cpu_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+/* Appends [first, 0, 0, ...] with n elements in all: nested arrays take their shape from their
+ * first element, so this declares n rows of first's shape in about 2n bytes. */
+static void sb_hollow(sb *b, const char *first, size_t n) {
+    sb_add(b, "[%s", first);
+    for (size_t i = 1; i < n; i++)
+        sb_add(b, ",0");
+    sb_add(b, "]");
+}
+
+/* The issue's bodies: SDPA q, k, v (65536, 1, 65536, 1) with "causal": "bottom_right" (0.8 MB),
+ * and /v1/attention with query (32768, 65535, 1) (197 KB). Each is refused with 413 at once:
+ * in thread CPU time (not wall time: other processes' load does not count) at most 200 ms and
+ * 50 times what validating its JSON costs, never time proportional to N x L (seconds before). */
+static void test_declared_shapes(void) {
+    sb row = {0}, plane = {0}, sd = {0}, at = {0};
+    sb_hollow(&row, "[0]", 65536); /* (65536, 1) */
+    sb_add(&plane, "[%s]", row.s); /* (1, 65536, 1) */
+    sb_add(&sd, "{\"causal\":\"bottom_right\"");
+    for (int t = 0; t < 3; t++) {
+        sb_add(&sd, ",\"%c\":", "qkv"[t]);
+        sb_hollow(&sd, plane.s, 65536);
+    }
+    sb_add(&sd, "}");
+    sb inner = {0};
+    sb_hollow(&inner, "[0]", 65535);
+    sb_add(&at, "{\"params\":{\"init\":\"identity\",\"num_heads\":1},\"causal\":true,\"query\":");
+    sb_hollow(&at, inner.s, 32768);
+    sb_add(&at, "}");
+    const struct {
+        const char *what;
+        api_op op;
+        const sb *body;
+    } cases[] = {{"sdpa N = L = 65536", API_OP_SDPA, &sd},
+                 {"attention N = 32768, L = 65535", API_OP_ATTENTION, &at}};
+    api_limits lims[2] = {api_limits_default(), api_limits_default()};
+    lims[1].max_job_bytes = (size_t)256 << 20; /* attnd's default --max-job-bytes */
+    for (size_t c = 0; c < 2; c++) {
+        for (size_t l = 0; l < 2; l++) {
+            double t0 = thread_cpu_ms();
+            api_error je = {0};
+            CHECK(api_json_check(cases[c].body->s, cases[c].body->n, "b", NULL, &je) == 0, "%s",
+                  je.message);
+            double t1 = thread_cpu_ms();
+            api_error e = {0};
+            api_job *job =
+                api_job_parse(cases[c].op, cases[c].body->s, cases[c].body->n, NULL, &lims[l], &e);
+            double t2 = thread_cpu_ms(), json_ms = t1 - t0, parse_ms = t2 - t1;
+            CHECK(!job && e.status == 413 && !strcmp(e.code, "job_too_large"),
+                  "%s (%zu bytes): %d %s: %s", cases[c].what, cases[c].body->n, e.status, e.code,
+                  e.message);
+            CHECK(parse_ms < 200.0 && parse_ms < 50.0 * json_ms + 5.0,
+                  "%s (%zu bytes): refused in %.1f ms of CPU (validating its JSON: %.2f ms)",
+                  cases[c].what, cases[c].body->n, parse_ms, json_ms);
+            api_job_destroy(job);
+        }
+    }
+    free(row.s), free(plane.s), free(sd.s), free(inner.s), free(at.s);
+}
+
+/* ---- Response size (issue 10, item 2) ---------------------------------------------------- */
+
+/* The issue's example: SDPA q, k, v (1, 200, 512, 1) with weights, 2.9 MB of request and a
+ * 690 MB JSON response, is refused before compute with default limits (api/'s 1 GiB and
+ * attnd's 256 MiB), naming the response size; as base64 it fits the 1 GiB. */
+static void test_response_limit(void) {
+    sb b = {0};
+    sb_add(&b, "{\"need_weights\":true");
+    for (int t = 0; t < 3; t++) {
+        sb_add(&b, ",\"%c\":[[", "qkv"[t]);
+        for (int h = 0; h < 200; h++) {
+            sb_add(&b, "%s[", h ? "," : "");
+            for (int i = 0; i < 512; i++)
+                sb_add(&b, "%s[%d]", i ? "," : "", (i * 7 + h) % 3);
+            sb_add(&b, "]");
+        }
+        sb_add(&b, "]]");
+    }
+    size_t json_end = b.n;
+    sb_add(&b, "}");
+    api_limits lims[2] = {api_limits_default(), api_limits_default()};
+    lims[1].max_job_bytes = (size_t)256 << 20;
+    for (int l = 0; l < 2; l++) {
+        api_error e = {0};
+        api_job *job = api_job_parse(API_OP_SDPA, b.s, b.n, NULL, &lims[l], &e);
+        char limit[64];
+        snprintf(limit, sizeof limit, "limit of %zu bytes", lims[l].max_job_bytes);
+        CHECK(!job && e.status == 413 && !strcmp(e.code, "job_too_large") &&
+                  strstr(e.message, "for its response") && strstr(e.message, limit) &&
+                  strstr(e.message, "base64"),
+              "q, k, v (1, 200, 512, 1) with weights, max_job_bytes %zu: %d %s",
+              lims[l].max_job_bytes, e.status, e.message);
+        api_job_destroy(job);
+    }
+    /* The bound: 52428800 weights at 17 bytes and 102400 outputs at 17, plus brackets. */
+    b.n = json_end;
+    sb_add(&b, ",\"encoding\":\"base64\"}");
+    api_error e = {0};
+    api_job *job = api_job_parse(API_OP_SDPA, b.s, b.n, NULL, &lims[0], &e);
+    CHECK(job != NULL, "the same as base64 fits 1 GiB: %s", e.message);
+    size_t w_b64 = (52428800 * 4 + 2) / 3 * 4, o_b64 = (102400 * 4 + 2) / 3 * 4;
+    CHECK(job && api_job_response_bytes(job) > w_b64 + o_b64 &&
+              api_job_response_bytes(job) < w_b64 + o_b64 + 400,
+          "base64 response bound %zu, want %zu + fixed text", api_job_response_bytes(job),
+          w_b64 + o_b64);
+    api_job_destroy(job);
+    free(b.s);
+}
+
+/* For many jobs (both endpoints, JSON and base64, every weights mode, top-k, registry models,
+ * ranks 2 to 4), the response is never longer than api_job_response_bytes, also when every
+ * float takes the longest form there is ("-0.0000123456791", 16 characters). */
+static void test_response_bound(void) {
+    api_registry *models = demo_registry();
+    size_t jobs = 0, worst_slack = SIZE_MAX;
+    for (size_t t = 0; t < 240; t++) {
+        bool sdpa = t % 2, b64 = t % 5 == 1;
+        size_t rank = sdpa ? 2 + t / 2 % 3 : 2 + t / 2 % 2;
+        size_t N = 1 + t % 3, H = 1 + t / 3 % 3, L = 1 + t % 7, S = 1 + t / 7 % 9;
+        size_t D = sdpa ? 1 + t % 4 : 4 * H, Dv = sdpa ? 1 + t / 4 % 3 : D;
+        bool model = !sdpa && t % 6 == 4; /* demo: E = 64, H = 4 */
+        if (model)
+            D = Dv = 64, H = 4;
+        size_t lead[2], nl = 0;
+        if (sdpa && rank == 4)
+            lead[nl++] = N, lead[nl++] = H;
+        else if (sdpa && rank == 3)
+            lead[nl++] = H;
+        else if (!sdpa && rank == 3)
+            lead[nl++] = N;
+        size_t qd[4], kd[4], vd[4], cq = 1, ck = 1, cv = 1;
+        for (size_t i = 0; i < nl; i++)
+            qd[i] = kd[i] = vd[i] = lead[i], cq *= lead[i], ck *= lead[i], cv *= lead[i];
+        qd[nl] = L, qd[nl + 1] = D, kd[nl] = vd[nl] = S, kd[nl + 1] = D, vd[nl + 1] = Dv;
+        cq *= L * D, ck *= S * D, cv *= S * Dv;
+        float *q = frand_new(cq), *k = frand_new(ck), *v = frand_new(cv);
+        sb b = {0};
+        sb_add(&b, "{\"%s\":", sdpa ? "q" : "query");
+        sb_tensor(&b, q, qd, nl + 2);
+        sb_add(&b, ",\"%s\":", sdpa ? "k" : "key");
+        sb_tensor(&b, k, kd, nl + 2);
+        sb_add(&b, ",\"%s\":", sdpa ? "v" : "value");
+        sb_tensor(&b, v, vd, nl + 2);
+        if (!sdpa && !model)
+            sb_add(&b, ",\"params\":{\"init\":\"random\",\"seed\":%zu,\"num_heads\":%zu}", t, H);
+        const char *nw = sdpa ? (t % 3 ? "true" : "false")
+                              : (t % 3 == 0   ? "false"
+                                 : t % 3 == 1 ? "\"per_head\""
+                                              : "\"mean\"");
+        sb_add(&b, ",\"need_weights\":%s", nw);
+        if (strcmp(nw, "false") && t % 4 == 3)
+            sb_add(&b, ",\"weights_top_k\":%zu", 1 + t % S);
+        if (b64)
+            sb_add(&b, ",\"encoding\":\"base64\"");
+        sb_add(&b, "}");
+        api_error e = {0};
+        api_limits lim = api_limits_default();
+        api_job *job =
+            api_job_parse(sdpa ? API_OP_SDPA : API_OP_ATTENTION, b.s, b.n, models, &lim, &e);
+        CHECK(job && api_job_run(job, NULL, &e) == 0, "job %zu: %s", t, e.message);
+        for (int longest = 0; job && longest < 2 && !e.status; longest++) {
+            if (longest) { /* every float as long as a float gets */
+                for (size_t i = 0; i < job->plan.out_elems; i++)
+                    job->out[i] = -1.23456791e-05f;
+                for (size_t i = 0; i < job->plan.weights_elems; i++)
+                    job->wout.values[i] = -1.23456791e-05f;
+            }
+            api_buf out = {0};
+            api_buf_puts(&out, "prefix");
+            CHECK(api_job_respond(job, 1e12, 123456.789, &out, &e) == 0, "job %zu: %s", t,
+                  e.message);
+            size_t len = out.len - 6, bound = api_job_response_bytes(job);
+            CHECK(len <= bound, "job %zu (%s): response %zu bytes over its bound %zu", t, b.s, len,
+                  bound);
+            CHECK(out.cap <= 6 + bound + 64 || out.cap == 256, /* 256: api_buf's first block */
+                  "job %zu: the buffer grew to %zu for %zu + %zu", t, out.cap, (size_t)6, bound);
+            if (longest && !b64 && bound - len < worst_slack)
+                worst_slack = bound - len;
+            jobs++;
+            api_buf_free(&out);
+        }
+        api_job_destroy(job);
+        free(q), free(k), free(v), free(b.s);
+    }
+    CHECK(jobs >= 400, "only %zu responses checked", jobs);
+    /* With the longest floats a JSON bound is nearly reached: only the integers and times
+     * written shorter than their widest are left over. */
+    CHECK(worst_slack < 200, "the JSON bound is loose: at least %zu bytes to spare", worst_slack);
+    api_registry_destroy(models);
+}
+
+/* The words a lesson job echoes (tokens) and its head names count in its response bound: the
+ * same job sent as words and as their embeddings differs by at least the echoed text. */
+static void test_response_bound_words(void) {
+    api_registry *models = builtin_registry();
+    const char *bodies[2] = {
+        "{\"model\":\"lesson\",\"text\":\"程序员把服务器日志发给同事，因为它记录了错误原因。\","
+        "\"need_weights\":\"per_head\"}",
+        "{\"model\":\"lesson\",\"tokens\":[\"“\",\"它\",\"”\"]}",
+    };
+    for (int i = 0; i < 2; i++) {
+        api_error e = {0};
+        api_limits lim = api_limits_default();
+        api_job *job =
+            api_job_parse(API_OP_ATTENTION, bodies[i], strlen(bodies[i]), models, &lim, &e);
+        CHECK(job && api_job_run(job, NULL, &e) == 0, "words job %d: %s", i, e.message);
+        if (!job)
+            continue;
+        api_buf out = {0};
+        CHECK(api_job_respond(job, 1e12, 123456.789, &out, &e) == 0, "words job %d: %s", i,
+              e.message);
+        const char *words = strstr(out.data ? out.data : "", ",\"tokens\":[");
+        const char *names = strstr(out.data ? out.data : "", ",\"head_names\":[");
+        CHECK(words && names, "words job %d: no tokens or head_names in %.200s", i, out.data);
+        /* Without the words' allowance the bound would be short by what they take at most. */
+        size_t bound = api_job_response_bytes(job), echo = 0;
+        CHECK(out.len <= bound, "words job %d: response %zu bytes over its bound %zu", i, out.len,
+              bound);
+        api_resp_shape rs = {.op = API_OP_ATTENTION,
+                             .out_rank = job->out_rank,
+                             .w_rank = job->w_rank,
+                             .model_len = strlen("lesson")};
+        memcpy(rs.out_dims, job->out_dims, sizeof rs.out_dims);
+        memcpy(rs.w_dims, job->w_dims, sizeof rs.w_dims);
+        CHECK(api_response_bound(&rs, &echo) &&
+                  bound - echo >=
+                      (size_t)(strchr(words + 11, ']') - words) + strlen(",\"head_names\":"),
+              "words job %d: the bound %zu leaves %zu for the words", i, bound, bound - echo);
+        api_buf_free(&out);
+        api_job_destroy(job);
+    }
+    api_registry_destroy(models);
+}
+
+/* ---- SDPA key masks without leading dimensions (issue 10, item 6) ----------------------- */
+
+/* The seed chapter's padding example (chapter 5, 3.1) as a user writes it: logits [3.0, 0.5,
+ * -1.0, 2.0] (q [[1]], k the logits, scale 1) and key_mask [1, 1, 0, 0] give the weights
+ * [0.92, 0.08, 0, 0]. The same with key_mask (1, S), key_lengths [2], and for q of rank 3 and
+ * 4, where key_mask (S) broadcasts over every head and batch element. */
+static void test_sdpa_key_masks(void) {
+    const char *bodies[] = {
+        "{\"q\":[[1]],\"k\":[[3.0],[0.5],[-1.0],[2.0]],\"v\":[[1],[2],[3],[4]],\"scale\":1,"
+        "\"key_mask\":[1,1,0,0],\"need_weights\":true}",
+        "{\"q\":[[1]],\"k\":[[3.0],[0.5],[-1.0],[2.0]],\"v\":[[1],[2],[3],[4]],\"scale\":1,"
+        "\"key_mask\":[[1,1,0,0]],\"need_weights\":true}",
+        "{\"q\":[[1]],\"k\":[[3.0],[0.5],[-1.0],[2.0]],\"v\":[[1],[2],[3],[4]],\"scale\":1,"
+        "\"key_lengths\":[2],\"need_weights\":true}",
+        "{\"q\":[[[1]],[[1]]],\"k\":[[[3.0],[0.5],[-1.0],[2.0]],[[3.0],[0.5],[-1.0],[2.0]]],"
+        "\"v\":[[[1],[2],[3],[4]],[[1],[2],[3],[4]]],\"scale\":1,\"key_mask\":[1,1,0,0],"
+        "\"need_weights\":true}",
+        "{\"q\":[[[1]],[[1]]],\"k\":[[[3.0],[0.5],[-1.0],[2.0]],[[3.0],[0.5],[-1.0],[2.0]]],"
+        "\"v\":[[[1],[2],[3],[4]],[[1],[2],[3],[4]]],\"scale\":1,\"key_lengths\":[2],"
+        "\"need_weights\":true}",
+        "{\"q\":[[[[1]]],[[[1]]]],\"k\":[[[[3.0],[0.5],[-1.0],[2.0]]],[[[3.0],[0.5],[-1.0],"
+        "[2.0]]]],\"v\":[[[[1],[2],[3],[4]]],[[[1],[2],[3],[4]]]],\"scale\":1,"
+        "\"key_mask\":[1,1,0,0],\"need_weights\":true}",
+        "{\"q\":[[[[1]]],[[[1]]]],\"k\":[[[[3.0],[0.5],[-1.0],[2.0]]],[[[3.0],[0.5],[-1.0],"
+        "[2.0]]]],\"v\":[[[[1],[2],[3],[4]]],[[[1],[2],[3],[4]]]],\"scale\":1,"
+        "\"key_mask\":[[1,1,0,0],[1,1,0,0]],\"need_weights\":true}",
+        "{\"q\":[[[[1]]],[[[1]]]],\"k\":[[[[3.0],[0.5],[-1.0],[2.0]]],[[[3.0],[0.5],[-1.0],"
+        "[2.0]]]],\"v\":[[[[1],[2],[3],[4]]],[[[1],[2],[3],[4]]]],\"scale\":1,"
+        "\"key_lengths\":[2,2],\"need_weights\":true}",
+    };
+    const double e25 = exp(2.5), w0 = e25 / (e25 + 1.0), w1 = 1.0 / (e25 + 1.0);
+    for (size_t c = 0; c < sizeof bodies / sizeof bodies[0]; c++) {
+        api_error e = {0};
+        json_t *j = request_str(API_OP_SDPA, bodies[c], NULL, &e);
+        CHECK(j != NULL, "padding example %zu: %d %s", c, e.status, e.message);
+        if (!j)
+            continue;
+        float w[8], o[2];
+        size_t nw = flatten(json_object_get(j, "weights"), w, 8);
+        size_t no = flatten(json_object_get(j, "output"), o, 2);
+        CHECK(nw == 4 * no && no >= 1, "padding example %zu: %zu weights, %zu outputs", c, nw, no);
+        for (size_t r = 0; r < no && nw == 4 * no; r++) {
+            const float *x = w + 4 * r;
+            CHECK(fabs((double)x[0] - w0) < 1e-6 && fabs((double)x[1] - w1) < 1e-6 &&
+                      x[2] == 0.0f && x[3] == 0.0f,
+                  "padding example %zu row %zu: weights [%g %g %g %g], want [%.6f %.6f 0 0]", c, r,
+                  (double)x[0], (double)x[1], (double)x[2], (double)x[3], w0, w1);
+            char a[32], b2[32];
+            snprintf(a, sizeof a, "%.2f", (double)x[0]);
+            snprintf(b2, sizeof b2, "%.2f", (double)x[1]);
+            CHECK(!strcmp(a, "0.92") && !strcmp(b2, "0.08"), "the chapter prints [%s %s]", a, b2);
+            CHECK(fabs((double)o[r] - (w0 * 1 + w1 * 2)) < 1e-6, "padding example %zu: output %g",
+                  c, (double)o[r]);
+        }
+        json_decref(j);
+    }
+}
+
+/* ---- Integers (issue 10, item 7) --------------------------------------------------------- */
+
+/* One rule for every integer field: a number whose value, read exactly, is integral. */
+static void test_integer_rule(void) {
+    static const struct {
+        const char *text;
+        int kind;
+        uint64_t value;
+    } t[] = {{"2", API_INT_OK, 2},
+             {"2.0", API_INT_OK, 2},
+             {"2e0", API_INT_OK, 2},
+             {"2E+0", API_INT_OK, 2},
+             {"0.2e1", API_INT_OK, 2},
+             {"200e-2", API_INT_OK, 2},
+             {"-0", API_INT_OK, 0},
+             {"-0.0e-7", API_INT_OK, 0},
+             {"0e99999999999999999999", API_INT_OK, 0},
+             {"1e19", API_INT_OK, 10000000000000000000u},
+             {"18446744073709551615", API_INT_OK, UINT64_MAX},
+             {"18446744073709551615.000", API_INT_OK, UINT64_MAX},
+             {"1.8446744073709551615e19", API_INT_OK, UINT64_MAX},
+             {"18446744073709551616", API_INT_TOO_BIG, 0},
+             {"1e20", API_INT_TOO_BIG, 0},
+             {"1e400", API_INT_TOO_BIG, 0},
+             {"1234567890123456789012345678900000000000e-10", API_INT_TOO_BIG, 0},
+             {"123456789012345678901234567890e-10", API_INT_NOT_INTEGER, 0},
+             {"2.5", API_INT_NOT_INTEGER, 0},
+             {"1.0000000000000000001", API_INT_NOT_INTEGER, 0}, /* a double would say 1 */
+             {"25e-1", API_INT_NOT_INTEGER, 0},
+             {"1e-400", API_INT_NOT_INTEGER, 0},
+             {"-3.5", API_INT_NOT_INTEGER, 0}};
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        char buf[64];
+        snprintf(buf, sizeof buf, "%s,", t[i].text); /* a delimiter after, as in a body */
+        bool neg = false;
+        uint64_t v = 0;
+        int kind = api_jv_int(buf, &neg, &v);
+        CHECK(kind == t[i].kind && (kind != API_INT_OK || v == t[i].value),
+              "api_jv_int(%s): kind %d value %llu, want %d %llu", t[i].text, kind,
+              (unsigned long long)v, t[i].kind, (unsigned long long)t[i].value);
+    }
+    bool neg = false;
+    uint64_t v = 0;
+    CHECK(api_jv_int("-7,", &neg, &v) == API_INT_OK && neg && v == 7, "-7");
+
+    /* Every integer field takes 2.0 as it takes 2, and refuses 2.5 (or 0.5). */
+    static const struct {
+        api_op op;
+        const char *body; /* %s is the number */
+        const char *field;
+    } f[] = {
+        {API_OP_ATTENTION,
+         "{\"query\":[[1,0],[0,1]],\"params\":{\"init\":\"identity\",\"num_heads\":%s}}",
+         "params.num_heads"},
+        {API_OP_ATTENTION,
+         "{\"query\":[[1,0],[0,1]],\"params\":{\"init\":\"random\",\"num_heads\":1,\"seed\":%s}}",
+         "params.seed"},
+        {API_OP_ATTENTION,
+         "{\"query\":[[1,0],[0,1]],\"params\":{\"init\":\"identity\",\"num_heads\":2},"
+         "\"need_weights\":\"per_head\",\"heads\":[%s]}",
+         "heads[0]"},
+        {API_OP_ATTENTION,
+         "{\"query\":[[1,0],[0,1]],\"params\":{\"init\":\"identity\",\"num_heads\":1},"
+         "\"need_weights\":\"mean\",\"weights_top_k\":%s}",
+         "weights_top_k"},
+        {API_OP_ATTENTION,
+         "{\"query\":[[1,0],[0,1]],\"params\":{\"init\":\"identity\",\"num_heads\":1},"
+         "\"key_lengths\":[%s]}",
+         "key_lengths[0]"},
+        {API_OP_ATTENTION,
+         "{\"query\":{\"dtype\":\"float32\",\"shape\":[%s,1],\"data\":\"AACAPwAAAEA=\"},"
+         "\"params\":{\"init\":\"identity\",\"num_heads\":1}}",
+         "query.shape[0]"},
+        {API_OP_SDPA, "{\"q\":[[1]],\"k\":[[1],[2]],\"v\":[[1],[2]],\"key_lengths\":[%s]}",
+         "key_lengths[0]"},
+        {API_OP_SDPA,
+         "{\"q\":[[1]],\"k\":[[1],[2]],\"v\":[[1],[2]],\"need_weights\":true,\"weights_top_k\":%s}",
+         "weights_top_k"},
+    };
+    static const char *same[] = {"2", "2.0", "2e0", "0.2e1", "200E-2"};
+    static const char *refused[] = {"2.5", "1.0000000000000000001", "2e-1", "\"2\"", "true"};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+        char *first = NULL;
+        for (size_t k = 0; k < sizeof same / sizeof same[0]; k++) {
+            char body[512];
+            const char *num = same[k];
+            if (!strcmp(f[i].field, "heads[0]")) /* heads run 0..1 here */
+                num = k == 0 ? "1" : k == 1 ? "1.0" : k == 2 ? "1e0" : k == 3 ? "0.1e1" : "100E-2";
+            snprintf(body, sizeof body, f[i].body, num);
+            api_error e = {0};
+            json_t *j = request_str(f[i].op, body, NULL, &e);
+            CHECK(j != NULL, "%s = %s must be accepted: %s", f[i].field, num, e.message);
+            char *text = j ? json_dumps(json_object_get(j, "output"), JSON_COMPACT) : NULL;
+            if (text && !first)
+                first = text;
+            else if (text) {
+                CHECK(!strcmp(first, text), "%s = %s answers otherwise than %s", f[i].field, num,
+                      same[0]);
+                free(text);
+            }
+            json_decref(j);
+        }
+        free(first);
+        for (size_t k = 0; k < sizeof refused / sizeof refused[0]; k++) {
+            char body[512];
+            snprintf(body, sizeof body, f[i].body, refused[k]);
+            api_error e = {0};
+            json_t *j = request_str(f[i].op, body, NULL, &e);
+            CHECK(!j && e.status == 400 && !strcmp(e.field, f[i].field),
+                  "%s = %s must be refused naming the field: %d %s %s", f[i].field, refused[k],
+                  e.status, e.field, e.message);
+            json_decref(j);
+        }
+    }
 }
 
 static void test_errors_and_buffers(void) {
@@ -2030,6 +2464,12 @@ int main(int argc, char **argv) {
     test_safetensors();
     test_batches();
     test_lesson();
+    test_declared_shapes();
+    test_response_limit();
+    test_response_bound();
+    test_response_bound_words();
+    test_sdpa_key_masks();
+    test_integer_rule();
     printf("%d passed, %d failed\n", checks - failures, failures);
     return failures ? 1 : 0;
 }

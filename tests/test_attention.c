@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "attention.h"
@@ -668,6 +669,302 @@ static void test_limits_and_errors(void) {
     free(ws);
 }
 
+/* ---- FLOP count --------------------------------------------------------------------------- */
+
+/* The FLOP count as the plan defined it before it was closed-form: every row's limit (the
+ * causal limit and the key length; cell masks not counted), one row at a time. */
+static double flops_by_rows(const attn_sdpa_dims *d, const attn_masks *m) {
+    double cells = 0;
+    for (size_t n = 0; n < d->n; n++)
+        for (size_t i = 0; i < d->l; i++) {
+            size_t lim = d->s;
+            if (m->key_lengths && (size_t)m->key_lengths[n] < lim)
+                lim = (size_t)m->key_lengths[n];
+            if (m->causal == ATTN_CAUSAL_TOP_LEFT && i + 1 < lim)
+                lim = i + 1;
+            if (m->causal == ATTN_CAUSAL_BOTTOM_RIGHT) {
+                size_t c = i + 1 + d->s > d->l ? i + 1 + d->s - d->l : 0;
+                lim = c < lim ? c : lim;
+            }
+            cells += (double)lim;
+        }
+    return 2.0 * cells * (double)d->h * (double)(d->d + d->dv);
+}
+
+static double thread_cpu_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+/* plan.flops is closed-form and equals the row-by-row count exactly: every causal mode, L below,
+ * equal to and above S, with and without key lengths (0 and S included), SDPA and MHA. And
+ * planning a huge job costs no time proportional to N x L. */
+static void test_flops_closed_form(void) {
+    int32_t kl[7];
+    size_t mismatches = 0, cases = 0;
+    for (size_t t = 0; t < 3000; t++) {
+        attn_sdpa_dims d = {.n = 1 + t % 7,
+                            .h = 1 + t % 3,
+                            .l = 1 + (rng_state >> 7) % 97,
+                            .s = 1 + (rng_state >> 23) % 97,
+                            .d = 1 + t % 5,
+                            .dv = 1 + t % 4};
+        frand();
+        attn_masks m = {.causal = (attn_causal)(t % 3)};
+        if (t % 2) {
+            for (size_t n = 0; n < d.n; n++)
+                kl[n] = (int32_t)(n == 0 ? d.s : n == 1 ? 0 : (rng_state >> (n * 5)) % (d.s + 1));
+            m.key_lengths = kl;
+        }
+        attn_plan p;
+        attn_error err = {0};
+        cases++;
+        if (attn_sdpa_plan(&p, &d, NULL, &m, 1, &err) != ATTN_OK ||
+            p.flops != flops_by_rows(&d, &m)) {
+            if (mismatches++ < 5)
+                CHECK(false, "sdpa N=%zu L=%zu S=%zu causal %d%s: flops %.17g, rows give %.17g %s",
+                      d.n, d.l, d.s, (int)m.causal, m.key_lengths ? " key lengths" : "", p.flops,
+                      flops_by_rows(&d, &m), err.msg);
+        }
+        attn_mha_dims md = {.n = d.n, .l = d.l, .s = d.s, .e = 4 * d.h, .h = d.h};
+        attn_sdpa_dims hd = {d.n, d.h, d.l, d.s, 4, 4};
+        double proj = 2.0 * (double)(d.n * d.l) * (double)md.e * (double)md.e * 2.0 +
+                      2.0 * (double)(d.n * d.s) * (double)md.e * (double)(2 * md.e);
+        err = (attn_error){0};
+        if (attn_mha_plan(&p, &md, NULL, &m, 1, &err) != ATTN_OK ||
+            p.flops != flops_by_rows(&hd, &m) + proj) {
+            if (mismatches++ < 5)
+                CHECK(false, "mha N=%zu L=%zu S=%zu causal %d: flops %.17g, rows give %.17g %s",
+                      d.n, d.l, d.s, (int)m.causal, p.flops, flops_by_rows(&hd, &m) + proj,
+                      err.msg);
+        }
+    }
+    CHECK(mismatches == 0, "%zu of %zu closed-form FLOP counts differ from the rows' sum",
+          mismatches, 2 * cases);
+
+    /* The issue's request: N = L = S = 65536, bottom-right. Counting row by row took seconds;
+     * closed-form it is microseconds. Thread CPU time, so other processes' load does not count. */
+    attn_sdpa_dims big = {.n = 65536, .h = 1, .l = 65536, .s = 65536, .d = 1, .dv = 1};
+    for (int c = 0; c < 3; c++) {
+        attn_masks m = {.causal = (attn_causal)c};
+        attn_plan p;
+        attn_error err = {0};
+        double t0 = thread_cpu_ms();
+        int rc = attn_sdpa_plan(&p, &big, NULL, &m, 1, &err);
+        double ms = thread_cpu_ms() - t0;
+        CHECK(rc == ATTN_OK && ms < 20.0, "planning N = L = S = 65536 (causal %d) took %.1f ms: %s",
+              c, ms, err.msg);
+        double l = 65536.0, want = c ? l * (l + 1) / 2 : l * l;
+        CHECK(p.flops == 2.0 * 65536.0 * want * 2.0, "causal %d: flops %.17g, want %.17g", c,
+              p.flops, 2.0 * 65536.0 * want * 2.0);
+    }
+    /* L != S at the largest sizes: bottom-right with L > S leaves the first L - S rows empty. */
+    attn_sdpa_dims wide = {.n = 3, .h = 1, .l = 65535, .s = 1000, .d = 1, .dv = 1};
+    attn_masks br = {.causal = ATTN_CAUSAL_BOTTOM_RIGHT};
+    attn_plan p;
+    attn_error err = {0};
+    CHECK(attn_sdpa_plan(&p, &wide, NULL, &br, 1, &err) == ATTN_OK &&
+              p.flops == flops_by_rows(&wide, &br),
+          "bottom-right L > S: %.17g vs %.17g", p.flops, flops_by_rows(&wide, &br));
+}
+
+/* ---- values near FLT_MAX ------------------------------------------------------------------ */
+
+/* Runs SDPA (N=1, H, L, S, D, Dv) on the given tensors; returns the status. */
+static int sdpa_run(size_t H, size_t L, size_t S, size_t D, size_t Dv, const float *q,
+                    const float *k, const float *v, const attn_masks *m, const attn_opts *o,
+                    float *out, float *w, attn_pool *pool, attn_error *err) {
+    attn_sdpa_dims d = {1, H, L, S, D, Dv};
+    attn_plan p;
+    int rc = attn_sdpa_plan(&p, &d, o, m, attn_pool_slots(pool), err);
+    if (rc != ATTN_OK)
+        return rc;
+    void *ws = ws_new(&p);
+    attn_weights_out wo = {.values = w};
+    rc = attn_sdpa_forward(&p, ws, out, w ? &wo : NULL, q, k, v, pool, err);
+    free(ws);
+    return rc;
+}
+
+/* The paths an SDPA job can take: direct (with weights), tiled with one tile, tiled with many
+ * small tiles (the running max and sum carried across them). */
+static attn_opts path_opts(int path, float *scale) {
+    attn_opts o = {.has_scale = scale != NULL, .scale = scale ? *scale : 0.0f};
+    if (path == 0) {
+        o.weights = ATTN_WEIGHTS_PER_HEAD;
+    } else {
+        o.path = ATTN_PATH_TILED;
+        if (path == 2)
+            o.block_q = 3, o.block_k = 4;
+    }
+    return o;
+}
+
+/* The weighted mean of values near FLT_MAX is finite, and so is the answer: the sum must not
+ * overflow before it is normalised (the issue's q [[0]], k [[0], [0]], v [[3e38], [3e38]]); in
+ * V, in the bias, on every path. A result really beyond float32 is still refused. */
+static void test_near_float_max(attn_pool *pool) {
+    const char *paths[3] = {"direct", "tiled", "tiled, small tiles"};
+    for (int path = 0; path < 3; path++) {
+        /* The request. */
+        const float q0[1] = {0}, k0[2] = {0, 0}, v0[2] = {3e38f, 3e38f};
+        float out[128], w[4096]; /* out holds (H, L, Dv) = (2, 7, 5) below */
+        attn_opts o = path_opts(path, NULL);
+        attn_error err = {0};
+        int rc = sdpa_run(1, 1, 2, 1, 1, q0, k0, v0, NULL, &o, out, path ? NULL : w, pool, &err);
+        CHECK(rc == ATTN_OK && out[0] == 3e38f, "%s: v [3e38, 3e38] gives %s %g: %s", paths[path],
+              attn_status_name(rc), (double)out[0], err.msg);
+
+        /* Many keys near +-FLT_MAX against the double reference (L 7, S 29, D 3, Dv 5, H 2),
+         * with a causal mask so that rows have different numbers of keys. */
+        enum { H = 2, L = 7, S = 29, D = 3, Dv = 5 };
+        float q[H * L * D], k[H * S * D], v[H * S * Dv];
+        for (size_t i = 0; i < H * L * D; i++)
+            q[i] = frand();
+        for (size_t i = 0; i < H * S * D; i++)
+            k[i] = frand();
+        for (size_t i = 0; i < H * S * Dv; i++) {
+            float u = frand();
+            v[i] = (u < -0.8f ? -1.0f : 1.0f) * (0.9f + 0.1f * fabsf(u)) * 3.4028235e38f;
+        }
+        attn_masks m = {.causal = ATTN_CAUSAL_BOTTOM_RIGHT};
+        err = (attn_error){0};
+        rc = sdpa_run(H, L, S, D, Dv, q, k, v, &m, &o, out, path ? NULL : w, pool, &err);
+        CHECK(rc == ATTN_OK, "%s: values near FLT_MAX: %s", paths[path], err.msg);
+        double worst = 0, ro[L * Dv], rw[L * S];
+        for (size_t h = 0; rc == ATTN_OK && h < H; h++) {
+            ref_attend(ro, rw, q + h * L * D, k + h * S * D, v + h * S * Dv, L, S, D, Dv,
+                       1.0 / sqrt((double)D), &m, 0, h, 1, H);
+            for (size_t i = 0; i < L * Dv; i++)
+                worst = fmax(worst, fabs(ro[i] - (double)out[h * L * Dv + i]) / 3.4028235e38);
+        }
+        CHECK(worst < 1e-6, "%s: values near FLT_MAX differ from the reference by %.3g FLT_MAX",
+              paths[path], worst);
+
+        /* attn_bias near +-FLT_MAX: the cells with +3e38 dominate, equally (the small logits
+         * vanish beside it in float32, as in PyTorch); -3e38 and -inf cells weigh nothing. */
+        float bias[L * S];
+        for (size_t i = 0; i < L; i++)
+            for (size_t j = 0; j < S; j++)
+                bias[i * S + j] = (i + j) % 3 == 0   ? 3e38f
+                                  : (i + j) % 3 == 1 ? -3e38f
+                                  : j % 2            ? -INFINITY
+                                                     : 0.0f;
+        attn_masks mb = {.attn_bias = bias};
+        err = (attn_error){0};
+        rc = sdpa_run(1, L, S, D, Dv, q, k, v, &mb, &o, out, path ? NULL : w, pool, &err);
+        CHECK(rc == ATTN_OK, "%s: bias near FLT_MAX: %s", paths[path], err.msg);
+        worst = 0;
+        for (size_t i = 0; rc == ATTN_OK && i < L; i++) {
+            size_t cnt = 0;
+            double mean[Dv] = {0};
+            for (size_t j = 0; j < S; j++)
+                if ((i + j) % 3 == 0) {
+                    cnt++;
+                    for (size_t c = 0; c < Dv; c++)
+                        mean[c] += (double)v[j * Dv + c];
+                }
+            for (size_t c = 0; c < Dv; c++)
+                worst = fmax(worst,
+                             fabs(mean[c] / (double)cnt - (double)out[i * Dv + c]) / 3.4028235e38);
+            for (size_t j = 0; path == 0 && j < S; j++)
+                worst = fmax(worst, fabs((double)w[i * S + j] - ((i + j) % 3 ? 0.0 : 1.0 / cnt)));
+        }
+        CHECK(worst < 1e-6, "%s: bias near FLT_MAX: off by %.3g", paths[path], worst);
+    }
+
+    /* MHA: a value projection that makes V near FLT_MAX (W_v = 1e38 I, inputs in [2, 3.4]);
+     * the output projection is the identity, so the output is each head's weighted mean of V.
+     * Direct, tiled and batched (two jobs). */
+    enum { E = 4, HH = 2, LL = 6 };
+    float win[3 * E * E] = {0}, wout[E * E] = {0}, x[LL * E], x2[LL * E];
+    for (size_t e = 0; e < E; e++) {
+        win[e * E + e] = 0.5f;            /* W_q */
+        win[(E + e) * E + e] = 0.5f;      /* W_k */
+        win[(2 * E + e) * E + e] = 1e38f; /* W_v */
+        wout[e * E + e] = 1.0f;           /* out_proj */
+    }
+    for (size_t i = 0; i < LL * E; i++) {
+        x[i] = 2.0f + 0.7f * (frand() + 1.0f);
+        x2[i] = 2.0f + 0.7f * (frand() + 1.0f);
+    }
+    attn_mha_params prm = {.in_proj_weight = win, .out_proj_weight = wout};
+    attn_mha_dims md = {.n = 1, .l = LL, .s = LL, .e = E, .h = HH};
+    for (int path = 0; path < 3; path++) {
+        attn_opts o = path_opts(path, NULL);
+        attn_masks m = {.causal = ATTN_CAUSAL_TOP_LEFT};
+        attn_plan p1, p2;
+        attn_error err = {0};
+        CHECK(attn_mha_plan(&p1, &md, &o, &m, attn_pool_slots(pool), &err) == ATTN_OK &&
+                  attn_mha_plan(&p2, &md, &o, &m, attn_pool_slots(pool), &err) == ATTN_OK,
+              "%s", err.msg);
+        float out1[LL * E], out2[LL * E], wa[HH * LL * LL], wb[HH * LL * LL];
+        attn_weights_out wo1 = {.values = wa}, wo2 = {.values = wb};
+        void *ws = ws_new(&p1);
+        int rc = attn_mha_forward(&p1, ws, out1, path ? NULL : &wo1, x, x, x, &prm, pool, &err);
+        free(ws);
+        CHECK(rc == ATTN_OK, "mha %s: V near FLT_MAX: %s", paths[path], err.msg);
+        /* The reference: V = 1e38 x in float32; head h's output is its weighted mean. */
+        double worst = 0;
+        for (size_t h = 0; rc == ATTN_OK && h < HH; h++) {
+            float qh[LL * 2], vh[LL * 2];
+            double ro[LL * 2], rw[LL * LL];
+            for (size_t i = 0; i < LL; i++)
+                for (size_t c = 0; c < 2; c++) {
+                    qh[i * 2 + c] = 0.5f * x[i * E + h * 2 + c];
+                    vh[i * 2 + c] = 1e38f * x[i * E + h * 2 + c];
+                }
+            ref_attend(ro, rw, qh, qh, vh, LL, LL, 2, 2, 1.0 / sqrt(2.0), &m, 0, 0, 1, 1);
+            for (size_t i = 0; i < LL; i++)
+                for (size_t c = 0; c < 2; c++)
+                    worst = fmax(worst, fabs(ro[i * 2 + c] - (double)out1[i * E + h * 2 + c]) /
+                                            3.4028235e38);
+        }
+        CHECK(worst < 1e-6, "mha %s: V near FLT_MAX off by %.3g FLT_MAX", paths[path], worst);
+
+        attn_error e1 = {0}, e2 = {0};
+        attn_mha_batch_job jobs[2] = {{.plan = &p1,
+                                       .out = out1,
+                                       .weights = path ? NULL : &wo1,
+                                       .query = x,
+                                       .key = x,
+                                       .value = x,
+                                       .err = &e1},
+                                      {.plan = &p2,
+                                       .out = out2,
+                                       .weights = path ? NULL : &wo2,
+                                       .query = x2,
+                                       .key = x2,
+                                       .value = x2,
+                                       .err = &e2}};
+        float single[LL * E];
+        memcpy(single, out1, sizeof single);
+        attn_batch_plan bp;
+        CHECK(attn_mha_batch_plan(&bp, jobs, 2, &prm, 0, &err) == ATTN_OK, "%s", err.msg);
+        ws = aligned_alloc(64, (bp.workspace_bytes + 63) / 64 * 64);
+        rc = attn_mha_batch_forward(&bp, ws, jobs, 2, &prm, pool, &err);
+        free(ws);
+        CHECK(rc == ATTN_OK && jobs[0].status == ATTN_OK && jobs[1].status == ATTN_OK,
+              "mha %s batched: V near FLT_MAX: %s %s", paths[path], e1.msg, e2.msg);
+        CHECK(max_abs_diff(single, out1, LL * E) <= 1e-6 * 3.4028235e38,
+              "mha %s: batched and alone differ by %.3g", paths[path],
+              max_abs_diff(single, out1, LL * E));
+
+        /* An output projection that adds two heads' 3e38-sized outputs: beyond float32. */
+        float wsum[E * E] = {0};
+        for (size_t e = 0; e < E; e++)
+            wsum[e * E + e] = 1.0f, wsum[e * E + (e + 2) % E] = 1.0f;
+        attn_mha_params over = {.in_proj_weight = win, .out_proj_weight = wsum};
+        err = (attn_error){0};
+        ws = ws_new(&p1);
+        rc = attn_mha_forward(&p1, ws, out1, path ? NULL : &wo1, x, x, x, &over, pool, &err);
+        free(ws);
+        CHECK(rc == ATTN_ERR_NUMERIC, "mha %s: an output beyond float32 must be refused, got %s",
+              paths[path], attn_status_name(rc));
+    }
+}
+
 /* ---- kernels, pool, BLAS choice ----------------------------------------------------------- */
 
 static void test_kernels(void) {
@@ -1063,7 +1360,9 @@ int main(int argc, char **argv) {
         test_weights_modes(p);
         test_cross_kdim(p);
         test_batch(p);
+        test_near_float_max(p);
     }
+    test_flops_closed_form();
     test_limits_and_errors();
     attn_pool_destroy(pool);
     printf("test_attention: %d checks, %d failed\n", checks, failures);

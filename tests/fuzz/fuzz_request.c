@@ -4,13 +4,17 @@
  * Input: one byte of options, then the body. Bit 0 of the options picks the endpoint (0
  * attention, 1 sdpa); bit 1 picks the limits: the roomy ones (1 MiB of job memory, so nothing
  * big is allocated and a job computes in microseconds) or tight ones (8 KiB, max_dim 8,
- * max_heads 2, max_depth 5), so that every limit is reached.
+ * max_heads 2, max_depth 5), so that every limit is reached; bit 2 (over bit 1) the wide ones:
+ * attnd's max_dim 65536 and max_heads 256 with 1 MiB of job memory, where a small body can
+ * declare a huge shape (N = L = 65536 in 0.5 MB: the regression inputs keep such bodies, which
+ * must be refused in time bounded by their size).
  *
  * Properties checked on every input:
  *   - a refusal has status 400, 404 or 413, a code and a message, and its error body is valid
  *     JSON; never a 500;
- *   - an accepted job fits max_job_bytes, runs (or overflows float32: 400 numeric_overflow),
- *     and its 200 body is one valid JSON object (checked with api/'s own validator);
+ *   - an accepted job fits max_job_bytes with its response bound, runs (or overflows float32:
+ *     400 numeric_overflow), and its 200 body is one valid JSON object (checked with api/'s
+ *     own validator) no longer than api_job_response_bytes;
  *   - the body is read in a buffer of exactly its length: any read past it is an ASan report.
  *
  * The registry holds the built-in "demo" (E = 64, H = 4), "lesson" (E = 256, H = 4, with a
@@ -23,7 +27,7 @@
 #include "fuzz.h"
 
 static api_registry *models;
-static api_limits roomy, tight;
+static api_limits roomy, tight, wide;
 
 /* A model of E = 4, H = 2, kdim 3, vdim 2 with biases and small fixed weights. */
 static api_model *tiny_model(void) {
@@ -59,6 +63,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     tight.max_dim = 8;
     tight.max_heads = 2;
     tight.max_depth = 5;
+    wide = roomy;
+    wide.max_dim = 65536;
+    wide.max_heads = 256;
     return 0;
 }
 
@@ -80,7 +87,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1)
         return 0;
     api_op op = (data[0] & 1) ? API_OP_SDPA : API_OP_ATTENTION;
-    const api_limits *lim = (data[0] & 2) ? &tight : &roomy;
+    const api_limits *lim = (data[0] & 4) ? &wide : (data[0] & 2) ? &tight : &roomy;
     char *body = fuzz_copy(data + 1, size - 1);
     api_error e = {0};
     api_job *job = api_job_parse(op, body, size - 1, models, lim, &e);
@@ -90,8 +97,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         return 0;
     }
     FUZZ_CHECK(e.status == 0, "a job and an error (%d %s)", e.status, e.code);
-    FUZZ_CHECK(api_job_bytes(job) <= lim->max_job_bytes, "job of %zu bytes over the cap %zu",
-               api_job_bytes(job), lim->max_job_bytes);
+    FUZZ_CHECK(api_job_bytes(job) + api_job_response_bytes(job) <= lim->max_job_bytes,
+               "job of %zu bytes and a response of %zu over the cap %zu", api_job_bytes(job),
+               api_job_response_bytes(job), lim->max_job_bytes);
     if (api_job_run(job, NULL, &e) != 0) {
         FUZZ_CHECK(e.status == 400 && !strcmp(e.code, "numeric_overflow"),
                    "run failed with %d %s: %s", e.status, e.code, e.message);
@@ -102,6 +110,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         api_error je = {0};
         FUZZ_CHECK(api_json_check(out.data, out.len, "the response", NULL, &je) == 0,
                    "the response is not JSON: %s", je.message);
+        FUZZ_CHECK(out.len <= api_job_response_bytes(job),
+                   "a response of %zu bytes over its bound %zu", out.len,
+                   api_job_response_bytes(job));
         api_buf_free(&out);
     }
     api_job_destroy(job);
