@@ -602,6 +602,12 @@ async function main() {
       && itRow.filter((x) => x === Math.max(...itRow)).length === 1 && keys[argmax(lumRow.map((x) => -x))] === '服务器日志',
     `coreference: the row of 它 is largest at 服务器日志, in the table (${itRow.join(' ')}) and the heatmap's darkest cell (${keys[argmax(lumRow.map((x) => -x))]})`);
 
+    // The mean of the heads, selected, is a link too (head=mean; it read as NaN and drew nothing).
+    await open(page, '?lang=en&p=c1&head=mean');
+    check((await page.textContent('[data-testid=large-title]')).startsWith('mean · max')
+      && (await page.getAttribute('[data-testid=head-mean]', 'class')).includes('selected') && !(await page.isVisible('[data-testid=error]')),
+    `head=mean in the URL selects the mean (${await page.textContent('[data-testid=large-title]')})`);
+
     // The page says the heads were built by hand, in both languages.
     check(await page.isVisible('[data-testid=lesson-note]') && (await page.textContent('[data-testid=lesson-note]')).includes(table.STRINGS.en['lesson.note']),
       'the lesson model\'s page says its heads were built by hand and that learned heads are rarely this clean');
