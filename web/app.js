@@ -1,5 +1,5 @@
 // attnd visualizer. Talks only to the public API v1 (POST /v1/attention, POST /v1/sdpa,
-// GET /v1/models), so anything it shows another client could compute too.
+// GET /v1/models, GET /v1/models/{name}), so anything it shows another client could compute too.
 //
 // Legend: L query tokens, S key tokens, E embedding width, H heads, Dh = E / H the head width.
 // Weight maps are kept per head as Float32Array(L * S) (dense) or as the top-k of every row
@@ -10,7 +10,7 @@
 
 'use strict';
 
-import { LANG_NAMES, pickLang, tr } from './i18n.js';
+import { LANG_NAMES, STRINGS, pickLang, tr } from './i18n.js';
 
 // ---- Constants ----------------------------------------------------------------------------
 
@@ -21,10 +21,20 @@ const DENSE_LIMIT = 1 << 20; // above this many weights per request, ask the API
 const AUTO_TOP_K = 16;
 const STEP_LIMIT = 16; // step tables for L, S <= 16
 
+// The seed chapters' sentences (第 6 章), sent as text to a model with a vocabulary (the built-in
+// lesson model), which splits them into its words.
 const SENTENCES = {
-  c1: ['程序员', '把', '服务器日志', '发给', '同事', '，', '因为', '它', '记录了', '错误原因'],
-  c2: ['小李', '把', '笔记本', '放进', '背包', '，', '因为', '它', '太重', '了'],
+  c1: '程序员把服务器日志发给同事，因为它记录了错误原因。',
+  c2: '小李把笔记本放进背包，因为它太重了。',
+  c3: '小王昨天提交了补丁，因为他发现缓存模块在高并发下会返回旧数据。',
+  c4: '张工把配置文件发给测试同学，因为它包含新的开关。',
+  c5: 'Redis 是一个内存数据库。',
 };
+const LESSON_MODEL = 'lesson';
+const PRONOUNS = ['它', '他', '她', '它们', '他们', '她们'];
+const isSentence = (p) => p in SENTENCES || p === 'text';
+// A word with a letter or a digit in it; the others are punctuation.
+const isWordToken = (s) => /[\p{L}\p{N}]/u.test(s);
 
 const $ = (id) => document.getElementById(id);
 
@@ -48,21 +58,6 @@ function splitmix64(seed) {
 function uniformStream(seed) {
   const next = splitmix64(seed);
   return (a) => Math.fround(a * (2 * (Number(next() >> 40n) / 16777216) - 1));
-}
-
-// FNV-1a of a string: the seed of a token's embedding, so a token means the same everywhere.
-function fnv1a(s) {
-  let h = 0xcbf29ce484222325n;
-  for (const b of new TextEncoder().encode(s)) {
-    h ^= BigInt(b);
-    h = (h * 0x100000001b3n) & MASK64;
-  }
-  return h;
-}
-
-function tokenEmbedding(label, e) {
-  const u = uniformStream(fnv1a(label));
-  return Array.from({ length: e }, () => u(1));
 }
 
 function randomMatrix(rows, cols, seed) {
@@ -138,10 +133,16 @@ function readTensor(t) {
 
 // ---- State and URL ------------------------------------------------------------------------
 
+// The experiments' settings (a sentence's only): e1q the query word of 实验一 (-1: the default,
+// its pronoun), e1g its guess as "key:weight,…" over the candidate keys, e1 whether it is
+// compared; e3t the position t of 实验三 (-1: the default), e3w the replacement word, e3 what has
+// been run (0 nothing, 1 causal on, 2 on and off).
+const EXP_DEFAULTS = { e1q: -1, e1g: '', e1: false, e3t: -1, e3w: '', e3: 0 };
+
 const state = {
   preset: 'a', causal: 'off', keyLength: '', weights: 'per_head', filter: 'none', filterValue: 0.1,
   params: 'model:demo', heads: 4, seed: 7, randL: 8, randE: 16, randSeed: 1, custom: '', head: 0,
-  large: false, lang: 'en',
+  large: false, lang: 'en', text: '', ...EXP_DEFAULTS,
 };
 let models = null;   // GET /v1/models
 let view = null;     // the last result: what every view draws
@@ -150,8 +151,10 @@ let runSeq = 0;
 const URL_KEYS = {
   preset: 'p', causal: 'causal', keyLength: 'klen', weights: 'w', filter: 'f', filterValue: 'fv',
   params: 'params', heads: 'h', seed: 'seed', randL: 'L', randE: 'E', randSeed: 'rseed', custom: 'json',
-  head: 'head', large: 'large', lang: 'lang',
+  head: 'head', large: 'large', lang: 'lang', text: 'text',
+  e1q: 'e1q', e1g: 'e1g', e1: 'e1', e3t: 'e3t', e3w: 'e3w', e3: 'e3',
 };
+const SENTENCE_KEYS = ['text', ...Object.keys(EXP_DEFAULTS)];
 
 // The string of key in the page's language (i18n.js).
 const t = (key, params) => tr(state.lang, key, params);
@@ -162,11 +165,21 @@ function readUrl() {
   for (const [k, u] of Object.entries(URL_KEYS)) {
     if (!q.has(u) || k === 'lang') continue;
     const v = q.get(u);
-    if (typeof state[k] === 'number') state[k] = Number(v);
+    if (k === 'head') state.head = v === 'mean' ? 'mean' : Math.max(0, Math.floor(Number(v)) || 0);
+    else if (typeof state[k] === 'number') state[k] = Number.isFinite(Number(v)) ? Number(v) : state[k];
     else if (typeof state[k] === 'boolean') state[k] = v === '1';
     else state[k] = v;
   }
+  if (isSentence(state.preset)) {
+    if (!q.has(URL_KEYS.text)) state.text = SENTENCES[state.preset] || '';
+    state.preset = presetOfText(state.text);
+  }
   return q.has('p');
+}
+
+// The preset whose sentence text is, else 'text' (a sentence of one's own).
+function presetOfText(text) {
+  return Object.keys(SENTENCES).find((k) => SENTENCES[k] === text) || 'text';
 }
 
 function writeUrl() {
@@ -175,6 +188,11 @@ function writeUrl() {
     const v = state[k];
     if (k === 'custom' && state.preset !== 'custom') { q.delete(u); continue; }
     if (['randL', 'randE', 'randSeed'].includes(k) && state.preset !== 'random') { q.delete(u); continue; }
+    // A sentence's text and experiments; an experiment's setting only once it is not the default.
+    if (SENTENCE_KEYS.includes(k) && (!isSentence(state.preset) || (k in EXP_DEFAULTS && v === EXP_DEFAULTS[k]))) {
+      q.delete(u);
+      continue;
+    }
     q.set(u, typeof v === 'boolean' ? (v ? '1' : '0') : String(v));
   }
   history.replaceState(null, '', `${location.pathname}?${q}`);
@@ -188,6 +206,10 @@ function apiBase() {
 // ---- Controls -----------------------------------------------------------------------------
 
 function syncControls() {
+  if (isSentence(state.preset)) { // a sentence goes to a model with a vocabulary
+    const m = vocabModel();
+    if (m) state.params = `model:${m}`;
+  }
   $('preset').value = state.preset;
   $('causal').value = state.causal;
   $('key-length').value = state.keyLength;
@@ -200,9 +222,11 @@ function syncControls() {
   $('rand-e').value = state.randE;
   $('rand-seed').value = state.randSeed;
   $('custom-json').value = state.custom;
+  if ($('text').value !== state.text) $('text').value = state.text;
   $('large-font').checked = state.large;
-  if ([...$('params-kind').options].some((o) => o.value === state.params)) $('params-kind').value = state.params;
+  renderModelOptions();
   document.documentElement.classList.toggle('large', state.large);
+  $('text-opts').hidden = !isSentence(state.preset);
   $('random-opts').hidden = state.preset !== 'random';
   $('custom-opts').hidden = state.preset !== 'custom';
   $('filter-value-label').hidden = state.filter === 'none';
@@ -227,15 +251,29 @@ function readControls() {
   state.randSeed = Math.max(0, Math.floor(Number($('rand-seed').value) || 0));
   state.custom = $('custom-json').value;
   state.large = $('large-font').checked;
+  if (isSentence(state.preset)) {
+    const text = $('text').value;
+    if (text !== state.text) Object.assign(state, { text }, EXP_DEFAULTS);
+    state.preset = presetOfText(text);
+  }
 }
 
 // Presets fill the controls; the inputs themselves are built by buildInput.
 function applyPreset(p) {
+  const from = state.preset;
   state.preset = p;
   state.head = 0;
   if (p === 'a') Object.assign(state, { causal: 'off', keyLength: '' });
   if (p === 'b') Object.assign(state, { causal: 'off', keyLength: '2' });
-  if (p === 'c1' || p === 'c2') Object.assign(state, { params: 'model:demo', causal: 'off', keyLength: '' });
+  if (isSentence(p)) {
+    // A preset's sentence; "your own sentence" starts from the sentence shown, if any.
+    if (p in SENTENCES) state.text = SENTENCES[p];
+    else if (!state.text) state.text = $('text').value || SENTENCES.c1;
+    const m = vocabModel();
+    Object.assign(state, { causal: 'off', keyLength: '' }, m ? { params: `model:${m}` } : {}, EXP_DEFAULTS);
+  } else if (isSentence(from) && models && models.default) {
+    state.params = `model:${models.default}`; // embeddings again: back to the default model
+  }
   if (p === 'd') Object.assign(state, { params: 'init:random', heads: 12, seed: 7, causal: 'off', keyLength: '' });
 }
 
@@ -243,6 +281,16 @@ function isSdpa() {
   if (state.preset === 'a' || state.preset === 'b') return true;
   if (state.preset !== 'custom') return false;
   try { return 'q' in JSON.parse(state.custom); } catch { return false; }
+}
+
+// The name of the model a sentence goes to: the chosen one when it has a vocabulary, else the
+// lesson model, else the first model with a vocabulary (null when there is none).
+function vocabModel() {
+  const list = models ? models.models.filter((m) => m.vocab_size > 0) : [];
+  const chosen = state.params.startsWith('model:') ? state.params.slice(6) : null;
+  if (list.some((m) => m.name === chosen)) return chosen;
+  if (list.some((m) => m.name === LESSON_MODEL)) return LESSON_MODEL;
+  return list.length ? list[0].name : (models && models.models.length ? null : LESSON_MODEL);
 }
 
 function paramsChoice() {
@@ -254,8 +302,15 @@ function paramsChoice() {
 
 // ---- Inputs -------------------------------------------------------------------------------
 
-// Returns {mode: 'sdpa', tokens, q, k, v, scale?} or {mode: 'mha', tokens, x}.
+// Returns {mode: 'sdpa', tokens, q, k, v, scale?}, {mode: 'mha', tokens, x} or, for a sentence,
+// {mode: 'words', text, model}.
 function buildInput() {
+  if (isSentence(state.preset)) {
+    const model = vocabModel();
+    if (!model) throw new PageError('err.novocab');
+    if (!state.text.trim()) throw new PageError('err.text_empty');
+    return { mode: 'words', text: state.text, model };
+  }
   switch (state.preset) {
   case 'a':
     return {
@@ -270,11 +325,6 @@ function buildInput() {
       mode: 'sdpa', qTokens: [t('tok.query')], tokens: [t('tok.key', { i: 0 }), t('tok.key', { i: 1 }), '<pad>', '<pad>'], scale: 1,
       q: [[1]], k: [[3.0], [0.5], [-1.0], [2.0]], v: [[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]],
     };
-  case 'c1': case 'c2': {
-    const e = embedWidth(64);
-    const tokens = SENTENCES[state.preset];
-    return { mode: 'mha', tokens, x: tokens.map((t) => tokenEmbedding(t, e)) };
-  }
   case 'd': {
     const e = 96;
     return { mode: 'mha', tokens: Array.from({ length: 512 }, (_, i) => `t${i}`), x: randomMatrix(512, e, 512) };
@@ -328,13 +378,29 @@ class PageError extends Error {
 }
 
 // An error the API answered: its English message is shown as it is, under a line in the page's
-// language (err.api_lead).
+// language (err.api_lead, or for an unknown word err.unknown_word). field and detail are the
+// error's field and message as the API sent them.
 class ApiError extends Error {
-  constructor(status, code, text) {
+  constructor(status, code, text, field = null, detail = '') {
     super(text);
     this.status = status;
     this.code = code;
+    this.field = field;
+    this.detail = detail;
+    this.model = null; // the model a sentence went to, set by its caller
   }
+}
+
+// The unknown word of an unknown_token error, read from its field and message: {word, at} for
+// text (at: the offset in characters, from 0) or {word, i} for tokens[i]; null when they do not
+// say.
+function unknownWord(e) {
+  if (!(e instanceof ApiError) || e.code !== 'unknown_token') return null;
+  const m = /^"(.*?)(?:\.\.\.)?" at character (\d+) of text /.exec(e.detail);
+  if (e.field === 'text' && m) return { word: m[1], at: Number(m[2]) };
+  const f = /^tokens\[(\d+)\]$/.exec(e.field || ''), w = /^tokens\[\d+\] "(.*?)" is not /.exec(e.detail);
+  if (f && w) return { word: w[1], i: Number(f[1]) };
+  return null;
 }
 
 async function post(path, body) {
@@ -351,17 +417,19 @@ async function post(path, body) {
   if (!res.ok) {
     const e = j && j.error;
     throw new ApiError(res.status, e ? e.code : res.statusText,
-      e ? `${res.status} ${e.code}: ${e.message}${e.field ? ` (field ${e.field})` : ''}` : `${res.status} ${res.statusText}`);
+      e ? `${res.status} ${e.code}: ${e.message}${e.field ? ` (field ${e.field})` : ''}` : `${res.status} ${res.statusText}`,
+      e ? e.field : null, e ? String(e.message) : '');
   }
   return j;
 }
 
-// Adds the causal and padding options; key_lengths holds one length for the batch of one.
+// Adds the causal and padding options; key_lengths holds one length for the batch of one. s is
+// the number of keys, or null when only the API knows it (a sentence's words).
 function maskOptions(body, s) {
   if (state.causal !== 'off') body.causal = state.causal;
   if (state.keyLength !== '') {
     const kl = Number(state.keyLength);
-    if (!(Number.isInteger(kl) && kl >= 0 && kl <= s)) throw new PageError('err.keys', { s });
+    if (!(Number.isInteger(kl) && kl >= 0 && (s === null || kl <= s))) throw new PageError(s === null ? 'err.keys_words' : 'err.keys', { s });
     body.key_lengths = [kl];
   }
 }
@@ -384,19 +452,28 @@ async function compute(input) {
       dk: input.q[0].length, scale: input.scale !== undefined ? input.scale : 1 / Math.sqrt(input.q[0].length),
     };
   }
-  const l = input.x.length, e = input.x[0].length;
-  const p = paramsChoice();
+  const words = input.mode === 'words';
+  const p = words ? { kind: 'model', name: input.model } : paramsChoice();
   const model = p.kind === 'model' && models ? models.models.find((m) => m.name === p.name) : null;
-  const big = l * l * (model ? model.num_heads : p.heads) > DENSE_LIMIT;
+  const heads = model ? model.num_heads : p.heads;
+  // A text of n characters has at most n words: its L is known only from the response.
+  const lMax = words ? [...input.text].length : input.x.length;
+  const big = lMax * lMax * heads > DENSE_LIMIT;
   const body = {};
-  body.query = big ? f32Tensor(Float32Array.from(input.x.flat()), [l, e]) : input.x;
-  if (p.kind === 'model') body.model = p.name;
-  else body.params = p.init === 'random' ? { init: 'random', seed: p.seed, num_heads: p.heads } : { init: 'identity', num_heads: p.heads };
-  maskOptions(body, l);
+  if (words) {
+    body.model = p.name;
+    body.text = input.text;
+  } else {
+    const e = input.x[0].length;
+    body.query = big ? f32Tensor(Float32Array.from(input.x.flat()), [lMax, e]) : input.x;
+    if (p.kind === 'model') body.model = p.name;
+    else body.params = p.init === 'random' ? { init: 'random', seed: p.seed, num_heads: p.heads } : { init: 'identity', num_heads: p.heads };
+  }
+  maskOptions(body, words ? null : lMax);
   if (big) body.encoding = 'base64';
   const reqs = [];
   const want = state.weights;
-  const k = big ? Math.min(AUTO_TOP_K, l) : 0;
+  const k = big ? Math.min(AUTO_TOP_K, lMax) : 0;
   const withW = (mode) => Object.assign({}, body, { need_weights: mode }, k ? { weights_top_k: k } : {});
   if (want === 'per_head') reqs.push(withW('per_head'));
   if (want === 'mean' || k) reqs.push(withW('mean'));
@@ -405,9 +482,13 @@ async function compute(input) {
   const ms = performance.now() - t0;
   const r0 = res[0];
   const h = r0.num_heads;
+  // A sentence's words are the API's: the text as the model's vocabulary split it.
+  const tokens = words ? r0.tokens : input.tokens;
+  const l = tokens.length, e = r0.shape.E;
   const v = { mode: 'mha', request: { path: '/v1/attention', body: reqs[0] }, ms, usage: r0.usage,
-    qTokens: input.tokens, kTokens: input.tokens, l, s: l, h, heads: null, mean: null, topk: k || null,
-    output: readTensor(r0.output), input, params: p, e, dk: e / h, scale: 1 / Math.sqrt(e / h) };
+    qTokens: tokens, kTokens: tokens, l, s: l, h, heads: null, mean: null, topk: k || null,
+    output: readTensor(r0.output), input, params: p, e, dk: e / h, scale: 1 / Math.sqrt(e / h),
+    words, model: p.kind === 'model' ? p.name : null, headNames: r0.head_names || null };
   const split = (w) => { // (H, L, X) or (L, X) flat -> per map
     const t = readTensor(w);
     const per = t.shape.length === 3 ? t.shape[0] : 1, size = t.data.length / per;
@@ -588,10 +669,42 @@ function selectedMap(v) {
   return v.heads[Math.min(Number(state.head), v.heads.length - 1)];
 }
 
-// The name of head key ('0', '1', … or 'mean'). Named heads (a model's head_names) come here.
+// The name of head key ('0', '1', … or 'mean'): a model's head_names as the model spells them
+// (data, not the page's text) with the table's gloss when it has one (headname.*), else 头 i /
+// head i. Returns {name, data, gloss}.
+function headLabel(v, key) {
+  if (v.mode === 'sdpa' || !v.heads) return { name: t(v.mode === 'sdpa' ? 'large.weights' : 'head.mean'), data: false, gloss: '' };
+  if (key === 'mean') return { name: t('head.mean'), data: false, gloss: '' };
+  const named = v.headNames && v.headNames[Number(key)];
+  if (!named) return { name: t('head.n', { i: key }), data: false, gloss: '' };
+  const g = `headname.${named}`;
+  return { name: named, data: true, gloss: g in STRINGS[state.lang] ? t(g) : '' };
+}
+
+// The name of head key as one string, for a sentence or an aria-label.
 function headName(v, key) {
-  if (v.mode === 'sdpa') return t('large.weights');
-  return key === 'mean' ? t('head.mean') : t('head.n', { i: key });
+  const h = headLabel(v, key);
+  return h.gloss ? t('head.glossed', { name: h.name, gloss: h.gloss }) : h.name;
+}
+
+// The name of head key as elements: the name (marked as data when it is the model's) and its
+// gloss; on two lines when lines is set.
+function headNameEl(v, key, lines = false) {
+  const h = headLabel(v, key);
+  const el = document.createElement('span');
+  el.className = 'head-name';
+  const n = document.createElement('span');
+  n.className = 'name';
+  n.textContent = h.name;
+  if (h.data) n.dataset.i18nData = '';
+  el.append(n);
+  if (h.gloss) {
+    const g = document.createElement('span');
+    g.className = lines ? 'gloss block' : 'gloss';
+    g.textContent = h.gloss;
+    el.append(' ', g);
+  }
+  return el;
 }
 
 function drawGrid(v) {
@@ -601,8 +714,8 @@ function drawGrid(v) {
   if (v.heads) v.heads.forEach((m, i) => entries.push([String(i), m]));
   if (v.mean && v.h > 1) entries.push(['mean', v.mean]);
   // Thumbnails show patterns, not text: smaller with large font, to leave the first screen to
-  // the selected head's heatmap and its labels.
-  const cell = (state.large ? 64 : 96) / Math.max(v.l, v.s);
+  // the selected head's heatmap and its labels (and to the second line of a named head's gloss).
+  const cell = (state.large ? 56 : 96) / Math.max(v.l, v.s);
   for (const [key, map] of entries) {
     const div = document.createElement('div');
     div.className = 'head-cell' + (String(state.head) === key ? ' selected' : '');
@@ -611,7 +724,7 @@ function drawGrid(v) {
     const cv = document.createElement('canvas');
     drawHeat(setupCanvas(cv, v.s * cell, v.l * cell), map, v, 0, 0, cell, cell);
     const cap = document.createElement('div');
-    cap.textContent = headName(v, key);
+    cap.append(headNameEl(v, key, true));
     div.append(cv, cap);
     div.addEventListener('click', () => { state.head = key; writeUrl(); drawViews(v); });
     grid.append(div);
@@ -691,10 +804,17 @@ function drawLarge(v, hoverRow = -1) {
   const map = selectedMap(v);
   const { max } = paintMap(map, v);
   const cv = $('large');
-  const name = state.head === 'mean' || !v.heads ? (v.mode === 'sdpa' ? t('large.weights') : t('head.mean')) : headName(v, String(state.head));
+  const key = state.head === 'mean' || !v.heads ? 'mean' : String(state.head);
+  const name = headName(v, key);
   if (hoverRow < 0) { // a hover changes neither
-    $('large-title').textContent = [name, t('large.max', { max: max.toFixed(3) })]
-      .concat(v.topk ? [t('large.topk', { k: v.topk })] : []).join(' · ');
+    const title = $('large-title');
+    title.textContent = '';
+    title.append(headNameEl(v, key));
+    for (const part of [t('large.max', { max: max.toFixed(3) })].concat(v.topk ? [t('large.topk', { k: v.topk })] : [])) {
+      const s = document.createElement('span');
+      s.textContent = part;
+      title.append(' · ', s);
+    }
     drawScale(max);
   }
   const g = largeLayout(v, cv.getContext('2d'));
@@ -947,6 +1067,12 @@ function drawSteps(v) {
     p.className = 'note';
     p.textContent = t(got.reason || 'steps.noreproduce');
     body.append(p);
+    if (got.reason) { // without Q, K and V: the weights attnd returned (a lesson sentence's)
+      const wrow = new Float32Array(v.s);
+      const weights = Array.from({ length: v.l }, (_, i) => Array.from(rowOf(v.heads[h], v, i, wrow)));
+      body.append(table(t('steps.weights', { name: headName(v, String(h)) }), weights, v.qTokens, v.kTokens, f2,
+        { masked: (i, j) => isMasked(v, i, j), maskText: '0', testid: 'table-softmax' }));
+    }
     return;
   }
   const { q, k, vv } = got;
@@ -995,10 +1121,465 @@ function drawOutput(v) {
   body.append(table(cap, rows, v.qTokens, labels, f2, { testid: 'table-output' }));
 }
 
+// ---- The lesson: its note, the vocabulary, 实验一 and 实验三 --------------------------------
+
+function drawNote(v) {
+  $('lesson-note').hidden = !(v.words && v.model === LESSON_MODEL);
+}
+
+const vocabs = new Map(); // model name -> a promise of its vocabulary (GET /v1/models/{name})
+const vocabLists = new Map(); // model name -> its vocabulary, once loaded
+
+function loadVocab(name) {
+  if (!vocabs.has(name)) {
+    const p = (async () => {
+      const r = await fetch(new URL(`v1/models/${encodeURIComponent(name)}`, apiBase()));
+      if (!r.ok) throw new Error(`${r.status} ${r.statusText}`);
+      const j = await r.json();
+      if (!Array.isArray(j.vocab)) throw new Error('no vocab');
+      vocabLists.set(name, j.vocab);
+      return j.vocab;
+    })();
+    p.catch(() => vocabs.delete(name)); // try again next time
+    vocabs.set(name, p);
+  }
+  return vocabs.get(name);
+}
+
+let vocabShown = null; // {model, n} of the open word list, for its title in either language
+
+function renderVocabTitle() {
+  $('vocab-title').textContent = vocabShown && vocabShown.n !== null
+    ? t('vocab.title', { model: vocabShown.model, n: vocabShown.n }) : t('vocab.loading');
+}
+
+// Opens the word list of the sentence's model beside the page: a click on a word puts it into
+// the sentence.
+async function openVocab() {
+  const model = vocabModel();
+  if (!model) return;
+  const dlg = $('vocab'), box = $('vocab-words');
+  vocabShown = { model, n: null };
+  renderVocabTitle();
+  if (!dlg.open) dlg.show();
+  let words;
+  try {
+    words = await loadVocab(model);
+  } catch (e) {
+    dlg.close();
+    failure = new PageError('err.vocab', { model, msg: e.message });
+    renderError();
+    return;
+  }
+  vocabShown = { model, n: words.length };
+  renderVocabTitle();
+  box.textContent = '';
+  for (const w of words) {
+    const b = document.createElement('button');
+    b.type = 'button';
+    b.className = 'chip';
+    b.textContent = w;
+    b.dataset.word = w;
+    b.addEventListener('click', () => insertWord(w));
+    box.append(b);
+  }
+}
+
+// Puts word into the sentence in place of its selection (the unknown word, after an error),
+// and runs it.
+function insertWord(word) {
+  const ta = $('text');
+  ta.setRangeText(word, ta.selectionStart, ta.selectionEnd, 'end');
+  run();
+}
+
+// Selects the unknown word u (unknownWord) in the sentence box, so that a word from the list
+// takes its place. The API counts characters (code points); the box counts UTF-16 units.
+function selectUnknown(u) {
+  if (!u || u.at === undefined) return;
+  const ta = $('text'), chars = Array.from(ta.value);
+  const start = chars.slice(0, u.at).join('').length;
+  const end = chars.slice(0, u.at + Array.from(u.word).length).join('').length;
+  ta.focus({ preventScroll: true });
+  ta.setSelectionRange(start, end);
+}
+
+// Options value -> label of a select, its value set to selected.
+function fillSelect(sel, items, selected) {
+  sel.textContent = '';
+  for (const [value, label] of items) {
+    const o = document.createElement('option');
+    o.value = String(value);
+    o.textContent = label;
+    sel.append(o);
+  }
+  sel.value = String(selected);
+}
+
+const tokenItems = (tokens) => tokens.map((tok, i) => [i, `${i} · ${tok}`]);
+
+// A cell's weight as a bar behind its number (a CSS variable, 0 to 1).
+function barCell(td, w) {
+  td.style.setProperty('--w', String(Math.max(0, Math.min(1, w))));
+  td.classList.add('bar');
+}
+
+// ---- 实验一: guess, then compare ------------------------------------------------------------
+//
+// The guess is a raw weight from 0 to GUESS_MAX per candidate key, normalised to sum 1; it is
+// compared with the query's row in every head and in their mean by the L1 distance
+// Σ_j |guess_j − w_j| over all S keys (0: the same row; 2: no overlap).
+
+const GUESS_MAX = 10, GUESS_START = 5;
+
+// The query word of 实验一: the chosen one, else the first pronoun, else the last word.
+function exp1Query(v) {
+  if (Number.isInteger(state.e1q) && state.e1q >= 0 && state.e1q < v.l) return state.e1q;
+  const p = v.qTokens.findIndex((x) => PRONOUNS.includes(x));
+  if (p >= 0) return p;
+  for (let i = v.l - 1; i >= 0; i--) if (isWordToken(v.qTokens[i])) return i;
+  return v.l - 1;
+}
+
+// The guess as a Map key -> raw weight: the URL's, else every word before the query at
+// GUESS_START (the query itself when there is none).
+function exp1Guess(v, q) {
+  const g = new Map();
+  for (const part of state.e1g.split(',')) {
+    const m = /^(\d+):(\d+(?:\.\d+)?)$/.exec(part.trim());
+    if (m && Number(m[1]) < v.s) g.set(Number(m[1]), Math.min(GUESS_MAX, Number(m[2])));
+  }
+  if (g.size || state.e1g) return g;
+  for (let j = 0; j < q; j++) if (isWordToken(v.kTokens[j])) g.set(j, GUESS_START);
+  if (!g.size) g.set(q, GUESS_START);
+  return g;
+}
+
+function setGuess(g) {
+  state.e1g = [...g].sort((a, b) => a[0] - b[0]).map(([j, w]) => `${j}:${w}`).join(',') || 'none';
+  writeUrl();
+}
+
+// The guess over all S keys, summing to 1 (null when every weight is 0).
+function normGuess(v, g) {
+  const out = new Float64Array(v.s);
+  let sum = 0;
+  for (const [j, w] of g) { out[j] = w; sum += w; }
+  if (!(sum > 0)) return null;
+  for (let j = 0; j < v.s; j++) out[j] /= sum;
+  return out;
+}
+
+function drawExp1(v) {
+  $('exp1').hidden = !v.words;
+  if (!v.words) return;
+  const ok = !!v.heads && !v.topk;
+  $('exp1-needheads').hidden = ok;
+  $('exp1-body').hidden = !ok;
+  if (!ok) return;
+  const q = exp1Query(v), g = exp1Guess(v, q);
+  fillSelect($('exp1-query'), tokenItems(v.qTokens), q);
+  const keys = $('exp1-keys');
+  keys.textContent = '';
+  v.kTokens.forEach((tok, j) => {
+    const b = document.createElement('button');
+    b.type = 'button';
+    b.className = 'chip';
+    b.textContent = tok;
+    b.dataset.j = j;
+    b.setAttribute('aria-pressed', String(g.has(j)));
+    b.addEventListener('click', () => {
+      const now = exp1Guess(v, q);
+      if (now.has(j)) now.delete(j); else now.set(j, GUESS_START);
+      setGuess(now);
+      drawExp1(v);
+    });
+    keys.append(b);
+  });
+  const guess = $('exp1-guess');
+  guess.textContent = '';
+  for (const [j, w] of [...g].sort((a, b) => a[0] - b[0])) {
+    const row = document.createElement('label');
+    row.className = 'guess-row';
+    const name = document.createElement('span');
+    name.className = 'tok';
+    name.dataset.i18nData = '';
+    name.textContent = v.kTokens[j];
+    const slider = document.createElement('input');
+    Object.assign(slider, { type: 'range', min: '0', max: String(GUESS_MAX), step: '1', value: String(w) });
+    slider.dataset.j = j;
+    slider.dataset.testid = `exp1-weight-${j}`;
+    slider.setAttribute('aria-label', t('exp1.weight', { k: v.kTokens[j] }));
+    const share = document.createElement('output');
+    share.className = 'share';
+    share.dataset.j = j;
+    share.dataset.i18nData = '';
+    slider.addEventListener('input', () => {
+      const now = exp1Guess(v, q);
+      now.set(j, Number(slider.value));
+      setGuess(now);
+      drawShares(v);
+      drawExp1Result(v);
+    });
+    row.append(name, slider, share);
+    guess.append(row);
+  }
+  drawShares(v);
+  drawExp1Result(v);
+}
+
+// The normalised share of each candidate beside its slider.
+function drawShares(v) {
+  const n = normGuess(v, exp1Guess(v, exp1Query(v)));
+  for (const o of $('exp1-guess').querySelectorAll('output')) o.textContent = n ? n[Number(o.dataset.j)].toFixed(2) : '0.00';
+}
+
+function drawExp1Result(v) {
+  const res = $('exp1-result');
+  res.hidden = !state.e1;
+  if (!state.e1) return;
+  const q = exp1Query(v), guess = normGuess(v, exp1Guess(v, q));
+  const verdict = $('exp1-verdict'), tbl = $('exp1-table');
+  tbl.textContent = '';
+  delete res.dataset.closest;
+  if (!guess) { verdict.textContent = t('exp1.none'); tbl.hidden = true; return; }
+  tbl.hidden = false;
+  // The compared rows: each head's, then the mean's; their L1 distances to the guess.
+  const cols = v.heads.map((m, h) => ({ key: String(h), row: rowOf(m, v, q, new Float32Array(v.s)) }));
+  if (v.mean && v.h > 1) cols.push({ key: 'mean', row: rowOf(v.mean, v, q, new Float32Array(v.s)) });
+  for (const c of cols) c.d = c.row.reduce((s, w, j) => s + Math.abs(guess[j] - w), 0);
+  let best = 0;
+  for (let h = 1; h < v.heads.length; h++) if (cols[h].d < cols[best].d) best = h;
+  res.dataset.closest = String(best);
+  const mean = cols.find((c) => c.key === 'mean');
+  verdict.textContent = t('exp1.closest', { head: headName(v, String(best)), d: cols[best].d.toFixed(2), m: (mean || cols[best]).d.toFixed(2) });
+  const th = (content, cls) => {
+    const el = document.createElement('th');
+    if (content instanceof Node) el.append(content); else el.textContent = content;
+    if (cls) el.className = cls;
+    return el;
+  };
+  const head = document.createElement('tr');
+  head.append(th(t('exp1.col.key')), th(t('exp1.col.guess'), 'guess-col'));
+  for (const c of cols) head.append(th(headNameEl(v, c.key, true), c.key === String(best) ? 'closest' : ''));
+  tbl.append(head);
+  const cand = exp1Guess(v, q);
+  for (let j = 0; j < v.s; j++) {
+    const tr = document.createElement('tr');
+    tr.dataset.j = j;
+    if (cand.has(j)) tr.className = 'cand';
+    const k = th(v.kTokens[j]);
+    k.dataset.i18nData = '';
+    tr.append(k);
+    const cells = [{ key: 'guess', w: guess[j] }].concat(cols.map((c) => ({ key: c.key, w: c.row[j] })));
+    for (const c of cells) {
+      const td = document.createElement('td');
+      td.textContent = c.w.toFixed(2);
+      td.dataset.h = c.key;
+      td.dataset.w = String(c.w);
+      if (c.key === String(best)) td.classList.add('closest');
+      barCell(td, c.w);
+      tr.append(td);
+    }
+    tbl.append(tr);
+  }
+  const l1 = document.createElement('tr');
+  l1.className = 'l1';
+  l1.dataset.testid = 'exp1-l1';
+  l1.append(th(t('exp1.row.l1')), document.createElement('td'));
+  for (const c of cols) {
+    const td = document.createElement('td');
+    td.textContent = c.d.toFixed(2);
+    td.dataset.h = c.key;
+    td.dataset.d = String(c.d);
+    if (c.key === String(best)) td.classList.add('closest');
+    l1.append(td);
+  }
+  tbl.append(l1);
+}
+
+// ---- 实验三: no peeking at the future --------------------------------------------------------
+//
+// The sentence's words A and the same words with word t replaced, B, go to the API twice each
+// (causal top-left, then without the mask) as tokens with base64 outputs; per row i the page
+// shows max_c |A_out[i][c] − B_out[i][c]| and whether the row's float32 values are bit for bit
+// the same.
+
+let exp3 = null; // {key, t, w, on, off}: the runs of the last settings; on/off are rows or null
+let exp3Runs = 0; // runs so far, shown as the result's data-runs (the tests wait on it)
+
+// Position t: the chosen one, else the last word (数据库 in "Redis 是一个内存数据库。").
+function exp3Pos(v) {
+  if (Number.isInteger(state.e3t) && state.e3t >= 0 && state.e3t < v.l) return state.e3t;
+  for (let i = v.l - 1; i >= 0; i--) if (isWordToken(v.qTokens[i])) return i;
+  return v.l - 1;
+}
+
+// The replacement: the chosen word, else 缓存 (数据库 in place of 缓存), else the vocabulary's
+// first word that differs.
+function exp3Word(v, vocab, t3) {
+  if (state.e3w) return state.e3w;
+  const cur = v.qTokens[t3];
+  return ['缓存', '数据库'].concat(vocab || []).find((w) => w !== cur && (!vocab || vocab.includes(w))) || cur;
+}
+
+const exp3Key = (v, t3, w) => JSON.stringify([v.model, v.qTokens, t3, w]);
+
+// 2.48 × 10⁻³ (a power of ten, readable from the back of a room).
+function pow10(x) {
+  let e = Math.floor(Math.log10(x)), m = x / 10 ** e;
+  if (m >= 9.995) { m /= 10; e += 1; }
+  const sup = String(e).replace(/-/g, '⁻').replace(/\d/g, (d) => '⁰¹²³⁴⁵⁶⁷⁸⁹'[d]);
+  return `${m.toFixed(2)} × 10${sup}`;
+}
+
+// Rows of two outputs (L, E): {same: every bit equal, max: the largest |difference|}.
+function deltaRows(a, b, l, e) {
+  const ua = new Uint32Array(a.buffer, a.byteOffset, a.length), ub = new Uint32Array(b.buffer, b.byteOffset, b.length);
+  return Array.from({ length: l }, (_, i) => {
+    let same = true, max = 0;
+    for (let c = i * e; c < (i + 1) * e; c++) {
+      if (ua[c] !== ub[c]) same = false;
+      max = Math.max(max, Math.abs(a[c] - b[c]));
+    }
+    return { same, max };
+  });
+}
+
+// Runs 实验三 with the causal mask (causal true) or without it; the settings come from the
+// selects. Causal on starts the experiment again; off needs it started.
+async function runExp3(causal) {
+  const v = view;
+  if (!v || !v.words) return;
+  const seq = runSeq;
+  let vocab = null;
+  try { vocab = await loadVocab(v.model); } catch { /* the default word then */ }
+  const t3 = exp3Pos(v), w = exp3Word(v, vocab, t3), key = exp3Key(v, t3, w);
+  if (causal || !exp3 || exp3.key !== key) exp3 = { key, t: t3, w, on: null, off: null };
+  const a = v.qTokens, b = a.slice();
+  b[t3] = w;
+  const body = (tokens) => Object.assign({ model: v.model, tokens, need_weights: false, encoding: 'base64' },
+    causal ? { causal: 'top_left' } : {});
+  setStatus('loading', 'status.busy');
+  try {
+    const [ra, rb] = await Promise.all([post('v1/attention', body(a)), post('v1/attention', body(b))]);
+    if (seq !== runSeq || view !== v) return;
+    const oa = readTensor(ra.output), ob = readTensor(rb.output);
+    exp3[causal ? 'on' : 'off'] = deltaRows(oa.data, ob.data, v.l, oa.shape[oa.shape.length - 1]);
+    exp3.runs = (exp3Runs += 1);
+    state.e3 = causal ? 1 : 2;
+    writeUrl();
+    setStatus('ok', 'status.ok', status.time);
+  } catch (e) {
+    if (seq !== runSeq) return;
+    failure = e;
+    renderError();
+    setStatus('error', 'status.error');
+  }
+  drawExp3(v);
+}
+
+// After a run from a link: the experiment's runs the URL records.
+async function resumeExp3(v) {
+  if (!v.words || !state.e3) return;
+  const t3 = exp3Pos(v), cur = exp3 && exp3.key === exp3Key(v, t3, exp3Word(v, vocabLists.get(v.model) || null, t3));
+  if (cur && exp3.on && (state.e3 < 2 || exp3.off)) { drawExp3(v); return; }
+  const want = state.e3;
+  await runExp3(true);
+  if (want >= 2 && exp3 && exp3.on) await runExp3(false);
+}
+
+function drawExp3(v) {
+  $('exp3').hidden = !v.words;
+  if (!v.words) return;
+  const t3 = exp3Pos(v);
+  fillSelect($('exp3-pos'), tokenItems(v.qTokens), t3);
+  // The replacement: any word of the model's vocabulary (the list comes once it is loaded).
+  const vocab = vocabLists.get(v.model) || null;
+  if (!vocab) loadVocab(v.model).then(() => { if (view === v) drawExp3(v); }).catch(() => {});
+  const w = exp3Word(v, vocab, t3);
+  fillSelect($('exp3-word'), (vocab && vocab.includes(w) ? vocab : [w].concat(vocab || [])).map((x) => [x, x]), w);
+  const cur = exp3 && exp3.key === exp3Key(v, t3, w) ? exp3 : null;
+  $('exp3-off').disabled = !(cur && cur.on);
+  const res = $('exp3-result');
+  res.hidden = !(cur && cur.on);
+  res.dataset.runs = cur ? String(cur.runs || 0) : '0';
+  if (!cur || !cur.on) return;
+  const before = (rows) => rows.slice(0, t3);
+  const on = cur.on, off = cur.off;
+  const onBad = before(on).filter((r) => !r.same).length;
+  $('exp3-verdict-on').textContent = onBad
+    ? t('exp3.on.bad', { c: onBad, n: t3 })
+    : t('exp3.on.ok', { n: t3, m: on.slice(t3).filter((r) => !r.same).length, k: v.l - t3 });
+  const vOff = $('exp3-verdict-off');
+  vOff.hidden = !off;
+  if (off) {
+    const changed = before(off).filter((r) => !r.same);
+    vOff.textContent = changed.length
+      ? t('exp3.off.leak', { c: changed.length, n: t3, max: pow10(Math.max(...changed.map((r) => r.max))) })
+      : t('exp3.off.none');
+  }
+  const tbl = $('exp3-table');
+  tbl.textContent = '';
+  const head = document.createElement('tr');
+  for (const [text, cls] of [['', ''], [t('exp3.col.row'), ''], [t('exp3.col.word'), '']]
+    .concat([[t('exp3.col.on'), 'on']], off ? [[t('exp3.col.off'), 'off']] : [])) {
+    const el = document.createElement('th');
+    el.textContent = text;
+    if (cls) el.className = cls;
+    head.append(el);
+  }
+  tbl.append(head);
+  for (let i = 0; i < v.l; i++) {
+    const tr = document.createElement('tr');
+    tr.dataset.i = i;
+    tr.className = i < t3 ? 'before' : i === t3 ? 'at-t' : 'after';
+    if (i === 0 || i === t3) { // the two groups: before t, and from t on
+      const g = document.createElement('th');
+      g.className = 'group';
+      g.rowSpan = i === 0 && t3 > 0 ? t3 : v.l - t3;
+      g.textContent = t(i < t3 ? 'exp3.before' : 'exp3.after');
+      tr.append(g);
+    }
+    const n = document.createElement('th');
+    n.textContent = String(i);
+    n.dataset.i18nData = '';
+    const word = document.createElement('td');
+    word.className = 'word';
+    word.dataset.i18nData = '';
+    word.textContent = i === t3 ? `${v.qTokens[i]} → ${w}` : v.qTokens[i];
+    tr.append(n, word);
+    for (const [which, rows] of [['on', on]].concat(off ? [['off', off]] : [])) {
+      const r = rows[i], td = document.createElement('td');
+      td.className = `delta ${which}`;
+      td.dataset.same = r.same ? '1' : '0';
+      td.dataset.max = String(r.max);
+      if (r.same) {
+        td.classList.add('exact-zero');
+        td.textContent = t('exp3.zero');
+      } else if (r.max === 0) {
+        td.textContent = t('exp3.signzero');
+      } else { // a power of ten on a bar whose length is log10 of it, from 10⁻⁸ to 1
+        td.classList.add('nonzero');
+        td.style.setProperty('--w', String(Math.max(0.02, Math.min(1, (Math.log10(r.max) + 8) / 8))));
+        const num = document.createElement('span');
+        num.dataset.i18nData = '';
+        num.textContent = pow10(r.max);
+        td.append(num);
+      }
+      tr.append(td);
+    }
+    tbl.append(tr);
+  }
+}
+
 function drawViews(v) {
   drawGrid(v);
   drawLarge(v);
   drawLines(v);
+  drawNote(v);
+  drawExp1(v);
+  drawExp3(v);
   drawSteps(v);
   drawOutput(v);
 }
@@ -1030,8 +1611,14 @@ function renderError() {
   box.hidden = !failure;
   if (!failure) return;
   let lead = '', api = '';
+  const unknown = unknownWord(failure);
   if (failure instanceof PageError) lead = t(failure.key, failure.params);
-  else if (failure instanceof ApiError) {
+  else if (unknown) { // the word and where it is, in the page's language
+    const model = failure.model || vocabModel();
+    lead = unknown.at !== undefined ? t('err.unknown_word', { word: unknown.word, at: unknown.at, model })
+      : t('err.unknown_token', { word: unknown.word, i: unknown.i, model });
+    api = failure.message;
+  } else if (failure instanceof ApiError) {
     lead = t('err.api_lead', { status: failure.status, code: failure.code });
     api = failure.message;
   } else api = String(failure.message || failure);
@@ -1040,6 +1627,8 @@ function renderError() {
   leadEl.hidden = !lead;
   apiEl.textContent = api;
   apiEl.hidden = !api;
+  // The vocabulary, one click away from an unknown word.
+  $('error-vocab').hidden = !(failure instanceof ApiError && failure.code === 'unknown_token');
 }
 
 async function run() {
@@ -1051,8 +1640,9 @@ async function run() {
   renderError();
   setStatus('loading', 'status.busy');
   $('run').disabled = true;
+  let input = null;
   try {
-    const input = buildInput();
+    input = buildInput();
     const v = await compute(input);
     if (seq !== runSeq) return;
     $('request-json').textContent = `POST ${v.request.path}\n${JSON.stringify(v.request.body).slice(0, 20000)}`;
@@ -1061,10 +1651,16 @@ async function run() {
     setStatus('ok', 'status.ok', { ms: v.ms.toFixed(0), compute: v.usage.compute_ms.toFixed(1) });
     drawViews(v);
     writeUrl();
+    await resumeExp3(v); // a link's experiment, run again
+    if (seq !== runSeq) return;
     document.body.dataset.ready = String(seq);
   } catch (e) {
     if (seq !== runSeq) return;
     failure = e;
+    if (e instanceof ApiError && input && input.mode === 'words') {
+      e.model = input.model;
+      selectUnknown(unknownWord(e));
+    }
     renderError();
     setStatus('error', 'status.error');
     document.body.dataset.ready = String(seq);
@@ -1086,17 +1682,20 @@ async function loadModels() {
   renderModelOptions();
 }
 
-// The choices of projection weights: the server's models, then the two inits.
+// The choices of projection weights: the server's models, then the two inits; for a sentence,
+// only the models with a vocabulary.
 function renderModelOptions() {
   const sel = $('params-kind');
   sel.textContent = '';
+  const words = isSentence(state.preset);
   for (const m of models ? models.models : []) {
+    if (words && !(m.vocab_size > 0)) continue;
     const o = document.createElement('option');
     o.value = `model:${m.name}`;
     o.textContent = t('params.model', { name: m.name, e: m.embed_dim, h: m.num_heads });
     sel.append(o);
   }
-  for (const [value, key] of [['init:identity', 'params.identity'], ['init:random', 'params.random']]) {
+  for (const [value, key] of words ? [] : [['init:identity', 'params.identity'], ['init:random', 'params.random']]) {
     const o = document.createElement('option');
     o.value = value;
     o.textContent = t(key);
@@ -1118,6 +1717,7 @@ function applyLanguage() {
   renderModelOptions();
   renderStatus();
   renderError();
+  renderVocabTitle();
 }
 
 function setLanguage(lang) {
@@ -1148,6 +1748,32 @@ async function main() {
   $('large-font').addEventListener('change', () => { readControls(); syncControls(); writeUrl(); if (view) drawViews(view); });
   for (const b of document.querySelectorAll('[data-lang]')) b.addEventListener('click', () => setLanguage(b.dataset.lang));
   $('run').addEventListener('click', run);
+  // A sentence: Enter runs it; the vocabulary opens beside the page, from the box or the error.
+  $('text').addEventListener('keydown', (ev) => {
+    if (ev.key === 'Enter' && !ev.shiftKey && !ev.isComposing) { ev.preventDefault(); run(); }
+  });
+  for (const id of ['vocab-open', 'error-vocab']) $(id).addEventListener('click', openVocab);
+  $('vocab-close').addEventListener('click', () => $('vocab').close());
+  $('vocab').addEventListener('keydown', (ev) => { if (ev.key === 'Escape') $('vocab').close(); });
+  // 实验一 and 实验三: their settings go to the URL; they need no new run of the sentence.
+  $('exp1-query').addEventListener('change', () => {
+    Object.assign(state, { e1q: Number($('exp1-query').value), e1g: '' });
+    writeUrl();
+    if (view) drawExp1(view);
+  });
+  $('exp1-compare').addEventListener('click', () => { state.e1 = true; writeUrl(); if (view) drawExp1Result(view); });
+  $('exp3-pos').addEventListener('change', () => {
+    Object.assign(state, { e3t: Number($('exp3-pos').value), e3: 0 });
+    writeUrl();
+    if (view) drawExp3(view);
+  });
+  $('exp3-word').addEventListener('change', () => {
+    Object.assign(state, { e3w: $('exp3-word').value, e3: 0 });
+    writeUrl();
+    if (view) drawExp3(view);
+  });
+  $('exp3-run').addEventListener('click', () => runExp3(true));
+  $('exp3-off').addEventListener('click', () => runExp3(false));
   $('large').addEventListener('mousemove', onLargeMove);
   $('large').addEventListener('mouseleave', () => { $('tooltip').hidden = true; if (view) drawLarge(view); });
   $('lines').addEventListener('mousemove', onLinesMove);

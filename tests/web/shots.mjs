@@ -33,8 +33,8 @@ export const SHOTS = [
   },
   {
     file: 'visualizer-heads.png',
-    what: 'a sentence preset with the causal mask and top-2 filter: the heads and the selected head, in Chinese with large font, as a projector at 1024x768 shows it',
-    url: '?lang=zh&p=c1&causal=top_left&f=topk&fv=2&large=1&head=0',
+    what: 'the lesson model\'s sentence 程序员把服务器日志发给同事，因为它记录了错误原因。: its four named heads and their mean, and the coreference head selected (它 looks at 服务器日志), in Chinese with large font, as a projector at 1024x768 shows it',
+    url: '?lang=zh&p=c1&large=1&head=3',
     viewport: { width: 1024, height: 768 },
     fullPage: false,
   },

@@ -106,7 +106,7 @@ function templates(strings) {
 }
 
 // Words a Chinese string may keep: the chapters' own (token, softmax), names, and protocols.
-const ZH_KEEPS = new Set(['token', 'softmax', 'attnd', 'demo', 'API', 'JSON', 'HTTP', 'GET', 'QK']);
+const ZH_KEEPS = new Set(['token', 'softmax', 'attnd', 'demo', 'API', 'JSON', 'HTTP', 'GET', 'QK', 'Redis']);
 
 // The English words left in a Chinese string once its placeholders, "quoted code" and URL paths
 // are set aside; single letters are symbols (Q, K, V, d_k, L, E).
@@ -127,7 +127,9 @@ const pageTexts = (page) => page.evaluate(() => {
     if (!text || el.closest('[data-i18n-data], script, style') || !el.checkVisibility()) continue;
     out.push({ text, where: where(el), sw: !!el.closest('[data-testid=lang-switch]') });
   }
-  for (const o of document.querySelectorAll('select option')) out.push({ text: o.textContent.trim(), where: `option of ${where(o)}` });
+  for (const o of document.querySelectorAll('select option')) {
+    if (!o.closest('[data-i18n-data]')) out.push({ text: o.textContent.trim(), where: `option of ${where(o)}` });
+  }
   for (const el of document.querySelectorAll('[placeholder]')) out.push({ text: el.placeholder, where: `placeholder of ${where(el)}` });
   for (const el of document.querySelectorAll('[aria-label]')) out.push({ text: el.getAttribute('aria-label'), where: `aria-label of ${where(el)}` });
   out.push({ text: document.title, where: 'title' });
@@ -256,7 +258,9 @@ async function main() {
     check(o0.join(' ') === '0.70 0.50', `preset (a) output row 0 reads 0.70 0.50 (got ${o0.join(' ')})`);
     await shot(page, 'preset-a');
 
-    // 2. Causal on, on an MHA preset: upper triangle masked; numbers equal the API's.
+    // 2. Causal on, on a sentence preset (the lesson model, whose weights the page cannot
+    // regenerate: it shows attnd's weights without the other step tables): upper triangle
+    // masked; numbers equal the API's.
     mark = await readyMark(page);
     await page.selectOption('[data-testid=preset]', 'c1');
     await waitReady(page, mark);
@@ -264,14 +268,15 @@ async function main() {
     await page.selectOption('[data-testid=causal]', 'top_left');
     const st = await waitReady(page, mark);
     check(st.startsWith('ok'), `causal run succeeds (${st})`);
-    const L = 10;
+    const L = 11;
     let maskedOk = true, openOk = true;
     for (let i = 0; i < L; i++) {
       const cls = await page.$$eval(`[data-testid=table-softmax] td[data-i="${i}"]`, (tds) => tds.map((td) => td.className));
       cls.forEach((c, j) => { if (j > i && c !== 'masked') maskedOk = false; if (j <= i && c === 'masked') openOk = false; });
     }
     check(maskedOk && openOk, 'the softmax table marks exactly the upper triangle as masked');
-    const px = [await cellPixel(page, 0, 5), await cellPixel(page, 2, 9), await cellPixel(page, 5, 2), await cellPixel(page, 9, 9)];
+    // Head 0 (adjacent) puts its weight on the word before: (5, 4) and (9, 8).
+    const px = [await cellPixel(page, 0, 5), await cellPixel(page, 2, 9), await cellPixel(page, 5, 4), await cellPixel(page, 9, 8)];
     check(px[0].grey && px[1].grey, 'upper-triangle cells of the heatmap are drawn hatched grey');
     check(!px[2].grey || !px[3].grey, 'lower-triangle cells of the heatmap carry heat colours');
     const req = JSON.parse((await page.textContent('[data-testid=request-json]')).split('\n').slice(1).join('\n'));
@@ -305,11 +310,11 @@ async function main() {
     await shot(page, 'tooltip');
 
     // 4. Switch heads.
-    const before = await tableRow(page, 'table-softmax', 9);
+    const before = await tableRow(page, 'table-softmax', 10);
     await page.click('[data-testid=head-2]');
-    await page.waitForFunction(() => document.getElementById('large-title').textContent.startsWith('head 2'));
-    const after = await tableRow(page, 'table-softmax', 9);
-    const want2 = api.weights[2][9].map((x) => x.toFixed(2));
+    await page.waitForFunction(() => document.getElementById('large-title').textContent.startsWith('structure'));
+    const after = await tableRow(page, 'table-softmax', 10);
+    const want2 = api.weights[2][10].map((x) => x.toFixed(2));
     check(after.join(' ') === want2.join(' ') && after.join(' ') !== before.join(' '),
       `head 2 shows its own weights (${after.join(' ')})`);
     check(new URL(page.url()).searchParams.get('head') === '2', 'the URL records the selected head');
@@ -320,14 +325,13 @@ async function main() {
     const page2 = await ctx.newPage();
     await page2.goto(link);
     await page2.waitForFunction(() => document.body.dataset.ready);
-    const again = await tableRow(page2, 'table-softmax', 9);
+    const again = await tableRow(page2, 'table-softmax', 10);
     check(again.join(' ') === after.join(' '), 'opening the page URL reproduces the same view');
     await page2.close();
 
-    // 6. An API error is shown with its message: 64-wide embeddings cannot split into 3 heads.
-    mark = await readyMark(page);
-    await page.selectOption('[data-testid=params-kind]', 'init:identity');
-    await waitReady(page, mark);
+    // 6. An API error is shown with its message: 16-wide embeddings cannot split into 3 heads.
+    await page.goto(new URL('?lang=en&p=random&L=8&E=16&rseed=1&params=init:identity&h=4', base).href);
+    await page.waitForFunction(() => document.body.dataset.ready);
     mark = await readyMark(page);
     await page.fill('[data-testid=num-heads]', '3');
     await page.dispatchEvent('[data-testid=num-heads]', 'change');
@@ -452,7 +456,7 @@ async function main() {
     const zhTitle = await page.textContent('[data-testid=large-title]');
     await page.click('[data-testid=lang-en]');
     const enTitle = await page.textContent('[data-testid=large-title]');
-    check(zhTitle.startsWith('头 2 · 最大值') && enTitle.startsWith('head 2 · max') && new URL(page.url()).searchParams.get('head') === '2',
+    check(zhTitle.startsWith('structure 结构 · 最大值') && enTitle.startsWith('structure · max') && new URL(page.url()).searchParams.get('head') === '2',
       `the selected head's title follows the language (${zhTitle} / ${enTitle})`);
 
     // 9. Large font on a 1024x768 projector. The labels are read from what the page drew
@@ -460,11 +464,15 @@ async function main() {
     const proj = await newContext({ viewport: { width: 1024, height: 768 }, locale: 'zh-CN', deviceScaleFactor: 1 });
     await proj.addInitScript(recordCanvasText);
     const pp = await proj.newPage();
-    const c1 = ['程序员', '把', '服务器日志', '发给', '同事', '，', '因为', '它', '记录了', '错误原因'];
+    const c1 = ['程序员', '把', '服务器日志', '发给', '同事', '，', '因为', '它', '记录了', '错误原因', '。'];
+    const c3 = ['小王', '昨天', '提交了', '补丁', '，', '因为', '他', '发现', '缓存模块', '在', '高并发', '下', '会', '返回', '旧数据', '。'];
     const cases = [
       { what: 'preset (c), L = 10, zh', url: '?lang=zh&p=c1&causal=top_left&f=topk&fv=2&large=1', tokens: c1, normal: '?lang=zh&p=c1&causal=top_left&f=topk&fv=2&large=0' },
       { what: 'the 小王 sentence, L = 16, zh', ...sixteenTokens('zh', true), normal: sixteenTokens('zh', false).url },
       { what: 'the 小王 sentence, L = 16, en', ...sixteenTokens('en', true) },
+      // The lesson model's named heads take a second line under their tiles (the gloss).
+      { what: 'the lesson model\'s 小王 preset, L = 16, zh', url: '?lang=zh&p=c3&large=1&head=3', tokens: c3 },
+      { what: 'the lesson model\'s 小王 preset with both experiments run, L = 16, en', url: '?lang=en&p=c3&large=1&head=3&e1=1&e3=2', tokens: c3 },
     ];
     for (const cs of cases) {
       await pp.goto(new URL(cs.url, base).href);
@@ -534,6 +542,262 @@ async function main() {
       `preset (d) with large font renders in ${took512} ms with ${ticks.length} position ticks >= 14 px`);
     await shot(pp, 'projector-512');
     await proj.close();
+
+    // 11. The lesson model on the page (issue 11, section 3): its sentences with named heads,
+    // 实验一, 实验三, a sentence of one's own with the vocabulary one click away, and the URL.
+    const open = async (p, query) => {
+      await p.goto(new URL(query, base).href);
+      await p.waitForFunction(() => document.body.dataset.ready);
+    };
+    const apiPost = async (body) => (await fetch(new URL('v1/attention', base), {
+      method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body),
+    })).json();
+    const lessonModel = await (await fetch(new URL('v1/models/lesson', base))).json();
+    const headNames = lessonModel.head_names;
+    const sentences = {
+      c1: '程序员把服务器日志发给同事，因为它记录了错误原因。', c2: '小李把笔记本放进背包，因为它太重了。',
+      c3: '小王昨天提交了补丁，因为他发现缓存模块在高并发下会返回旧数据。', c4: '张工把配置文件发给测试同学，因为它包含新的开关。',
+      c5: 'Redis 是一个内存数据库。',
+    };
+    const sentReq = async (p) => JSON.parse((await p.textContent('[data-testid=request-json]')).split('\n').slice(1).join('\n'));
+    const rowLabels = (p) => p.$$eval('[data-testid=table-softmax] tr', (trs) => trs.slice(1).map((tr) => tr.querySelector('th').textContent));
+    const tiles = (p) => p.$$eval('[data-testid=head-grid] .head-cell', (cs) => cs.map((c) => ({
+      name: c.querySelector('.name').textContent, gloss: c.querySelector('.gloss') ? c.querySelector('.gloss').textContent : '',
+    })));
+    for (const [p, text] of Object.entries(sentences)) {
+      await open(page, `?lang=zh&p=${p}`);
+      const req = await sentReq(page);
+      const api = await apiPost({ model: 'lesson', text, need_weights: false });
+      const got = await tiles(page), labels = await rowLabels(page);
+      const glosses = headNames.map((n) => table.STRINGS.zh[`headname.${n}`]);
+      check(req.model === 'lesson' && req.text === text && !('query' in req) && labels.join('|') === api.tokens.join('|')
+        && (await page.inputValue('[data-testid=text]')) === text && await page.isVisible('[data-testid=text]'),
+      `preset ${p} sends its sentence as text to the lesson model and shows the API's words (${labels.join(' ')})`);
+      check(got.map((x) => x.name).join('|') === headNames.concat(['平均']).join('|')
+        && got.slice(0, 4).every((x, i) => x.gloss === glosses[i] && /^[\u4e00-\u9fff]+$/.test(x.gloss)),
+      `preset ${p} in Chinese: the head tiles carry the model's head names with a Chinese gloss (${got.map((x) => `${x.name} ${x.gloss}`).join(', ')})`);
+    }
+    await open(page, '?lang=en&p=c2');
+    check((await tiles(page)).map((x) => x.name + x.gloss).join('|') === headNames.concat(['mean']).join('|'),
+      `in English the tiles carry the head names alone (${(await tiles(page)).map((x) => x.name).join(' ')})`);
+    const paramsChoices = () => page.$$eval('[data-testid=params-kind] option', (os) => os.map((o) => o.value).join(' '));
+    check((await paramsChoices()) === 'model:lesson', `a sentence offers only the models with a vocabulary (${await paramsChoices()})`);
+    mark = await readyMark(page);
+    await page.selectOption('[data-testid=preset]', 'random');
+    await waitReady(page, mark);
+    check((await page.inputValue('[data-testid=params-kind]')) === 'model:demo' && !(await page.isVisible('[data-testid=text]'))
+      && (await paramsChoices()).includes('init:identity') && !new URL(page.url()).searchParams.has('text'),
+    `leaving the sentences for embeddings goes back to the default model, without the box (${await page.inputValue('[data-testid=params-kind]')})`);
+
+    // In coreference, the row of 它 puts its largest weight on 服务器日志: in the numbers the page
+    // shows and in the heatmap's colours (the darkest cell of the row).
+    await open(page, '?lang=en&p=c1&head=3');
+    const corefTitle = await page.textContent('[data-testid=large-title]');
+    const itRow = (await tableRow(page, 'table-softmax', 7)).map(Number);
+    const keys = (await page.$$eval('[data-testid=table-softmax] tr:first-of-type th', (ths) => ths.map((th) => th.textContent))).slice(1);
+    const lumRow = [];
+    for (let j = 0; j < 11; j++) lumRow.push(lum(await cellMean(page, 7, j)));
+    const argmax = (a) => a.indexOf(Math.max(...a));
+    check(corefTitle.startsWith('coreference') && (await rowLabels(page))[7] === '它' && keys[argmax(itRow)] === '服务器日志'
+      && itRow.filter((x) => x === Math.max(...itRow)).length === 1 && keys[argmax(lumRow.map((x) => -x))] === '服务器日志',
+    `coreference: the row of 它 is largest at 服务器日志, in the table (${itRow.join(' ')}) and the heatmap's darkest cell (${keys[argmax(lumRow.map((x) => -x))]})`);
+
+    // The mean of the heads, selected, is a link too (head=mean; it read as NaN and drew nothing).
+    await open(page, '?lang=en&p=c1&head=mean');
+    check((await page.textContent('[data-testid=large-title]')).startsWith('mean · max')
+      && (await page.getAttribute('[data-testid=head-mean]', 'class')).includes('selected') && !(await page.isVisible('[data-testid=error]')),
+    `head=mean in the URL selects the mean (${await page.textContent('[data-testid=large-title]')})`);
+
+    // The page says the heads were built by hand, in both languages.
+    check(await page.isVisible('[data-testid=lesson-note]') && (await page.textContent('[data-testid=lesson-note]')).includes(table.STRINGS.en['lesson.note']),
+      'the lesson model\'s page says its heads were built by hand and that learned heads are rarely this clean');
+    await open(page, '?lang=zh&p=c1');
+    check((await page.textContent('[data-testid=lesson-note]')).includes('不要把单个头的可视化当成模型完整推理过程'),
+      'and in Chinese, with the chapter\'s 不要把单个头的可视化当成模型完整推理过程');
+    await open(page, '?lang=en&p=a');
+    check(!(await page.isVisible('[data-testid=lesson-note]')) && !(await page.isVisible('[data-testid=exp1]')) && !(await page.isVisible('[data-testid=exp3]')),
+      'the note and the experiments belong to sentences only (hidden on preset a)');
+
+    // 实验一 on the 张工 sentence: the query defaults to 它; the candidates become the chapter's
+    // four (张工, 配置文件, 测试同学, 新的开关); a guess all on 配置文件 is closest to coreference.
+    await open(page, '?lang=en&p=c4');
+    check((await page.inputValue('[data-testid=exp1-query]')) === '7', `实验一's query defaults to the pronoun 它, word 7 (${await page.inputValue('[data-testid=exp1-query]')})`);
+    const want = [0, 2, 4, 9];
+    const pressed = () => page.$$eval('[data-testid=exp1-keys] button', (bs) => bs.filter((b) => b.getAttribute('aria-pressed') === 'true').map((b) => Number(b.dataset.j)));
+    const dflt = await pressed();
+    check(dflt.join() === '0,1,2,3,4,6', `实验一's default candidates are the words before 它 (${dflt.join()})`);
+    for (let j = 0; j < 11; j++) {
+      if ((await pressed()).includes(j) !== want.includes(j)) await page.click(`[data-testid=exp1-keys] button[data-j="${j}"]`);
+    }
+    check((await pressed()).join() === want.join(), `the candidate keys can be chosen, a key after the query too (${(await pressed()).join()})`);
+    const setGuess = async (w) => { for (const [j, x] of Object.entries(w)) await page.fill(`[data-testid=exp1-weight-${j}]`, String(x)); };
+    const shares = () => page.$$eval('[data-testid=exp1-guess] output', (os) => os.map((o) => `${o.dataset.j}:${o.textContent}`).join(' '));
+    await setGuess({ 0: 6, 2: 2, 4: 0, 9: 0 });
+    check((await shares()) === '0:0.75 2:0.25 4:0.00 9:0.00', `the guess is normalised to sum 1 (${await shares()})`);
+    check(!(await page.isVisible('[data-testid=exp1-result]')), 'the comparison waits for Compare');
+    await page.click('[data-testid=exp1-compare]');
+    const perHead = (await apiPost({ model: 'lesson', text: sentences.c4, need_weights: 'per_head' })).weights;
+    const l1 = (g) => perHead.map((w) => w[7].reduce((s, x, j) => s + Math.abs((g[j] || 0) - x), 0));
+    const shownL1 = () => page.$$eval('[data-testid=exp1-l1] td[data-h]', (tds) => tds.map((td) => ({ h: td.dataset.h, d: Number(td.dataset.d), text: td.textContent })));
+    const compareOk = async (g, what) => {
+      const want1 = l1(g), best = want1.indexOf(Math.min(...want1));
+      const shown = await shownL1(), closest = await page.getAttribute('[data-testid=exp1-result]', 'data-closest');
+      const verdict = await page.textContent('[data-testid=exp1-verdict]');
+      const mean = perHead[0][7].map((_, j) => perHead.reduce((s, w) => s + w[7][j], 0) / perHead.length);
+      const meanL1 = mean.reduce((s, x, j) => s + Math.abs((g[j] || 0) - x), 0);
+      check(shown.length === 5 && shown.slice(0, 4).every((x, h) => x.h === String(h) && Math.abs(x.d - want1[h]) < 1e-5 && x.text === want1[h].toFixed(2))
+        && shown[4].h === 'mean' && Math.abs(shown[4].d - meanL1) < 1e-5,
+      `实验一 ${what}: the L1 distance to each head and to the mean is the API's (${shown.map((x) => `${x.h} ${x.text}`).join(', ')})`);
+      check(closest === String(best) && verdict.includes(headNames[best]) && verdict.includes(want1[best].toFixed(2)),
+        `实验一 ${what}: it names the closest head, ${headNames[best]} (${verdict})`);
+      return best;
+    };
+    await compareOk({ 0: 0.75, 2: 0.25 }, 'with 张工 0.75, 配置文件 0.25');
+    const guessCols = await page.$$eval('[data-testid=exp1-table] td[data-h=guess]', (tds) => tds.map((td) => td.textContent).join(' '));
+    check(guessCols === '0.75 0.00 0.25 0.00 0.00 0.00 0.00 0.00 0.00 0.00 0.00', `the guess stands beside each head's row (${guessCols})`);
+    await setGuess({ 0: 0, 2: 10 });
+    const best1 = await compareOk({ 2: 1 }, 'with everything on 配置文件');
+    check(headNames[best1] === 'coreference', `a guess all on 配置文件 is closest to the coreference head (${headNames[best1]})`);
+    await shot(page, 'lesson-exp1');
+
+    // 实验三 on "Redis 是一个内存数据库。": t = 4 (数据库), replaced by 缓存. The page's verdict
+    // per row is checked against the test's own comparison of the API's float32 bits.
+    await open(page, '?lang=en&p=c5');
+    check((await page.inputValue('[data-testid=exp3-pos]')) === '4' && (await page.inputValue('[data-testid=exp3-word]')) === '缓存',
+      `实验三 defaults to t = 4 (数据库) replaced by 缓存 (${await page.inputValue('[data-testid=exp3-pos]')}, ${await page.inputValue('[data-testid=exp3-word]')})`);
+    const exp3Runs = () => page.evaluate(() => Number(document.querySelector('[data-testid=exp3-result]').dataset.runs || 0));
+    const exp3Click = async (id) => {
+      const n = await exp3Runs();
+      await page.click(`[data-testid=${id}]`);
+      await page.waitForFunction((m) => Number(document.querySelector('[data-testid=exp3-result]').dataset.runs || 0) > m
+        && !document.querySelector('[data-testid=exp3-result]').hidden, n, { timeout: 10000 });
+    };
+    const exp3Rows = (which) => page.$$eval(`[data-testid=exp3-table] td.delta.${which}`, (tds) => tds.map((td) => ({
+      same: td.dataset.same === '1', max: Number(td.dataset.max), zeroMark: td.classList.contains('exact-zero'), text: td.textContent,
+    })));
+    const bitsDiffer = async (tokens, t3, w, causal) => {
+      const b = tokens.slice();
+      b[t3] = w;
+      const body = (x) => Object.assign({ model: 'lesson', tokens: x, need_weights: false, encoding: 'base64' }, causal ? { causal: 'top_left' } : {});
+      const [ra, rb] = [await apiPost(body(tokens)), await apiPost(body(b))];
+      const [A, B] = [Buffer.from(ra.output.data, 'base64'), Buffer.from(rb.output.data, 'base64')];
+      const e = ra.output.shape[1], fa = new Float32Array(A.buffer, A.byteOffset, A.length / 4), fb = new Float32Array(B.buffer, B.byteOffset, B.length / 4);
+      return Array.from({ length: tokens.length }, (_, i) => {
+        let max = 0;
+        for (let c = i * e; c < (i + 1) * e; c++) max = Math.max(max, Math.abs(fa[c] - fb[c]));
+        return { same: A.subarray(i * e * 4, (i + 1) * e * 4).equals(B.subarray(i * e * 4, (i + 1) * e * 4)), max };
+      });
+    };
+    const redis = ['Redis', '是', '一个', '内存', '数据库', '。'];
+    await exp3Click('exp3-run');
+    let on = await exp3Rows('on');
+    let ref = await bitsDiffer(redis, 4, '缓存', true);
+    check(on.length === 6 && on.slice(0, 4).every((r) => r.same && r.zeroMark && r.text === table.STRINGS.en['exp3.zero'])
+      && on.slice(4).every((r) => !r.same && r.max > 0 && !r.zeroMark && /^\d\.\d\d × 10[⁻⁰¹²³⁴⁵⁶⁷⁸⁹]+$/.test(r.text)),
+    `实验三, causal on: rows 0-3 are marked exactly 0, rows 4-5 non-zero (${on.map((r) => r.text).join(' | ')})`);
+    check(on.every((r, i) => r.same === ref[i].same && (r.same || Math.abs(r.max - ref[i].max) <= 1e-12)),
+      `实验三, causal on: the page's rows are the bitwise comparison of the API's float32 outputs (${ref.map((r) => (r.same ? '=' : r.max.toExponential(2))).join(' ')})`);
+    check(!(await page.isVisible('[data-testid=exp3-verdict-off]')) && (await page.textContent('[data-testid=exp3-verdict-on]')).startsWith('Causal mask on: all 4 rows before t are the same'),
+      `实验三 says so (${await page.textContent('[data-testid=exp3-verdict-on]')})`);
+    await exp3Click('exp3-off');
+    const off = await exp3Rows('off');
+    ref = await bitsDiffer(redis, 4, '缓存', false);
+    on = await exp3Rows('on');
+    const leak = off.slice(0, 4).filter((r) => !r.same && r.max > 0 && !r.zeroMark);
+    check(on.slice(0, 4).every((r) => r.same) && leak.length > 0 && leak.every((r) => /× 10⁻/.test(r.text))
+      && off.every((r, i) => r.same === ref[i].same && (r.same || Math.abs(r.max - ref[i].max) <= 1e-12)),
+    `实验三, causal off: ${leak.length} earlier rows change too, shown beside the causal run (${off.map((r) => r.text).join(' | ')})`);
+    check((await page.textContent('[data-testid=exp3-verdict-off]')).startsWith(`Causal mask off: ${leak.length} of the 4 rows before t changed too`),
+      `the leak is named (${await page.textContent('[data-testid=exp3-verdict-off]')})`);
+    check(new URL(page.url()).searchParams.get('e3') === '2', 'the URL records both runs');
+    await shot(page, 'lesson-exp3');
+    // Another position and word, chosen in the selects.
+    await page.selectOption('[data-testid=exp3-pos]', '2');
+    await page.selectOption('[data-testid=exp3-word]', '这个');
+    check(!(await page.isVisible('[data-testid=exp3-result]')) && await page.isDisabled('[data-testid=exp3-off]'), 'new settings clear the old result');
+    await exp3Click('exp3-run');
+    on = await exp3Rows('on');
+    ref = await bitsDiffer(redis, 2, '这个', true);
+    check(on.slice(0, 2).every((r) => r.same && r.zeroMark) && !on[2].same && on.every((r, i) => r.same === ref[i].same)
+      && (await page.textContent('[data-testid=exp3-table] tr.at-t td.word')) === '一个 → 这个',
+    `实验三 at t = 2 (一个 → 这个): rows 0-1 exactly 0, row 2 non-zero (${on.map((r) => r.text).join(' | ')})`);
+
+    // A sentence of one's own: an unknown word shows the error line with the word and where it
+    // is (both languages), and is selected; the vocabulary opens from there, and a click on a
+    // word replaces it.
+    await open(page, '?lang=en&p=c1');
+    mark = await readyMark(page);
+    await page.fill('[data-testid=text]', '程序员把X发给同事。');
+    await page.press('[data-testid=text]', 'Enter');
+    await waitReady(page, mark);
+    const leadEn = await page.textContent('[data-testid=error-lead]');
+    const sel = await page.evaluate(() => { const x = document.querySelector('[data-testid=text]'); return [x.selectionStart, x.selectionEnd]; });
+    check(await page.isVisible('[data-testid=error-lead]') && leadEn.includes('“X”') && leadEn.includes('character 4')
+      && (await page.textContent('[data-testid=error-api]')).includes('unknown_token') && sel.join() === '4,5' && await page.isVisible('[data-testid=error-vocab]'),
+    `an unknown word: the error line names it and its place, it is selected in the box (${leadEn}; selection ${sel})`);
+    await page.click('[data-testid=lang-zh]');
+    const leadZh = await page.textContent('[data-testid=error-lead]');
+    check(leadZh.includes('“X”') && leadZh.includes('第 4 个字符'), `and in Chinese (${leadZh})`);
+    await checkLanguage(page, table, 'zh', 'an unknown word in Chinese');
+    await page.click('[data-testid=error-vocab]');
+    await page.waitForSelector('[data-testid=vocab-words] button');
+    const nWords = await page.$$eval('[data-testid=vocab-words] button', (bs) => bs.length);
+    check(await page.isVisible('[data-testid=vocab]') && nWords === lessonModel.vocab.length
+      && (await page.textContent('[data-testid=vocab-title]')).includes(String(lessonModel.vocab.length)),
+    `one click opens the vocabulary: ${nWords} words, GET /v1/models/lesson has ${lessonModel.vocab.length}`);
+    await checkLanguage(page, table, 'zh', 'the vocabulary in Chinese');
+    await shot(page, 'lesson-vocab-zh');
+    mark = await readyMark(page);
+    await page.click('[data-testid=vocab-words] button[data-word="服务器日志"]');
+    await waitReady(page, mark);
+    const own = new URL(page.url()).searchParams;
+    check(!(await page.isVisible('[data-testid=error]')) && (await page.inputValue('[data-testid=text]')) === '程序员把服务器日志发给同事。'
+      && (await page.getAttribute('[data-testid=status]', 'data-kind')) === 'ok' && own.get('p') === 'text' && own.get('text') === '程序员把服务器日志发给同事。'
+      && (await rowLabels(page)).join('|') === '程序员|把|服务器日志|发给|同事|。',
+    `a click on a word replaces the unknown one and the sentence runs (${own.get('text')}, ${(await rowLabels(page)).join(' ')})`);
+    await page.click('[data-testid=vocab-close]');
+    check(!(await page.isVisible('[data-testid=vocab]')), 'the vocabulary closes');
+
+    // The URL holds everything: a link opens the same sentence and experiments (large font, in
+    // Chinese), and a sentence of one's own.
+    await open(page, '?lang=zh&p=c4&large=1&head=3');
+    await page.selectOption('[data-testid=exp1-query]', '7');
+    await page.click('[data-testid=exp1-keys] button[data-j="9"]');
+    await setGuess({ 0: 3, 2: 7, 9: 1 });
+    await page.click('[data-testid=exp1-compare]');
+    await page.selectOption('[data-testid=exp3-pos]', '9');
+    await page.selectOption('[data-testid=exp3-word]', '开关');
+    await exp3Click('exp3-run');
+    await exp3Click('exp3-off');
+    const snapshot = (p) => p.evaluate(() => ({
+      text: document.querySelector('[data-testid=text]').value, preset: document.querySelector('[data-testid=preset]').value,
+      large: document.documentElement.classList.contains('large'), lang: document.documentElement.lang,
+      title: document.querySelector('[data-testid=large-title]').textContent,
+      q: document.querySelector('[data-testid=exp1-query]').value,
+      guess: [...document.querySelectorAll('[data-testid=exp1-guess] input')].map((x) => `${x.dataset.j}:${x.value}`).join(','),
+      verdict1: document.querySelector('[data-testid=exp1-verdict]').textContent, table1: document.querySelector('[data-testid=exp1-table]').textContent,
+      pos: document.querySelector('[data-testid=exp3-pos]').value, word: document.querySelector('[data-testid=exp3-word]').value,
+      table3: document.querySelector('[data-testid=exp3-table]').textContent,
+      verdict3: document.querySelector('[data-testid=exp3-verdict-off]').textContent,
+    }));
+    const s1 = await snapshot(page);
+    const link3 = page.url();
+    await checkLanguage(page, table, 'zh', 'the lesson sentence with both experiments, large font, in Chinese');
+    await shot(page, 'lesson-link-zh');
+    const page3 = await ctx.newPage();
+    await open(page3, link3);
+    await page3.waitForFunction(() => !document.querySelector('[data-testid=exp3-verdict-off]').hidden, null, { timeout: 10000 });
+    const s2 = await snapshot(page3);
+    const diff = Object.keys(s1).filter((k) => s1[k] !== s2[k]);
+    check(diff.length === 0 && s1.guess === '0:3,1:5,2:7,3:5,4:5,6:5,9:1' && s1.pos === '9' && s1.word === '开关' && s1.large && s1.lang === 'zh-CN',
+      `a link reproduces the sentence, its guess and comparison, and both runs of 实验三 (${diff.length ? diff.map((k) => `${k}: ${s1[k]} / ${s2[k]}`).join('; ') : link3})`);
+    await page3.click('[data-testid=lang-en]');
+    await checkLanguage(page3, table, 'en', 'the lesson sentence with both experiments, in English');
+    await page3.goto(new URL(`?${own}`, base).href);
+    await page3.waitForFunction(() => document.body.dataset.ready);
+    check((await page3.inputValue('[data-testid=text]')) === '程序员把服务器日志发给同事。' && (await page3.inputValue('[data-testid=preset]')) === 'text'
+      && (await rowLabels(page3)).length === 6, 'a link with a sentence of one\'s own opens it');
+    await page3.close();
 
     // 10. The README's pictures are the ones make screenshots produces: the manifest names each
     // shot as shots.mjs defines it, each file is the one it hashed, the page's inputs are the
