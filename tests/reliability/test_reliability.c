@@ -1873,9 +1873,10 @@ static void test_unsent(void) {
            "(%s; bound %+.1f MiB)\n",
            CLIENTS, reply_len, held, unsent_max, refused, (double)rest / 1048576.0,
            (double)worst / 1048576.0, peak ? "VmHWM" : "sampled VmRSS", (double)bound / 1048576.0);
-    CHECK(held >= 2.0 * (double)reply_len && held <= (double)unsent_max,
-          "unsent reply bytes %.0f: expected two replies of %zu held, within the budget %zu", held,
-          reply_len, unsent_max);
+    /* Two replies of the same job differ only in their usage times' digits (a few bytes). */
+    CHECK(held >= 2.0 * ((double)reply_len - 32.0) && held <= (double)unsent_max,
+          "unsent reply bytes %.0f: expected two replies of about %zu held, within the budget %zu",
+          held, reply_len, unsent_max);
     CHECK(refused >= 1, "attnd_jobs_rejected_total{reason=\"reply_budget\"} is %.0f", refused);
     CHECK(worst <= rest + bound,
           "RSS peaked at %zu bytes with %d clients not reading: over %zu at rest + the bound %zu "
