@@ -2,8 +2,8 @@
  * workers and HTTP, then waiting for SIGTERM/SIGINT and draining.
  *
  * Exit status: 0 after a clean shutdown, 1 on a runtime failure or when the drain timeout cut
- * jobs short (queued or running; they were answered 503), 2 on a bad flag, environment variable
- * or model file. */
+ * jobs short (queued or running; they were answered 503) or replies still being sent, 2 on a bad
+ * flag, environment variable or model file. */
 #include <dirent.h>
 #include <errno.h>
 #include <semaphore.h>
@@ -312,7 +312,10 @@ int main(int argc, char **argv) {
         expired = srv_workers_expire(workers);
         abandoned = srv_workers_abandon(workers);
     }
-    bool replied = srv_http_wait_replied(http, srv_now() + 5.0);
+    /* The replies go out within the same drain timeout (clients may read slowly); the 503s of
+     * jobs it cut short get a few seconds more. */
+    double replies_by = srv_now() + 5.0 > deadline ? srv_now() + 5.0 : deadline;
+    bool replied = srv_http_wait_replied(http, replies_by);
     srv_http_stop(http);
     http = NULL;
     {
@@ -327,7 +330,8 @@ int main(int argc, char **argv) {
         memset(cfg.api_key, 0, sizeof cfg.api_key);
         _exit(1);
     }
-    status = expired ? 1 : 0; /* jobs the drain timeout cut short were answered 503 */
+    /* Jobs the drain timeout cut short were answered 503, or replies were cut off. */
+    status = expired || !replied ? 1 : 0;
 
 out:
     srv_http_stop(http);

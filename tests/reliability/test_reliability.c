@@ -1903,6 +1903,52 @@ static void test_unsent(void) {
     CHECK(attnd_stop(&d) == 0, "unsent daemon: exit status after SIGTERM");
 }
 
+/* SIGTERM while a large reply is still on its way to a client that reads it late: the drain
+ * waits for the reply within --drain-timeout (not a fixed grace of a few seconds), the client
+ * gets it whole, and attnd exits 0. */
+static void test_drain_reader(void) {
+    attnd d;
+    const char *args[] = {"--threads", "1", "--pool-threads", "0", "--drain-timeout", "30", NULL};
+    if (!attnd_start(&d, "drain-reader", args))
+        return;
+    char *big = weights_body(700); /* a reply of about 6.4 MB */
+    size_t big_len = strlen(big);
+    int fd = tcp_connect(d.port);
+    /* A small receive buffer, so that most of the reply waits on attnd's side of the socket. */
+    int rcv = 32 << 10;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof rcv);
+    str q = {0}, got = {0};
+    post_head(&q, "/v1/sdpa", big_len);
+    str_add(&q, big, big_len);
+    CHECK(fd >= 0 && send_all(fd, q.p, q.n), "drain-reader: the request was not sent");
+    struct pollfd p = {fd, POLLIN, 0};
+    CHECK(poll(&p, 1, (int)(20000 * cfg.scale)) == 1, "drain-reader: no reply began");
+    kill(d.pid, SIGTERM);
+    sleep_s(7.0); /* longer than the 5 s attnd gave replies after its workers went idle */
+    CHECK(read_to_end(fd, 30 * cfg.scale, &got), "drain-reader: the reply did not end");
+    const char *cl = got.p ? strstr(got.p, "Content-Length: ") : NULL;
+    const char *body = got.p ? strstr(got.p, "\r\n\r\n") : NULL;
+    size_t want = cl ? strtoull(cl + 16, NULL, 10) : 0;
+    size_t have = body ? got.n - (size_t)(body + 4 - got.p) : 0;
+    CHECK(want > 6000000 && have == want,
+          "drain-reader: %zu of the reply's %zu body bytes arrived after the drain", have, want);
+    /* It exits by itself once the reply is out (a second SIGTERM would cut the drain short). */
+    int st = -1;
+    for (double t0 = now(); now() - t0 < 10 * cfg.scale; sleep_s(0.01)) {
+        int ws;
+        if (waitpid(d.pid, &ws, WNOHANG) == d.pid) {
+            d.pid = 0;
+            st = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+            break;
+        }
+    }
+    if (d.pid > 0)
+        attnd_stop(&d);
+    CHECK(st == 0, "drain-reader: exit status %d after a drain that sent every reply", st);
+    close(fd);
+    free(q.p), free(got.p), free(big);
+}
+
 /* ---- Main --------------------------------------------------------------------------------- */
 
 static bool want(const char *name) {
@@ -1937,6 +1983,7 @@ int main(int argc, char **argv) {
     if (want("slow")) {
         test_slow();
         test_idle();
+        test_drain_reader();
     }
     if (want("framing"))
         test_framing();
