@@ -23,7 +23,7 @@ ATTN_OBJ := $(ATTN_SRC:%.c=$(BUILD)/%.o)
 .PHONY: all run test test-core test-web test-deploy container-test bench deps-build deps-test \
         check-format format clean
 
-HEADERS := $(wildcard attention/*.h api/*.h server/*.h)
+HEADERS := $(wildcard attention/*.h api/*.h server/*.h tests/*.h)
 
 all: $(BUILD)/libattn.a $(BUILD)/attnd
 
@@ -111,7 +111,7 @@ bench: deps-test
 	$(PY) bench/run_bench.py --bin $(BUILD)/bench/bench_attention --api-bin $(BUILD)/bench/bench_api \
 	  --out $(BUILD)/bench/results.md
 
-FORMATTED := $(wildcard attention/*.[ch] api/*.[ch] server/*.[ch] tests/*.c bench/*.c \
+FORMATTED := $(wildcard attention/*.[ch] api/*.[ch] server/*.[ch] tests/*.[ch] bench/*.c \
                tests/fuzz/*.[ch] tests/reliability/*.[ch])
 
 check-format:

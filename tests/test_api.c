@@ -1,8 +1,9 @@
-/* test_api.c - unit tests of api/: float formatting (against printf and strtod on millions of
- * floats), base64, the JSON reader (against jansson), every request field's validation (the
- * cases are data files under tests/api_cases/requests), responses (JSON and base64, checked
- * bitwise against libattn called directly), the seed chapter's worked example, models
- * (identity, random, demo, safetensors files written from PyTorch weights) and the registry.
+/* test_api.c - unit tests of api/: float formatting (against printf and strtod, and the previous
+ * writer tests/float_ref.c, on millions of floats), base64, the JSON reader (against
+ * jansson), every request field's validation (the cases are data files under
+ * tests/api_cases/requests), responses (JSON and base64, checked bitwise against libattn called
+ * directly), the seed chapter's worked example, models (identity, random, demo, safetensors files
+ * written from PyTorch weights) and the registry.
  *
  * Usage: test_api [CASES_DIR] (default tests/api_cases). Exits non-zero when any check fails and
  * ends with the line "N passed, N failed".
@@ -21,6 +22,7 @@
 
 #include "api.h"
 #include "api_internal.h"
+#include "float_ref.h"
 
 static int failures, checks;
 static const char *cases_dir = "tests/api_cases";
@@ -271,11 +273,17 @@ static int sig_digits(const char *s) {
     return b - a;
 }
 
-/* Checks one float: round trip, digit count and digits against the reference. */
+/* Checks one float: round trip, digit count and digits against the reference, and the bytes
+ * against the previous writer (tests/float_ref.c). */
 static bool float_ok(float f, bool against_ref) {
-    char b[64];
-    size_t n = api_float_write(b, f);
+    char b[64], old[64];
+    size_t n = api_float_write(b, f), on = ref_float_write(old, f);
     b[n] = '\0';
+    old[on] = '\0';
+    if (strcmp(b, old) != 0) {
+        CHECK(false, "api_float_write(%a) = %s, the previous writer wrote %s", (double)f, b, old);
+        return false;
+    }
     float g = (float)strtod(b, NULL);
     if (memcmp(&f, &g, sizeof f) != 0) {
         CHECK(false, "api_float_write(%a) = %s reads back as %a", (double)f, b, (double)g);
@@ -341,7 +349,23 @@ static void test_float_write(void) {
                 {0x1p87f, "1.5474251e26"},
                 {-0x1p87f, "-1.5474251e26"},
                 {0x1p90f, "1.2379401e27"},
-                {-0x1p90f, "-1.2379401e27"}};
+                {-0x1p90f, "-1.2379401e27"},
+                /* 7.038531e-26 lies within half a double's ulp of the midpoint between these
+                 * two: strtod rounds it onto the midpoint as a double, and then to the even
+                 * float, the second. So the first needs 8 digits (a reader that rounds decimals
+                 * straight to float32 would give it 7.038531e-26). */
+                {0x1.5c87fap-84f, "7.0385307e-26"},
+                {0x1.5c87fcp-84f, "7.038531e-26"},
+                {-0x1.5c87fap-84f, "-7.0385307e-26"},
+                /* The fast path's ends and its neighbours: 2^-30 and 2^24. */
+                {0x1p-30f, "9.313226e-10"},
+                {0x1.fffffep-31f, "9.313225e-10"},
+                {0x1p24f, "16777216"},
+                {0x1.fffffep23f, "16777215"},
+                {16777218.0f, "16777218"},
+                {0x1p-126f, "1.1754944e-38"},
+                {0x1p-127f, "5.877472e-39"},
+                {0x1p-119f, "1.5046328e-36"}};
     for (size_t i = 0; i < sizeof edge / sizeof edge[0]; i++) {
         char b[64];
         size_t n = api_float_write(b, edge[i].f);
@@ -372,24 +396,27 @@ static void test_float_write(void) {
                                : expf(-40.0f * fabsf(frand()));
         bad += !float_ok(f, true);
     }
-    /* Every float of the binades [1, 2) and [2^-130, 2^-126) (denormals): round trip only. */
+    /* Every float of the binades [1, 2) and [2^-130, 2^-126) (denormals): round trip, and the
+     * bytes of the previous writer. */
     for (uint32_t u = 0x3F800000u; u < 0x40000000u && bad < 20; u++) {
         float f;
         memcpy(&f, &u, sizeof f);
-        char b[64];
+        char b[64], old[64];
         b[api_float_write(b, f)] = '\0';
-        if ((float)strtod(b, NULL) != f) {
-            CHECK(false, "api_float_write(%a) = %s does not read back", (double)f, b);
+        old[ref_float_write(old, f)] = '\0';
+        if ((float)strtod(b, NULL) != f || strcmp(b, old) != 0) {
+            CHECK(false, "api_float_write(%a) = %s (previous writer: %s)", (double)f, b, old);
             bad++;
         }
     }
     for (uint32_t u = 0x00100000u; u < 0x00800000u && bad < 20; u += 3) {
         float f;
         memcpy(&f, &u, sizeof f);
-        char b[64];
+        char b[64], old[64];
         b[api_float_write(b, f)] = '\0';
-        if ((float)strtod(b, NULL) != f) {
-            CHECK(false, "api_float_write(%a) = %s does not read back", (double)f, b);
+        old[ref_float_write(old, f)] = '\0';
+        if ((float)strtod(b, NULL) != f || strcmp(b, old) != 0) {
+            CHECK(false, "api_float_write(%a) = %s (previous writer: %s)", (double)f, b, old);
             bad++;
         }
     }
@@ -400,6 +427,23 @@ static void test_float_write(void) {
     char *e = api_floats_write(buf, row, 4);
     *e = '\0';
     CHECK(strcmp(buf, "1,-0.5,0.1,3e-7") == 0, "api_floats_write gave %s", buf);
+    /* A long row of every kind of float, against the previous writer's. */
+    enum { ROW = 4096 };
+    float *v = malloc(ROW * sizeof *v);
+    char *got = malloc(ROW * API_FLOAT_MAX + 32), *want = malloc(ROW * API_FLOAT_MAX + 32);
+    for (size_t i = 0; i < ROW; i++) {
+        uint32_t u = (uint32_t)(rnd64() >> 32);
+        if (i % 2 == 0 || (u & 0x7F800000u) == 0x7F800000u)
+            v[i] = frand() * (i % 3 ? 1.0f : 1e-3f);
+        else
+            memcpy(&v[i], &u, sizeof u);
+    }
+    v[0] = -0.0f;
+    v[1] = 0.0f;
+    char *ge = api_floats_write(got, v, ROW), *we = ref_floats_write(want, v, ROW);
+    CHECK(ge - got == we - want && memcmp(got, want, (size_t)(ge - got)) == 0,
+          "api_floats_write differs from the previous writer on a row of %d floats", ROW);
+    free(v), free(got), free(want);
 }
 
 /* ---- Base64 ------------------------------------------------------------------------------- */
