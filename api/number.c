@@ -1,0 +1,274 @@
+/* number.c - reads a JSON number as float32, as attnd always has (correctly rounded to a double,
+ * then that double rounded to float32, what JSON parsers in other languages do), in a few
+ * nanoseconds: the tensor reader's path for nested arrays.
+ *
+ * Digits: where the caller says the text goes on for 32 bytes, one 16-byte load finds the
+ * number's end, its point and its exponent at once (SSE2 compares; so the next number's work
+ * does not wait on this one's digits), and the digits become an integer w 8 at a time, with a
+ * few multiplications. Elsewhere, and for numbers of 16 bytes or more, byte by byte. The value
+ * is then D = w 10^e (19 digits always fit in w; more go to strtod).
+ *
+ * Conversion: w <= 2^53 and |e| <= 22 is Clinger's exact case (one correctly rounded division
+ * or product of doubles). Otherwise (the idea of Eisel and Lemire's fast path, worked out here
+ * for a float32 result): w, shifted to 64 significant bits, times a 64-bit 10^e (truncated;
+ * pow10_norm below) gives the high 64 bits hi of D's product, with D/2^x in [hi, hi + 2) for a
+ * known x. The top 24 bits of hi are the float's mantissa and the rest, t, says where D lies
+ * between it and the next float: below the midpoint, above it, or within half a double's ulp
+ * of it (1024 units of hi), where D reads as the midpoint as a double and then rounds to the
+ * even float. t within 2 units of one of those edges (about once in 10^11), denormal results
+ * and 20 or more digits go to strtod, which decides exactly. Exponents beyond the table give 0
+ * or infinity outright (10^19 10^-66 is far below the smallest denormal's half, 10^39 above
+ * the largest float). */
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api_internal.h"
+
+__extension__ typedef unsigned __int128 u128;
+
+static const uint64_t pow10_64[20] = {1u,
+                                      10u,
+                                      100u,
+                                      1000u,
+                                      10000u,
+                                      100000u,
+                                      1000000u,
+                                      10000000u,
+                                      100000000u,
+                                      1000000000u,
+                                      10000000000u,
+                                      100000000000u,
+                                      1000000000000u,
+                                      10000000000000u,
+                                      100000000000000u,
+                                      1000000000000000u,
+                                      10000000000000000u,
+                                      100000000000000000u,
+                                      1000000000000000000u,
+                                      10000000000000000000u};
+
+/* 10^0 to 10^22, exact as doubles. */
+static const double pow10_exact[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                       1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                       1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+#define POW10_MIN (-65)
+#define POW10_MAX 38
+
+/* pow10_norm[e - POW10_MIN] = floor(10^e / 2^(floor(log2 10^e) - 63)): 10^e to its first 64
+ * bits, in [2^63, 2^64), for e in [POW10_MIN, POW10_MAX]. Made with Python's exact fractions:
+ *   from fractions import Fraction as F
+ *   [(F(10)**e / F(2)**(floor_log2(F(10)**e) - 63)).__floor__() for e in range(-65, 39)] */
+static const uint64_t pow10_norm[POW10_MAX - POW10_MIN + 1] = {
+    0x86CCBB52EA94BAEAu, 0xA87FEA27A539E9A5u, 0xD29FE4B18E88640Eu, 0x83A3EEEEF9153E89u,
+    0xA48CEAAAB75A8E2Bu, 0xCDB02555653131B6u, 0x808E17555F3EBF11u, 0xA0B19D2AB70E6ED6u,
+    0xC8DE047564D20A8Bu, 0xFB158592BE068D2Eu, 0x9CED737BB6C4183Du, 0xC428D05AA4751E4Cu,
+    0xF53304714D9265DFu, 0x993FE2C6D07B7FABu, 0xBF8FDB78849A5F96u, 0xEF73D256A5C0F77Cu,
+    0x95A8637627989AADu, 0xBB127C53B17EC159u, 0xE9D71B689DDE71AFu, 0x9226712162AB070Du,
+    0xB6B00D69BB55C8D1u, 0xE45C10C42A2B3B05u, 0x8EB98A7A9A5B04E3u, 0xB267ED1940F1C61Cu,
+    0xDF01E85F912E37A3u, 0x8B61313BBABCE2C6u, 0xAE397D8AA96C1B77u, 0xD9C7DCED53C72255u,
+    0x881CEA14545C7575u, 0xAA242499697392D2u, 0xD4AD2DBFC3D07787u, 0x84EC3C97DA624AB4u,
+    0xA6274BBDD0FADD61u, 0xCFB11EAD453994BAu, 0x81CEB32C4B43FCF4u, 0xA2425FF75E14FC31u,
+    0xCAD2F7F5359A3B3Eu, 0xFD87B5F28300CA0Du, 0x9E74D1B791E07E48u, 0xC612062576589DDAu,
+    0xF79687AED3EEC551u, 0x9ABE14CD44753B52u, 0xC16D9A0095928A27u, 0xF1C90080BAF72CB1u,
+    0x971DA05074DA7BEEu, 0xBCE5086492111AEAu, 0xEC1E4A7DB69561A5u, 0x9392EE8E921D5D07u,
+    0xB877AA3236A4B449u, 0xE69594BEC44DE15Bu, 0x901D7CF73AB0ACD9u, 0xB424DC35095CD80Fu,
+    0xE12E13424BB40E13u, 0x8CBCCC096F5088CBu, 0xAFEBFF0BCB24AAFEu, 0xDBE6FECEBDEDD5BEu,
+    0x89705F4136B4A597u, 0xABCC77118461CEFCu, 0xD6BF94D5E57A42BCu, 0x8637BD05AF6C69B5u,
+    0xA7C5AC471B478423u, 0xD1B71758E219652Bu, 0x83126E978D4FDF3Bu, 0xA3D70A3D70A3D70Au,
+    0xCCCCCCCCCCCCCCCCu, 0x8000000000000000u, 0xA000000000000000u, 0xC800000000000000u,
+    0xFA00000000000000u, 0x9C40000000000000u, 0xC350000000000000u, 0xF424000000000000u,
+    0x9896800000000000u, 0xBEBC200000000000u, 0xEE6B280000000000u, 0x9502F90000000000u,
+    0xBA43B74000000000u, 0xE8D4A51000000000u, 0x9184E72A00000000u, 0xB5E620F480000000u,
+    0xE35FA931A0000000u, 0x8E1BC9BF04000000u, 0xB1A2BC2EC5000000u, 0xDE0B6B3A76400000u,
+    0x8AC7230489E80000u, 0xAD78EBC5AC620000u, 0xD8D726B7177A8000u, 0x878678326EAC9000u,
+    0xA968163F0A57B400u, 0xD3C21BCECCEDA100u, 0x84595161401484A0u, 0xA56FA5B99019A5C8u,
+    0xCECB8F27F4200F3Au, 0x813F3978F8940984u, 0xA18F07D736B90BE5u, 0xC9F2C9CD04674EDEu,
+    0xFC6F7C4045812296u, 0x9DC5ADA82B70B59Du, 0xC5371912364CE305u, 0xF684DF56C3E01BC6u,
+    0x9A130B963A6C115Cu, 0xC097CE7BC90715B3u, 0xF0BDC21ABB48DB20u, 0x96769950B50D88F4u,
+};
+
+/* floor(e log2(10)) for |e| <= 70 (217706 / 2^16 is close enough there). */
+static inline int floor_log2_pow10(int e) {
+    return e >= 0 ? (e * 217706) >> 16 : -((-e * 217706 + 65535) >> 16);
+}
+
+static bool is_digit(char c) {
+    return c >= '0' && c <= '9';
+}
+
+/* The value of the n digits (0 <= n <= 8) at p; the 8 bytes at p may be read. Moved up so
+ * that zeros lead (the bytes past the digits fall off; in two shifts, since n = 0 shifts by
+ * 64), then combined in pairs, fours and eight, the first digit in the lowest byte. */
+static inline uint64_t digits_value(const char *p, unsigned n) {
+    uint64_t x;
+    memcpy(&x, p, sizeof x);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    x = __builtin_bswap64(x);
+#endif
+    x = (x - 0x3030303030303030u) << (4 * (8 - n)) << (4 * (8 - n));
+    x = (x * 10 + (x >> 8)) & 0x00FF00FF00FF00FFu;
+    x = (x * 100 + (x >> 16)) & 0x0000FFFF0000FFFFu;
+    return (x * 10000 + (x >> 32)) & 0xFFFFFFFFu;
+}
+
+/* Reads the digits at q into *w (while it stays below 10^19; else *many is set) and adds their
+ * number to *count; returns the end. */
+static inline const char *digit_run(const char *q, uint64_t *w, long *count, bool *many) {
+    for (; is_digit(*q); q++, (*count)++) {
+        if (*w < pow10_64[18])
+            *w = *w * 10 + (uint64_t)(*q - '0');
+        else
+            *many = true;
+    }
+    return q;
+}
+
+/* The exact reading: strtod, then float. The token [p, q) is a complete JSON number followed
+ * by a delimiter, so strtod reads exactly it; a locale with another decimal point would not,
+ * and gives NaN rather than a misread. */
+__attribute__((noinline)) static float read_strtod(const char *p, const char *q) {
+    char *se = NULL;
+    double v = strtod(p, &se);
+    return se == q ? (float)v : NAN;
+}
+
+static float make_float(bool neg, uint32_t be, uint32_t mant) {
+    uint32_t bits = (uint32_t)neg << 31 | be << 23 | (mant & 0x7FFFFFu);
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* The float of (-1)^neg w 10^e, the number [p, q) (for strtod when it must decide). */
+static inline float decimal_to_float(bool neg, uint64_t w, long e, const char *p, const char *q) {
+    if (w == 0 || e < POW10_MIN)
+        return neg ? -0.0f : 0.0f;
+    if (e > POW10_MAX)
+        return neg ? -INFINITY : INFINITY;
+    if (w <= (uint64_t)1 << 53 && e >= -22 && e <= 22) {
+        /* Clinger: both operands exact, so one rounding, the correct one. */
+        double v = (double)w;
+        v = e < 0 ? v / pow10_exact[-e] : v * pow10_exact[e];
+        return (float)(neg ? -v : v);
+    }
+
+    /* D / 2^x in [hi, hi + 2), hi in [2^62, 2^64). */
+    int lz = __builtin_clzll(w);
+    u128 prod = (u128)(w << lz) * pow10_norm[e - POW10_MIN];
+    uint64_t hi = (uint64_t)(prod >> 64);
+    int sh = 63 - __builtin_clzll(hi) - 23; /* bits below the float's 24: 39 or 40 */
+    uint64_t mant = hi >> sh, t = hi & (((uint64_t)1 << sh) - 1);
+    /* D = (mant + t / 2^sh) 2^e2; the float of mant has biased exponent e2 + 150. */
+    int e2 = sh + floor_log2_pow10((int)e) + 1 - lz;
+    if (e2 + 150 <= 0) /* a denormal (or zero) float: its spacing is not mant's */
+        return read_strtod(p, q);
+    uint64_t half = (uint64_t)1 << (sh - 1), dbl = (uint64_t)1 << (sh - 30); /* half ulps */
+    if (t + 2 <= half - dbl) {   /* below the midpoint, even as a double */
+    } else if (t > half + dbl) { /* above it */
+        mant++;
+    } else if (t >= half - dbl && t + 2 <= half + dbl) { /* the midpoint as a double: to even */
+        mant += mant & 1;
+    } else {
+        return read_strtod(p, q);
+    }
+    uint32_t be = (uint32_t)(e2 + 150);
+    if (mant >> 24) { /* rounded up to the next power of two */
+        mant >>= 1;
+        be++;
+    }
+    if (be >= 255)
+        return neg ? -INFINITY : INFINITY;
+    return make_float(neg, be, (uint32_t)mant);
+}
+
+#ifdef __SSE2__
+/* The number at p from one 16-byte load (p + 32 bytes may be read): *out and its end, or NULL
+ * when it is 16 bytes or longer, has more than 8 digits before its point, 16 after it or 19
+ * in all, or more than 4 in its exponent (the byte-by-byte path takes those). */
+static inline const char *number16(const char *p, float *out) {
+    __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
+    __m128i dig = _mm_and_si128(_mm_cmpgt_epi8(x, _mm_set1_epi8('0' - 1)),
+                                _mm_cmplt_epi8(x, _mm_set1_epi8('9' + 1)));
+    __m128i dot = _mm_cmpeq_epi8(x, _mm_set1_epi8('.'));
+    __m128i exp = _mm_cmpeq_epi8(_mm_or_si128(x, _mm_set1_epi8(0x20)), _mm_set1_epi8('e'));
+    __m128i sgn =
+        _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('-')), _mm_cmpeq_epi8(x, _mm_set1_epi8('+')));
+    unsigned tok =
+        (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(dig, dot), _mm_or_si128(exp, sgn)));
+    unsigned len = (unsigned)__builtin_ctz(~tok); /* the first byte not of a number */
+    if (len >= 16)
+        return NULL;
+    unsigned in = (1u << len) - 1, me = (unsigned)_mm_movemask_epi8(exp) & in,
+             md = (unsigned)_mm_movemask_epi8(dot) & in;
+    bool neg = p[0] == '-';
+    unsigned epos = me ? (unsigned)__builtin_ctz(me) : len;
+    unsigned dpos = md ? (unsigned)__builtin_ctz(md) : epos;
+    unsigned il = dpos - neg, fl = md ? epos - dpos - 1 : 0;
+    if (il > 8 || fl > 16 || il + fl > 19)
+        return NULL;
+    /* The digits after the point in two parts, without branches on their number (numbers
+     * written by float formatters have 7 to 9, and a branch on it would mispredict). */
+    unsigned f1 = fl < 8 ? fl : 8, f2 = fl - f1;
+    uint64_t w = digits_value(p + neg, il);
+    w = w * pow10_64[f1] + digits_value(p + dpos + 1, f1);
+    w = w * pow10_64[f2] + digits_value(p + dpos + 1 + f1, f2);
+    long e = -(long)fl;
+    if (me) {
+        unsigned at = epos + 1, eneg = p[at] == '-';
+        at += p[at] == '-' || p[at] == '+';
+        if (len - at > 4)
+            return NULL;
+        long x10 = (long)digits_value(p + at, len - at);
+        e += eneg ? -x10 : x10;
+    }
+    *out = decimal_to_float(neg, w, e, p, p + len);
+    return p + len;
+}
+#endif
+
+float api_jv_float(const char *p, const char *lim, const char **end) {
+#ifdef __SSE2__
+    if (lim - p >= 32) {
+        float v;
+        const char *e = number16(p, &v);
+        if (e) {
+            *end = e;
+            return v;
+        }
+    }
+#else
+    (void)lim;
+#endif
+    const char *q = p;
+    bool neg = *q == '-';
+    q += neg;
+    uint64_t w = 0;
+    long count = 0, frac = 0, e10 = 0;
+    bool many = false;
+    q = digit_run(q, &w, &count, &many);
+    if (*q == '.') {
+        long before = count;
+        q = digit_run(q + 1, &w, &count, &many);
+        frac = count - before;
+    }
+    if (*q == 'e' || *q == 'E') {
+        q++;
+        bool eneg = *q == '-';
+        if (*q == '+' || *q == '-')
+            q++;
+        long x = 0;
+        for (; is_digit(*q); q++)
+            if (x < 100000)
+                x = x * 10 + (*q - '0');
+        e10 = eneg ? -x : x;
+    }
+    *end = q;
+    if (many)
+        return read_strtod(p, q);
+    return decimal_to_float(neg, w, e10 - frac, p, q);
+}
