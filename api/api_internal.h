@@ -124,11 +124,16 @@ bool api_jv_streq(api_span s, const char *lit);
  * its end. Overflow gives +-inf. */
 double api_jv_number(const char *p, const char **end);
 
-/* The number at p as float32: exactly (float)api_jv_number(p, end), faster. The text [p, lim)
- * may be read whole (with 32 bytes there it reads them in a few wide loads; pass lim = p when
- * nothing is known beyond the number: it then reads byte by byte, up to the delimiter after
- * the number). Overflow gives +-inf. */
-float api_jv_float(const char *p, const char *lim, const char **end);
+/* The number at p as float32: exactly (float)api_jv_number(p, end), without strtod for up to
+ * 19 digits. Overflow gives +-inf. */
+float api_jv_float(const char *p, const char **end);
+
+/* Reads up to n float numbers of an array's row from p (its first element, or the one after a
+ * comma) into dst, as api_jv_float does, and returns how many: a loop with no call per number.
+ * It stops early at an element that is not a number or not finite (for the caller's checks and
+ * messages) and at the row's end; *end gets where it stopped: the next element to read, or the
+ * closing bracket. */
+size_t api_jv_float_row(const char *p, float *dst, size_t n, const char **end);
 
 /* True when the number at p is a plain non-negative integer (digits only) that fits in a
  * uint64_t; then *out holds it. */
@@ -148,7 +153,6 @@ typedef enum api_tensor_kind {
 typedef struct api_tensor_in {
     char name[80];   /* JSON path of the field: "query", "params.in_proj_weight" */
     const char *val; /* its value in the body */
-    const char *end; /* nested arrays: one past the value (the reader's loads stay below it) */
     bool binary;     /* {"dtype", "shape", "data"} rather than nested arrays */
     size_t rank;
     size_t dims[API_MAX_RANK]; /* dims is (rank) */

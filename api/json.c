@@ -50,50 +50,8 @@ static bool is_digit(char c) {
     return c >= '0' && c <= '9';
 }
 
-#ifdef __SSE2__
-/* A number of fewer than 16 bytes at p (16 bytes readable) checked in one go: its length, or 0
- * when it is longer or not a valid JSON number (jp_number then finds out byte by byte). From
- * masks of digits, '-', '+', '.' and 'e'/'E' over the 16 bytes: -?(0|[1-9]\d*)(\.\d+)?
- * ([eE][+-]?\d+)? means at most one '.' and one 'e', a '-' only first or after the 'e', a '+'
- * only after it, a digit on each side of the '.', a digit before the 'e' and after it (or its
- * sign), the '.' before the 'e', a digit first (after the '-') and last, and no digit after a
- * leading 0. */
-static unsigned number_len16(const char *p) {
-    __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
-    unsigned d = (unsigned)_mm_movemask_epi8(_mm_and_si128(
-        _mm_cmpgt_epi8(x, _mm_set1_epi8('0' - 1)), _mm_cmplt_epi8(x, _mm_set1_epi8('9' + 1))));
-    unsigned mi = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8('-')));
-    unsigned pl = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8('+')));
-    unsigned dot = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8('.')));
-    unsigned ex = (unsigned)_mm_movemask_epi8(
-        _mm_cmpeq_epi8(_mm_or_si128(x, _mm_set1_epi8(0x20)), _mm_set1_epi8('e')));
-    unsigned len = (unsigned)__builtin_ctz(~(d | mi | pl | dot | ex));
-    if (len == 0 || len >= 16)
-        return 0;
-    unsigned in = (1u << len) - 1, s = mi & 1;
-    d &= in, mi &= in, pl &= in, dot &= in, ex &= in;
-    unsigned after_e = ex << 1, sign = mi | pl;
-    bool ok = (dot & (dot - 1)) == 0 && (ex & (ex - 1)) == 0 && (mi & ~(1u | after_e)) == 0 &&
-              (pl & ~after_e) == 0 && (dot >> 1 & ~d) == 0 && (dot << 1 & ~d) == 0 &&
-              (ex >> 1 & ~d) == 0 &&
-              ((after_e & d) || ((after_e & sign) && (ex << 2 & d))) == (ex != 0) &&
-              (!dot || !ex || dot < ex) && (d >> s & 1) && (d >> (len - 1) & 1) &&
-              !(p[s] == '0' && (d >> (s + 1) & 1));
-    return ok ? len : 0;
-}
-#endif
-
 static bool jp_number(jp *j) {
     const char *p = j->p, *e = j->e;
-#ifdef __SSE2__
-    if (e - p >= 16) {
-        unsigned n = number_len16(p);
-        if (n) {
-            j->p = p + n;
-            return true;
-        }
-    }
-#endif
     if (p < e && *p == '-')
         p++;
     if (p >= e || !is_digit(*p))

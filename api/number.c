@@ -2,11 +2,9 @@
  * then that double rounded to float32, what JSON parsers in other languages do), in a few
  * nanoseconds: the tensor reader's path for nested arrays.
  *
- * Digits: where the caller says the text goes on for 32 bytes, one 16-byte load finds the
- * number's end, its point and its exponent at once (SSE2 compares; so the next number's work
- * does not wait on this one's digits), and the digits become an integer w 8 at a time, with a
- * few multiplications. Elsewhere, and for numbers of 16 bytes or more, byte by byte. The value
- * is then D = w 10^e (19 digits always fit in w; more go to strtod).
+ * Digits: one pass over the number into an integer w (19 digits always fit; more go to
+ * strtod), so the value is D = w 10^e. A row of numbers is read in one loop
+ * (api_jv_float_row), with no call per number.
  *
  * Conversion: w <= 2^53 and |e| <= 22 is Clinger's exact case (one correctly rounded division
  * or product of doubles). Otherwise (the idea of Eisel and Lemire's fast path, worked out here
@@ -19,9 +17,6 @@
  * and 20 or more digits go to strtod, which decides exactly. Exponents beyond the table give 0
  * or infinity outright (10^19 10^-66 is far below the smallest denormal's half, 10^39 above
  * the largest float). */
-#ifdef __SSE2__
-#include <emmintrin.h>
-#endif
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,27 +24,6 @@
 #include "api_internal.h"
 
 __extension__ typedef unsigned __int128 u128;
-
-static const uint64_t pow10_64[20] = {1u,
-                                      10u,
-                                      100u,
-                                      1000u,
-                                      10000u,
-                                      100000u,
-                                      1000000u,
-                                      10000000u,
-                                      100000000u,
-                                      1000000000u,
-                                      10000000000u,
-                                      100000000000u,
-                                      1000000000000u,
-                                      10000000000000u,
-                                      100000000000000u,
-                                      1000000000000000u,
-                                      10000000000000000u,
-                                      100000000000000000u,
-                                      1000000000000000000u,
-                                      10000000000000000000u};
 
 /* 10^0 to 10^22, exact as doubles. */
 static const double pow10_exact[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
@@ -101,30 +75,13 @@ static bool is_digit(char c) {
     return c >= '0' && c <= '9';
 }
 
-/* The value of the n digits (0 <= n <= 8) at p; the 8 bytes at p may be read. Moved up so
- * that zeros lead (the bytes past the digits fall off; in two shifts, since n = 0 shifts by
- * 64), then combined in pairs, fours and eight, the first digit in the lowest byte. */
-static inline uint64_t digits_value(const char *p, unsigned n) {
-    uint64_t x;
-    memcpy(&x, p, sizeof x);
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    x = __builtin_bswap64(x);
-#endif
-    x = (x - 0x3030303030303030u) << (4 * (8 - n)) << (4 * (8 - n));
-    x = (x * 10 + (x >> 8)) & 0x00FF00FF00FF00FFu;
-    x = (x * 100 + (x >> 16)) & 0x0000FFFF0000FFFFu;
-    return (x * 10000 + (x >> 32)) & 0xFFFFFFFFu;
-}
-
-/* Reads the digits at q into *w (while it stays below 10^19; else *many is set) and adds their
- * number to *count; returns the end. */
-static inline const char *digit_run(const char *q, uint64_t *w, long *count, bool *many) {
-    for (; is_digit(*q); q++, (*count)++) {
-        if (*w < pow10_64[18])
-            *w = *w * 10 + (uint64_t)(*q - '0');
-        else
-            *many = true;
-    }
+/* Reads the digits at q into *w (w = 10 w + digit, wrapping past 2^64: the caller counts the
+ * digits, and more than 19 go to strtod); returns the end. */
+static inline const char *digit_run(const char *q, uint64_t *w) {
+    uint64_t v = *w;
+    for (; is_digit(*q); q++)
+        v = v * 10 + (uint64_t)(*q - '0');
+    *w = v;
     return q;
 }
 
@@ -145,7 +102,8 @@ static float make_float(bool neg, uint32_t be, uint32_t mant) {
 }
 
 /* The float of (-1)^neg w 10^e, the number [p, q) (for strtod when it must decide). */
-static inline float decimal_to_float(bool neg, uint64_t w, long e, const char *p, const char *q) {
+__attribute__((always_inline)) static inline float decimal_to_float(bool neg, uint64_t w, long e,
+                                                                    const char *p, const char *q) {
     if (w == 0 || e < POW10_MIN)
         return neg ? -0.0f : 0.0f;
     if (e > POW10_MAX)
@@ -186,75 +144,20 @@ static inline float decimal_to_float(bool neg, uint64_t w, long e, const char *p
     return make_float(neg, be, (uint32_t)mant);
 }
 
-#ifdef __SSE2__
-/* The number at p from one 16-byte load (p + 32 bytes may be read): *out and its end, or NULL
- * when it is 16 bytes or longer, has more than 8 digits before its point, 16 after it or 19
- * in all, or more than 4 in its exponent (the byte-by-byte path takes those). */
-static inline const char *number16(const char *p, float *out) {
-    __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
-    __m128i dig = _mm_and_si128(_mm_cmpgt_epi8(x, _mm_set1_epi8('0' - 1)),
-                                _mm_cmplt_epi8(x, _mm_set1_epi8('9' + 1)));
-    __m128i dot = _mm_cmpeq_epi8(x, _mm_set1_epi8('.'));
-    __m128i exp = _mm_cmpeq_epi8(_mm_or_si128(x, _mm_set1_epi8(0x20)), _mm_set1_epi8('e'));
-    __m128i sgn =
-        _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('-')), _mm_cmpeq_epi8(x, _mm_set1_epi8('+')));
-    unsigned tok =
-        (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(dig, dot), _mm_or_si128(exp, sgn)));
-    unsigned len = (unsigned)__builtin_ctz(~tok); /* the first byte not of a number */
-    if (len >= 16)
-        return NULL;
-    unsigned in = (1u << len) - 1, me = (unsigned)_mm_movemask_epi8(exp) & in,
-             md = (unsigned)_mm_movemask_epi8(dot) & in;
-    bool neg = p[0] == '-';
-    unsigned epos = me ? (unsigned)__builtin_ctz(me) : len;
-    unsigned dpos = md ? (unsigned)__builtin_ctz(md) : epos;
-    unsigned il = dpos - neg, fl = md ? epos - dpos - 1 : 0;
-    if (il > 8 || fl > 16 || il + fl > 19)
-        return NULL;
-    /* The digits after the point in two parts, without branches on their number (numbers
-     * written by float formatters have 7 to 9, and a branch on it would mispredict). */
-    unsigned f1 = fl < 8 ? fl : 8, f2 = fl - f1;
-    uint64_t w = digits_value(p + neg, il);
-    w = w * pow10_64[f1] + digits_value(p + dpos + 1, f1);
-    w = w * pow10_64[f2] + digits_value(p + dpos + 1 + f1, f2);
-    long e = -(long)fl;
-    if (me) {
-        unsigned at = epos + 1, eneg = p[at] == '-';
-        at += p[at] == '-' || p[at] == '+';
-        if (len - at > 4)
-            return NULL;
-        long x10 = (long)digits_value(p + at, len - at);
-        e += eneg ? -x10 : x10;
-    }
-    *out = decimal_to_float(neg, w, e, p, p + len);
-    return p + len;
-}
-#endif
-
-float api_jv_float(const char *p, const char *lim, const char **end) {
-#ifdef __SSE2__
-    if (lim - p >= 32) {
-        float v;
-        const char *e = number16(p, &v);
-        if (e) {
-            *end = e;
-            return v;
-        }
-    }
-#else
-    (void)lim;
-#endif
+/* The number at p: *out and its end. */
+__attribute__((always_inline)) static inline const char *number(const char *p, float *out) {
     const char *q = p;
     bool neg = *q == '-';
     q += neg;
     uint64_t w = 0;
-    long count = 0, frac = 0, e10 = 0;
-    bool many = false;
-    q = digit_run(q, &w, &count, &many);
+    const char *d0 = q;
+    q = digit_run(q, &w);
+    long digits = q - d0, frac = 0, e10 = 0;
     if (*q == '.') {
-        long before = count;
-        q = digit_run(q + 1, &w, &count, &many);
-        frac = count - before;
+        const char *f0 = ++q;
+        q = digit_run(q, &w);
+        frac = q - f0;
+        digits += frac;
     }
     if (*q == 'e' || *q == 'E') {
         q++;
@@ -267,8 +170,35 @@ float api_jv_float(const char *p, const char *lim, const char **end) {
                 x = x * 10 + (*q - '0');
         e10 = eneg ? -x : x;
     }
-    *end = q;
-    if (many)
-        return read_strtod(p, q);
-    return decimal_to_float(neg, w, e10 - frac, p, q);
+    *out = digits > 19 ? read_strtod(p, q) : decimal_to_float(neg, w, e10 - frac, p, q);
+    return q;
+}
+
+float api_jv_float(const char *p, const char **end) {
+    float v;
+    *end = number(p, &v);
+    return v;
+}
+
+static inline const char *skip_ws(const char *p) {
+    while (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')
+        p++;
+    return p;
+}
+
+size_t api_jv_float_row(const char *p, float *dst, size_t n, const char **end) {
+    size_t i = 0;
+    while (i < n && (*p == '-' || is_digit(*p))) {
+        float v;
+        const char *e = number(p, &v);
+        if (!isfinite(v))
+            break;
+        dst[i++] = v;
+        p = skip_ws(e);
+        if (*p != ',')
+            break;
+        p = skip_ws(p + 1);
+    }
+    *end = p;
+    return i;
 }

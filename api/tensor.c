@@ -51,8 +51,6 @@ static int probe_nested(api_tensor_in *t, size_t max_rank, size_t max_dim, api_e
             if (n++ == 0)
                 first = el;
         }
-        if (t->rank == 0) /* it is at the outer array's closing bracket */
-            t->end = api_jv_ws(it) + 1;
         if (n == 0)
             return api_fail(err, 400, "invalid_field", path,
                             "%s is an empty array; every dimension of a tensor must be at least 1",
@@ -252,7 +250,7 @@ static int read_elem(reader *r, const char *p, const char **end) {
         return 0;
     }
     if (k == '0') {
-        float v = api_jv_float(p, r->t->end, end);
+        float v = api_jv_float(p, end);
         if (!isfinite(v))
             return elem_fail(r, depth, 400, "non_finite",
                              "is not a finite float32: it overflows the float32 range "
@@ -287,30 +285,23 @@ static int read_level(reader *r, const char *p, size_t lvl, const char **end_out
         return elem_fail(r, lvl, 400, "invalid_field", msg);
     }
     /* Elements in turn: each read (or recursed into) tells where it ends, so the text is
-     * walked once. A row of float numbers takes the short way: parsed in place, without a
-     * call per element (anything else in it, "-inf" or an error, goes to read_elem). */
+     * walked once. A row of floats goes first to api_jv_float_row, which reads the numbers in
+     * one loop and leaves the rest ("-inf", an infinity, an error) to read_elem. */
     size_t n = 0;
     const char *q = skip_ws(p + 1);
-    bool floats = lvl + 1 == t->rank && r->kind != API_TENSOR_MASK;
+    if (lvl + 1 == t->rank && r->kind != API_TENSOR_MASK) {
+        n = api_jv_float_row(q, r->f + r->at, t->dims[lvl], &q);
+        r->at += n;
+    }
     while (*q != ']') {
         if (n == t->dims[lvl]) {
             n++;
             break;
         }
+        r->idx[lvl] = n++;
         const char *end = NULL;
-        if (floats && (*q == '-' || (*q >= '0' && *q <= '9'))) {
-            float v = api_jv_float(q, t->end, &end);
-            if (!isfinite(v)) {
-                r->idx[lvl] = n;
-                return read_elem(r, q, &end); /* fails, naming the element */
-            }
-            r->f[r->at++] = v;
-            n++;
-        } else {
-            r->idx[lvl] = n++;
-            if (lvl + 1 < t->rank ? read_level(r, q, lvl + 1, &end) : read_elem(r, q, &end))
-                return -1;
-        }
+        if (lvl + 1 < t->rank ? read_level(r, q, lvl + 1, &end) : read_elem(r, q, &end))
+            return -1;
         q = skip_ws(end);
         if (*q == ',')
             q = skip_ws(q + 1);
