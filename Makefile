@@ -69,7 +69,8 @@ $(BUILD)/tests/oracle_run: $(BUILD)/tests/oracle_run.o $(BUILD)/libattn.a
 $(BUILD)/bench/bench_attention: $(BUILD)/bench/bench_attention.o $(BUILD)/libattn.a
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/bench/bench_api: $(BUILD)/bench/bench_api.o $(BUILD)/libapi.a $(BUILD)/libattn.a
+$(BUILD)/bench/bench_api: $(BUILD)/bench/bench_api.o $(BUILD)/tests/float_ref.o $(BUILD)/libapi.a \
+                         $(BUILD)/libattn.a
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 # The api/ and server/ modules bring their own build and test rules: libapi.a and test-api,
