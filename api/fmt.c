@@ -251,26 +251,12 @@ static inline void store8(char *o, uint64_t w) {
     memcpy(o, &w, sizeof w);
 }
 
-/* Writes d 10^-k (0 < d < 10^9) without sign; returns the end. Writes up to 17 bytes past o,
- * whatever the length: the digits are made in registers and stored whole, in a few
+/* Writes the decimal whose 9 digits are first and w (digits 2 to 9 in ASCII, the second in
+ * w's lowest byte), p of them significant, the first of weight 10^x, without sign; returns the
+ * end. Writes up to 17 bytes past o, whatever the length: the digits are stored whole, in a few
  * overlapping stores (never read back, which would stall on store forwarding). */
-__attribute__((always_inline)) static inline char *put_dec(char *o, uint32_t d, int k) {
-    /* n digits (7 to 9 from the fast path; else bit length * log10(2), then one compare); x
-     * the exponent of the first. */
-    int n;
-    if (d >= 1000000) {
-        n = 7 + (d >= 10000000) + (d >= 100000000);
-    } else {
-        n = ((32 - __builtin_clz(d)) * 1233) >> 12;
-        n += d >= pow10_32[n];
-    }
-    int x = n - 1 - k;
-    uint32_t d9 = d * pow10_32[9 - n];
-    char first = (char)('0' + d9 / 100000000u);
-    uint64_t w = digits8(d9 % 100000000u); /* digits 2 to 9 */
-    /* p significant digits: the first, and those of w up to its last that is not '0'. */
-    uint64_t nz = w ^ 0x3030303030303030u;
-    int p = 9 - (int)(((unsigned)__builtin_clzll(nz | 1) + (nz == 0)) / 8);
+__attribute__((always_inline)) static inline char *put_digits(char *o, char first, uint64_t w,
+                                                              int p, int x) {
     if (x < 0 && x >= -5) { /* 0.000ddd */
         memcpy(o, "0.0000", 6);
         o += 1 - x;
@@ -303,6 +289,29 @@ __attribute__((always_inline)) static inline char *put_dec(char *o, uint32_t d, 
     return o + 1 + (ax >= 10);
 }
 
+/* The number of significant digits among first (never '0') and w: up to w's last byte that is
+ * not '0'. */
+static inline int significant(uint64_t w) {
+    uint64_t nz = w ^ 0x3030303030303030u;
+    return 9 - (int)(((unsigned)__builtin_clzll(nz | 1) + (nz == 0)) / 8);
+}
+
+/* Writes d 10^-k (0 < d < 10^9) without sign; returns the end; as put_digits. */
+__attribute__((always_inline)) static inline char *put_dec(char *o, uint32_t d, int k) {
+    /* n digits (7 to 9 from the fast path; else bit length * log10(2), then one compare); x
+     * the exponent of the first. */
+    int n;
+    if (d >= 1000000) {
+        n = 7 + (d >= 10000000) + (d >= 100000000);
+    } else {
+        n = ((32 - __builtin_clz(d)) * 1233) >> 12;
+        n += d >= pow10_32[n];
+    }
+    uint32_t d9 = d * pow10_32[9 - n];
+    uint64_t w = digits8(d9 % 100000000u); /* digits 2 to 9 */
+    return put_digits(o, (char)('0' + d9 / 100000000u), w, significant(w), n - 1 - k);
+}
+
 /* Writes f (finite) at o; returns the end. Writes up to 17 bytes past o. */
 __attribute__((always_inline)) static inline char *put_float(char *o, float f) {
     uint32_t bits;
@@ -330,7 +339,137 @@ size_t api_float_write(char *buf, float f) {
     return n;
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#define FMT_AVX512 1
+#include <immintrin.h>
+
+/* api_floats_write for 8 floats at a time with AVX-512 (F, DQ, CD): the fast path of shortest
+ * and the digits of put_dec in 64-bit lanes, the same operations as the scalar code, then the
+ * layout (put_digits) lane by lane. Lanes off the fast path (zeros, powers of two, values
+ * outside [2^-30, 2^24), non-finite) are written by put_float. */
+__attribute__((target("avx512f,avx512dq,avx512cd"))) static char *
+floats_write_avx512(char *o, const float *v, size_t n) {
+#define V1(x) _mm512_set1_epi64((long long)(x))
+    const __m512i pow5_lo = _mm512_loadu_si512((const void *)pow5_64),
+                  pow5_hi = _mm512_loadu_si512((const void *)(pow5_64 + 8));
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m512i bits = _mm512_cvtepu32_epi64(_mm256_loadu_si256((const __m256i *)(v + i)));
+        __m512i be = _mm512_and_si512(_mm512_srli_epi64(bits, 23), V1(0xFF));
+        __m512i fr = _mm512_and_si512(bits, V1(0x7FFFFF));
+        __mmask8 fast = _mm512_cmpge_epu64_mask(be, V1(97)) & _mm512_cmple_epu64_mask(be, V1(150)) &
+                        _mm512_test_epi64_mask(fr, fr);
+        if (!fast) { /* nothing for the lanes: 8 values outside [2^-30, 2^24) */
+            for (int j = 0; j < 8; j++) {
+                o = put_float(o, v[i + j]);
+                *o = ',';
+                o += i + j + 1 < n;
+            }
+            continue;
+        }
+        /* shortest's fast path; lc is false (powers of two are not fast here). */
+        __m512i c = _mm512_or_si512(fr, V1(0x800000)), nq = _mm512_sub_epi64(V1(150), be);
+        __m512i kk =
+            _mm512_srli_epi64(_mm512_add_epi64(_mm512_mul_epu32(nq, V1(78913)), V1(262143)), 18);
+        __m512i p5 = _mm512_permutex2var_epi64(pow5_lo, kk, pow5_hi); /* kk in [0, 16] */
+        p5 = _mm512_mask_mov_epi64(p5, _mm512_cmpeq_epu64_mask(kk, V1(16)), V1(pow5_64[16]));
+        __m512i sh = _mm512_add_epi64(_mm512_sub_epi64(nq, kk), V1(2)); /* F + 2 */
+        __m512i y = _mm512_mullo_epi64(_mm512_slli_epi64(c, 2), p5);
+        __m512i one = _mm512_sllv_epi64(V1(1), sh), s = _mm512_srlv_epi64(y, sh);
+        __m512i r = _mm512_and_si512(y, _mm512_sub_epi64(one, V1(1))),
+                r_up = _mm512_sub_epi64(one, r);
+        __m512i hu = _mm512_slli_epi64(p5, 1), adj = _mm512_srli_epi64(hu, 29);
+        __m512i lim = _mm512_sub_epi64(hu, adj); /* odd c: h - floor(h / 2^29) */
+        lim = _mm512_mask_add_epi64(lim, _mm512_testn_epi64_mask(c, V1(1)), lim,
+                                    _mm512_add_epi64(_mm512_slli_epi64(adj, 1), V1(1)));
+        __m512i q10 = _mm512_srli_epi64(_mm512_mul_epu32(s, V1(0xCCCCCCCDu)), 35);
+        __m512i m = _mm512_sub_epi64(
+            s, _mm512_add_epi64(_mm512_slli_epi64(q10, 3), _mm512_slli_epi64(q10, 1)));
+        __m512i below = _mm512_add_epi64(_mm512_sllv_epi64(m, sh), r);
+        __m512i above = _mm512_sub_epi64(_mm512_sllv_epi64(V1(10), sh), below);
+        __mmask8 m_lo = _mm512_cmplt_epu64_mask(below, lim),
+                 m_hi = _mm512_cmplt_epu64_mask(above, lim);
+        __mmask8 s_in = _mm512_cmplt_epu64_mask(r, lim), t_in = _mm512_cmplt_epu64_mask(r_up, lim);
+        __mmask8 t_nearer = _mm512_cmplt_epu64_mask(r_up, r) |
+                            (_mm512_cmpeq_epu64_mask(r, r_up) & _mm512_test_epi64_mask(s, V1(1)));
+        __m512i st = _mm512_mask_add_epi64(s, (s_in & t_in & t_nearer) | (__mmask8)~s_in, s, V1(1));
+        __m512i sm = _mm512_sub_epi64(s, m);
+        sm = _mm512_mask_add_epi64(sm, (__mmask8)~m_lo, sm, V1(10));
+        __m512i d = _mm512_mask_mov_epi64(st, m_lo | m_hi, sm);
+        /* put_dec's digits: d has 7 to 9. */
+        __mmask8 ge7 = _mm512_cmpge_epu64_mask(d, V1(10000000)),
+                 ge8 = _mm512_cmpge_epu64_mask(d, V1(100000000));
+        __m512i scale =
+            _mm512_mask_mov_epi64(_mm512_mask_mov_epi64(V1(100), ge7, V1(10)), ge8, V1(1));
+        __m512i d9 = _mm512_mul_epu32(d, scale);
+        __m512i first = _mm512_srli_epi64(_mm512_mul_epu32(d9, V1(0x55E63B89u)), 57);
+        __m512i rest = _mm512_sub_epi64(d9, _mm512_mul_epu32(first, V1(100000000)));
+        __m512i hi4 = _mm512_srli_epi64(_mm512_mul_epu32(rest, V1(0xD1B71759u)), 45);
+        __m512i x = _mm512_or_si512(
+            hi4, _mm512_slli_epi64(_mm512_sub_epi64(rest, _mm512_mul_epu32(hi4, V1(10000))), 32));
+        __m512i h = _mm512_and_si512(_mm512_srli_epi64(_mm512_mullo_epi64(x, V1(10486)), 20),
+                                     V1(0x0000007F0000007Fu));
+        x = _mm512_or_si512(
+            h, _mm512_slli_epi64(_mm512_sub_epi64(x, _mm512_mullo_epi64(h, V1(100))), 16));
+        h = _mm512_and_si512(_mm512_srli_epi64(_mm512_mullo_epi64(x, V1(103)), 10),
+                             V1(0x000F000F000F000Fu));
+        x = _mm512_or_si512(
+            h, _mm512_slli_epi64(_mm512_sub_epi64(x, _mm512_mullo_epi64(h, V1(10))), 8));
+        /* significant(): 9 - (leading zero bytes of the digit values, 8 when all are zero) */
+        __m512i lz = _mm512_lzcnt_epi64(_mm512_or_si512(x, V1(1)));
+        lz = _mm512_mask_add_epi64(lz, _mm512_testn_epi64_mask(x, x), lz, V1(1));
+        __m512i p = _mm512_sub_epi64(V1(9), _mm512_srli_epi64(lz, 3));
+        __m512i nd = _mm512_mask_add_epi64(V1(6), ge7, V1(6), V1(1)); /* n - 1 */
+        __m512i xe = _mm512_sub_epi64(_mm512_mask_add_epi64(nd, ge8, nd, V1(1)), kk);
+        uint64_t w_l[8], f_l[8], p_l[8], x_l[8];
+        _mm512_storeu_si512((void *)w_l, _mm512_or_si512(x, V1(0x3030303030303030u)));
+        _mm512_storeu_si512((void *)f_l, first);
+        _mm512_storeu_si512((void *)p_l, p);
+        _mm512_storeu_si512((void *)x_l, xe);
+        for (int j = 0; j < 8; j++) {
+            if (fast >> j & 1) {
+                uint32_t b32;
+                memcpy(&b32, v + i + j, sizeof b32);
+                *o = '-';
+                o += b32 >> 31;
+                o = put_digits(o, (char)('0' + f_l[j]), w_l[j], (int)p_l[j], (int)(int64_t)x_l[j]);
+            } else {
+                o = put_float(o, v[i + j]);
+            }
+            *o = ',';
+            o += i + j + 1 < n;
+        }
+    }
+#undef V1
+    for (; i < n; i++) {
+        o = put_float(o, v[i]);
+        *o = ',';
+        o += i + 1 < n;
+    }
+    return o;
+}
+
+/* Whether this CPU runs floats_write_avx512 (asked once). */
+static bool have_avx512(void) {
+    static int known; /* 0 not asked yet, 1 yes, 2 no */
+    int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
+    if (!k) {
+        __builtin_cpu_init();
+        k = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+                    __builtin_cpu_supports("avx512cd")
+                ? 1
+                : 2;
+        __atomic_store_n(&known, k, __ATOMIC_RELAXED);
+    }
+    return k == 1;
+}
+#endif
+
 char *api_floats_write(char *o, const float *v, size_t n) {
+#ifdef FMT_AVX512
+    if (n >= 8 && have_avx512())
+        return floats_write_avx512(o, v, n);
+#endif
     for (size_t i = 0; i < n; i++) {
         o = put_float(o, v[i]);
         *o = ',';

@@ -2,7 +2,10 @@
  * but the infinities and NaNs, both signs, zeros and denormals included): its output reads
  * back as the same float (strtod, then rounded to float, compared bit for bit, so -0 stays
  * -0), is no longer than the reference writer's (tests/float_ref.c, the writer attnd used
- * before), and equals it byte for byte. `make check-floats-exhaustive`; one thread per core.
+ * before), and equals it byte for byte. The same for api_floats_write, which writes rows (with
+ * AVX-512 where the CPU has it): each float is also written in a row of 1024 consecutive ones,
+ * which must equal the reference's outputs joined by commas. `make check-floats-exhaustive`;
+ * one thread per core.
  *
  * Usage: floats_exhaustive [--threads N] [--from HEX --to HEX] (a range of bit patterns, for a
  * quick look). Exits 1 when any float fails, after printing the first few; 0 with a summary
@@ -16,6 +19,7 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "api_internal.h"
 #include "float_ref.h"
 
 #define CHUNK ((uint64_t)1 << 22) /* bit patterns a thread takes at a time */
@@ -34,31 +38,46 @@ static void report(uint32_t u, const char *what, const char *got, const char *re
     pthread_mutex_unlock(&print_lock);
 }
 
+#define ROW 1024 /* floats per api_floats_write call */
+
 static void *work(void *arg) {
     (void)arg;
     char got[64], ref[64];
+    static _Thread_local float row[ROW];
+    static _Thread_local char out[ROW * 17 + 64];
     for (;;) {
         uint64_t start = range_from + atomic_fetch_add(&next_chunk, 1) * CHUNK;
         if (start >= range_to)
             return NULL;
         uint64_t end = start + CHUNK < range_to ? start + CHUNK : range_to, n = 0;
-        for (uint64_t b = start; b < end; b++) {
-            uint32_t u = (uint32_t)b;
-            if ((u & 0x7F800000u) == 0x7F800000u) /* infinities and NaNs */
-                continue;
-            float f;
-            memcpy(&f, &u, sizeof f);
-            size_t gn = api_float_write(got, f), rn = ref_float_write(ref, f);
-            got[gn] = '\0';
-            ref[rn] = '\0';
-            n++;
-            float back = (float)strtod(got, NULL);
-            if (memcmp(&back, &f, sizeof f) != 0)
-                report(u, "does not read back", got, ref);
-            else if (gn > rn)
-                report(u, "is longer than the reference", got, ref);
-            else if (gn != rn || memcmp(got, ref, gn) != 0)
-                report(u, "differs from the reference", got, ref);
+        for (uint64_t b = start; b < end;) {
+            size_t k = 0;
+            for (; b < end && k < ROW; b++) {
+                uint32_t u = (uint32_t)b;
+                if ((u & 0x7F800000u) != 0x7F800000u) /* not infinities and NaNs */
+                    memcpy(&row[k++], &u, sizeof u);
+            }
+            char *e = api_floats_write(out, row, k), *at = out;
+            *e = '\0';
+            for (size_t i = 0; i < k; i++) {
+                float f = row[i];
+                uint32_t u;
+                memcpy(&u, &f, sizeof u);
+                size_t gn = api_float_write(got, f), rn = ref_float_write(ref, f);
+                got[gn] = '\0';
+                ref[rn] = '\0';
+                float back = (float)strtod(got, NULL);
+                if (memcmp(&back, &f, sizeof f) != 0)
+                    report(u, "does not read back", got, ref);
+                else if (gn > rn)
+                    report(u, "is longer than the reference", got, ref);
+                else if (gn != rn || memcmp(got, ref, gn) != 0)
+                    report(u, "differs from the reference", got, ref);
+                else if (memcmp(at, ref, rn) != 0 || at[rn] != (i + 1 < k ? ',' : '\0'))
+                    report(u, "differs from the reference in a row (api_floats_write)", got, ref);
+                at += rn + 1;
+            }
+            n += k;
         }
         atomic_fetch_add(&checked, n);
     }
