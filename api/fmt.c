@@ -26,14 +26,20 @@
  * [2^-30, 2^24) (what attention produces) from one 64-bit product c 5^K, and the choice is made
  * without branches; otherwise in 128-bit integers (a division for f >= 2^24). Below 2^-119, y
  * loses its last bits to fit, and candidates within a small window of an edge are decided by
- * strtod. tests/float_ref.c keeps the previous writer (which searched digit counts from 9 down);
- * `make check-floats-exhaustive` checks that both write every finite float32 alike.
+ * strtod. Rows (api_floats_write) run that fast path 8 floats at a time with AVX-512 on CPUs
+ * that have it. tests/float_ref.c keeps the previous writer (which searched digit counts from 9
+ * down); `make check-floats-exhaustive` checks that both write every finite float32 alike,
+ * alone and in rows.
  *
  * Format: fixed notation for decimal exponents -5..8 ("0.00012", "1234.5", "100"), otherwise
  * "1.5e-7" / "3.4028235e38"; "-0" keeps the sign of zero. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#define FMT_AVX512 1 /* rows with AVX-512 when the CPU has it (chosen at run time) */
+#include <immintrin.h>
+#endif
 
 #include "api_internal.h"
 
@@ -339,10 +345,7 @@ size_t api_float_write(char *buf, float f) {
     return n;
 }
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#define FMT_AVX512 1
-#include <immintrin.h>
-
+#ifdef FMT_AVX512
 /* api_floats_write for 8 floats at a time with AVX-512 (F, DQ, CD): the fast path of shortest
  * and the digits of put_dec in 64-bit lanes, the same operations as the scalar code, then the
  * layout (put_digits) lane by lane. Lanes off the fast path (zeros, powers of two, values
