@@ -51,6 +51,8 @@ static int probe_nested(api_tensor_in *t, size_t max_rank, size_t max_dim, api_e
             if (n++ == 0)
                 first = el;
         }
+        if (t->rank == 0) /* it is at the outer array's closing bracket */
+            t->end = api_jv_ws(it) + 1;
         if (n == 0)
             return api_fail(err, 400, "invalid_field", path,
                             "%s is an empty array; every dimension of a tensor must be at least 1",
@@ -290,7 +292,7 @@ static int read_level(reader *r, const char *p, size_t lvl, const char **end_out
     size_t n = 0;
     const char *q = skip_ws(p + 1);
     if (lvl + 1 == t->rank && r->kind != API_TENSOR_MASK) {
-        n = api_jv_float_row(q, r->f + r->at, t->dims[lvl], &q);
+        n = api_jv_float_row(q, t->end, r->f + r->at, t->dims[lvl], &q);
         r->at += n;
     }
     while (*q != ']') {

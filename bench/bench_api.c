@@ -288,7 +288,7 @@ static int bench_floats(void) {
         for (int r = 0; r < FLOATS_RUNS; r++) {
             const char *end = NULL;
             double t0 = now_ns();
-            size_t n1 = api_jv_float_row(a, got, FLOATS_N, &end);
+            size_t n1 = api_jv_float_row(a, a + strlen(a), got, FLOATS_N, &end);
             double t1 = now_ns();
             size_t n2 = old_row(a, want, FLOATS_N);
             double t2 = now_ns();

@@ -516,11 +516,11 @@ static bool read_ok(const char *t) {
     char buf[160];
     size_t n = strlen(t);
     memcpy(buf, t, n);
-    memcpy(buf + n, "]", 2);
+    memcpy(buf + n, "]       ", 9);
     float want = (float)strtod(t, NULL), b = 0.0f;
     const char *e1 = NULL, *e2 = NULL, *e3 = NULL;
     float a = api_jv_float(buf, &e1);
-    size_t got = api_jv_float_row(buf, &b, 1, &e2);
+    size_t got = api_jv_float_row(buf, buf + n + 9, &b, 1, &e2);
     float c = (float)api_jv_number(buf, &e3);
     if (got == 0 && !isfinite(want)) { /* the row reader leaves infinities to its caller */
         b = want;
@@ -610,7 +610,8 @@ static void test_float_read(void) {
     CHECK(bad == 0, "%zu decimals were read wrong", bad);
 
     /* Through the tensor reader: a (40, 500) array of such decimals, separated as JSON
-     * writers do (", " and newlines), up to the last number before the closing brackets. */
+     * writers do (",", ", ", newlines, whitespace before a comma), up to the last number before
+     * the closing brackets. */
     enum { R = 40, C = 500 };
     sb body = {0};
     float *want = malloc(R * C * sizeof *want), *got = malloc(R * C * sizeof *got);
@@ -623,7 +624,7 @@ static void test_float_read(void) {
                 dec_string(t, (r * C + c) % 5);
             while (!isfinite((float)strtod(t, NULL)));
             want[r * C + c] = (float)strtod(t, NULL);
-            sb_add(&body, c == 0 ? "%s" : r % 2 ? ", %s" : ",%s", t);
+            sb_add(&body, c == 0 ? "%s" : r % 3 == 1 ? ", %s" : r % 3 == 2 ? " ,\n\t%s" : ",%s", t);
         }
         sb_add(&body, "]");
     }
