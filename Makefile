@@ -23,7 +23,7 @@ ATTN_OBJ := $(ATTN_SRC:%.c=$(BUILD)/%.o)
 .PHONY: all run test test-core test-web screenshots test-deploy container-test bench deps-build \
         deps-test check-format format clean
 
-HEADERS := $(wildcard attention/*.h api/*.h server/*.h)
+HEADERS := $(wildcard attention/*.h api/*.h server/*.h tests/*.h)
 
 all: $(BUILD)/libattn.a $(BUILD)/attnd
 
@@ -69,7 +69,8 @@ $(BUILD)/tests/oracle_run: $(BUILD)/tests/oracle_run.o $(BUILD)/libattn.a
 $(BUILD)/bench/bench_attention: $(BUILD)/bench/bench_attention.o $(BUILD)/libattn.a
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/bench/bench_api: $(BUILD)/bench/bench_api.o $(BUILD)/libapi.a $(BUILD)/libattn.a
+$(BUILD)/bench/bench_api: $(BUILD)/bench/bench_api.o $(BUILD)/tests/float_ref.o $(BUILD)/libapi.a \
+                         $(BUILD)/libattn.a
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 # The api/ and server/ modules bring their own build and test rules: libapi.a and test-api,
@@ -117,7 +118,7 @@ bench: deps-test
 	$(PY) bench/run_bench.py --bin $(BUILD)/bench/bench_attention --api-bin $(BUILD)/bench/bench_api \
 	  --out $(BUILD)/bench/results.md
 
-FORMATTED := $(wildcard attention/*.[ch] api/*.[ch] server/*.[ch] tests/*.c bench/*.c \
+FORMATTED := $(wildcard attention/*.[ch] api/*.[ch] server/*.[ch] tests/*.[ch] bench/*.c \
                tests/fuzz/*.[ch] tests/reliability/*.[ch])
 
 check-format:

@@ -3,6 +3,10 @@
 # test-api (run by `make test`) builds and runs tests/test_api, lints api/openapi.yaml with
 # @redocly/cli from tests/openapi (installed there by `npm ci` when missing; node_modules is not
 # committed), and regenerates the lesson model to check that the committed file is its output.
+#
+# check-floats-exhaustive (not in `make test`: minutes, one thread per core) writes every finite
+# float32 with api_float_write and checks that it reads back, and that it matches the previous
+# writer (tests/float_ref.c) byte for byte.
 
 API_SRC := $(wildcard api/*.c)
 API_OBJ := $(API_SRC:%.c=$(BUILD)/%.o) $(BUILD)/api/gen/lesson_file.o
@@ -24,10 +28,15 @@ $(BUILD)/api/gen/lesson_file.o: $(BUILD)/api/gen/lesson_file.S $(LESSON)
 $(BUILD)/libapi.a: $(API_OBJ)
 	$(AR) rcs $@ $^
 
-$(BUILD)/tests/test_api: $(BUILD)/tests/test_api.o $(BUILD)/libapi.a $(BUILD)/libattn.a
+$(BUILD)/tests/test_api: $(BUILD)/tests/test_api.o $(BUILD)/tests/float_ref.o $(BUILD)/libapi.a \
+                        $(BUILD)/libattn.a
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ -ljansson $(LDLIBS)
 
-.PHONY: test-api test-api-unit lint-openapi test-lesson
+$(BUILD)/tests/floats_exhaustive: $(BUILD)/tests/floats_exhaustive.o $(BUILD)/tests/float_ref.o \
+                                  $(BUILD)/libapi.a $(BUILD)/libattn.a
+	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+.PHONY: test-api test-api-unit lint-openapi test-lesson check-floats-exhaustive
 test-api: test-api-unit lint-openapi test-lesson
 
 # make_lesson.py measures every head's rule on about a thousand texts (--check), then writes the
@@ -39,6 +48,9 @@ test-lesson:
 
 test-api-unit: $(BUILD)/tests/test_api
 	$(BUILD)/tests/test_api tests/api_cases
+
+check-floats-exhaustive: $(BUILD)/tests/floats_exhaustive
+	$(BUILD)/tests/floats_exhaustive
 
 lint-openapi:
 	@command -v npm >/dev/null || { echo "lint-openapi: npm is missing (Debian package npm)"; exit 1; }

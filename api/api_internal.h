@@ -125,6 +125,17 @@ bool api_jv_streq(api_span s, const char *lit);
  * its end. Overflow gives +-inf. */
 double api_jv_number(const char *p, const char **end);
 
+/* The number at p as float32: exactly (float)api_jv_number(p, end), without strtod for up to
+ * 19 digits. Overflow gives +-inf. */
+float api_jv_float(const char *p, const char **end);
+
+/* Reads up to n float numbers of an array's row from p (its first element, or the one after a
+ * comma) into dst, as api_jv_float does, and returns how many: a loop with no call per number.
+ * [p, lim) may be read in 8-byte loads (lim <= p: byte by byte). It stops early at an element
+ * that is not a number or not finite (for the caller's checks and messages) and at the row's
+ * end; *end gets where it stopped: the next element to read, or the closing bracket. */
+size_t api_jv_float_row(const char *p, const char *lim, float *dst, size_t n, const char **end);
+
 /* True when the number at p is a plain non-negative integer (digits only) that fits in a
  * uint64_t; then *out holds it. (Files' headers; request fields follow api_jv_int.) */
 bool api_jv_u64(const char *p, uint64_t *out);
@@ -154,6 +165,7 @@ typedef enum api_tensor_kind {
 typedef struct api_tensor_in {
     char name[80];   /* JSON path of the field: "query", "params.in_proj_weight" */
     const char *val; /* its value in the body */
+    const char *end; /* nested arrays: one past the value (the reader's loads stay below it) */
     bool binary;     /* {"dtype", "shape", "data"} rather than nested arrays */
     size_t rank;
     size_t dims[API_MAX_RANK]; /* dims is (rank) */

@@ -2,27 +2,44 @@
  *
  * The contract (api.h): the output, parsed as a double and rounded to float32 as JSON parsers
  * do, gives back f, and it has the fewest significant digits (at most 9) that do so; among
- * decimals of that length it is the nearest that reads back: the correctly rounded one, i.e.
- * what printf("%.*e") prints, or, at a power of two (where the gap below f is half the gap
- * above) when that one misses below, the decimal a unit above it.
+ * decimals of that length it is the nearest to f that reads back (ties to an even last digit).
  *
- * How: f = M 2^E exactly (M < 2^24). Scaling by 10^k (k = 8 - e10, e10 the decimal exponent)
- * gives y = f 10^k in [1e8, 1e9); y's integer part T and the position of its fraction (zero,
- * below, at or above one half) are computed exactly in 128/192-bit integers. The p-digit
- * candidates are T rounded to p digits; a candidate reads back as f when its distance to y is
- * below the half-gap to f's neighbours (also in units of y), which is known in closed form.
- * Candidates within 1e-6 of the half-gap (where double rounding or ties could decide) are
- * checked exactly by strtod instead; that happens about once in a million numbers. When the
- * nearest candidate lies below y and misses, the one a unit above may still fall inside the
- * wider gap above (powers of two only), so it is tried too. Digit counts are searched from 8
- * down, since a p-digit decimal that reads back is also a (p + 1)-digit one, and then the
- * nearest (p + 1)-digit candidate or the one a unit above it reads back.
+ * How (the idea of Schubfach and Ryu, worked out here for float32 in exact integers): f = c 2^q
+ * with c < 2^24. K is chosen so that the gap between f and its neighbours, scaled by 10^K, is
+ * g = 2^q 10^K in [1, 10); then y = f 10^K has 7 to 9 digits before its point, and the
+ * decimals (times 10^K) that read back as f form an interval I around y: g wide, but 3/4 g at
+ * a power of two, where the gap below is half as wide (K is one more there when 3/4 g < 1).
+ * I holds at most one multiple of 10. If it holds one, that is the shortest decimal (its
+ * trailing zeros dropped); otherwise the integers floor(y) and floor(y) + 1 have the fewest
+ * digits, and the nearer of those in I is taken (ties to even). When y < 10 (tiny denormals)
+ * every candidate has one digit and the nearer integer in I is taken.
+ *
+ * "Reads back" goes through a double, so I's edges are the midpoints between f and its
+ * neighbours moved by half a double's ulp there (2^-29 of the half-gap): outwards when c is
+ * even (a decimal that rounds onto a midpoint as a double then rounds to the even float),
+ * inwards when it is odd. Of all float32 values, this changes the output of two only (checked
+ * against an exact float32 interval on every float): 7.038531e-26 lies 3.2e-17 (relative)
+ * below the midpoint between 0x15ae43fd and 0x15ae43fe, within half a double's ulp, so it
+ * reads as the even 0x15ae43fe; they are written 7.0385307e-26 and 7.038531e-26.
+ *
+ * y, the half-widths of I and the candidates are exact integers in a common unit: for f in
+ * [2^-30, 2^24) (what attention produces) from one 64-bit product c 5^K, and the choice is made
+ * without branches; otherwise in 128-bit integers (a division for f >= 2^24). Below 2^-119, y
+ * loses its last bits to fit, and candidates within a small window of an edge are decided by
+ * strtod. Rows (api_floats_write) run that fast path 8 floats at a time with AVX-512 on CPUs
+ * that have it. tests/float_ref.c keeps the previous writer (which searched digit counts from 9
+ * down); `make check-floats-exhaustive` checks that both write every finite float32 alike,
+ * alone and in rows.
  *
  * Format: fixed notation for decimal exponents -5..8 ("0.00012", "1234.5", "100"), otherwise
  * "1.5e-7" / "3.4028235e38"; "-0" keeps the sign of zero. */
-#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#define FMT_AVX512 1 /* rows with AVX-512 when the CPU has it (chosen at run time) */
+#include <immintrin.h>
+#endif
 
 #include "api_internal.h"
 
@@ -57,351 +74,252 @@ static const uint64_t pow5_64[28] = {1u,
                                      1490116119384765625u,
                                      7450580596923828125u};
 
-static const double pow10_d[56] = {
-    1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11, 1e12, 1e13,
-    1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22, 1e23, 1e24, 1e25, 1e26, 1e27,
-    1e28, 1e29, 1e30, 1e31, 1e32, 1e33, 1e34, 1e35, 1e36, 1e37, 1e38, 1e39, 1e40, 1e41,
-    1e42, 1e43, 1e44, 1e45, 1e46, 1e47, 1e48, 1e49, 1e50, 1e51, 1e52, 1e53, 1e54, 1e55};
-
-static const double pow10_neg_d[56] = {
-    1e-0,  1e-1,  1e-2,  1e-3,  1e-4,  1e-5,  1e-6,  1e-7,  1e-8,  1e-9,  1e-10, 1e-11,
-    1e-12, 1e-13, 1e-14, 1e-15, 1e-16, 1e-17, 1e-18, 1e-19, 1e-20, 1e-21, 1e-22, 1e-23,
-    1e-24, 1e-25, 1e-26, 1e-27, 1e-28, 1e-29, 1e-30, 1e-31, 1e-32, 1e-33, 1e-34, 1e-35,
-    1e-36, 1e-37, 1e-38, 1e-39, 1e-40, 1e-41, 1e-42, 1e-43, 1e-44, 1e-45, 1e-46, 1e-47,
-    1e-48, 1e-49, 1e-50, 1e-51, 1e-52, 1e-53, 1e-54, 1e-55};
-
 static const uint32_t pow10_32[10] = {1u,      10u,      100u,      1000u,      10000u,
                                       100000u, 1000000u, 10000000u, 100000000u, 1000000000u};
-
-/* 2^n as a double, for n in [-1022, 1023]: exact, and far cheaper than ldexp. */
-static double pow2(int n) {
-    uint64_t bits = (uint64_t)(n + 1023) << 52;
-    double d;
-    memcpy(&d, &bits, sizeof d);
-    return d;
-}
 
 /* 5^k for k <= 54. */
 static u128 pow5(int k) {
     return k <= 27 ? (u128)pow5_64[k] : (u128)pow5_64[27] * pow5_64[k - 27];
 }
 
-/* y = f 10^k split as its integer part t and its fraction: frac (approximate, for distances),
- * half (-1, 0, +1: the fraction compared with 1/2, exact) and zero (the fraction is 0, exact). */
-typedef struct scaled {
-    uint64_t t;
-    double frac;
-    int half;
-    bool zero;
-} scaled;
-
-/* x = m 2^e with m < 2^24; k in [-30, 54]. */
-static scaled scale(uint32_t m, int e, int k) {
-    scaled r = {0, 0.0, -1, true};
-    if (k >= 0 && k <= 27 && e + k < 0 && e + k > -64) {
-        /* The common case (about 1e-19 to 1e9): n = m 5^k fits in 88 bits, the shift in 63. */
-        u128 n = (u128)m * pow5_64[k];
-        int s = -(e + k);
-        uint64_t rl = (uint64_t)n & ((1ull << s) - 1), hl = 1ull << (s - 1);
-        r.t = (uint64_t)(n >> s);
-        r.zero = rl == 0;
-        r.half = rl < hl ? -1 : rl > hl ? 1 : 0;
-        r.frac = (double)(int64_t)rl * pow2(-s);
-        return r;
-    }
-    if (k >= 0) {
-        /* y = m 5^k 2^(e+k); the product n = m 5^k has up to 148 bits: n = nh 2^64 + nl. */
-        u128 p = pow5(k);
-        u128 lo = (u128)m * (uint64_t)p;
-        u128 nh = (u128)m * (uint64_t)(p >> 64) + (lo >> 64);
-        uint64_t nl = (uint64_t)lo;
-        int sh = e + k;
-        if (sh >= 0) {
-            r.t = (uint64_t)(((nh << 64) | nl) << sh); /* y < 2^34 here, so n < 2^34 too */
-            return r;
-        }
-        int s = -sh;
-        u128 rh; /* the remainder n mod 2^s is rh 2^64 + rl */
-        uint64_t rl;
-        if (s < 64) {
-            r.t = (uint64_t)(nh << (64 - s)) | (nl >> s);
-            rh = 0;
-            rl = nl & ((1ull << s) - 1);
-        } else {
-            r.t = (uint64_t)(nh >> (s - 64));
-            rh = s == 64 ? 0 : nh & (((u128)1 << (s - 64)) - 1);
-            rl = nl;
-        }
-        r.zero = rh == 0 && rl == 0;
-        /* half = 2^(s-1) */
-        if (s - 1 >= 64) {
-            u128 hh = (u128)1 << (s - 1 - 64);
-            r.half = rh < hh ? -1 : rh > hh ? 1 : (rl ? 1 : 0);
-        } else {
-            uint64_t hl = 1ull << (s - 1);
-            r.half = rh ? 1 : rl < hl ? -1 : rl > hl ? 1 : 0;
-        }
-        r.frac = (double)(uint64_t)(rh >> 64) * pow2(128 - s) +
-                 (double)(uint64_t)rh * pow2(64 - s) + (double)rl * pow2(-s);
-        return r;
-    }
-    /* y = m 2^e / 10^-k, e >= 0 here. */
-    u128 num = (u128)m << e;
-    u128 div = pow5(-k) << -k;
-    u128 q, rem;
-    if ((num >> 64) == 0 && (div >> 64) == 0) {
-        q = (uint64_t)num / (uint64_t)div;
-        rem = (uint64_t)num % (uint64_t)div;
-    } else {
-        q = num / div;
-        rem = num % div;
-    }
-    r.t = (uint64_t)q;
-    r.zero = rem == 0;
-    r.half = 2 * rem < div ? -1 : 2 * rem > div ? 1 : 0;
-    r.frac = (double)rem / (double)div;
-    return r;
+/* floor(q log10(2)) for |q| <= 1000 (78913 / 2^18 is close enough there; checked for every
+ * float32 exponent by the tests). */
+static inline int floor_log10_pow2(int q) {
+    return q >= 0 ? (q * 78913) >> 18 : -((-q * 78913 + 262143) >> 18);
 }
 
-/* A decimal d 10^(x - p + 1): p significant digits, the first of weight 10^x. */
-typedef struct dec {
-    uint32_t d;
-    int p, x;
-} dec;
-
-/* The two ASCII digits of 0..99 as a little-endian pair: tens in the low byte. */
-static const uint16_t digit_pairs[100] = {
-    0x3030, 0x3130, 0x3230, 0x3330, 0x3430, 0x3530, 0x3630, 0x3730, 0x3830, 0x3930, 0x3031, 0x3131,
-    0x3231, 0x3331, 0x3431, 0x3531, 0x3631, 0x3731, 0x3831, 0x3931, 0x3032, 0x3132, 0x3232, 0x3332,
-    0x3432, 0x3532, 0x3632, 0x3732, 0x3832, 0x3932, 0x3033, 0x3133, 0x3233, 0x3333, 0x3433, 0x3533,
-    0x3633, 0x3733, 0x3833, 0x3933, 0x3034, 0x3134, 0x3234, 0x3334, 0x3434, 0x3534, 0x3634, 0x3734,
-    0x3834, 0x3934, 0x3035, 0x3135, 0x3235, 0x3335, 0x3435, 0x3535, 0x3635, 0x3735, 0x3835, 0x3935,
-    0x3036, 0x3136, 0x3236, 0x3336, 0x3436, 0x3536, 0x3636, 0x3736, 0x3836, 0x3936, 0x3037, 0x3137,
-    0x3237, 0x3337, 0x3437, 0x3537, 0x3637, 0x3737, 0x3837, 0x3937, 0x3038, 0x3138, 0x3238, 0x3338,
-    0x3438, 0x3538, 0x3638, 0x3738, 0x3838, 0x3938, 0x3039, 0x3139, 0x3239, 0x3339, 0x3439, 0x3539,
-    0x3639, 0x3739, 0x3839, 0x3939,
-};
-
-/* Writes r without sign; returns the end. Writes up to 17 bytes past o, whatever the length.
- * The digits are assembled in a register and stored at once: staging them in a small array
- * and copying it out stalled on store forwarding (a third of the cost). */
-__attribute__((always_inline)) static inline char *put_dec(char *o, dec r) {
-    /* The 9 digits of d 10^(9-p) (so '0' past the p-th), byte i = digit i. */
-    uint32_t d9 = r.d * pow10_32[9 - r.p];
-    uint32_t rest = d9 % 100000000u, hi = rest / 10000, lo = rest % 10000;
-    uint64_t w = (uint64_t)digit_pairs[hi / 100] | (uint64_t)digit_pairs[hi % 100] << 16 |
-                 (uint64_t)digit_pairs[lo / 100] << 32 | (uint64_t)digit_pairs[lo % 100] << 48;
-    u128 digs = (u128)('0' + d9 / 100000000u) | (u128)w << 8;
-    int p = r.p, x = r.x;
-    u128 v;
-    char *end;
-    if (x < 0 && x >= -5) { /* 0.000ddd */
-        memcpy(o, "0.0000", 6);
-        o += 1 - x;
-        v = digs;
-        end = o + p;
-    } else if (x >= 0 && x <= 8) {
-        int k = x + 1; /* digits before the point */
-        if (p <= k) {  /* an integer; the padding supplies its trailing zeros */
-            v = digs;
-            end = o + k;
-        } else {
-            u128 low = ((u128)1 << (8 * k)) - 1;
-            v = (digs & low) | (u128)'.' << (8 * k) | (digs & ~low) << 8;
-            end = o + p + 1;
-        }
-    } else { /* d.ddde-X */
-        v = (digs & 0xFF) | (u128)'.' << 8 | (digs >> 8) << 16;
-        end = o + (p > 1 ? p + 1 : 1);
-    }
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    memcpy(o, &v, sizeof v);
-#else
-    for (size_t i = 0; i < sizeof v; i++)
-        o[i] = (char)(v >> (8 * i));
-#endif
-    if (x >= -5 && x <= 8)
-        return end;
-    o = end;
-    *o++ = 'e';
-    if (x < 0) {
-        *o++ = '-';
-        x = -x;
-    }
-    if (x >= 10)
-        *o++ = (char)('0' + x / 10);
-    *o++ = (char)('0' + x % 10);
-    return o;
-}
-
-/* Whether the decimal d (p digits, exponent e10 of its first digit) reads back as x, checked
- * exactly by strtod: for candidates too close to the edge of the rounding interval to call. */
-static bool reads_back_exact(uint32_t d, int p, int e10, float x) {
-    char buf[48];
-    if (d == pow10_32[p]) { /* rounded up to the next power of ten */
-        d = pow10_32[p - 1];
-        e10++;
-    }
-    char *e = put_dec(buf, (dec){d, p, e10});
-    *e = '\0';
+/* Whether the decimal d 10^e reads back as x (strtod, then float): the exact test for a
+ * candidate too close to an edge of I to decide by distance (below 2^-119 only). */
+__attribute__((noinline)) static bool reads_back(uint32_t d, int e, float x) {
+    char buf[32];
+    snprintf(buf, sizeof buf, "%ue%d", (unsigned)d, e);
     return (float)strtod(buf, NULL) == x;
 }
 
-/* floor(2^64 / 10^j) + 1: q = (t * recip10[j]) >> 64 is t / 10^j exactly for t < 2^34. */
-static const uint64_t recip10[9] = {0,
-                                    0x199999999999999Au,
-                                    0x028F5C28F5C28F5Du,
-                                    0x004189374BC6A7F0u,
-                                    0x00068DB8BAC710CCu,
-                                    0x0000A7C5AC471B48u,
-                                    0x000010C6F7A0B5EEu,
-                                    0x000001AD7F29ABCBu,
-                                    0x0000002AF31DC462u};
-
-/* T rounded half-even (on the exact y) to p < 9 digits; *dist gets the candidate's distance to
- * y in units of y and *up whether it rounded up. */
-static inline uint32_t shorter(const scaled *y, int p, double *dist, bool *up) {
-    uint32_t t = (uint32_t)y->t, pw = pow10_32[9 - p];
-    uint32_t q = (uint32_t)(((u128)t * recip10[9 - p]) >> 64), r = t - q * pw;
-    bool u = r > pw / 2 || (r == pw / 2 && (!y->zero || (q & 1)));
-    double below = (double)r + y->frac; /* y minus the rounded-down candidate */
-    *dist = u ? (double)pw - below : below;
-    *up = u;
-    return q + u;
+/* Whether a candidate at distance dist from y (on a side whose half-width is h) lies in I:
+ * 1 or 0 when dist is more than w from h, else -1 (for reads_back to decide). */
+static inline int inside(u128 dist, u128 h, u128 w) {
+    return dist + w < h ? 1 : dist > h + w ? 0 : -1;
 }
 
-static dec shortest_general(float x, uint32_t m, int e, bool lower_closer, int e10);
-
-/* The shortest decimal of x = m 2^e (finite, nonzero; x = |f|). */
-__attribute__((always_inline)) static inline dec shortest(float x, uint32_t m, int e,
-                                                          bool lower_closer) {
-    /* e10 = floor(log10 x): floor(log2 x) log10(2) (exact for these exponents) is e10 or
-     * e10 - 1, and one comparison settles it but for x within 1e-16 of a power of ten, which
-     * the range check after scaling catches. */
-    int l2 = 31 - __builtin_clz(m) + e;
-    long t10 = (long)l2 * 78913;
-    int e10 = (int)(t10 >= 0 ? t10 / 262144 : -((-t10 + 262143) / 262144));
-    e10 += (double)x >= (e10 + 1 >= 0 ? pow10_d[e10 + 1] : pow10_neg_d[-e10 - 1]);
-    int k = 8 - e10, s = -(e + k);
-    if (k < 0 || k > 27 || s > 31 || s < -31)
-        return shortest_general(x, m, e, lower_closer, e10);
-
-    /* The fast path (about 5e-8 to 1e9), all in 64-bit integers with 32 fraction bits:
-     * Y = y 2^32 exactly, and the half-gaps 2^(e-1) 10^k 2^32 = 5^k 2^(31-s) exactly. */
-    u128 n = (u128)m * pow5_64[k];
-    uint64_t Y = (uint64_t)(n << (32 - s));
-    uint32_t t = (uint32_t)(Y >> 32);
-    if ((n >> (32 + s)) != 0 || t >= 1000000000u || t < 100000000u)
-        return shortest_general(x, m, e, lower_closer, e10);
-    uint64_t w_up = (uint64_t)pow5_64[k] << (31 - s);
-    uint64_t w_down = lower_closer ? w_up / 2 : w_up;
-
-    /* The p-digit candidate is T rounded half-even (on the exact y) to p digits; it reads back
-     * when its distance to y is below the half-gap on its side, by more than the double
-     * rounding of a decimal could move it (about 480 units here; 2048 are allowed); closer
-     * calls go to strtod. When that candidate is below y and misses, the one a unit above is
-     * tried against the gap above, which is wider at a power of two. Distances are at most
-     * 10^(9-p) / 2, so from some p_sure on every candidate reads back; below it, a p-digit
-     * decimal that reads back implies a (p+1)-digit one does (see the top of the file), so
-     * the search goes down from p_sure and stops at the first p where none does. */
-    const uint64_t slack = 2048;
-    int p = 9;
-    while (p > 1 && ((uint64_t)pow10_32[10 - p] << 31) + slack < w_down)
-        p--;
-    uint32_t d = 0;
-    for (int c = p; c >= 1; c--) {
-        uint32_t pw = pow10_32[9 - c];
-        uint32_t q = c == 9 ? t : (uint32_t)(((u128)t * recip10[9 - c]) >> 64);
-        uint64_t below = Y - ((uint64_t)(q * pw) << 32), whole = (uint64_t)pw << 32;
-        bool up = below > whole / 2 || (below == whole / 2 && (q & 1));
-        uint64_t dist = up ? whole - below : below, w = up ? w_up : w_down;
-        bool ok = c == p || dist + slack < w;
-        if (!ok && dist <= w + slack)
-            ok = reads_back_exact(q + up, c, e10, x);
-        if (!ok && !up && lower_closer) { /* the gap above is twice as wide: try a unit up */
-            up = true;
-            dist = whole - below;
-            ok =
-                dist + slack < w_up || (dist <= w_up + slack && reads_back_exact(q + 1, c, e10, x));
-        }
-        if (!ok)
-            break;
-        d = q + up;
-        p = c;
+/* The decimal d 10^-k chosen for x (= |f|) when y is known only to a few units (below
+ * 2^-119), from y = s + r / one (0 <= r < one), the half-widths of I below (hl) and above (hu),
+ * and the window w around their ends where strtod decides (all in units of 1 / one). */
+__attribute__((noinline)) static uint32_t pick(uint64_t s, u128 r, u128 one, u128 hl, u128 hu,
+                                               u128 w, int k, float x) {
+    if (s >= 10) { /* a multiple of 10 in I is shorter than every integer there */
+        uint64_t m = s % 10;
+        u128 below = m * one + r, above = 10 * one - below;
+        int lo = inside(below, hl, w), hi = inside(above, hu, w);
+        if (lo < 0)
+            lo = reads_back((uint32_t)(s - m), -k, x);
+        if (hi < 0)
+            hi = reads_back((uint32_t)(s - m + 10), -k, x);
+        if (lo != hi)
+            return (uint32_t)(lo ? s - m : s - m + 10);
     }
-    if (d == pow10_32[p]) { /* rounded up to the next power of ten */
-        d = pow10_32[p - 1];
-        e10++;
-    }
-    while (p > 1 && d % 10 == 0) { /* only after such a round-up */
-        d /= 10;
-        p--;
-    }
-    return (dec){d, p, e10};
+    int lo = inside(r, hl, w), hi = inside(one - r, hu, w);
+    if (lo < 0)
+        lo = reads_back((uint32_t)s, -k, x);
+    if (hi < 0)
+        hi = reads_back((uint32_t)s + 1, -k, x);
+    if (lo && hi) /* both: the nearer, ties to even */
+        return (uint32_t)s + (2 * r > one || (2 * r == one && (s & 1)));
+    return (uint32_t)s + !lo;
 }
 
-/* The general path of shortest (tiny, huge and denormal values): y in 128/192-bit integers, the
- * distances in doubles. e10 is the estimate of shortest. */
-__attribute__((noinline)) static dec shortest_general(float x, uint32_t m, int e, bool lower_closer,
-                                                      int e10) {
-    int k = 8 - e10;
-    scaled y = scale(m, e, k);
-    while (y.t >= 1000000000u || y.t < 100000000u) { /* rare: see above */
-        e10 += y.t >= 1000000000u ? 1 : -1;
-        k = 8 - e10;
-        y = scale(m, e, k);
-    }
-
-    /* Half-gaps to the neighbours in units of y: 2^(e-1) 10^k; the gap below is half as wide
-     * at a power of two above the smallest normal exponent. */
-    double w_up = k >= 0 ? pow10_d[k] * pow2(e - 1) : pow2(e - 1) * pow10_neg_d[-k];
-    double w_down = lower_closer ? w_up / 2 : w_up;
-
-    /* The p-digit candidate is T rounded half-even (on the exact y) to p digits, and it reads
-     * back when its distance to y is below the half-gap on its side; when it is below y and
-     * misses, the one a unit above is tried against the (wider) gap above. Distances are at
-     * most 10^(9-p) / 2, so from some p_sure on every candidate reads back; below it, a p-digit
-     * decimal that reads back implies a (p+1)-digit one does (see the top of the file), so the
-     * search goes down from p_sure and stops at the first p where none does. Candidates within
-     * 1e-6 of the half-gap go to strtod (double rounding or a tie may decide them). */
-    uint32_t t = (uint32_t)y.t;
-    double w_min = w_down * (1.0 - 1e-6);
-    int p = 9;
-    while (p > 1 && (double)(pow10_32[10 - p] / 2) < w_min)
-        p--;
-    double dist;
-    bool up;
-    uint32_t d = p == 9 ? t + (y.half > 0 || (y.half == 0 && (t & 1))) : shorter(&y, p, &dist, &up);
-    while (p > 1) {
-        uint32_t d1 = shorter(&y, p - 1, &dist, &up);
-        double w = up ? w_up : w_down;
-        bool ok = dist < w * (1.0 - 1e-6);
-        if (!ok && dist <= w * (1.0 + 1e-6))
-            ok = reads_back_exact(d1, p - 1, e10, x);
-        if (!ok && !up && lower_closer) { /* the gap above is twice as wide: try a unit up */
-            d1++;
-            dist = (double)pow10_32[10 - p] - dist;
-            ok = dist < w_up * (1.0 - 1e-6) ||
-                 (dist <= w_up * (1.0 + 1e-6) && reads_back_exact(d1, p - 1, e10, x));
+/* The general path of shortest: f = c 2^q outside [2^-30, 2^24), in 128-bit integers. lc:
+ * the gap below is half the gap above. Returns d and sets *k, as shortest does. */
+__attribute__((noinline)) static uint32_t shortest_general(float x, uint32_t c, int q, bool lc,
+                                                           int *k) {
+    u128 one, r, hu;
+    uint64_t s;
+    int drop = 0; /* low bits of y dropped */
+    if (q > 0) {
+        /* y = c 2^q / 10^m = c 2^(q-m) / 5^m, in units of 1 / (4 5^m). */
+        int m = floor_log10_pow2(q);
+        if (lc && 3 * ((u128)1 << (q - m)) < 4 * pow5(m))
+            m--;
+        u128 a = (u128)c << (q - m), b = pow5(m);
+        s = (uint64_t)(a / b);
+        r = 4 * (a % b);
+        one = 4 * b;
+        hu = (u128)1 << (q + 1 - m); /* 2^(q-1) 10^-m in these units */
+        *k = -m;
+    } else {
+        /* y = c 5^K / 2^F, in units of 2^-(F+2). */
+        int kk = -floor_log10_pow2(q), f = -(q + kk);
+        if (lc && 3 * pow5(kk) < (u128)1 << (f + 2)) {
+            kk++;
+            f--;
         }
-        if (!ok)
-            break;
-        d = d1;
-        p--;
+        u128 p;
+        if (kk <= 43) {
+            p = (u128)c * pow5(kk); /* below 2^124 */
+        } else {
+            /* c 5^K reaches 2^129: keep it without its last 8 bits (y loses less than one
+             * unit of r, far inside the window w). */
+            u128 x27 = (u128)c * pow5_64[27];
+            uint64_t z = pow5_64[kk - 27];
+            p = ((u128)(uint64_t)(x27 >> 64) * z << 56) + (((u128)(uint64_t)x27 * z) >> 8);
+            drop = 8;
+            f -= 8;
+        }
+        s = (uint64_t)(p >> f);
+        r = (p & (((u128)1 << f) - 1)) << 2;
+        one = (u128)1 << (f + 2);
+        hu = 2 * pow5(kk) >> drop; /* 2^(q-1) 10^K in these units */
+        *k = kk;
     }
-    if (d == pow10_32[p]) { /* rounded up to the next power of ten */
-        d = pow10_32[p - 1];
-        e10++;
+    u128 hl = lc ? hu / 2 : hu;
+    if (drop) /* half a double's ulp at the edges is at most 2^-28 of the half-gap */
+        return pick(s, r, one, hl, hu, (hu >> 28) + 8, *k, x);
+    /* The edges read through a double, as on the fast path (all of these floats are normal
+     * with a biased exponent of at least 4, where that 2^-29 holds). */
+    bool even = !(c & 1);
+    u128 lo = hl - (hl >> 29) + (even ? 2 * (hl >> 29) + 1 : 0);
+    u128 hi = hu - (hu >> 29) + (even ? 2 * (hu >> 29) + 1 : 0);
+    if (s >= 10) { /* a multiple of 10 in I is shorter than every integer there */
+        uint64_t m = s % 10;
+        u128 below = m * one + r, above = 10 * one - below;
+        if (below < lo)
+            return (uint32_t)(s - m);
+        if (above < hi)
+            return (uint32_t)(s - m + 10);
     }
-    while (p > 1 && d % 10 == 0) { /* only after such a round-up */
-        d /= 10;
-        p--;
+    bool s_in = r < lo, t_in = one - r < hi;
+    if (s_in && t_in) /* both: the nearer, ties to even */
+        return (uint32_t)s + (2 * r > one || (2 * r == one && (s & 1)));
+    return (uint32_t)s + !s_in;
+}
+
+/* a < b, for a, b < 2^63, as 1 or 0 computed without a branch. */
+static inline uint64_t lt(uint64_t a, uint64_t b) {
+    return (a - b) >> 63;
+}
+
+/* The shortest decimal d 10^-*k (d < 10^9, maybe with trailing zeros) that reads back as
+ * x = c 2^q (finite, nonzero; x = |f|). lc: the gap below x is half the gap above. */
+__attribute__((always_inline)) static inline uint32_t shortest(float x, uint32_t c, int q, bool lc,
+                                                               int *k) {
+    if (q > 0 || q < -53)
+        return shortest_general(x, c, q, lc, k);
+    /* The fast path (x in [2^-30, 2^24)): K <= 16 and y = c 5^K / 2^F with F = -(q + K) >= -1,
+     * all in 64-bit integers in units of 2^-(F+2): Y = 4 c 5^K < 2^64 exactly, and the
+     * half-gap 2^(q-1) 10^K is 2 5^K (5^K below x, at a power of two). */
+    int kk = (-q * 78913 + 262143) >> 18, f = -(q + kk);
+    uint64_t p5 = pow5_64[kk];
+    if (lc && 3 * p5 < (uint64_t)1 << (f + 2)) { /* 3/4 g < 1 */
+        kk++;
+        f--;
+        p5 *= 5;
+        if (kk > 16)
+            return shortest_general(x, c, q, lc, k);
     }
-    return (dec){d, p, e10};
+    *k = kk;
+    uint64_t y = 4 * (uint64_t)c * p5, one = (uint64_t)1 << (f + 2);
+    uint64_t s = y >> (f + 2), r = y & (one - 1), r_up = one - r;
+    /* I read through a double: the edges are the midpoints between x and its neighbours, and a
+     * decimal within half a double's ulp of one (2^-29 of the half-gap h there, every side of
+     * every x on this path) rounds onto it, and from there to x only when c is even. So a
+     * candidate at distance d is in I when d <= h + h / 2^29 (c even) or d < h - h / 2^29 (c
+     * odd); d is an integer, so d < h + floor(h / 2^29) + 1 or d < h - floor(h / 2^29). */
+    uint64_t hu = 2 * p5, hl = lc ? p5 : hu, even = ~c & 1;
+    uint64_t lo = hl - (hl >> 29) + even * (2 * (hl >> 29) + 1);
+    uint64_t hi = hu - (hu >> 29) + even * (2 * (hu >> 29) + 1);
+    /* The choice (see the top of the file) without branches, which random digits would
+     * mispredict; lt(a, b) is a < b since everything compared is below 2^42 here. */
+    uint64_t m = s % 10, below = m * one + r, above = 10 * one - below;
+    uint64_t m_lo = lt(below, lo), m_hi = lt(above, hi), s_in = lt(r, lo), t_in = lt(r_up, hi);
+    uint64_t t_nearer = lt(r_up, r) | ((uint64_t)(r == r_up) & s); /* a tie: to even */
+    uint64_t st = s + ((s_in & t_in & t_nearer) | (s_in ^ 1));
+    uint64_t use_m = 0 - ((uint64_t)(s >= 10) & (m_lo | m_hi)); /* all ones or zero */
+    return (uint32_t)(((s - m + 10 * (m_lo ^ 1)) & use_m) | (st & ~use_m));
+}
+
+/* The 8 ASCII digits of v < 10^8, the first in the lowest byte: split in two 4-digit halves,
+ * each half into two 2-digit lanes, each lane into two digits, with multiplications by
+ * reciprocals (v * 10486 >> 20 is v / 100 below 10^4, v * 103 >> 10 is v / 10 below 100). */
+static inline uint64_t digits8(uint32_t v) {
+    uint64_t x = (uint64_t)(v / 10000) | (uint64_t)(v % 10000) << 32;
+    uint64_t h = ((x * 10486) >> 20) & 0x0000007F0000007Fu;
+    x = h | (x - h * 100) << 16;
+    h = ((x * 103) >> 10) & 0x000F000F000F000Fu;
+    x = h | (x - h * 10) << 8;
+    return x | 0x3030303030303030u;
+}
+
+/* Stores the 8 bytes of w at o, its lowest byte first. */
+static inline void store8(char *o, uint64_t w) {
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    w = __builtin_bswap64(w);
+#endif
+    memcpy(o, &w, sizeof w);
+}
+
+/* Writes the decimal whose 9 digits are first and w (digits 2 to 9 in ASCII, the second in
+ * w's lowest byte), p of them significant, the first of weight 10^x, without sign; returns the
+ * end. Writes up to 17 bytes past o, whatever the length: the digits are stored whole, in a few
+ * overlapping stores (never read back, which would stall on store forwarding). */
+__attribute__((always_inline)) static inline char *put_digits(char *o, char first, uint64_t w,
+                                                              int p, int x) {
+    if (x < 0 && x >= -5) { /* 0.000ddd */
+        memcpy(o, "0.0000", 6);
+        o += 1 - x;
+        o[0] = first;
+        store8(o + 1, w);
+        return o + p;
+    }
+    if (x >= 0 && x <= 8) {
+        o[0] = first;
+        store8(o + 1, w);
+        int before = x + 1; /* digits before the point; the padding gives an integer's zeros */
+        if (p <= before)
+            return o + before;
+        uint64_t tail = w >> (8 * (before - 1)); /* the digits after the point */
+        o[before] = '.';
+        store8(o + before + 1, tail);
+        return o + p + 1;
+    }
+    o[0] = first; /* d.ddde-X */
+    o[1] = '.';
+    store8(o + 2, w);
+    o += p > 1 ? p + 1 : 1;
+    /* e, a '-' kept only for x < 0, then one or two digits (|x| <= 45), without branches. */
+    o[0] = 'e';
+    o[1] = '-';
+    o += 1 + (x < 0);
+    unsigned ax = (unsigned)(x < 0 ? -x : x), tens = ax * 103 >> 10, ones = ax - 10 * tens;
+    o[0] = (char)('0' + (ax >= 10 ? tens : ones));
+    o[1] = (char)('0' + ones);
+    return o + 1 + (ax >= 10);
+}
+
+/* The number of significant digits among first (never '0') and w: up to w's last byte that is
+ * not '0'. */
+static inline int significant(uint64_t w) {
+    uint64_t nz = w ^ 0x3030303030303030u;
+    return 9 - (int)(((unsigned)__builtin_clzll(nz | 1) + (nz == 0)) / 8);
+}
+
+/* Writes d 10^-k (0 < d < 10^9) without sign; returns the end; as put_digits. */
+__attribute__((always_inline)) static inline char *put_dec(char *o, uint32_t d, int k) {
+    /* n digits (7 to 9 from the fast path; else bit length * log10(2), then one compare); x
+     * the exponent of the first. */
+    int n;
+    if (d >= 1000000) {
+        n = 7 + (d >= 10000000) + (d >= 100000000);
+    } else {
+        n = ((32 - __builtin_clz(d)) * 1233) >> 12;
+        n += d >= pow10_32[n];
+    }
+    uint32_t d9 = d * pow10_32[9 - n];
+    uint64_t w = digits8(d9 % 100000000u); /* digits 2 to 9 */
+    return put_digits(o, (char)('0' + d9 / 100000000u), w, significant(w), n - 1 - k);
 }
 
 /* Writes f (finite) at o; returns the end. Writes up to 17 bytes past o. */
-static inline char *put_float(char *o, float f) {
+__attribute__((always_inline)) static inline char *put_float(char *o, float f) {
     uint32_t bits;
     memcpy(&bits, &f, sizeof bits);
     *o = '-';
@@ -411,9 +329,13 @@ static inline char *put_float(char *o, float f) {
         *o = '0';
         return o + 1;
     }
-    uint32_t m = be ? fr | 0x800000 : fr;
-    int e = be ? (int)be - 150 : -149;
-    return put_dec(o, shortest(fabsf(f), m, e, fr == 0 && be > 1));
+    uint32_t c = be ? fr | 0x800000 : fr;
+    int q = be ? (int)be - 150 : -149, k;
+    bits &= 0x7FFFFFFFu;
+    float x;
+    memcpy(&x, &bits, sizeof x);
+    uint32_t d = shortest(x, c, q, fr == 0 && be > 1, &k);
+    return put_dec(o, d, k);
 }
 
 size_t api_float_write(char *buf, float f) {
@@ -423,7 +345,134 @@ size_t api_float_write(char *buf, float f) {
     return n;
 }
 
+#ifdef FMT_AVX512
+/* api_floats_write for 8 floats at a time with AVX-512 (F, DQ, CD): the fast path of shortest
+ * and the digits of put_dec in 64-bit lanes, the same operations as the scalar code, then the
+ * layout (put_digits) lane by lane. Lanes off the fast path (zeros, powers of two, values
+ * outside [2^-30, 2^24), non-finite) are written by put_float. */
+__attribute__((target("avx512f,avx512dq,avx512cd"))) static char *
+floats_write_avx512(char *o, const float *v, size_t n) {
+#define V1(x) _mm512_set1_epi64((long long)(x))
+    const __m512i pow5_lo = _mm512_loadu_si512((const void *)pow5_64),
+                  pow5_hi = _mm512_loadu_si512((const void *)(pow5_64 + 8));
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m512i bits = _mm512_cvtepu32_epi64(_mm256_loadu_si256((const __m256i *)(v + i)));
+        __m512i be = _mm512_and_si512(_mm512_srli_epi64(bits, 23), V1(0xFF));
+        __m512i fr = _mm512_and_si512(bits, V1(0x7FFFFF));
+        __mmask8 fast = _mm512_cmpge_epu64_mask(be, V1(97)) & _mm512_cmple_epu64_mask(be, V1(150)) &
+                        _mm512_test_epi64_mask(fr, fr);
+        if (!fast) { /* nothing for the lanes: 8 values outside [2^-30, 2^24) */
+            for (int j = 0; j < 8; j++) {
+                o = put_float(o, v[i + j]);
+                *o = ',';
+                o += i + j + 1 < n;
+            }
+            continue;
+        }
+        /* shortest's fast path; lc is false (powers of two are not fast here). */
+        __m512i c = _mm512_or_si512(fr, V1(0x800000)), nq = _mm512_sub_epi64(V1(150), be);
+        __m512i kk =
+            _mm512_srli_epi64(_mm512_add_epi64(_mm512_mul_epu32(nq, V1(78913)), V1(262143)), 18);
+        __m512i p5 = _mm512_permutex2var_epi64(pow5_lo, kk, pow5_hi); /* kk in [0, 16] */
+        p5 = _mm512_mask_mov_epi64(p5, _mm512_cmpeq_epu64_mask(kk, V1(16)), V1(pow5_64[16]));
+        __m512i sh = _mm512_add_epi64(_mm512_sub_epi64(nq, kk), V1(2)); /* F + 2 */
+        __m512i y = _mm512_mullo_epi64(_mm512_slli_epi64(c, 2), p5);
+        __m512i one = _mm512_sllv_epi64(V1(1), sh), s = _mm512_srlv_epi64(y, sh);
+        __m512i r = _mm512_and_si512(y, _mm512_sub_epi64(one, V1(1))),
+                r_up = _mm512_sub_epi64(one, r);
+        __m512i hu = _mm512_slli_epi64(p5, 1), adj = _mm512_srli_epi64(hu, 29);
+        __m512i lim = _mm512_sub_epi64(hu, adj); /* odd c: h - floor(h / 2^29) */
+        lim = _mm512_mask_add_epi64(lim, _mm512_testn_epi64_mask(c, V1(1)), lim,
+                                    _mm512_add_epi64(_mm512_slli_epi64(adj, 1), V1(1)));
+        __m512i q10 = _mm512_srli_epi64(_mm512_mul_epu32(s, V1(0xCCCCCCCDu)), 35);
+        __m512i m = _mm512_sub_epi64(
+            s, _mm512_add_epi64(_mm512_slli_epi64(q10, 3), _mm512_slli_epi64(q10, 1)));
+        __m512i below = _mm512_add_epi64(_mm512_sllv_epi64(m, sh), r);
+        __m512i above = _mm512_sub_epi64(_mm512_sllv_epi64(V1(10), sh), below);
+        __mmask8 m_lo = _mm512_cmplt_epu64_mask(below, lim),
+                 m_hi = _mm512_cmplt_epu64_mask(above, lim);
+        __mmask8 s_in = _mm512_cmplt_epu64_mask(r, lim), t_in = _mm512_cmplt_epu64_mask(r_up, lim);
+        __mmask8 t_nearer = _mm512_cmplt_epu64_mask(r_up, r) |
+                            (_mm512_cmpeq_epu64_mask(r, r_up) & _mm512_test_epi64_mask(s, V1(1)));
+        __m512i st = _mm512_mask_add_epi64(s, (s_in & t_in & t_nearer) | (__mmask8)~s_in, s, V1(1));
+        __m512i sm = _mm512_sub_epi64(s, m);
+        sm = _mm512_mask_add_epi64(sm, (__mmask8)~m_lo, sm, V1(10));
+        __m512i d = _mm512_mask_mov_epi64(st, m_lo | m_hi, sm);
+        /* put_dec's digits: d has 7 to 9. */
+        __mmask8 ge7 = _mm512_cmpge_epu64_mask(d, V1(10000000)),
+                 ge8 = _mm512_cmpge_epu64_mask(d, V1(100000000));
+        __m512i scale =
+            _mm512_mask_mov_epi64(_mm512_mask_mov_epi64(V1(100), ge7, V1(10)), ge8, V1(1));
+        __m512i d9 = _mm512_mul_epu32(d, scale);
+        __m512i first = _mm512_srli_epi64(_mm512_mul_epu32(d9, V1(0x55E63B89u)), 57);
+        __m512i rest = _mm512_sub_epi64(d9, _mm512_mul_epu32(first, V1(100000000)));
+        __m512i hi4 = _mm512_srli_epi64(_mm512_mul_epu32(rest, V1(0xD1B71759u)), 45);
+        __m512i x = _mm512_or_si512(
+            hi4, _mm512_slli_epi64(_mm512_sub_epi64(rest, _mm512_mul_epu32(hi4, V1(10000))), 32));
+        __m512i h = _mm512_and_si512(_mm512_srli_epi64(_mm512_mullo_epi64(x, V1(10486)), 20),
+                                     V1(0x0000007F0000007Fu));
+        x = _mm512_or_si512(
+            h, _mm512_slli_epi64(_mm512_sub_epi64(x, _mm512_mullo_epi64(h, V1(100))), 16));
+        h = _mm512_and_si512(_mm512_srli_epi64(_mm512_mullo_epi64(x, V1(103)), 10),
+                             V1(0x000F000F000F000Fu));
+        x = _mm512_or_si512(
+            h, _mm512_slli_epi64(_mm512_sub_epi64(x, _mm512_mullo_epi64(h, V1(10))), 8));
+        /* significant(): 9 - (leading zero bytes of the digit values, 8 when all are zero) */
+        __m512i lz = _mm512_lzcnt_epi64(_mm512_or_si512(x, V1(1)));
+        lz = _mm512_mask_add_epi64(lz, _mm512_testn_epi64_mask(x, x), lz, V1(1));
+        __m512i p = _mm512_sub_epi64(V1(9), _mm512_srli_epi64(lz, 3));
+        __m512i nd = _mm512_mask_add_epi64(V1(6), ge7, V1(6), V1(1)); /* n - 1 */
+        __m512i xe = _mm512_sub_epi64(_mm512_mask_add_epi64(nd, ge8, nd, V1(1)), kk);
+        uint64_t w_l[8], f_l[8], p_l[8], x_l[8];
+        _mm512_storeu_si512((void *)w_l, _mm512_or_si512(x, V1(0x3030303030303030u)));
+        _mm512_storeu_si512((void *)f_l, first);
+        _mm512_storeu_si512((void *)p_l, p);
+        _mm512_storeu_si512((void *)x_l, xe);
+        for (int j = 0; j < 8; j++) {
+            if (fast >> j & 1) {
+                uint32_t b32;
+                memcpy(&b32, v + i + j, sizeof b32);
+                *o = '-';
+                o += b32 >> 31;
+                o = put_digits(o, (char)('0' + f_l[j]), w_l[j], (int)p_l[j], (int)(int64_t)x_l[j]);
+            } else {
+                o = put_float(o, v[i + j]);
+            }
+            *o = ',';
+            o += i + j + 1 < n;
+        }
+    }
+#undef V1
+    for (; i < n; i++) {
+        o = put_float(o, v[i]);
+        *o = ',';
+        o += i + 1 < n;
+    }
+    return o;
+}
+
+/* Whether this CPU runs floats_write_avx512 (asked once). */
+static bool have_avx512(void) {
+    static int known; /* 0 not asked yet, 1 yes, 2 no */
+    int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
+    if (!k) {
+        __builtin_cpu_init();
+        k = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+                    __builtin_cpu_supports("avx512cd")
+                ? 1
+                : 2;
+        __atomic_store_n(&known, k, __ATOMIC_RELAXED);
+    }
+    return k == 1;
+}
+#endif
+
 char *api_floats_write(char *o, const float *v, size_t n) {
+#ifdef FMT_AVX512
+    if (n >= 8 && have_avx512())
+        return floats_write_avx512(o, v, n);
+#endif
     for (size_t i = 0; i < n; i++) {
         o = put_float(o, v[i]);
         *o = ',';

@@ -391,6 +391,20 @@ static const char *string_end(const char *p) {
 static const bool structural[256] = {
     ['['] = true, [']'] = true, ['{'] = true, ['}'] = true, ['"'] = true};
 
+/* The end of the run of non-structural bytes at p, just after a '[': the next ']' (*close, the
+ * first ']' at or after p, found once and kept while p has not passed it) when nothing
+ * structural comes before it, as in a row of numbers; else p (the caller goes byte by byte).
+ * memchr stops at the first match (C11 7.24.5.1) and scans 16 or more bytes at a time; each
+ * byte is scanned a bounded number of times, whatever the nesting. */
+static const char *leaf_row_end(const char *p, const char **close) {
+    if (!*close || *close < p)
+        *close = memchr(p, ']', (size_t)(UINTPTR_MAX - (uintptr_t)p)); /* validated: one exists */
+    size_t n = (size_t)(*close - p);
+    if (memchr(p, '[', n) || memchr(p, '"', n) || memchr(p, '{', n) || memchr(p, '}', n))
+        return p;
+    return *close;
+}
+
 const char *api_jv_end(const char *p) {
     switch (*p) {
     case '"':
@@ -403,6 +417,7 @@ const char *api_jv_end(const char *p) {
     case '{':
     case '[': {
         size_t depth = 0;
+        const char *close = NULL;
         for (;;) {
             while (!structural[(unsigned char)*p])
                 p++;
@@ -418,6 +433,8 @@ const char *api_jv_end(const char *p) {
                     return p + 1;
             }
             p++;
+            if (c == '[') /* a row of numbers is skipped whole */
+                p = leaf_row_end(p, &close);
         }
     }
     default:

@@ -51,6 +51,8 @@ static int probe_nested(api_tensor_in *t, size_t max_rank, size_t max_dim, api_e
             if (n++ == 0)
                 first = el;
         }
+        if (t->rank == 0) /* it is at the outer array's closing bracket */
+            t->end = api_jv_ws(it) + 1;
         if (n == 0)
             return api_fail(err, 400, "invalid_field", path,
                             "%s is an empty array; every dimension of a tensor must be at least 1",
@@ -363,7 +365,7 @@ static int read_elem(reader *r, const char *p, const char **end) {
         return 0;
     }
     if (k == '0') {
-        float v = (float)api_jv_number(p, end);
+        float v = api_jv_float(p, end);
         if (!isfinite(v))
             return elem_fail(r, depth, 400, "non_finite",
                              "is not a finite float32: it overflows the float32 range "
@@ -381,6 +383,13 @@ static int read_elem(reader *r, const char *p, const char **end) {
     return elem_fail(r, depth, 400, "invalid_field", "must be a number");
 }
 
+/* The first byte at or after p that is not JSON whitespace (api_jv_ws, inlined). */
+static inline const char *skip_ws(const char *p) {
+    while (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')
+        p++;
+    return p;
+}
+
 /* Reads the array at p as level lvl; *end_out gets its end. */
 static int read_level(reader *r, const char *p, size_t lvl, const char **end_out) {
     const api_tensor_in *t = r->t;
@@ -391,9 +400,14 @@ static int read_level(reader *r, const char *p, size_t lvl, const char **end_out
         return elem_fail(r, lvl, 400, "invalid_field", msg);
     }
     /* Elements in turn: each read (or recursed into) tells where it ends, so the text is
-     * walked once. */
+     * walked once. A row of floats goes first to api_jv_float_row, which reads the numbers in
+     * one loop and leaves the rest ("-inf", an infinity, an error) to read_elem. */
     size_t n = 0;
-    const char *q = api_jv_ws(p + 1);
+    const char *q = skip_ws(p + 1);
+    if (lvl + 1 == t->rank && r->kind != API_TENSOR_MASK) {
+        n = api_jv_float_row(q, t->end, r->f + r->at, t->dims[lvl], &q);
+        r->at += n;
+    }
     while (*q != ']') {
         if (n == t->dims[lvl]) {
             n++;
@@ -403,9 +417,9 @@ static int read_level(reader *r, const char *p, size_t lvl, const char **end_out
         const char *end = NULL;
         if (lvl + 1 < t->rank ? read_level(r, q, lvl + 1, &end) : read_elem(r, q, &end))
             return -1;
-        q = api_jv_ws(end);
+        q = skip_ws(end);
         if (*q == ',')
-            q = api_jv_ws(q + 1);
+            q = skip_ws(q + 1);
     }
     *end_out = q + 1;
     if (n != t->dims[lvl]) {

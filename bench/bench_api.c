@@ -1,9 +1,10 @@
 /* bench_api.c - where the time of a request goes outside HTTP: parsing and validating its body
  * (api_job_parse), computing it (api_job_run) and writing the response (api_job_respond), for
- * the core benchmark's workloads W1-W5. Prints one JSON object per workload on stdout for
- * bench/run_bench.py.
+ * the core benchmark's workloads W1-W5; then JSON floats alone, in ns per float read and
+ * written, attnd's code beside the previous one. Prints one JSON object per measurement on
+ * stdout for bench/run_bench.py.
  *
- * Usage: bench_api [--time SECONDS]
+ * Usage: bench_api [--time SECONDS] [--floats-only]
  *
  * W1 is sent and answered as JSON numbers (the classroom case); W2-W5 as base64 tensors, the
  * fast path for large inputs. The models are registered up front, as a server loads them at
@@ -17,7 +18,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../tests/float_ref.h"
 #include "api.h"
+#include "api_internal.h"
 #include "attention.h"
 
 typedef struct workload {
@@ -185,6 +188,120 @@ static int run(const workload *w, const api_registry *models, attn_pool *pool, d
     return rc;
 }
 
+/* ---- JSON floats ---------------------------------------------------------------------------
+ *
+ * Distinct values, a million of each kind, so that the branch predictor cannot learn them (a
+ * request repeated in a loop lets it learn a few thousand: W1's floats write about twice as
+ * fast that way, old writer included). Written by api_floats_write and by the previous writer
+ * (tests/float_ref.c); read by api_jv_float_row and by the previous conversion, a loop of
+ * (float)api_jv_number (the previous tensor reader called it per element, with more around).
+ * Runs alternate, 7 each; medians. */
+
+enum { FLOATS_N = 1 << 20, FLOATS_RUNS = 7 };
+
+static uint64_t fl_state = 0x9E3779B97F4A7C15u;
+
+static double fl_uniform(void) { /* [0, 1) */
+    fl_state ^= fl_state << 13;
+    fl_state ^= fl_state >> 7;
+    fl_state ^= fl_state << 17;
+    return (double)(fl_state >> 11) / 9007199254740992.0;
+}
+
+/* kind 0: attention outputs, a sum of four uniforms around 0 (scale 0.25); kind 1: attention
+ * weights, softmax rows of 64 logits uniform in [-4, 4). */
+static void fl_fill(float *v, size_t n, int kind) {
+    for (size_t i = 0; i < n; i += 64) {
+        double sum = 0.0, e[64];
+        for (size_t j = 0; j < 64 && i + j < n; j++) {
+            if (kind == 0) {
+                double a = fl_uniform() + fl_uniform() + fl_uniform() + fl_uniform() - 2.0;
+                v[i + j] = (float)(a * 0.25);
+            } else {
+                e[j] = exp(8.0 * fl_uniform() - 4.0);
+                sum += e[j];
+            }
+        }
+        for (size_t j = 0; kind == 1 && j < 64 && i + j < n; j++)
+            v[i + j] = (float)(e[j] / sum);
+    }
+}
+
+static double now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+}
+
+static void print_floats(const char *op, const char *data, double new_ns, double old_ns,
+                         bool same) {
+    printf("{\"type\":\"floats\",\"op\":\"%s\",\"data\":\"%s\",\"n\":%d,\"runs\":%d,"
+           "\"new_ns\":%.2f,\"old_ns\":%.2f,\"same\":%s}\n",
+           op, data, FLOATS_N, FLOATS_RUNS, new_ns, old_ns, same ? "true" : "false");
+    fflush(stdout);
+}
+
+/* The previous reading of a row: (float)api_jv_number per number. */
+static size_t old_row(const char *p, float *dst, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        dst[i] = (float)api_jv_number(p, &p);
+        p++; /* the comma */
+    }
+    return n;
+}
+
+static int bench_floats(void) {
+    float *v = malloc(FLOATS_N * sizeof *v), *got = malloc(FLOATS_N * sizeof *got),
+          *want = malloc(FLOATS_N * sizeof *want);
+    size_t cap = (size_t)FLOATS_N * 24 + 64;
+    char *a = malloc(cap), *b = malloc(cap);
+    if (!v || !got || !want || !a || !b) {
+        fprintf(stderr, "bench_api: out of memory for the float benchmark\n");
+        return -1;
+    }
+    static const char *const kinds[3] = {"attention outputs", "attention weights",
+                                         "17-digit doubles"};
+    for (int kind = 0; kind < 3; kind++) {
+        double tn[FLOATS_RUNS], to[FLOATS_RUNS];
+        fl_fill(v, FLOATS_N, kind == 2 ? 0 : kind);
+        bool same = true;
+        if (kind < 2) {
+            for (int r = 0; r < FLOATS_RUNS; r++) {
+                double t0 = now_ns();
+                char *ea = api_floats_write(a, v, FLOATS_N);
+                double t1 = now_ns();
+                char *eb = ref_floats_write(b, v, FLOATS_N);
+                double t2 = now_ns();
+                tn[r] = (t1 - t0) / FLOATS_N;
+                to[r] = (t2 - t1) / FLOATS_N;
+                same = same && ea - a == eb - b && !memcmp(a, b, (size_t)(ea - a));
+                *ea = ']';
+            }
+            print_floats("write", kinds[kind], median(tn, FLOATS_RUNS), median(to, FLOATS_RUNS),
+                         same);
+        } else { /* what Python's and JavaScript's JSON writers send for doubles */
+            char *o = a;
+            for (size_t i = 0; i < FLOATS_N; i++)
+                o += sprintf(o, "%.17g,", (double)v[i] + (fl_uniform() - 0.5) * 1e-9);
+            o[-1] = ']';
+        }
+        for (int r = 0; r < FLOATS_RUNS; r++) {
+            const char *end = NULL;
+            double t0 = now_ns();
+            size_t n1 = api_jv_float_row(a, a + strlen(a), got, FLOATS_N, &end);
+            double t1 = now_ns();
+            size_t n2 = old_row(a, want, FLOATS_N);
+            double t2 = now_ns();
+            tn[r] = (t1 - t0) / FLOATS_N;
+            to[r] = (t2 - t1) / FLOATS_N;
+            same = same && n1 == n2 && !memcmp(got, want, n1 * sizeof *got);
+        }
+        print_floats("read", kinds[kind], median(tn, FLOATS_RUNS), median(to, FLOATS_RUNS), same);
+    }
+    free(v), free(got), free(want), free(a), free(b);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     attn_blas_info info;
     attn_error aerr = {0};
@@ -196,8 +313,10 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--time") && i + 1 < argc) {
             target = atof(argv[++i]);
+        } else if (!strcmp(argv[i], "--floats-only")) {
+            return bench_floats() ? 1 : 0;
         } else {
-            fprintf(stderr, "usage: bench_api [--time SECONDS]\n");
+            fprintf(stderr, "usage: bench_api [--time SECONDS] [--floats-only]\n");
             return 2;
         }
     }
@@ -222,6 +341,9 @@ int main(int argc, char **argv) {
         if (run(&WORKLOADS[i], models, pool, target) != 0)
             goto out;
     }
+    fprintf(stderr, "bench_api: JSON floats\n");
+    if (bench_floats() != 0)
+        goto out;
     status = 0;
 out:
     api_registry_destroy(models);

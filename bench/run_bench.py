@@ -178,12 +178,15 @@ def main():
     blas_alt = {r["name"]: r for r in by_type(brecs, "workload")}
 
     # Where a request's time goes outside HTTP: parse, compute, encode.
-    io = {}
+    io, floats = {}, []
     if args.api_bin:
         irc, irecs, _ = run_lines([args.api_bin, "--time", str(args.time)], env)
         if irc != 0:
             failures.append(f"bench_api exited {irc}")
         io = {r["name"]: r for r in by_type(irecs, "io")}
+        floats = by_type(irecs, "floats")
+        failures += [f"JSON floats, {r['op']} {r['data']}: attnd and the previous code disagree"
+                     for r in floats if not r["same"]]
     load_end = os.getloadavg()
 
     names = list(attnd) + [n for n in torch if n not in attnd]
@@ -335,6 +338,24 @@ def main():
                      f"{r['response_bytes'] / 1024:.0f} | {r['parse_ms']:.3f} | "
                      f"{r['compute_ms']:.3f} | {r['encode_ms']:.3f} | "
                      f"{r['io_over_compute']:.2f} |")
+        L.append("")
+
+    # JSON floats.
+    if floats:
+        L.append("## JSON floats: ns per float read and written")
+        L.append("")
+        L.append("`bench_api`: a million distinct values of each kind, so that the branch "
+                 "predictor cannot learn them (a request repeated in a loop lets it learn W1's "
+                 "few thousand). Written by api_floats_write and by the previous writer "
+                 "(tests/float_ref.c); read by api_jv_float_row, the tensor reader's row loop, and "
+                 "by the previous conversion, (float)api_jv_number per number. Runs alternate; "
+                 "medians of 7. Both give the same bytes and floats (checked).")
+        L.append("")
+        L.append("| op | values | attnd ns/float | previous ns/float | previous / attnd |")
+        L.append("|---|---|--:|--:|--:|")
+        for r in floats:
+            L.append(f"| {r['op']} | {r['data']} | {r['new_ns']:.1f} | {r['old_ns']:.1f} | "
+                     f"{r['old_ns'] / r['new_ns']:.2f} |")
         L.append("")
 
     # Goals.

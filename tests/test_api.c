@@ -1,8 +1,10 @@
-/* test_api.c - unit tests of api/: float formatting (against printf and strtod on millions of
- * floats), base64, the JSON reader (against jansson), every request field's validation (the
- * cases are data files under tests/api_cases/requests), responses (JSON and base64, checked
- * bitwise against libattn called directly), the seed chapter's worked example, models
- * (identity, random, demo, safetensors files written from PyTorch weights) and the registry.
+/* test_api.c - unit tests of api/: float formatting (against printf and strtod, and the previous
+ * writer tests/float_ref.c, on millions of floats), float reading (against strtod on a million
+ * decimals: halfway cases, 17 to 25 digits, denormals, overflow), base64, the JSON reader (against
+ * jansson), every request field's validation (the cases are data files under
+ * tests/api_cases/requests), responses (JSON and base64, checked bitwise against libattn called
+ * directly), the seed chapter's worked example, models (identity, random, demo, safetensors files
+ * written from PyTorch weights) and the registry.
  *
  * Usage: test_api [CASES_DIR] (default tests/api_cases). Exits non-zero when any check fails and
  * ends with the line "N passed, N failed".
@@ -22,6 +24,7 @@
 
 #include "api.h"
 #include "api_internal.h"
+#include "float_ref.h"
 
 static int failures, checks;
 static const char *cases_dir = "tests/api_cases";
@@ -279,11 +282,17 @@ static int sig_digits(const char *s) {
     return b - a;
 }
 
-/* Checks one float: round trip, digit count and digits against the reference. */
+/* Checks one float: round trip, digit count and digits against the reference, and the bytes
+ * against the previous writer (tests/float_ref.c). */
 static bool float_ok(float f, bool against_ref) {
-    char b[64];
-    size_t n = api_float_write(b, f);
+    char b[64], old[64];
+    size_t n = api_float_write(b, f), on = ref_float_write(old, f);
     b[n] = '\0';
+    old[on] = '\0';
+    if (strcmp(b, old) != 0) {
+        CHECK(false, "api_float_write(%a) = %s, the previous writer wrote %s", (double)f, b, old);
+        return false;
+    }
     float g = (float)strtod(b, NULL);
     if (memcmp(&f, &g, sizeof f) != 0) {
         CHECK(false, "api_float_write(%a) = %s reads back as %a", (double)f, b, (double)g);
@@ -349,7 +358,23 @@ static void test_float_write(void) {
                 {0x1p87f, "1.5474251e26"},
                 {-0x1p87f, "-1.5474251e26"},
                 {0x1p90f, "1.2379401e27"},
-                {-0x1p90f, "-1.2379401e27"}};
+                {-0x1p90f, "-1.2379401e27"},
+                /* 7.038531e-26 lies within half a double's ulp of the midpoint between these
+                 * two: strtod rounds it onto the midpoint as a double, and then to the even
+                 * float, the second. So the first needs 8 digits (a reader that rounds decimals
+                 * straight to float32 would give it 7.038531e-26). */
+                {0x1.5c87fap-84f, "7.0385307e-26"},
+                {0x1.5c87fcp-84f, "7.038531e-26"},
+                {-0x1.5c87fap-84f, "-7.0385307e-26"},
+                /* The fast path's ends and its neighbours: 2^-30 and 2^24. */
+                {0x1p-30f, "9.313226e-10"},
+                {0x1.fffffep-31f, "9.313225e-10"},
+                {0x1p24f, "16777216"},
+                {0x1.fffffep23f, "16777215"},
+                {16777218.0f, "16777218"},
+                {0x1p-126f, "1.1754944e-38"},
+                {0x1p-127f, "5.877472e-39"},
+                {0x1p-119f, "1.5046328e-36"}};
     for (size_t i = 0; i < sizeof edge / sizeof edge[0]; i++) {
         char b[64];
         size_t n = api_float_write(b, edge[i].f);
@@ -380,24 +405,27 @@ static void test_float_write(void) {
                                : expf(-40.0f * fabsf(frand()));
         bad += !float_ok(f, true);
     }
-    /* Every float of the binades [1, 2) and [2^-130, 2^-126) (denormals): round trip only. */
+    /* Every float of the binades [1, 2) and [2^-130, 2^-126) (denormals): round trip, and the
+     * bytes of the previous writer. */
     for (uint32_t u = 0x3F800000u; u < 0x40000000u && bad < 20; u++) {
         float f;
         memcpy(&f, &u, sizeof f);
-        char b[64];
+        char b[64], old[64];
         b[api_float_write(b, f)] = '\0';
-        if ((float)strtod(b, NULL) != f) {
-            CHECK(false, "api_float_write(%a) = %s does not read back", (double)f, b);
+        old[ref_float_write(old, f)] = '\0';
+        if ((float)strtod(b, NULL) != f || strcmp(b, old) != 0) {
+            CHECK(false, "api_float_write(%a) = %s (previous writer: %s)", (double)f, b, old);
             bad++;
         }
     }
     for (uint32_t u = 0x00100000u; u < 0x00800000u && bad < 20; u += 3) {
         float f;
         memcpy(&f, &u, sizeof f);
-        char b[64];
+        char b[64], old[64];
         b[api_float_write(b, f)] = '\0';
-        if ((float)strtod(b, NULL) != f) {
-            CHECK(false, "api_float_write(%a) = %s does not read back", (double)f, b);
+        old[ref_float_write(old, f)] = '\0';
+        if ((float)strtod(b, NULL) != f || strcmp(b, old) != 0) {
+            CHECK(false, "api_float_write(%a) = %s (previous writer: %s)", (double)f, b, old);
             bad++;
         }
     }
@@ -408,6 +436,219 @@ static void test_float_write(void) {
     char *e = api_floats_write(buf, row, 4);
     *e = '\0';
     CHECK(strcmp(buf, "1,-0.5,0.1,3e-7") == 0, "api_floats_write gave %s", buf);
+    /* A long row of every kind of float, against the previous writer's. */
+    enum { ROW = 4096 };
+    float *v = malloc(ROW * sizeof *v);
+    char *got = malloc(ROW * API_FLOAT_MAX + 32), *want = malloc(ROW * API_FLOAT_MAX + 32);
+    for (size_t i = 0; i < ROW; i++) {
+        uint32_t u = (uint32_t)(rnd64() >> 32);
+        if (i % 2 == 0 || (u & 0x7F800000u) == 0x7F800000u)
+            v[i] = frand() * (i % 3 ? 1.0f : 1e-3f);
+        else
+            memcpy(&v[i], &u, sizeof u);
+    }
+    v[0] = -0.0f;
+    v[1] = 0.0f;
+    char *ge = api_floats_write(got, v, ROW), *we = ref_floats_write(want, v, ROW);
+    CHECK(ge - got == we - want && memcmp(got, want, (size_t)(ge - got)) == 0,
+          "api_floats_write differs from the previous writer on a row of %d floats", ROW);
+    free(v), free(got), free(want);
+}
+
+/* ---- Float reading ------------------------------------------------------------------------ */
+
+/* A decimal string for the reader, of kind k: random digits and exponents; float midpoints,
+ * exact or cut to 1 to 30 digits (halfway cases and the double-rounding zone); neighbours of
+ * midpoints as doubles; 17-digit doubles (what Python and JavaScript send) and 9-digit floats;
+ * values around the denormals, FLT_MAX and the overflow threshold. */
+static void dec_string(char *t, int k) {
+    uint32_t u = (uint32_t)(rnd64() >> 32) & 0x7F7FFFFFu;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    double mid = (double)f + (double)(nextafterf(f, INFINITY) - f) / 2; /* exact */
+    const char *sign = rnd64() & 1 ? "-" : "";
+    int prec = (int)(rnd64() % 30);
+    switch (k) {
+    case 0: {
+        int n = 0, digits = 1 + (int)(rnd64() % 25), ip = (int)(rnd64() % 4);
+        n += sprintf(t, "%s", sign);
+        if (ip == 0)
+            t[n++] = '0';
+        else
+            for (int d = 0; d < ip; d++)
+                t[n++] = (char)((d ? '0' : '1') + rnd64() % (d ? 10 : 9));
+        if (digits > ip) {
+            t[n++] = '.';
+            for (int d = ip; d < digits; d++)
+                t[n++] = (char)('0' + rnd64() % 10);
+        }
+        t[n] = '\0';
+        if (rnd64() % 4) {
+            int ex = (int)(rnd64() % 130) - 85;
+            sprintf(t + n, "%c%s%d", rnd64() & 1 ? 'e' : 'E',
+                    ex < 0        ? "-"
+                    : rnd64() & 1 ? "+"
+                                  : "",
+                    abs(ex));
+        }
+        break;
+    }
+    case 1:
+        sprintf(t, "%s%.*e", sign, prec, mid);
+        break;
+    case 2:
+        sprintf(t, "%s%.*e", sign, 16 + prec % 4,
+                rnd64() & 1 ? nextafter(mid, 0.0) : nextafter(mid, HUGE_VAL));
+        break;
+    case 3:
+        sprintf(t, "%s%.17g", sign, (double)(rnd64() >> 11) / 9007199254740992.0);
+        break;
+    case 4:
+        sprintf(t, "%s%.9g", sign, (double)f);
+        break;
+    default: {
+        static const double around[] = {
+            0x1p-149,       0x1p-150,       0x1.8p-150, 0x1p-126, 0x1.fffffcp-127,
+            0x1.fffffep127, 0x1.ffffffp127, 0x1p128,    1e-45,    1e38};
+        double x = around[rnd64() % (sizeof around / sizeof around[0])];
+        x *= 1.0 + ((double)(rnd64() >> 11) / 9007199254740992.0 - 0.5) * 1e-7;
+        sprintf(t, "%s%.*e", sign, prec, x);
+        break;
+    }
+    }
+}
+
+/* Reads t with api_jv_float, api_jv_float_row and api_jv_number; all must give
+ * (float)strtod(t) bit for bit and end where t ends. */
+static bool read_ok(const char *t) {
+    char buf[160];
+    size_t n = strlen(t);
+    memcpy(buf, t, n);
+    memcpy(buf + n, "]       ", 9);
+    float want = (float)strtod(t, NULL), b = 0.0f;
+    const char *e1 = NULL, *e2 = NULL, *e3 = NULL;
+    float a = api_jv_float(buf, &e1);
+    size_t got = api_jv_float_row(buf, buf + n + 9, &b, 1, &e2);
+    float c = (float)api_jv_number(buf, &e3);
+    if (got == 0 && !isfinite(want)) { /* the row reader leaves infinities to its caller */
+        b = want;
+        e2 = buf + n;
+    }
+    if (memcmp(&a, &want, sizeof a) || memcmp(&b, &want, sizeof b) || memcmp(&c, &want, sizeof c) ||
+        e1 != buf + n || e2 != buf + n || e3 != buf + n) {
+        CHECK(false, "reading %s: strtod %a, api_jv_float %a, _row %a, api_jv_number %a", t,
+              (double)want, (double)a, (double)b, (double)c);
+        return false;
+    }
+    return true;
+}
+
+static void test_float_read(void) {
+    static const char *const edge[] = {
+        "0",
+        "-0",
+        "0.0",
+        "-0.0",
+        "-0e5",
+        "0e-999",
+        "1",
+        "-1",
+        "0.1",
+        "0.5",
+        "1e-45",
+        "-1e-45",
+        "7e-46",
+        "7.006492321624085e-46",
+        "7.006492321624086e-46",
+        "1.401298464324817e-45",
+        "2.1019476964872256e-45",
+        "1.1754942e-38",
+        "1.17549435e-38",
+        "1.1754943508222875e-38",
+        "5.877471754111438e-39",
+        "3.4028235e38",
+        "-3.4028235e38",
+        "3.4028236e38",
+        "3.4028235677973362e38",
+        "3.4028235677973366e38",
+        "3.40282356779733661637539395458142568448e38",
+        "3.402823567797336616375393954581425684479e38",
+        "1e38",
+        "1e39",
+        "-1e39",
+        "1e-65",
+        "1e-66",
+        "1e100000",
+        "-1e-100000",
+        "7.038531e-26",
+        "7.0385307e-26",
+        "7.0385310e-26",
+        "16777216",
+        "16777217",
+        "16777219",
+        "33554433",
+        "1.00000005960464477539",
+        "1.0000000596046447753906250",
+        "1.0000000596046447753906250000000001",
+        "1.00000005960464477539062499999999",
+        "0.30000000000000004",
+        "-0.5771224498748779",
+        "123456789012345678901234567890",
+        "9999999999999999999",
+        "18446744073709551615",
+        "18446744073709551616",
+        "0.000000000000000000000000000000000000000000000000000000001",
+        "1E+2",
+        "1e+02",
+        "12345678.5",
+        "123456789.5",
+        "0.1234567890123456789",
+        "4.9e-324",
+        "2.2250738585072014e-308",
+        "1.7976931348623157e308",
+        "-0.000000000000000000001"};
+    size_t bad = 0;
+    for (size_t i = 0; i < sizeof edge / sizeof edge[0]; i++)
+        bad += !read_ok(edge[i]);
+    for (int i = 0; i < 1000000 && bad < 20; i++) {
+        char t[128];
+        dec_string(t, i % 6);
+        bad += !read_ok(t);
+    }
+    CHECK(bad == 0, "%zu decimals were read wrong", bad);
+
+    /* Through the tensor reader: a (40, 500) array of such decimals, separated as JSON
+     * writers do (",", ", ", newlines, whitespace before a comma), up to the last number before
+     * the closing brackets. */
+    enum { R = 40, C = 500 };
+    sb body = {0};
+    float *want = malloc(R * C * sizeof *want), *got = malloc(R * C * sizeof *got);
+    sb_add(&body, "{\"x\": [");
+    for (int r = 0; r < R; r++) {
+        sb_add(&body, r ? ",\n [" : "[");
+        for (int c = 0; c < C; c++) {
+            char t[128];
+            do /* finite ones: an infinity is refused (tested with the request cases) */
+                dec_string(t, (r * C + c) % 5);
+            while (!isfinite((float)strtod(t, NULL)));
+            want[r * C + c] = (float)strtod(t, NULL);
+            sb_add(&body, c == 0 ? "%s" : r % 3 == 1 ? ", %s" : r % 3 == 2 ? " ,\n\t%s" : ",%s", t);
+        }
+        sb_add(&body, "]");
+    }
+    sb_add(&body, "]}");
+    api_json_root root;
+    api_error err = {0};
+    api_tensor_in tin;
+    CHECK(api_json_check(body.s, body.n, "body", &root, &err) == 0 &&
+              api_tensor_probe(&tin, "x", root.m[0].val, 4, 100000, SIZE_MAX, &err) == 0 &&
+              api_tensor_read(&tin, API_TENSOR_FLOAT, got, &err) == 0,
+          "reading the tensor: %s", err.message);
+    size_t at = 0;
+    CHECK(tin.rank == 2 && tin.dims[0] == R && tin.dims[1] == C && same_bits(got, want, R * C, &at),
+          "the tensor reader read element %zu as %a, strtod %a", at, (double)got[at],
+          (double)want[at]);
+    free(body.s), free(want), free(got);
 }
 
 /* ---- Base64 ------------------------------------------------------------------------------- */
@@ -528,11 +769,12 @@ static void test_json(void) {
     static const char *const seeds[] = {
         "{\"query\":[[1,0.5,-2e-3],[3,4,5]],\"params\":{\"init\":\"identity\",\"num_heads\":1}}",
         "{\"a\":\"\\u00e9\\n\",\"b\":[true,false,null,{}],\"c\":{\"d\":[[]]}}",
-        "{\"q\":{\"dtype\":\"float32\",\"shape\":[1,2],\"data\":\"AACAPwAAAEA=\"}}"};
+        "{\"q\":{\"dtype\":\"float32\",\"shape\":[1,2],\"data\":\"AACAPwAAAEA=\"}}",
+        "{\"a\":[[1,2,3],[4,\"]\",6],[[7]],[8,{\"b\":[9]}],[\"[\"]],\"c\":[[1.5,-2e3]]}"};
     const char alphabet[] = "{}[]\",:\\/0123456789.eE+-tfnul aA\x80\xc3\xa9\xed\t\n";
     size_t mismatches = 0;
     for (int it = 0; it < 200000; it++) {
-        const char *seed = seeds[it % 3];
+        const char *seed = seeds[it % 4];
         char s[256];
         size_t n = strlen(seed);
         memcpy(s, seed, n);
@@ -556,6 +798,12 @@ static void test_json(void) {
         json_t *j = json_loadb(s, n, JSON_DECODE_INT_AS_REAL | JSON_ALLOW_NUL, &je);
         bool theirs = j && json_is_object(j), mine = json_ok(s, n);
         json_decref(j);
+        if (mine) { /* navigation: the object ends where the text does, but for whitespace */
+            const char *start = api_jv_ws(s), *end = api_jv_end(start), *last = s + n;
+            while (last > s && strchr(" \t\r\n", last[-1]))
+                last--;
+            CHECK(end == last, "api_jv_end stops at byte %td of %.*s", end - s, (int)n, s);
+        }
         if (!j && strstr(je.text, "overflow"))
             continue; /* jansson refuses numbers beyond double; for us that is non_finite later */
         if (mine != theirs && mismatches++ < 5)
@@ -563,6 +811,32 @@ static void test_json(void) {
                   je.text);
     }
     CHECK(mismatches == 0, "%zu JSON verdicts differ from jansson", mismatches);
+
+    /* Numbers of up to 18 characters made of number characters, then a delimiter and enough
+     * text after them for the 16-byte check (and without it, at the end), against jansson. */
+    const char numchars[] = "0123456789012345678901234567890123456789.eE+--";
+    mismatches = 0;
+    for (int it = 0; it < 300000; it++) {
+        char tok[24], s[128];
+        size_t tn = 1 + (size_t)(rnd64() % 18);
+        for (size_t k = 0; k < tn; k++)
+            tok[k] = numchars[rnd64() % (sizeof numchars - 1)];
+        tok[tn] = '\0';
+        const char *delim = it % 3 == 0 ? "]" : it % 3 == 1 ? ",1]" : " ]";
+        int n = it % 5
+                    ? snprintf(s, sizeof s, "{\"a\":[%s%s,\"b\":\"0123456789abcdef\"}", tok, delim)
+                    : snprintf(s, sizeof s, "{\"a\":%s}", tok);
+        json_error_t je;
+        json_t *j = json_loadb(s, (size_t)n, JSON_DECODE_INT_AS_REAL, &je);
+        bool theirs = j != NULL, mine = json_ok(s, (size_t)n);
+        json_decref(j);
+        if (!j && strstr(je.text, "overflow"))
+            continue;
+        if (mine != theirs && mismatches++ < 5)
+            CHECK(false, "number verdict differs from jansson (ours %d): %s (%s)", mine, s,
+                  je.text);
+    }
+    CHECK(mismatches == 0, "%zu number verdicts differ from jansson", mismatches);
 
     /* Strings: decoding, comparison. */
     const char *doc = "{\"k\\u0065y\":\"a\\u00e9\\ud83d\\ude00\\n\\/\"}";
@@ -2448,6 +2722,7 @@ int main(int argc, char **argv) {
     if (argc > 1)
         cases_dir = argv[1];
     test_float_write();
+    test_float_read();
     test_base64();
     test_json();
     test_errors_and_buffers();
