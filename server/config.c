@@ -382,6 +382,22 @@ static int set_cors(srv_config *cfg, const char *name, const char *v, srv_error 
     return SRV_OK;
 }
 
+/* a + b and a * b, saturating at SIZE_MAX. */
+static size_t sat_add(size_t a, size_t b) {
+    size_t r;
+    return __builtin_add_overflow(a, b, &r) ? SIZE_MAX : r;
+}
+static size_t sat_mul(size_t a, size_t b) {
+    size_t r;
+    return __builtin_mul_overflow(a, b, &r) ? SIZE_MAX : r;
+}
+
+size_t srv_config_memory_bound(const srv_config *cfg) {
+    size_t bodies = sat_mul(cfg->max_connections, sat_add(cfg->max_body_bytes, SRV_CONN_BYTES));
+    size_t jobs = sat_mul(sat_add(cfg->max_queue, sat_mul(cfg->threads, 2)), cfg->max_job_bytes);
+    return sat_add(sat_add(bodies, jobs), cfg->max_unsent_bytes);
+}
+
 bool srv_config_origin_allowed(const srv_config *cfg, const char *origin, size_t len) {
     const char *p = cfg->cors_origins;
     while (*p) {

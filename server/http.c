@@ -448,17 +448,10 @@ static void add_cors(const srv_http *h, http_req *r, struct MHD_Response *resp) 
     }
 }
 
-/* Queues a reply with the headers every response carries. mode says who owns body (MUST_FREE:
- * malloc'd, passed to libmicrohttpd). */
-static enum MHD_Result reply(http_req *r, unsigned status, const char *type, void *body, size_t len,
-                             enum MHD_ResponseMemoryMode mode) {
+/* Queues resp (taken over) with the headers every response carries; len is its body's size. */
+static enum MHD_Result reply_resp(http_req *r, unsigned status, const char *type,
+                                  struct MHD_Response *resp, size_t len) {
     srv_http *h = r->h;
-    struct MHD_Response *resp = MHD_create_response_from_buffer(len, body, mode);
-    if (!resp) {
-        if (mode == MHD_RESPMEM_MUST_FREE)
-            free(body);
-        return MHD_NO;
-    }
     MHD_add_response_header(resp, "X-Request-Id", r->id);
     if (type)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
@@ -500,6 +493,19 @@ static enum MHD_Result reply(http_req *r, unsigned status, const char *type, voi
     return rc;
 }
 
+/* Queues a reply with the headers every response carries. mode says who owns body (MUST_FREE:
+ * malloc'd, passed to libmicrohttpd). */
+static enum MHD_Result reply(http_req *r, unsigned status, const char *type, void *body, size_t len,
+                             enum MHD_ResponseMemoryMode mode) {
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, body, mode);
+    if (!resp) {
+        if (mode == MHD_RESPMEM_MUST_FREE)
+            free(body);
+        return MHD_NO;
+    }
+    return reply_resp(r, status, type, resp, len);
+}
+
 /* ---- Unsent replies (--max-unsent-bytes) --------------------------------------------------- */
 
 /* The budget counts the computed replies of jobs, from the worker's hand-back until the request
@@ -537,10 +543,20 @@ static enum MHD_Result reply_buf(http_req *r, unsigned status, const char *type,
     }
     void *data = b->data;
     size_t len = b->len;
+    bool block = b->block;
     *b = (api_buf){0};
     if (!data)
         return reply(r, status, type, (void *)"", 0, MHD_RESPMEM_PERSISTENT);
-    return reply(r, status, type, data, len, MHD_RESPMEM_MUST_FREE);
+    if (!block)
+        return reply(r, status, type, data, len, MHD_RESPMEM_MUST_FREE);
+    /* A block of the job memory cache: libmicrohttpd gives it back once the reply is sent. */
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer_with_free_callback_cls(len, data, api_mem_free, data);
+    if (!resp) {
+        api_mem_free(data);
+        return MHD_NO;
+    }
+    return reply_resp(r, status, type, resp, len);
 }
 
 static enum MHD_Result reply_api_error(http_req *r, const api_error *e) {
@@ -601,6 +617,8 @@ static srv_gauges gauges(const srv_http *h) {
     g.queue_capacity = h->cfg->max_queue;
     g.unsent_bytes = atomic_load(&h->unsent);
     g.unsent_budget = h->cfg->max_unsent_bytes;
+    if (ready)
+        g.mem = api_mem_stats_get(h->limits.mem);
     g.workers = h->cfg->threads;
     g.pool_threads = h->cfg->pool_threads;
     g.draining = atomic_load(&h->draining);
@@ -696,7 +714,7 @@ static enum MHD_Result on_job_headers(srv_http *h, http_req *r) {
         cap = (size_t)64 << 10;
     if (cap > h->cfg->max_body_bytes)
         cap = h->cfg->max_body_bytes;
-    r->body = srv_body_create(r->coding, h->cfg->max_body_bytes, cap);
+    r->body = srv_body_create(r->coding, h->cfg->max_body_bytes, cap, h->limits.mem);
     if (!r->body)
         return reply_error(r, 503, "out_of_memory",
                            "no memory for a body of %zu bytes now; retry later", cap);

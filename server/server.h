@@ -124,6 +124,20 @@ void srv_config_usage(FILE *f);
  * reached on loopback). Returns 0 on a 200, 1 otherwise with one line on out. */
 int srv_health_check(const srv_config *cfg, FILE *out);
 
+/* What attnd holds at most above its size at rest, from cfg's limits (SECURITY.md): bodies
+ * being read (--max-connections x (--max-body-bytes + SRV_CONN_BYTES)), jobs' arenas and the
+ * replies being written ((--max-queue + --threads) x --max-job-bytes), batch workspaces
+ * (--threads x --max-job-bytes), and replies not yet sent (--max-unsent-bytes). Saturates at
+ * SIZE_MAX. The job memory cache is given it as its cap. */
+size_t srv_config_memory_bound(const srv_config *cfg);
+
+/* Bytes a connection holds beside its body: libmicrohttpd's 32 KiB buffer, zlib's state, a small
+ * reply. */
+#define SRV_CONN_BYTES ((size_t)88 << 10)
+/* Seconds a cached job memory block may stay unused before it returns to the system (the help of
+ * attnd_job_memory_bytes in metrics.c says 2 s). */
+#define SRV_MEM_IDLE_S 2.0
+
 /* True when origin (len bytes, from an Origin header) is in the CORS allow-list. */
 bool srv_config_origin_allowed(const srv_config *cfg, const char *origin, size_t len);
 
@@ -209,6 +223,7 @@ void srv_metrics_reject(srv_metrics *m, srv_reject why);
 typedef struct srv_gauges {
     size_t queue_depth, queue_capacity, jobs_in_flight, workers, pool_threads;
     size_t unsent_bytes, unsent_budget; /* replies computed and not yet sent; the budget */
+    api_mem_stats mem;                  /* the job memory cache */
     bool ready, draining;
     double start_time; /* wall-clock seconds since the epoch */
 } srv_gauges;
@@ -314,8 +329,9 @@ typedef enum srv_body_state {
 typedef struct srv_body srv_body;
 
 /* A body of coding, kept up to max decoded bytes, with reserve bytes allocated at once (it grows
- * by doubling beyond). NULL when out of memory. Free with srv_body_destroy (NULL does nothing). */
-srv_body *srv_body_create(srv_coding coding, size_t max, size_t reserve);
+ * by doubling beyond), in blocks of mem (the job memory cache; NULL: malloc). NULL when out of
+ * memory. Free with srv_body_destroy (NULL does nothing). */
+srv_body *srv_body_create(srv_coding coding, size_t max, size_t reserve, api_mem *mem);
 void srv_body_destroy(srv_body *b);
 
 /* Appends n bytes as they came off the wire (decoded through the coding; inflate is never given
