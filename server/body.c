@@ -16,8 +16,9 @@
 struct srv_body {
     srv_coding coding;
     srv_body_state state;
-    size_t max; /* most decoded bytes kept */
-    size_t raw; /* bytes appended as sent */
+    size_t max;    /* most decoded bytes kept */
+    size_t expect; /* what Content-Length announced (0: unknown, or coded) */
+    size_t raw;    /* bytes appended as sent */
     char *data; /* (len of cap + 1 bytes): the decoded body, and room for a NUL; a block of mem */
     size_t len, cap;
     api_mem *mem;    /* the job memory cache, or NULL */
@@ -71,12 +72,14 @@ static char *body_block(const srv_body *b, size_t cap, size_t *got) {
     return d;
 }
 
-srv_body *srv_body_create(srv_coding coding, size_t max, size_t reserve, api_mem *mem) {
+srv_body *srv_body_create(srv_coding coding, size_t max, size_t reserve, size_t expect,
+                          api_mem *mem) {
     srv_body *b = calloc(1, sizeof *b);
     if (!b)
         return NULL;
     b->coding = coding;
     b->max = max;
+    b->expect = coding == SRV_CODING_IDENTITY && expect <= max ? expect : 0;
     b->mem = mem;
     b->data = body_block(b, reserve < max ? reserve : max, &b->cap);
     if (!b->data) {
@@ -131,6 +134,10 @@ static bool body_grow(srv_body *b, size_t want) {
     size_t cap = b->cap > b->max / 2 ? b->max : b->cap * 2;
     if (cap < b->len + want)
         cap = b->len + want;
+    /* Past what was reserved at first, straight to the announced length: one more block, not a
+     * chain of doublings (each of which the cache would keep). */
+    if (b->expect >= b->len + want && b->expect > cap)
+        cap = b->expect;
     size_t got = 0;
     char *d = body_block(b, cap, &got);
     if (!d) {

@@ -708,13 +708,14 @@ static enum MHD_Result on_job_headers(srv_http *h, http_req *r) {
                            h->cfg->max_queue);
     }
     /* What Content-Length announces is only reserved up to BODY_FIRST_CAP: a client that
-     * announces much and sends little holds little. A coded body grows from 64 KiB. */
+     * announces much and sends little holds little; past it, the body grows to the announced
+     * length at once. A coded body grows from 64 KiB. */
     size_t cap = expect && expect < BODY_FIRST_CAP ? expect : BODY_FIRST_CAP;
     if (r->coding != SRV_CODING_IDENTITY)
         cap = (size_t)64 << 10;
     if (cap > h->cfg->max_body_bytes)
         cap = h->cfg->max_body_bytes;
-    r->body = srv_body_create(r->coding, h->cfg->max_body_bytes, cap, h->limits.mem);
+    r->body = srv_body_create(r->coding, h->cfg->max_body_bytes, cap, expect, h->limits.mem);
     if (!r->body)
         return reply_error(r, 503, "out_of_memory",
                            "no memory for a body of %zu bytes now; retry later", cap);

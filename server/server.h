@@ -328,10 +328,12 @@ typedef enum srv_body_state {
 /* A request body being received, decoded as it comes. Opaque. */
 typedef struct srv_body srv_body;
 
-/* A body of coding, kept up to max decoded bytes, with reserve bytes allocated at once (it grows
- * by doubling beyond), in blocks of mem (the job memory cache; NULL: malloc). NULL when out of
- * memory. Free with srv_body_destroy (NULL does nothing). */
-srv_body *srv_body_create(srv_coding coding, size_t max, size_t reserve, api_mem *mem);
+/* A body of coding, kept up to max decoded bytes, with reserve bytes allocated at once, in blocks
+ * of mem (the job memory cache; NULL: malloc). Beyond reserve it grows to expect (the length
+ * Content-Length announced; 0 when unknown), or by doubling. NULL when out of memory. Free with
+ * srv_body_destroy (NULL does nothing). */
+srv_body *srv_body_create(srv_coding coding, size_t max, size_t reserve, size_t expect,
+                          api_mem *mem);
 void srv_body_destroy(srv_body *b);
 
 /* Appends n bytes as they came off the wire (decoded through the coding; inflate is never given
