@@ -125,8 +125,9 @@ static const opt OPTS[] = {
      "jobs waiting for a worker; when full, 503 with Retry-After at once"},
     {"--max-unsent-bytes", "ATTND_MAX_UNSENT_BYTES", "SIZE", OPT_BYTES, FIELD(max_unsent_bytes),
      1024, (double)((size_t)1 << 42), "256M",
-     "replies computed and not yet sent (held until their clients read them), all together; "
-     "when full, new jobs get 503 with Retry-After"},
+     "replies not yet sent, all together: each job's reply is reserved at its bound before "
+     "it is queued and held until its client has read it; a job that does not fit gets 503 "
+     "with Retry-After at once"},
     {"--max-connections", "ATTND_MAX_CONNECTIONS", "N", OPT_COUNT, FIELD(max_connections), 1,
      1000000, "1024",
      "open connections at once; bodies being read hold at most this x --max-body-bytes"},

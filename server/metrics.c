@@ -236,10 +236,11 @@ void srv_metrics_render(const srv_metrics *m, const srv_gauges *g, api_buf *b) {
     header(b, "attnd_jobs_in_flight", "gauge", "Jobs a worker is computing now.");
     out(b, "attnd_jobs_in_flight %zu\n", g->jobs_in_flight);
     header(b, "attnd_unsent_reply_bytes", "gauge",
-           "Bytes of job replies computed and not yet sent (held until their clients read them).");
+           "Bytes of job replies not yet sent: reserved at their bound from admission, then the "
+           "capacity of the buffers held until their clients read them.");
     out(b, "attnd_unsent_reply_bytes %zu\n", g->unsent_bytes);
     header(b, "attnd_unsent_reply_budget_bytes", "gauge",
-           "Most bytes of unsent replies held (--max-unsent-bytes).");
+           "Most bytes of unsent replies reserved and held (--max-unsent-bytes).");
     out(b, "attnd_unsent_reply_budget_bytes %zu\n", g->unsent_budget);
     header(b, "attnd_job_memory_bytes", "gauge",
            "Bytes of the job memory cache's blocks (arenas, workspaces, bodies of 128 KiB and "

@@ -91,7 +91,7 @@ typedef struct srv_config {
     size_t max_dim;          /* largest tensor dimension */
     size_t max_heads;        /* largest num_heads */
     size_t max_queue;        /* jobs waiting for a worker (503 beyond) */
-    size_t max_unsent_bytes; /* computed replies not yet sent, all together (503 beyond) */
+    size_t max_unsent_bytes; /* job replies reserved or held, not yet sent (503 beyond) */
     size_t max_connections;  /* open connections; more are refused at accept */
     double request_timeout;  /* seconds from arrival; a job still queued past it gets 503 */
     double drain_timeout;    /* seconds SIGTERM waits for queued and running jobs */
@@ -222,7 +222,7 @@ void srv_metrics_reject(srv_metrics *m, srv_reject why);
 /* Point-in-time values the exposition also shows. */
 typedef struct srv_gauges {
     size_t queue_depth, queue_capacity, jobs_in_flight, workers, pool_threads;
-    size_t unsent_bytes, unsent_budget; /* replies computed and not yet sent; the budget */
+    size_t unsent_bytes, unsent_budget; /* replies reserved or held and not yet sent; the budget */
     api_mem_stats mem;                  /* the job memory cache */
     bool ready, draining;
     double start_time; /* wall-clock seconds since the epoch */
