@@ -144,12 +144,10 @@ static void unmap_list(blk *b) {
     }
 }
 
-/* The block handed out: its memory as new (for the sanitizers), *cap set. */
-static void *hand_out(blk *b, size_t bytes, size_t *cap) {
+/* The block handed out, all its capacity usable (for the sanitizers: as new memory); *cap set. */
+static void *hand_out(blk *b, size_t *cap) {
     char *p = (char *)b + HDR;
-    UNPOISON(p, bytes);
-    if (b->cap > bytes)
-        POISON(p + bytes, b->cap - bytes);
+    UNPOISON(p, b->cap);
     VALGRIND_MALLOCLIKE_BLOCK(p, b->cap, 0, 0);
     if (cap)
         *cap = b->cap;
@@ -326,7 +324,7 @@ void *api_mem_alloc(api_mem *m, size_t bytes, size_t most, size_t *cap) {
         m->st.in_use_blocks++;
         m->st.hits++;
         pthread_mutex_unlock(&m->mu);
-        return hand_out(b, bytes, cap);
+        return hand_out(b, cap);
     }
     /* A new block, rounded up to its size class within what the caller allows. */
     size_t want = size_class(bytes), page = (size_t)sysconf(_SC_PAGESIZE), mapped = 0;
@@ -355,7 +353,7 @@ void *api_mem_alloc(api_mem *m, size_t bytes, size_t most, size_t *cap) {
         return NULL;
     }
     *b = (blk){.magic = MAGIC_MAP, .mem = m, .cap = want, .mapped = mapped};
-    return hand_out(b, bytes, cap);
+    return hand_out(b, cap);
 }
 
 void api_mem_free(void *block) {
