@@ -488,7 +488,7 @@ def main():
         f"{rss_after:.1f} MiB right after them (peak {rss_w4:.1f}), {rss_back:.1f} MiB "
         f"({rss_back / rss_idle:.2f}x) {idle_s:.1f} s later.",
         "",
-        "| W2-small, wrk 64 conn (best of 2 interleaved rounds) | req/s | p50 ms | p99 ms |"
+        "| W2-small, wrk 64 conn (best of 2 interleaved rounds) | req/s | p50 ms | p99 ms |",
         "|---|--:|--:|--:|",
         f"| attnd, batching on (defaults; mean batch {mean_batch:.1f} jobs over the whole run) "
         f"| {x['rps']:.1f} | {x['p50']:.2f} | {x['p99']:.2f} |",
