@@ -49,11 +49,13 @@ typedef struct api_error {
 /* A growable byte buffer. Zero-initialise it; api_buf_free releases it. When an append fails
  * for lack of memory, failed is set and further appends do nothing. data comes from malloc and
  * realloc, so a caller may take it over and release it with free() (the daemon hands it to the
- * HTTP library that way). */
+ * HTTP library that way); but when block is set (api_job_respond with a job memory cache), data
+ * is a block of api_mem_alloc, released with api_mem_free. cap is the bytes data holds. */
 typedef struct api_buf {
     char *data;
     size_t len, cap;
     bool failed;
+    bool block; /* data is an api_mem block */
 } api_buf;
 
 void api_buf_free(api_buf *b);
@@ -71,6 +73,58 @@ int api_fail(api_error *err, int status, const char *code, const char *field, co
 
 /* Appends {"error": {"code": ..., "message": ..., "field": ... or null}} to out. */
 void api_error_body(const api_error *err, api_buf *out);
+
+/* ---- Job memory --------------------------------------------------------------------------- */
+
+/* A cache of large memory blocks, shared by threads: jobs' arenas, batch workspaces, response
+ * bodies and a server's request bodies come from it and go back to it, so that a job reuses the
+ * pages of the one before instead of having the kernel map, fault in and zero new ones. A block
+ * left unused for idle_s seconds is unmapped (by a thread of the cache), so memory returns to
+ * the system when the load goes. Blocks under 128 KiB come from malloc and are never cached.
+ *
+ *     api_mem *mem = api_mem_create(bound, 2.0, &err);
+ *     lim.mem = mem;                   // api_job_parse, api_jobs_run, api_job_respond use it
+ *     ...
+ *     api_mem_destroy(mem);            // after every job and buffer from it is released */
+typedef struct api_mem api_mem;
+
+/* A cache that keeps freed blocks only while the bytes of its blocks in use and cached together
+ * stay within max_bytes (cached blocks are unmapped, oldest first, to make room; blocks in use
+ * are never refused for it), and unmaps a cached block unused for idle_s seconds (idle_s <= 0:
+ * keeps them until evicted or destroyed; no thread is started). NULL with err (500) when out of
+ * memory or the thread cannot start. */
+api_mem *api_mem_create(size_t max_bytes, double idle_s, api_error *err);
+
+/* Unmaps the cached blocks and stops the thread. Blocks still in use stay valid and are
+ * unmapped when freed; the cache's record goes with the last of them. NULL does nothing. */
+void api_mem_destroy(api_mem *m);
+
+/* A 64-byte aligned block of at least bytes and at most max(bytes, most) bytes (*cap, when not
+ * NULL, receives its capacity: use and count all of it), or NULL when out of memory. Its
+ * contents are unspecified (a reused block holds what the last user left). m may be NULL: then
+ * the block comes from aligned_alloc, capacity exactly bytes. Release with api_mem_free, from
+ * any thread. */
+void *api_mem_alloc(api_mem *m, size_t bytes, size_t most, size_t *cap);
+
+/* Gives a block of api_mem_alloc back to its cache (or to the system). NULL does nothing. Its
+ * signature fits libmicrohttpd's MHD_ContentReaderFreeCallback, with the block as the cls. */
+void api_mem_free(void *block);
+
+/* Unmaps the cached blocks that have been unused for idle_s seconds or more (0: all of them) now;
+ * returns their bytes. NULL returns 0. */
+size_t api_mem_trim(api_mem *m, double idle_s);
+
+typedef struct api_mem_stats {
+    size_t in_use_bytes, in_use_blocks; /* capacity handed out and not yet freed (cached sizes) */
+    size_t cached_bytes, cached_blocks; /* free blocks kept for reuse */
+    uint64_t hits;                      /* requests served by a cached block */
+    uint64_t misses;                    /* requests that mapped a new block */
+    uint64_t trimmed;                   /* cached blocks unmapped after idle_s */
+    uint64_t evicted;                   /* cached blocks unmapped to stay within max_bytes */
+} api_mem_stats;
+
+/* The cache's counters now (zeros for NULL). Blocks under 128 KiB are not counted. */
+api_mem_stats api_mem_stats_get(api_mem *m);
 
 /* ---- Models ------------------------------------------------------------------------------- */
 
@@ -175,19 +229,23 @@ typedef struct api_limits {
     size_t max_heads;     /* largest num_heads (and H of SDPA) */
     size_t nslots;        /* threads one job may use: attn_pool_slots of the compute pool */
     size_t max_depth;     /* deepest nesting of arrays and objects in a body; 0 = the default */
+    api_mem *mem; /* where the job's arena, batch workspace and response buffer come from (not
+                     owned); NULL: malloc, freed after each job */
 } api_limits;
 
 #define API_MAX_HEADS 65536 /* the largest max_heads honoured; a larger one counts as this */
 
 /* max_job_bytes 1 GiB, max_dim 65536, max_heads 256 (at most API_MAX_HEADS), nslots 1,
- * max_depth 64. A job over any of the first three is refused with 413 job_too_large, the
- * message naming the limit; a body nested deeper than max_depth (at most 1024; no request
- * needs more than 6) with 400 invalid_json naming max_depth, before anything is allocated. */
+ * max_depth 64, no memory cache. A job over any of the first three is refused with 413
+ * job_too_large, the message naming the limit; a body nested deeper than max_depth (at most 1024;
+ * no request needs more than 6) with 400 invalid_json naming max_depth, before anything is
+ * allocated. */
 api_limits api_limits_default(void);
 
 /* A parsed, validated job. Owns one arena holding its decoded tensors, the libattn workspace and
  * the outputs; its size plus the bound of its response is checked against max_job_bytes before
- * it is allocated. */
+ * it is allocated. With lim->mem the arena is a block of that cache, of a capacity that still
+ * fits max_job_bytes with the response's bound (api_job_bytes gives the capacity). */
 typedef struct api_job api_job;
 
 /* Parses body (len bytes, JSON) for op, resolves the model (attention), checks every field
@@ -207,18 +265,22 @@ api_job *api_job_parse(api_op op, const char *body, size_t len, const api_regist
 int api_job_run(api_job *job, attn_pool *pool, api_error *err);
 
 /* Appends the 200 response body of a job that ran to out, with the usage times given: at most
- * api_job_response_bytes(job) bytes. When out has less room than that plus 64 bytes, it first
- * grows it to exactly that (one allocation; none while writing). 0, or -1 with err (500
- * out_of_memory; out->len is then unchanged). */
+ * api_job_response_bytes(job) bytes. When out has less room than that plus API_RESPOND_SLACK
+ * bytes, it first grows it to exactly that (one allocation; none while writing): from the job's
+ * memory cache (lim->mem of its parse; out->block is then set) when it has one, else with
+ * realloc. 0, or -1 with err (500 out_of_memory; out->len is then unchanged). */
 int api_job_respond(const api_job *job, double queue_ms, double compute_ms, api_buf *out,
                     api_error *err);
+
+#define API_RESPOND_SLACK 64 /* room api_job_respond's buffer has beyond the response's bound */
 
 /* The most bytes api_job_respond appends for job: a bound computed by api_job_parse from the
  * shapes and the encoding alone, before compute (JSON floats at 17 bytes each with their
  * comma, top-k indices at 11, base64 exact, the fixed text, the model's name escaped at its
  * widest and the integers and times at theirs). api_job_parse counts it with the arena against
- * max_job_bytes, so a server can hold it (reserve it) from parse until the reply is sent.
- * 0 for NULL. */
+ * max_job_bytes, so a server can hold it (reserve it) from parse until the reply is sent: an
+ * empty buffer given to api_job_respond ends with a capacity of exactly this plus
+ * API_RESPOND_SLACK. 0 for NULL. */
 size_t api_job_response_bytes(const api_job *job);
 
 double api_job_flops(const api_job *job); /* what usage.flops reports */
@@ -235,12 +297,13 @@ bool api_jobs_batchable(const api_job *a, const api_job *b);
  * their rows, their attention each with its own masks and options. Every job must be
  * api_jobs_batchable with jobs[0]; one that is not runs alone. Each job ends as api_job_run
  * leaves it: ran, or failed with errs[i] (count records, caller-owned, zeroed) filled, and a
- * job that fails does not affect the others. The batch's workspace (one allocation, freed
- * before return) is capped at max_bytes (0 = no cap); over it, or when it cannot be allocated,
- * the jobs run one by one. Returns how many jobs failed. */
+ * job that fails does not affect the others. The batch's workspace (one allocation, from
+ * jobs[0]'s memory cache when it has one, freed before return) is capped at max_bytes (0 = no
+ * cap); over it, or when it cannot be allocated, the jobs run one by one. Returns how many jobs
+ * failed. */
 size_t api_jobs_run(api_job *const *jobs, size_t count, attn_pool *pool, size_t max_bytes,
                     api_error *errs);
-size_t api_job_bytes(const api_job *job); /* the arena's size (the response not included) */
+size_t api_job_bytes(const api_job *job); /* the arena's capacity (the response not included) */
 void api_job_destroy(api_job *job);       /* NULL does nothing */
 
 /* ---- Encodings (exposed for tests and fuzzing) -------------------------------------------- */

@@ -35,8 +35,20 @@ char *api_buf_reserve(api_buf *b, size_t n);
  * b->failed was already set. */
 bool api_buf_reserve_exact(api_buf *b, size_t n);
 
+/* As api_buf_reserve_exact, but a buffer that has to grow gets a block of mem (exactly len + n
+ * bytes of capacity; its contents are copied, b->block set). mem NULL: api_buf_reserve_exact. */
+bool api_buf_reserve_block(api_buf *b, size_t n, api_mem *mem);
+
 /* Appends a NUL-terminated string. */
 void api_buf_puts(api_buf *b, const char *s);
+
+/* ---- Job memory (mem.c) ------------------------------------------------------------------- */
+
+/* The capacity of a block of api_mem_alloc; 0 for NULL. */
+size_t api_mem_capacity(const void *block);
+
+/* The cache a block of api_mem_alloc returns to; NULL for NULL and for a block from malloc. */
+api_mem *api_mem_owner(const void *block);
 
 /* Appends v in decimal. */
 void api_buf_put_u64(api_buf *b, uint64_t v);
@@ -309,11 +321,13 @@ void api_strlist_json(const api_strlist *l, api_buf *out);
 /* How a job's inline params were given: tensors, or made from params.init. */
 enum { API_INIT_NONE, API_INIT_IDENTITY, API_INIT_RANDOM };
 
-/* A parsed job. It lives at the start of its own arena (one 64-byte aligned allocation of
- * arena_bytes): every pointer below points into that arena, or into the model it borrows. */
+/* A parsed job. It lives at the start of its own arena (one 64-byte aligned block of
+ * api_mem_alloc, of arena_bytes): every pointer below points into that arena, or into the model it
+ * borrows. */
 struct api_job {
     api_op op;
-    size_t arena_bytes;
+    size_t arena_bytes;    /* the arena's capacity */
+    api_mem *mem;          /* where its arena, batch workspace and response come from; or NULL */
     size_t response_bytes; /* api_response_bound of its shapes: counted with the arena */
     bool base64;           /* "encoding": "base64" */
     bool ran;              /* api_job_run succeeded */

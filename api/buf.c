@@ -10,8 +10,40 @@
 void api_buf_free(api_buf *b) {
     if (!b)
         return;
-    free(b->data);
+    if (b->block)
+        api_mem_free(b->data);
+    else
+        free(b->data);
     *b = (api_buf){0};
+}
+
+/* Moves the buffer's contents into a new allocation of cap bytes: a block of mem when mem (or a
+ * block buffer's own cache) is given, else realloc. false (nothing changed) when out of memory. */
+static bool buf_move(api_buf *b, size_t cap, api_mem *mem) {
+    if (!mem && b->block)
+        mem = api_mem_owner(b->data);
+    if (!mem && !b->block) {
+        char *d = realloc(b->data, cap);
+        if (!d)
+            return false;
+        b->data = d;
+        b->cap = cap;
+        return true;
+    }
+    size_t got = 0;
+    char *d = api_mem_alloc(mem, cap, cap, &got);
+    if (!d)
+        return false;
+    if (b->len)
+        memcpy(d, b->data, b->len);
+    if (b->block)
+        api_mem_free(b->data);
+    else
+        free(b->data);
+    b->data = d;
+    b->cap = got;
+    b->block = true;
+    return true;
 }
 
 void api_buf_reset(api_buf *b) {
@@ -30,13 +62,10 @@ char *api_buf_reserve(api_buf *b, size_t n) {
         size_t cap = b->cap ? b->cap : 256;
         while (cap < need)
             cap = cap > SIZE_MAX / 2 ? need : cap * 2;
-        char *d = realloc(b->data, cap);
-        if (!d) {
+        if (!buf_move(b, cap, NULL)) {
             b->failed = true;
             return NULL;
         }
-        b->data = d;
-        b->cap = cap;
     }
     return b->data + b->len;
 }
@@ -49,13 +78,25 @@ bool api_buf_reserve_exact(api_buf *b, size_t n) {
     }
     if (need <= b->cap)
         return true;
-    char *d = realloc(b->data, need);
-    if (!d) {
+    if (!buf_move(b, need, NULL)) {
         b->failed = true;
         return false;
     }
-    b->data = d;
-    b->cap = need;
+    return true;
+}
+
+bool api_buf_reserve_block(api_buf *b, size_t n, api_mem *mem) {
+    size_t need = 0;
+    if (b->failed || !api_add(b->len, n, &need)) {
+        b->failed = true;
+        return false;
+    }
+    if (need <= b->cap)
+        return true;
+    if (!buf_move(b, need, mem)) {
+        b->failed = true;
+        return false;
+    }
     return true;
 }
 

@@ -16,7 +16,7 @@
 
 #include "api_internal.h"
 
-#define ARENA_ALIGN 64
+#define ARENA_ALIGN 64 /* what api_mem_alloc gives */
 
 api_limits api_limits_default(void) {
     return (api_limits){.max_job_bytes = (size_t)1 << 30,
@@ -872,8 +872,10 @@ api_job *api_job_parse(api_op op, const char *body, size_t len, const api_regist
         goto done;
     }
 
-    /* One arena; the job record is at its start. */
-    char *arena = aligned_alloc(ARENA_ALIGN, a.total);
+    /* One arena; the job record is at its start. From the memory cache it may be a block a
+     * little larger than asked, but never past what the limit leaves beside the response. */
+    size_t cap = 0;
+    char *arena = api_mem_alloc(lim->mem, a.total, lim->max_job_bytes - resp, &cap);
     if (!arena) {
         api_fail(err, 500, "out_of_memory", NULL, "out of memory allocating %zu bytes for the job",
                  a.total);
@@ -882,7 +884,8 @@ api_job *api_job_parse(api_op op, const char *body, size_t len, const api_regist
     job = (api_job *)(void *)arena;
     memset(job, 0, sizeof *job);
     job->op = op;
-    job->arena_bytes = a.total;
+    job->arena_bytes = cap;
+    job->mem = lim->mem;
     job->response_bytes = resp;
     job->base64 = r->base64;
 
@@ -1001,7 +1004,7 @@ api_job *api_job_parse(api_op op, const char *body, size_t len, const api_regist
     memcpy(job->w_dims, rs.w_dims, sizeof job->w_dims);
     goto done;
 fail:
-    free(job);
+    api_mem_free(job);
     job = NULL;
 done:
     return job;

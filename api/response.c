@@ -97,11 +97,12 @@ static long run_chunk(api_job *const *jobs, api_error *const *errs, size_t count
     attn_error perr = {0};
     if (attn_mha_batch_plan(&bp, bj, count, params, max_bytes, &perr) != ATTN_OK)
         return -1;
-    void *ws = aligned_alloc(64, (bp.workspace_bytes + 63) / 64 * 64);
+    size_t ws_bytes = bp.workspace_bytes ? bp.workspace_bytes : 1;
+    void *ws = api_mem_alloc(jobs[0]->mem, ws_bytes, max_bytes, NULL);
     if (!ws)
         return -1;
     int rc = attn_mha_batch_forward(&bp, ws, bj, count, params, pool, &perr);
-    free(ws);
+    api_mem_free(ws);
     long failed = 0;
     for (size_t i = 0; i < count; i++) {
         int st = rc != ATTN_OK ? rc : bj[i].status;
@@ -161,7 +162,7 @@ size_t api_job_bytes(const api_job *job) {
 }
 
 void api_job_destroy(api_job *job) {
-    free(job); /* the job is the start of its arena */
+    api_mem_free(job); /* the job is the start of its arena */
 }
 
 /* ---- Writers ------------------------------------------------------------------------------ */
@@ -400,9 +401,9 @@ size_t api_job_response_bytes(const api_job *job) {
     return job ? job->response_bytes : 0;
 }
 
-/* Room the float writer may use past what it writes (json_floats reserves 40 bytes beyond a
- * row's bound, of which the row's own brackets and the text after it cover the rest). */
-#define RESPOND_SLACK 64
+/* API_RESPOND_SLACK: room the float writer may use past what it writes (json_floats reserves 40
+ * bytes beyond a row's bound, of which the row's own brackets and the text after it cover the
+ * rest). */
 
 int api_job_respond(const api_job *job, double queue_ms, double compute_ms, api_buf *out,
                     api_error *err) {
@@ -410,9 +411,10 @@ int api_job_respond(const api_job *job, double queue_ms, double compute_ms, api_
         return api_fail(err, 500, "internal", NULL, "the job has not run");
     size_t start = out->len;
     /* All the room the response can take, at once and exactly: the buffer never grows past
-     * start + response_bytes + RESPOND_SLACK, and never reallocates while writing. */
+     * start + response_bytes + API_RESPOND_SLACK, and never reallocates while writing. */
     size_t room = 0;
-    if (!api_add(job->response_bytes, RESPOND_SLACK, &room) || !api_buf_reserve_exact(out, room)) {
+    if (!api_add(job->response_bytes, API_RESPOND_SLACK, &room) ||
+        !api_buf_reserve_block(out, room, job->mem)) {
         return api_fail(err, 500, "out_of_memory", NULL,
                         "out of memory reserving %zu bytes for the response", job->response_bytes);
     }

@@ -4,11 +4,16 @@
  * written, attnd's code beside the previous one. Prints one JSON object per measurement on
  * stdout for bench/run_bench.py.
  *
- * Usage: bench_api [--time SECONDS] [--floats-only]
+ * Usage: bench_api [--time SECONDS] [--only NAME] [--no-cache] [--floats-only]
+ *   --only      one workload (W1-W5), and no float benchmark
+ *   --no-cache  every job's memory from malloc, as before the job memory cache
  *
  * W1 is sent and answered as JSON numbers (the classroom case); W2-W5 as base64 tensors, the
  * fast path for large inputs. The models are registered up front, as a server loads them at
- * start, and requests name them. Times are medians over at least 5 runs.
+ * start, and requests name them. Each job's arena, workspace and response buffer come from a
+ * job memory cache made as attnd makes it (api_mem_create, blocks unmapped after 2 s unused),
+ * and each response buffer is a new one, as a server hands each away: so the figures are what
+ * a server's worker spends. Times are medians over at least 5 runs, after one warm-up.
  *
  * Legend: N batch, L = S sequence length, E embedding, H heads. */
 #include <math.h>
@@ -111,7 +116,8 @@ static void append_str(api_buf *b, const char *s) {
     api_buf_append(b, s, strlen(s));
 }
 
-static int run(const workload *w, const api_registry *models, attn_pool *pool, double target_s) {
+static int run(const workload *w, const api_registry *models, attn_pool *pool, api_mem *mem,
+               double target_s) {
     api_buf body = {0}, resp = {0};
     append_str(&body, "{\"model\": \"");
     append_str(&body, w->name);
@@ -138,9 +144,11 @@ static int run(const workload *w, const api_registry *models, attn_pool *pool, d
     api_limits lim = api_limits_default();
     lim.max_job_bytes = (size_t)4 << 30;
     lim.nslots = attn_pool_slots(pool);
+    lim.mem = mem;
     enum { MAX_REPS = 2000 };
     static double tp[MAX_REPS], tc[MAX_REPS], te[MAX_REPS];
     size_t reps = 0;
+    api_mem_stats st0 = api_mem_stats_get(mem);
     double start = now_ms();
     int rc = 0;
     /* Run 0 is a warm-up; then at least 5 timed runs, for about target_s seconds. */
@@ -158,7 +166,7 @@ static int run(const workload *w, const api_registry *models, attn_pool *pool, d
             break;
         }
         double t2 = now_ms();
-        api_buf_reset(&resp);
+        api_buf_free(&resp); /* a server hands each response away: a new buffer per job */
         if (api_job_respond(job, 0.0, t2 - t1, &resp, &err) != 0) {
             fprintf(stderr, "bench_api: %s: respond: %s\n", w->name, err.message);
             api_job_destroy(job);
@@ -179,8 +187,11 @@ static int run(const workload *w, const api_registry *models, attn_pool *pool, d
         double p = median(tp, n), c = median(tc, n), e = median(te, n);
         printf("{\"type\":\"io\",\"name\":\"%s\",\"encoding\":\"%s\",\"request_bytes\":%zu,"
                "\"response_bytes\":%zu,\"reps\":%zu,\"parse_ms\":%.4f,\"compute_ms\":%.4f,"
-               "\"encode_ms\":%.4f,\"io_over_compute\":%.4f}\n",
-               w->name, w->base64 ? "base64" : "json", body.len, resp.len, n, p, c, e, (p + e) / c);
+               "\"encode_ms\":%.4f,\"io_over_compute\":%.4f,\"cache\":%s,\"cache_hits\":%llu,"
+               "\"cache_misses\":%llu}\n",
+               w->name, w->base64 ? "base64" : "json", body.len, resp.len, n, p, c, e, (p + e) / c,
+               mem ? "true" : "false", (unsigned long long)(api_mem_stats_get(mem).hits - st0.hits),
+               (unsigned long long)(api_mem_stats_get(mem).misses - st0.misses));
         fflush(stdout);
     }
     api_buf_free(&body);
@@ -310,22 +321,32 @@ int main(int argc, char **argv) {
         return 1;
     }
     double target = 1.0;
+    const char *only = NULL;
+    bool cache = true, floats = true;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--time") && i + 1 < argc) {
             target = atof(argv[++i]);
         } else if (!strcmp(argv[i], "--floats-only")) {
             return bench_floats() ? 1 : 0;
+        } else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
+            only = argv[++i];
+            floats = false;
+        } else if (!strcmp(argv[i], "--no-cache")) {
+            cache = false;
         } else {
-            fprintf(stderr, "usage: bench_api [--time SECONDS] [--floats-only]\n");
+            fprintf(stderr, "usage: bench_api [--time SECONDS] [--only NAME] [--no-cache] "
+                            "[--floats-only]\n");
             return 2;
         }
     }
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     attn_pool *pool = attn_pool_create(cores > 1 ? (size_t)cores - 1 : 0, &aerr);
     api_registry *models = api_registry_create();
+    /* As attnd makes it (server/main.c): blocks cached for reuse, unmapped after 2 s unused. */
+    api_mem *mem = cache ? api_mem_create(SIZE_MAX, 2.0, NULL) : NULL;
     int status = 1;
-    if (!pool || !models) {
-        fprintf(stderr, "bench_api: cannot create the pool or the registry\n");
+    if (!pool || !models || (cache && !mem)) {
+        fprintf(stderr, "bench_api: cannot create the pool, the registry or the memory cache\n");
         goto out;
     }
     for (size_t i = 0; i < sizeof WORKLOADS / sizeof WORKLOADS[0]; i++) {
@@ -336,16 +357,27 @@ int main(int argc, char **argv) {
             goto out;
         }
     }
+    bool found = !only;
     for (size_t i = 0; i < sizeof WORKLOADS / sizeof WORKLOADS[0]; i++) {
+        if (only && strcmp(only, WORKLOADS[i].name) != 0)
+            continue;
+        found = true;
         fprintf(stderr, "bench_api: %s\n", WORKLOADS[i].name);
-        if (run(&WORKLOADS[i], models, pool, target) != 0)
+        if (run(&WORKLOADS[i], models, pool, mem, target) != 0)
             goto out;
     }
-    fprintf(stderr, "bench_api: JSON floats\n");
-    if (bench_floats() != 0)
+    if (!found) {
+        fprintf(stderr, "bench_api: no workload is called %s\n", only);
         goto out;
+    }
+    if (floats) {
+        fprintf(stderr, "bench_api: JSON floats\n");
+        if (bench_floats() != 0)
+            goto out;
+    }
     status = 0;
 out:
+    api_mem_destroy(mem);
     api_registry_destroy(models);
     attn_pool_destroy(pool);
     return status;

@@ -1,9 +1,17 @@
 #!/usr/bin/python3
 """run_bench.py - runs the core benchmark (bench_attention, then PyTorch's torch_mha.py on the same
-OpenBLAS core) and writes a markdown report with the goals evaluated.
+OpenBLAS core) and the API path beside it (bench_api: what a server worker does for W1-W5), and
+writes a markdown report with the goals evaluated.
 
 Usage: /usr/bin/python3 bench/run_bench.py --bin build/bench/bench_attention
-                                           --out build/bench/results.md [--time SECONDS]
+           --api-bin build/bench/bench_api --out build/bench/results.md [--time SECONDS]
+           [--api-rounds N] [--api-time SECONDS] [--api-no-cache]
+
+The API path against the core: for each of --api-rounds rounds and each workload, a fresh
+bench_attention --only W and a fresh bench_api --only W, one after the other (so that a ratio
+compares two runs seconds apart on the same kernel); the report gives each round's ratio of
+bench_api's compute to bench_attention's time, and their median. --api-no-cache adds a bench_api
+--no-cache run to each pair (the job memory as it was before the cache: malloc per job).
 
 Goals are reported, not asserted: a MISS does not fail the process. It exits non-zero only when a
 benchmark program fails (a libattn error, a crash) or prints nothing usable.
@@ -115,6 +123,99 @@ def rel_check(a, t, key):
     return abs(a[key + "_dot"] - t[key + "_dot"]) / scale
 
 
+
+def median(v):
+    v = sorted(x for x in v if x is not None)
+    if not v:
+        return None
+    n = len(v)
+    return v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
+
+
+API_WORKLOADS = ("W1", "W2", "W3", "W4", "W5")
+
+
+def api_pairs(args, env):
+    """For each round and workload: bench_attention --only W, then bench_api --only W (and
+    --no-cache), fresh processes. Returns ({name: summary}, failures)."""
+    runs, failures = {}, []
+    for rnd in range(args.api_rounds):
+        for n in API_WORKLOADS:
+            rc, recs, _ = run_lines([args.bin, "--only", n, "--time", str(args.api_time)], env)
+            core = one(recs, "workload", name=n)
+            if rc != 0 or not core:
+                failures.append(f"bench_attention --only {n} exited {rc}")
+            variants = [("cache", [])] + ([("nocache", ["--no-cache"])] if args.api_no_cache
+                                          else [])
+            got = {"core": core}
+            for key, extra in variants:
+                rc, recs, _ = run_lines([args.api_bin, "--only", n, "--time", str(args.api_time)]
+                                        + extra, env)
+                io = one(recs, "io", name=n)
+                if rc != 0 or not io:
+                    failures.append(f"bench_api --only {n} {' '.join(extra)} exited {rc}")
+                got[key] = io
+            runs.setdefault(n, []).append(got)
+    out = {}
+    for n, rs in runs.items():
+        ratios = [r["cache"]["compute_ms"] / r["core"]["median_ms"]
+                  for r in rs if r.get("cache") and r.get("core")]
+        nc = [r["nocache"]["compute_ms"] / r["core"]["median_ms"]
+              for r in rs if r.get("nocache") and r.get("core")]
+        ios = [r["cache"] for r in rs if r.get("cache")]
+        io = None
+        if ios:
+            io = dict(ios[-1])
+            for k in ("parse_ms", "compute_ms", "encode_ms"):
+                io[k] = median([x[k] for x in ios])
+            io["io_over_compute"] = (io["parse_ms"] + io["encode_ms"]) / io["compute_ms"]
+        out[n] = {"ratios": ratios, "ratio": median(ratios), "nocache_ratios": nc,
+                  "nocache_ratio": median(nc), "io": io,
+                  "core_ms": median([r["core"]["median_ms"] for r in rs if r.get("core")]),
+                  "nocache": {k: median([r["nocache"][k] for r in rs if r.get("nocache")])
+                              for k in ("parse_ms", "compute_ms", "encode_ms")}
+                  if nc else None}
+    return out, failures
+
+
+def api_section(pairs, args):
+    L = ["## The API path beside the core: what a server worker spends", ""]
+    L.append("`bench_api --only W`: the workload as an API request naming a registered model, as "
+             "a worker runs it: api_job_parse (read and validate the body, decode the tensors "
+             "into the job's arena), api_job_run (libattn on the pool), api_job_respond (write "
+             "the response into a new buffer), with the job memory cache attnd uses (arenas and "
+             "buffers reused from job to job). W1 in JSON, W2-W5 with base64 tensors in and out. "
+             "Each is paired with a fresh `bench_attention --only W` run just before it, on the "
+             f"same kernel; {args.api_rounds} round(s) of {args.api_time:g} s runs, medians "
+             "over the rounds. API / core is bench_api's compute over bench_attention's time, per "
+             "round (the core benchmark's inputs carry biases and the API's models do not; the "
+             "shapes, masks and outputs are the same).")
+    L.append("")
+    head = ("| workload | encoding | request KiB | response KiB | core ms | API compute ms | "
+            "**API / core** | rounds | parse ms | encode ms | (parse + encode) / compute |")
+    sep = "|---|---|--:|--:|--:|--:|--:|---|--:|--:|--:|"
+    if args.api_no_cache:
+        head += " no cache: compute ms | no cache: API / core | no cache: parse ms |"
+        sep += "--:|--:|--:|"
+    L += [head, sep]
+    for n in API_WORKLOADS:
+        p = pairs.get(n)
+        if not p or not p["io"]:
+            continue
+        r = p["io"]
+        row = (f"| {n} | {r['encoding']} | {r['request_bytes'] / 1024:.0f} | "
+               f"{r['response_bytes'] / 1024:.0f} | {fmt(p['core_ms'], '.3f')} | "
+               f"{r['compute_ms']:.3f} | **{fmt(p['ratio'], '.2f')}** | "
+               + ", ".join(f"{x:.2f}" for x in p["ratios"]) + f" | {r['parse_ms']:.3f} | "
+               f"{r['encode_ms']:.3f} | {r['io_over_compute']:.2f} |")
+        if args.api_no_cache:
+            nc = p["nocache"] or {}
+            row += (f" {fmt(nc.get('compute_ms'), '.3f')} | {fmt(p['nocache_ratio'], '.2f')} | "
+                    f"{fmt(nc.get('parse_ms'), '.3f')} |")
+        L.append(row)
+    L.append("")
+    return L
+
 def goal_line(ok, label, value, target, margin, unit=""):
     if value is None:
         return f"- SKIP  {label}: not measured"
@@ -129,7 +230,13 @@ def main():
     ap.add_argument("--out", required=True, help="where to write the markdown report")
     ap.add_argument("--time", type=float, default=1.5, help="seconds of timed runs per workload")
     ap.add_argument("--no-torch", action="store_true", help="skip the PyTorch comparison")
-    ap.add_argument("--api-bin", help="the bench_api program (parse / compute / encode split)")
+    ap.add_argument("--api-bin", help="the bench_api program (the API path: parse, compute, encode)")
+    ap.add_argument("--api-rounds", type=int, default=3,
+                    help="rounds of bench_attention / bench_api pairs per workload")
+    ap.add_argument("--api-time", type=float, default=1.0,
+                    help="seconds of timed runs per workload in each pair")
+    ap.add_argument("--api-no-cache", action="store_true",
+                    help="also run bench_api --no-cache in each pair")
     args = ap.parse_args()
 
     load_start = os.getloadavg()
@@ -177,16 +284,18 @@ def main():
         failures.append(f"bench_attention --threading blas exited {brc}")
     blas_alt = {r["name"]: r for r in by_type(brecs, "workload")}
 
-    # Where a request's time goes outside HTTP: parse, compute, encode.
-    io, floats = {}, []
+    # The API path beside the core, in pairs of fresh processes; then JSON floats.
+    pairs, floats = {}, []
     if args.api_bin:
-        irc, irecs, _ = run_lines([args.api_bin, "--time", str(args.time)], env)
-        if irc != 0:
-            failures.append(f"bench_api exited {irc}")
-        io = {r["name"]: r for r in by_type(irecs, "io")}
-        floats = by_type(irecs, "floats")
+        pairs, pair_failures = api_pairs(args, env)
+        failures += pair_failures
+        frc, frecs, _ = run_lines([args.api_bin, "--floats-only"], env)
+        if frc != 0:
+            failures.append(f"bench_api --floats-only exited {frc}")
+        floats = by_type(frecs, "floats")
         failures += [f"JSON floats, {r['op']} {r['data']}: attnd and the previous code disagree"
                      for r in floats if not r["same"]]
+    io = {n: p["io"] for n, p in pairs.items() if p.get("io")}
     load_end = os.getloadavg()
 
     names = list(attnd) + [n for n in torch if n not in attnd]
@@ -321,24 +430,9 @@ def main():
                  f"{b['median_ms'] / a['median_ms']:.2f} |")
     L.append("")
 
-    # Parse / compute / encode.
-    if io:
-        L.append("## A request's time outside HTTP: parse, compute, encode")
-        L.append("")
-        L.append("`bench_api`: the workloads as API requests naming a registered model: "
-                 "api_job_parse (read and validate the body, decode the tensors), api_job_run "
-                 "(libattn on the pool), api_job_respond (write the response). W1 in JSON, "
-                 "W2-W5 with base64 tensors in and out. Medians.")
-        L.append("")
-        L.append("| workload | encoding | request KiB | response KiB | parse ms | compute ms | "
-                 "encode ms | (parse + encode) / compute |")
-        L.append("|---|---|--:|--:|--:|--:|--:|--:|")
-        for n, r in io.items():
-            L.append(f"| {n} | {r['encoding']} | {r['request_bytes'] / 1024:.0f} | "
-                     f"{r['response_bytes'] / 1024:.0f} | {r['parse_ms']:.3f} | "
-                     f"{r['compute_ms']:.3f} | {r['encode_ms']:.3f} | "
-                     f"{r['io_over_compute']:.2f} |")
-        L.append("")
+    # The API path against the core; parse / compute / encode.
+    if pairs:
+        L += api_section(pairs, args)
 
     # JSON floats.
     if floats:
@@ -377,6 +471,11 @@ def main():
     if args.api_bin:
         L.append(goal_line(w3io is not None and w3io <= 0.3, "W3 base64 I/O <= 0.3 of compute",
                            w3io, 0.3, 0.3 - (w3io or 0)))
+        for n in ("W3", "W4"):
+            r = pairs.get(n, {}).get("ratio")
+            L.append(goal_line(r is not None and r <= 1.15,
+                               f"{n} API path compute / core <= 1.15 (median of the rounds)", r,
+                               1.15, 1.15 - (r or 0), "x"))
     L.append(goal_line(causal_gain is not None and causal_gain >= 1.6,
                        "W4 nocausal/causal time >= 1.6", causal_gain, 1.6,
                        (causal_gain or 0) - 1.6, "x"))

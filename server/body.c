@@ -1,4 +1,5 @@
-/* body.c - a request body as it arrives: kept in one growing buffer up to a cap, and decoded on
+/* body.c - a request body as it arrives: kept in one growing buffer up to a cap (blocks of the
+ * job memory cache, so that a large body reuses the pages of the one before), and decoded on
  * the way in when it carries a content coding (gzip, deflate; zlib, streaming). The cap applies
  * to the decoded bytes, and inflate is never given room past it, so a small body that would
  * inflate to gigabytes (a "gzip bomb") costs at most the cap. The bytes as sent are capped too.
@@ -15,10 +16,12 @@
 struct srv_body {
     srv_coding coding;
     srv_body_state state;
-    size_t max; /* most decoded bytes kept */
-    size_t raw; /* bytes appended as sent */
-    char *data; /* (len of cap + 1 bytes): the decoded body, and room for a NUL */
+    size_t max;    /* most decoded bytes kept */
+    size_t expect; /* what Content-Length announced (0: unknown, or coded) */
+    size_t raw;    /* bytes appended as sent */
+    char *data; /* (len of cap + 1 bytes): the decoded body, and room for a NUL; a block of mem */
     size_t len, cap;
+    api_mem *mem;    /* the job memory cache, or NULL */
     z_stream z;      /* the decoder, for a coding other than identity */
     bool z_live;     /* z was initialised */
     bool z_end;      /* the coded stream has ended */
@@ -60,14 +63,25 @@ const char *srv_coding_name(srv_coding coding) {
     return "identity";
 }
 
-srv_body *srv_body_create(srv_coding coding, size_t max, size_t reserve) {
+/* A block of b->mem for a body of at least cap bytes (and its NUL), at most max; sets *got to
+ * the body bytes it holds. NULL when out of memory. */
+static char *body_block(const srv_body *b, size_t cap, size_t *got) {
+    size_t have = 0;
+    char *d = api_mem_alloc(b->mem, cap + 1, b->max + 1, &have);
+    *got = have - 1 < b->max ? have - 1 : b->max;
+    return d;
+}
+
+srv_body *srv_body_create(srv_coding coding, size_t max, size_t reserve, size_t expect,
+                          api_mem *mem) {
     srv_body *b = calloc(1, sizeof *b);
     if (!b)
         return NULL;
     b->coding = coding;
     b->max = max;
-    b->cap = reserve < max ? reserve : max;
-    b->data = malloc(b->cap + 1);
+    b->expect = coding == SRV_CODING_IDENTITY && expect <= max ? expect : 0;
+    b->mem = mem;
+    b->data = body_block(b, reserve < max ? reserve : max, &b->cap);
     if (!b->data) {
         free(b);
         return NULL;
@@ -76,7 +90,7 @@ srv_body *srv_body_create(srv_coding coding, size_t max, size_t reserve) {
         /* windowBits 15, plus 16 for the gzip wrapper; deflate is the zlib format (RFC 9110). */
         int bits = coding == SRV_CODING_GZIP ? 15 + 16 : 15;
         if (inflateInit2(&b->z, bits) != Z_OK) {
-            free(b->data);
+            api_mem_free(b->data);
             free(b);
             return NULL;
         }
@@ -90,7 +104,7 @@ void srv_body_destroy(srv_body *b) {
         return;
     if (b->z_live)
         inflateEnd(&b->z);
-    free(b->data);
+    api_mem_free(b->data);
     free(b);
 }
 
@@ -98,7 +112,7 @@ void srv_body_destroy(srv_body *b) {
 static srv_body_state body_fail(srv_body *b, srv_body_state state) {
     if (b->state == SRV_BODY_OK)
         b->state = state;
-    free(b->data);
+    api_mem_free(b->data);
     b->data = NULL;
     b->len = b->cap = 0;
     if (b->z_live) {
@@ -120,13 +134,20 @@ static bool body_grow(srv_body *b, size_t want) {
     size_t cap = b->cap > b->max / 2 ? b->max : b->cap * 2;
     if (cap < b->len + want)
         cap = b->len + want;
-    char *d = realloc(b->data, cap + 1);
+    /* Past what was reserved at first, straight to the announced length: one more block, not a
+     * chain of doublings (each of which the cache would keep). */
+    if (b->expect >= b->len + want && b->expect > cap)
+        cap = b->expect;
+    size_t got = 0;
+    char *d = body_block(b, cap, &got);
     if (!d) {
         body_fail(b, SRV_BODY_OOM);
         return false;
     }
+    memcpy(d, b->data, b->len);
+    api_mem_free(b->data);
     b->data = d;
-    b->cap = cap;
+    b->cap = got;
     return true;
 }
 

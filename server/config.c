@@ -125,8 +125,9 @@ static const opt OPTS[] = {
      "jobs waiting for a worker; when full, 503 with Retry-After at once"},
     {"--max-unsent-bytes", "ATTND_MAX_UNSENT_BYTES", "SIZE", OPT_BYTES, FIELD(max_unsent_bytes),
      1024, (double)((size_t)1 << 42), "256M",
-     "replies computed and not yet sent (held until their clients read them), all together; "
-     "when full, new jobs get 503 with Retry-After"},
+     "replies not yet sent, all together: each job's reply is reserved at its bound before "
+     "it is queued and held until its client has read it; a job that does not fit gets 503 "
+     "with Retry-After at once"},
     {"--max-connections", "ATTND_MAX_CONNECTIONS", "N", OPT_COUNT, FIELD(max_connections), 1,
      1000000, "1024",
      "open connections at once; bodies being read hold at most this x --max-body-bytes"},
@@ -380,6 +381,22 @@ static int set_cors(srv_config *cfg, const char *name, const char *v, srv_error 
     out[len] = '\0';
     memcpy(cfg->cors_origins, out, len + 1);
     return SRV_OK;
+}
+
+/* a + b and a * b, saturating at SIZE_MAX. */
+static size_t sat_add(size_t a, size_t b) {
+    size_t r;
+    return __builtin_add_overflow(a, b, &r) ? SIZE_MAX : r;
+}
+static size_t sat_mul(size_t a, size_t b) {
+    size_t r;
+    return __builtin_mul_overflow(a, b, &r) ? SIZE_MAX : r;
+}
+
+size_t srv_config_memory_bound(const srv_config *cfg) {
+    size_t bodies = sat_mul(cfg->max_connections, sat_add(cfg->max_body_bytes, SRV_CONN_BYTES));
+    size_t jobs = sat_mul(sat_add(cfg->max_queue, sat_mul(cfg->threads, 2)), cfg->max_job_bytes);
+    return sat_add(sat_add(bodies, jobs), cfg->max_unsent_bytes);
 }
 
 bool srv_config_origin_allowed(const srv_config *cfg, const char *origin, size_t len) {

@@ -96,8 +96,8 @@ struct srv_http {
     srv_workers *workers;
     atomic_bool ready, draining;
     atomic_size_t outstanding;  /* requests begun (headers read) and not yet completed */
-    atomic_size_t unsent;       /* bytes of job replies made and not yet completed (sent) */
-    atomic_bool unsent_refused; /* a job reply did not fit since one was last released */
+    atomic_size_t unsent;       /* bytes of job replies reserved or held, not yet sent */
+    atomic_bool unsent_refused; /* a job's reply did not fit since room was last given back */
     atomic_uint_fast64_t next_id;
     uint64_t id_salt;
     double start_wall;
@@ -127,7 +127,7 @@ typedef struct http_req {
     srv_coding coding; /* its Content-Encoding */
     bool close;        /* the reply closes the connection (Connection: close) */
     size_t bytes_in, bytes_out;
-    size_t unsent; /* bytes this request's job reply holds of h->unsent */
+    size_t unsent; /* bytes this request's job reply reserves or holds of h->unsent */
     unsigned status;
     char code[32]; /* the error code of an error reply */
     double t_start, parse_ms;
@@ -448,17 +448,10 @@ static void add_cors(const srv_http *h, http_req *r, struct MHD_Response *resp) 
     }
 }
 
-/* Queues a reply with the headers every response carries. mode says who owns body (MUST_FREE:
- * malloc'd, passed to libmicrohttpd). */
-static enum MHD_Result reply(http_req *r, unsigned status, const char *type, void *body, size_t len,
-                             enum MHD_ResponseMemoryMode mode) {
+/* Queues resp (taken over) with the headers every response carries; len is its body's size. */
+static enum MHD_Result reply_resp(http_req *r, unsigned status, const char *type,
+                                  struct MHD_Response *resp, size_t len) {
     srv_http *h = r->h;
-    struct MHD_Response *resp = MHD_create_response_from_buffer(len, body, mode);
-    if (!resp) {
-        if (mode == MHD_RESPMEM_MUST_FREE)
-            free(body);
-        return MHD_NO;
-    }
     MHD_add_response_header(resp, "X-Request-Id", r->id);
     if (type)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
@@ -500,27 +493,56 @@ static enum MHD_Result reply(http_req *r, unsigned status, const char *type, voi
     return rc;
 }
 
+/* Queues a reply with the headers every response carries. mode says who owns body (MUST_FREE:
+ * malloc'd, passed to libmicrohttpd). */
+static enum MHD_Result reply(http_req *r, unsigned status, const char *type, void *body, size_t len,
+                             enum MHD_ResponseMemoryMode mode) {
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, body, mode);
+    if (!resp) {
+        if (mode == MHD_RESPMEM_MUST_FREE)
+            free(body);
+        return MHD_NO;
+    }
+    return reply_resp(r, status, type, resp, len);
+}
+
 /* ---- Unsent replies (--max-unsent-bytes) --------------------------------------------------- */
 
-/* The budget counts the computed replies of jobs, from the worker's hand-back until the request
- * completes (libmicrohttpd has written the reply out, or the connection has gone). Other
- * replies (errors, /metrics, /v1/models) are small, at most one per connection, and are not
- * counted. */
+/* The budget counts the replies of jobs by reservation: when a job has been parsed, before it
+ * is queued, the most its reply buffer can take (api_job_response_bytes + API_RESPOND_SLACK,
+ * known from the shapes) is reserved, and a job whose reply does not fit is refused at once,
+ * never computed and then refused. When the worker hands the reply back, the reservation comes
+ * down to the buffer's capacity (what is really held); it is released when the request completes
+ * (libmicrohttpd has written the reply out, or the connection has gone), or at once when the job
+ * ends in an error. Other replies (errors, /metrics, /v1/models) are small, at most one per
+ * connection, and are not counted. */
 
-/* Counts n bytes of r's job reply as unsent if they fit the budget; false (nothing counted)
- * when they do not. */
+/* Adds n bytes to r's share of the budget if they fit; false (nothing counted) when they do
+ * not. */
 static bool unsent_reserve(srv_http *h, http_req *r, size_t n) {
     size_t cur = atomic_load(&h->unsent), max = h->cfg->max_unsent_bytes;
     do {
         if (cur > max || n > max - cur)
             return false;
     } while (!atomic_compare_exchange_weak(&h->unsent, &cur, cur + n));
-    r->unsent = n;
+    r->unsent += n;
     return true;
 }
 
-/* True when the replies not yet sent fill the budget (they reach it, or a computed reply did not
- * fit since a held one last went): new jobs are refused until a held reply has gone. */
+/* Gives back n bytes of r's share (at most what it holds): room for other replies, so jobs are
+ * admitted again. */
+static void unsent_release(srv_http *h, http_req *r, size_t n) {
+    if (n > r->unsent)
+        n = r->unsent;
+    if (n == 0)
+        return;
+    r->unsent -= n;
+    atomic_fetch_sub(&h->unsent, n);
+    atomic_store(&h->unsent_refused, false);
+}
+
+/* True when the replies not yet sent fill the budget (they reach it, or a job's reply did not
+ * fit since room was last given back): new jobs are refused until some is. */
 static bool unsent_full(const srv_http *h) {
     return atomic_load(&h->unsent) >= h->cfg->max_unsent_bytes || atomic_load(&h->unsent_refused);
 }
@@ -537,10 +559,20 @@ static enum MHD_Result reply_buf(http_req *r, unsigned status, const char *type,
     }
     void *data = b->data;
     size_t len = b->len;
+    bool block = b->block;
     *b = (api_buf){0};
     if (!data)
         return reply(r, status, type, (void *)"", 0, MHD_RESPMEM_PERSISTENT);
-    return reply(r, status, type, data, len, MHD_RESPMEM_MUST_FREE);
+    if (!block)
+        return reply(r, status, type, data, len, MHD_RESPMEM_MUST_FREE);
+    /* A block of the job memory cache: libmicrohttpd gives it back once the reply is sent. */
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer_with_free_callback_cls(len, data, api_mem_free, data);
+    if (!resp) {
+        api_mem_free(data);
+        return MHD_NO;
+    }
+    return reply_resp(r, status, type, resp, len);
 }
 
 static enum MHD_Result reply_api_error(http_req *r, const api_error *e) {
@@ -586,8 +618,8 @@ static enum MHD_Result reply_unavailable(http_req *r) {
 static enum MHD_Result reply_budget_full(srv_http *h, http_req *r) {
     srv_metrics_reject(h->metrics, SRV_REJECT_REPLY_BUDGET);
     return reply_error(r, 503, "reply_budget",
-                       "replies waiting for their clients to read them fill the budget of %zu "
-                       "bytes (--max-unsent-bytes); retry shortly",
+                       "replies reserved or waiting for their clients to read them fill the "
+                       "budget of %zu bytes (--max-unsent-bytes); retry shortly",
                        h->cfg->max_unsent_bytes);
 }
 
@@ -601,6 +633,8 @@ static srv_gauges gauges(const srv_http *h) {
     g.queue_capacity = h->cfg->max_queue;
     g.unsent_bytes = atomic_load(&h->unsent);
     g.unsent_budget = h->cfg->max_unsent_bytes;
+    if (ready)
+        g.mem = api_mem_stats_get(h->limits.mem);
     g.workers = h->cfg->threads;
     g.pool_threads = h->cfg->pool_threads;
     g.draining = atomic_load(&h->draining);
@@ -690,13 +724,14 @@ static enum MHD_Result on_job_headers(srv_http *h, http_req *r) {
                            h->cfg->max_queue);
     }
     /* What Content-Length announces is only reserved up to BODY_FIRST_CAP: a client that
-     * announces much and sends little holds little. A coded body grows from 64 KiB. */
+     * announces much and sends little holds little; past it, the body grows to the announced
+     * length at once. A coded body grows from 64 KiB. */
     size_t cap = expect && expect < BODY_FIRST_CAP ? expect : BODY_FIRST_CAP;
     if (r->coding != SRV_CODING_IDENTITY)
         cap = (size_t)64 << 10;
     if (cap > h->cfg->max_body_bytes)
         cap = h->cfg->max_body_bytes;
-    r->body = srv_body_create(r->coding, h->cfg->max_body_bytes, cap);
+    r->body = srv_body_create(r->coding, h->cfg->max_body_bytes, cap, expect, h->limits.mem);
     if (!r->body)
         return reply_error(r, 503, "out_of_memory",
                            "no memory for a body of %zu bytes now; retry later", cap);
@@ -704,27 +739,25 @@ static enum MHD_Result on_job_headers(srv_http *h, http_req *r) {
     return MHD_YES;
 }
 
-/* A worker's result: a computed reply is counted as unsent when it fits the budget, else
- * replaced by an error (413 when it could never fit, 503 reply_budget when it could later). */
+/* A worker's result: the reply's reservation comes down to the capacity of the buffer that holds
+ * it (all of it, when the job ended in an error: error bodies are not counted). A buffer larger
+ * than the reservation (never, as api_job_respond sizes it) must fit the budget for the rest,
+ * else the reply is replaced by 503 reply_budget. */
 static void on_job_done(srv_job *sj) {
     http_req *r = sj->owner;
     srv_http *h = r->h;
-    size_t len = sj->body.len, max = h->cfg->max_unsent_bytes;
-    if (sj->status == 200 && !sj->body.failed && !unsent_reserve(h, r, len)) {
+    size_t held = sj->status == 200 && !sj->body.failed ? sj->body.cap : 0;
+    if (held <= r->unsent) {
+        unsent_release(h, r, r->unsent - held);
+    } else if (!unsent_reserve(h, r, held - r->unsent)) {
         api_error e = {0};
-        if (len > max) {
-            api_fail(&e, 413, "job_too_large", NULL,
-                     "the reply is %zu bytes, over the budget for unsent replies of %zu bytes "
-                     "(--max-unsent-bytes); ask for less (need_weights, \"encoding\": \"base64\")",
-                     len, max);
-        } else {
-            api_fail(&e, 503, "reply_budget", NULL,
-                     "the reply of %zu bytes was computed, but replies waiting for their clients "
-                     "fill the budget of %zu bytes (--max-unsent-bytes); retry shortly",
-                     len, max);
-            srv_metrics_reject(h->metrics, SRV_REJECT_REPLY_BUDGET);
-            atomic_store(&h->unsent_refused, true); /* a held reply exists: it will go */
-        }
+        api_fail(&e, 503, "reply_budget", NULL,
+                 "the reply of %zu bytes was computed, but replies waiting for their clients "
+                 "fill the budget of %zu bytes (--max-unsent-bytes); retry shortly",
+                 sj->body.len, h->cfg->max_unsent_bytes);
+        srv_metrics_reject(h->metrics, SRV_REJECT_REPLY_BUDGET);
+        unsent_release(h, r, r->unsent);
+        atomic_store(&h->unsent_refused, true); /* held replies exist: they will go */
         api_buf_free(&sj->body);
         api_error_body(&e, &sj->body);
         sj->status = (unsigned)e.status;
@@ -775,6 +808,27 @@ static enum MHD_Result on_body_complete(srv_http *h, http_req *r) {
             api_fail(&e, 500, "internal", NULL, "the job could not be parsed");
         return reply_api_error(r, &e);
     }
+    /* The reply's room in the budget, before the job is queued and computed. */
+    size_t reply_max = api_job_response_bytes(job), max = h->cfg->max_unsent_bytes;
+    reply_max = reply_max > SIZE_MAX - API_RESPOND_SLACK ? SIZE_MAX : reply_max + API_RESPOND_SLACK;
+    if (reply_max > max) {
+        api_job_destroy(job);
+        return reply_error(r, 413, "job_too_large",
+                           "the reply can take up to %zu bytes, over the budget for unsent "
+                           "replies of %zu bytes (--max-unsent-bytes); ask for less "
+                           "(need_weights, \"encoding\": \"base64\")",
+                           reply_max, max);
+    }
+    if (!unsent_reserve(h, r, reply_max)) {
+        api_job_destroy(job);
+        atomic_store(&h->unsent_refused, true); /* reserved and held replies exist: they go */
+        srv_metrics_reject(h->metrics, SRV_REJECT_REPLY_BUDGET);
+        return reply_error(r, 503, "reply_budget",
+                           "the reply can take up to %zu bytes, and the replies reserved or "
+                           "waiting for their clients fill the budget of %zu bytes "
+                           "(--max-unsent-bytes); retry shortly",
+                           reply_max, max);
+    }
 
     r->sj.job = job;
     r->sj.op = op;
@@ -795,6 +849,7 @@ static enum MHD_Result on_body_complete(srv_http *h, http_req *r) {
     atomic_fetch_sub(&r->refs, 1);
     api_job_destroy(job);
     r->sj.job = NULL;
+    unsent_release(h, r, r->unsent);
     if (rc == SRV_QUEUE_FULL) {
         srv_metrics_reject(h->metrics, SRV_REJECT_QUEUE_FULL);
         return reply_error(r, 503, "queue_full",
@@ -1067,10 +1122,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     bool sent = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK;
     srv_metrics_request(h->metrics, r->route, sent ? r->status : 0, r->bytes_in,
                         sent ? r->bytes_out : 0);
-    if (r->unsent) { /* libmicrohttpd frees the body next: room for a reply like it */
-        atomic_fetch_sub(&h->unsent, r->unsent);
-        atomic_store(&h->unsent_refused, false);
-    }
+    unsent_release(h, r, r->unsent); /* libmicrohttpd frees the body next: room for a reply */
     atomic_fetch_sub(&h->outstanding, 1);
     track_set(h, r->track, TRACK_IDLE); /* the connection now waits for its next request */
     req_unref(r);

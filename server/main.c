@@ -176,6 +176,7 @@ int main(int argc, char **argv) {
     api_registry *models = NULL;
     attn_pool *pool = NULL;
     srv_workers *workers = NULL;
+    api_mem *mem = NULL;
 
     {
         srv_kv kv[] = {SRV_STR("version", SRV_VERSION), SRV_INT("pid", getpid())};
@@ -247,7 +248,14 @@ int main(int argc, char **argv) {
         fatal(&log, aerr.msg);
         goto out;
     }
+    /* Job memory: blocks reused from job to job, kept within the memory bound of the limits,
+     * returned to the system after SRV_MEM_IDLE_S unused. */
+    if (!(mem = api_mem_create(srv_config_memory_bound(&cfg), SRV_MEM_IDLE_S, &ae))) {
+        fatal(&log, ae.message);
+        goto out;
+    }
     api_limits limits = api_limits_default();
+    limits.mem = mem;
     limits.max_job_bytes = cfg.max_job_bytes;
     limits.max_dim = cfg.max_dim;
     limits.max_heads = cfg.max_heads;
@@ -275,6 +283,7 @@ int main(int argc, char **argv) {
                        SRV_INT("max_queue", cfg.max_queue),
                        SRV_INT("max_unsent_bytes", cfg.max_unsent_bytes),
                        SRV_INT("max_connections", cfg.max_connections),
+                       SRV_INT("memory_bound", srv_config_memory_bound(&cfg)),
                        SRV_NUM("request_timeout_s", cfg.request_timeout),
                        SRV_INT("max_depth", cfg.max_depth),
                        SRV_NUM("read_timeout_s", cfg.read_timeout),
@@ -336,6 +345,7 @@ int main(int argc, char **argv) {
 out:
     srv_http_stop(http);
     srv_workers_destroy(workers);
+    api_mem_destroy(mem); /* every block went back with the replies and jobs */
     attn_pool_destroy(pool);
     api_registry_destroy(models);
     srv_metrics_destroy(metrics);

@@ -236,11 +236,29 @@ void srv_metrics_render(const srv_metrics *m, const srv_gauges *g, api_buf *b) {
     header(b, "attnd_jobs_in_flight", "gauge", "Jobs a worker is computing now.");
     out(b, "attnd_jobs_in_flight %zu\n", g->jobs_in_flight);
     header(b, "attnd_unsent_reply_bytes", "gauge",
-           "Bytes of job replies computed and not yet sent (held until their clients read them).");
+           "Bytes of job replies not yet sent: reserved at their bound from admission, then the "
+           "capacity of the buffers held until their clients read them.");
     out(b, "attnd_unsent_reply_bytes %zu\n", g->unsent_bytes);
     header(b, "attnd_unsent_reply_budget_bytes", "gauge",
-           "Most bytes of unsent replies held (--max-unsent-bytes).");
+           "Most bytes of unsent replies reserved and held (--max-unsent-bytes).");
     out(b, "attnd_unsent_reply_budget_bytes %zu\n", g->unsent_budget);
+    header(b, "attnd_job_memory_bytes", "gauge",
+           "Bytes of the job memory cache's blocks (arenas, workspaces, bodies of 128 KiB and "
+           "more): in use, or cached for reuse (returned to the system after 2 s unused).");
+    out(b, "attnd_job_memory_bytes{state=\"in_use\"} %zu\n", g->mem.in_use_bytes);
+    out(b, "attnd_job_memory_bytes{state=\"cached\"} %zu\n", g->mem.cached_bytes);
+    header(b, "attnd_job_memory_blocks_total", "counter",
+           "Blocks the job memory cache handed out, by where they came from (reused: a cached "
+           "block; mapped: a new one), and cached blocks it returned to the system (trimmed: "
+           "unused for 2 s; evicted: to stay within the memory bound).");
+    out(b, "attnd_job_memory_blocks_total{event=\"reused\"} %llu\n",
+        (unsigned long long)g->mem.hits);
+    out(b, "attnd_job_memory_blocks_total{event=\"mapped\"} %llu\n",
+        (unsigned long long)g->mem.misses);
+    out(b, "attnd_job_memory_blocks_total{event=\"trimmed\"} %llu\n",
+        (unsigned long long)g->mem.trimmed);
+    out(b, "attnd_job_memory_blocks_total{event=\"evicted\"} %llu\n",
+        (unsigned long long)g->mem.evicted);
     header(b, "attnd_workers", "gauge", "Worker threads (--threads).");
     out(b, "attnd_workers %zu\n", g->workers);
     header(b, "attnd_pool_threads", "gauge", "Helper threads of the compute pool.");

@@ -91,7 +91,7 @@ typedef struct srv_config {
     size_t max_dim;          /* largest tensor dimension */
     size_t max_heads;        /* largest num_heads */
     size_t max_queue;        /* jobs waiting for a worker (503 beyond) */
-    size_t max_unsent_bytes; /* computed replies not yet sent, all together (503 beyond) */
+    size_t max_unsent_bytes; /* job replies reserved or held, not yet sent (503 beyond) */
     size_t max_connections;  /* open connections; more are refused at accept */
     double request_timeout;  /* seconds from arrival; a job still queued past it gets 503 */
     double drain_timeout;    /* seconds SIGTERM waits for queued and running jobs */
@@ -123,6 +123,20 @@ void srv_config_usage(FILE *f);
 /* `attnd --health-check`: GET /healthz of the daemon configured by cfg (a wildcard host is
  * reached on loopback). Returns 0 on a 200, 1 otherwise with one line on out. */
 int srv_health_check(const srv_config *cfg, FILE *out);
+
+/* What attnd holds at most above its size at rest, from cfg's limits (SECURITY.md): bodies
+ * being read (--max-connections x (--max-body-bytes + SRV_CONN_BYTES)), jobs' arenas and the
+ * replies being written ((--max-queue + --threads) x --max-job-bytes), batch workspaces
+ * (--threads x --max-job-bytes), and replies not yet sent (--max-unsent-bytes). Saturates at
+ * SIZE_MAX. The job memory cache is given it as its cap. */
+size_t srv_config_memory_bound(const srv_config *cfg);
+
+/* Bytes a connection holds beside its body: libmicrohttpd's 32 KiB buffer, zlib's state, a small
+ * reply. */
+#define SRV_CONN_BYTES ((size_t)88 << 10)
+/* Seconds a cached job memory block may stay unused before it returns to the system (the help of
+ * attnd_job_memory_bytes in metrics.c says 2 s). */
+#define SRV_MEM_IDLE_S 2.0
 
 /* True when origin (len bytes, from an Origin header) is in the CORS allow-list. */
 bool srv_config_origin_allowed(const srv_config *cfg, const char *origin, size_t len);
@@ -208,7 +222,8 @@ void srv_metrics_reject(srv_metrics *m, srv_reject why);
 /* Point-in-time values the exposition also shows. */
 typedef struct srv_gauges {
     size_t queue_depth, queue_capacity, jobs_in_flight, workers, pool_threads;
-    size_t unsent_bytes, unsent_budget; /* replies computed and not yet sent; the budget */
+    size_t unsent_bytes, unsent_budget; /* replies reserved or held and not yet sent; the budget */
+    api_mem_stats mem;                  /* the job memory cache */
     bool ready, draining;
     double start_time; /* wall-clock seconds since the epoch */
 } srv_gauges;
@@ -313,9 +328,12 @@ typedef enum srv_body_state {
 /* A request body being received, decoded as it comes. Opaque. */
 typedef struct srv_body srv_body;
 
-/* A body of coding, kept up to max decoded bytes, with reserve bytes allocated at once (it grows
- * by doubling beyond). NULL when out of memory. Free with srv_body_destroy (NULL does nothing). */
-srv_body *srv_body_create(srv_coding coding, size_t max, size_t reserve);
+/* A body of coding, kept up to max decoded bytes, with reserve bytes allocated at once, in blocks
+ * of mem (the job memory cache; NULL: malloc). Beyond reserve it grows to expect (the length
+ * Content-Length announced; 0 when unknown), or by doubling. NULL when out of memory. Free with
+ * srv_body_destroy (NULL does nothing). */
+srv_body *srv_body_create(srv_coding coding, size_t max, size_t reserve, size_t expect,
+                          api_mem *mem);
 void srv_body_destroy(srv_body *b);
 
 /* Appends n bytes as they came off the wire (decoded through the coding; inflate is never given

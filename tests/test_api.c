@@ -2718,6 +2718,201 @@ static void test_lesson(void) {
     api_registry_destroy(r);
 }
 
+/* ---- Job memory ----------------------------------------------------------------------------- */
+
+static double mono_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The job memory cache alone: capacities, reuse, the bound, trimming, destroy with a block out. */
+static void test_mem_cache(void) {
+    const size_t MiB = (size_t)1 << 20;
+    size_t cap = 0;
+    /* Without a cache: malloc, exactly the size asked. */
+    char *p = api_mem_alloc(NULL, 1000, 5000, &cap);
+    CHECK(p && cap == 1000 && (uintptr_t)p % 64 == 0, "no cache: %p, capacity %zu", (void *)p, cap);
+    memset(p, 1, cap);
+    api_mem_free(p);
+    api_mem_free(NULL);
+
+    api_mem *m = api_mem_create(64 * MiB, 0, NULL); /* no trimmer: blocks stay until trimmed */
+    CHECK(m != NULL, "api_mem_create");
+    char *a = api_mem_alloc(m, MiB, MiB, &cap);
+    CHECK(a && cap == MiB && (uintptr_t)a % 64 == 0, "1 MiB, at most 1 MiB: capacity %zu", cap);
+    memset(a, 2, MiB);
+    api_mem_stats st = api_mem_stats_get(m);
+    CHECK(st.in_use_bytes == MiB && st.in_use_blocks == 1 && st.misses == 1, "in use %zu",
+          st.in_use_bytes);
+    api_mem_free(a);
+    st = api_mem_stats_get(m);
+    CHECK(st.in_use_bytes == 0 && st.cached_bytes == MiB && st.cached_blocks == 1,
+          "freed: cached %zu", st.cached_bytes);
+    char *b = api_mem_alloc(m, MiB - 4096, SIZE_MAX, &cap);
+    st = api_mem_stats_get(m);
+    CHECK(b == a && cap == MiB && st.hits == 1 && st.cached_bytes == 0,
+          "a slightly smaller request reuses the cached block (%p %p, capacity %zu, hits %llu)",
+          (void *)a, (void *)b, cap, (unsigned long long)st.hits);
+    api_mem_free(b);
+    /* Not reused: when the caller allows less than its capacity, or it is over a quarter more. */
+    char *c = api_mem_alloc(m, MiB - 4096, MiB - 4096, &cap);
+    CHECK(c && c != a && cap == MiB - 4096, "most is kept: capacity %zu", cap);
+    char *d = api_mem_alloc(m, MiB / 2, SIZE_MAX, &cap);
+    CHECK(d && d != a && cap >= MiB / 2 && cap <= MiB / 2 + MiB / 16,
+          "a half-size request gets a new block of its size class: capacity %zu", cap);
+    size_t odd = 1000001;
+    char *o = api_mem_alloc(m, odd, SIZE_MAX, &cap);
+    CHECK(o && cap >= odd && cap <= odd + odd / 8, "size class of %zu: %zu", odd, cap);
+    if (o)
+        memset(o, 5, cap); /* all of the capacity is the caller's (ASan checks it) */
+    api_mem_free(c);
+    api_mem_free(d);
+    api_mem_free(o);
+    st = api_mem_stats_get(m);
+    CHECK(st.in_use_bytes == 0 && st.cached_blocks == 3, "three cached, %zu", st.cached_blocks);
+    CHECK(api_mem_trim(m, 3600) == 0 && api_mem_trim(m, 0) == st.cached_bytes &&
+              api_mem_stats_get(m).cached_bytes == 0,
+          "api_mem_trim");
+    /* A block still in use when its cache is destroyed stays valid until freed. */
+    char *late = api_mem_alloc(m, 2 * MiB, 2 * MiB, NULL);
+    api_mem_destroy(m);
+    memset(late, 3, 2 * MiB);
+    api_mem_free(late);
+
+    /* The bound: cached blocks are unmapped, oldest first, so that in use + cached stay within
+     * max_bytes. */
+    m = api_mem_create(3 * MiB, 0, NULL);
+    char *x[3];
+    for (int i = 0; i < 3; i++)
+        x[i] = api_mem_alloc(m, MiB, MiB, NULL);
+    for (int i = 0; i < 3; i++)
+        api_mem_free(x[i]);
+    st = api_mem_stats_get(m);
+    CHECK(st.cached_bytes == 3 * MiB, "three cached within the bound: %zu", st.cached_bytes);
+    char *y = api_mem_alloc(m, 2 * MiB, 2 * MiB, NULL);
+    st = api_mem_stats_get(m);
+    CHECK(y && st.in_use_bytes == 2 * MiB && st.cached_bytes == MiB && st.evicted == 2,
+          "a 2 MiB block evicts two: in use %zu, cached %zu, evicted %llu", st.in_use_bytes,
+          st.cached_bytes, (unsigned long long)st.evicted);
+    char *z = api_mem_alloc(m, 2 * MiB, 2 * MiB, NULL); /* in use alone passes the bound */
+    st = api_mem_stats_get(m);
+    CHECK(z && st.cached_bytes == 0 && st.in_use_bytes == 4 * MiB,
+          "in use is never refused: in use %zu, cached %zu", st.in_use_bytes, st.cached_bytes);
+    api_mem_free(y);
+    st = api_mem_stats_get(m);
+    CHECK(st.cached_bytes == 0, "over the bound, a freed block is unmapped: cached %zu",
+          st.cached_bytes);
+    api_mem_free(z);
+    st = api_mem_stats_get(m);
+    CHECK(st.cached_bytes == 2 * MiB && st.in_use_bytes == 0, "within it again: cached %zu",
+          st.cached_bytes);
+    api_mem_destroy(m);
+
+    /* The trimmer: a cached block unused for idle_s is unmapped. */
+    m = api_mem_create(SIZE_MAX, 0.3, NULL);
+    a = api_mem_alloc(m, MiB, MiB, NULL);
+    memset(a, 4, MiB);
+    double t0 = mono_s();
+    api_mem_free(a);
+    bool kept = api_mem_stats_get(m).cached_bytes == MiB || mono_s() - t0 >= 0.3;
+    while (api_mem_stats_get(m).cached_bytes > 0 && mono_s() - t0 < 10)
+        nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+    double took = mono_s() - t0;
+    st = api_mem_stats_get(m);
+    CHECK(kept && st.cached_bytes == 0 && st.trimmed == 1 && took >= 0.29,
+          "trimmed after %.2f s (idle_s 0.3): cached %zu, trimmed %llu", took, st.cached_bytes,
+          (unsigned long long)st.trimmed);
+    api_mem_destroy(m);
+    api_mem_destroy(NULL);
+}
+
+/* Jobs with a memory cache: the arena, the response buffer and the batch workspace come from it
+ * and are reused; the results are those of jobs without it; the arena's capacity never passes
+ * what max_job_bytes leaves beside the response. */
+static void test_mem_jobs(void) {
+    const size_t L = 256, E = 128;
+    float *xq = frand_new(L * E);
+    sb q = {0};
+    sb_tensor_b64(&q, xq, (size_t[]){L, E}, 2);
+    sb body = {0};
+    sb_add(&body, "{\"query\":%s,\"params\":{\"init\":\"random\",\"seed\":3,\"num_heads\":4}}",
+           q.s);
+    api_error e = {0};
+    api_limits lim = api_limits_default();
+    api_job *plain = api_job_parse(API_OP_ATTENTION, body.s, strlen(body.s), NULL, &lim, &e);
+    api_buf want = {0};
+    CHECK(plain && api_job_run(plain, NULL, &e) == 0 &&
+              api_job_respond(plain, 0, 0, &want, &e) == 0 && !want.block,
+          "without a cache: %s", e.message);
+    size_t arena = api_job_bytes(plain), resp = api_job_response_bytes(plain);
+    CHECK(arena >= (size_t)256 << 10, "the test's arena should be cached: %zu bytes", arena);
+    api_job_destroy(plain);
+
+    api_mem *m = api_mem_create(SIZE_MAX, 0, NULL);
+    lim.mem = m;
+    void *first = NULL;
+    for (int i = 0; i < 3; i++) {
+        e = (api_error){0};
+        api_job *job = api_job_parse(API_OP_ATTENTION, body.s, strlen(body.s), NULL, &lim, &e);
+        api_buf got = {0};
+        CHECK(job && api_job_run(job, NULL, &e) == 0 && api_job_respond(job, 0, 0, &got, &e) == 0,
+              "with a cache: %s", e.message);
+        if (!job)
+            break;
+        if (i == 0)
+            first = job;
+        CHECK((void *)job == first && api_job_bytes(job) >= arena &&
+                  api_job_bytes(job) <= arena + arena / 4,
+              "run %d: the arena is the first one's block (%p %p), capacity %zu", i, (void *)job,
+              first, api_job_bytes(job));
+        CHECK(got.block && got.cap == resp + API_RESPOND_SLACK && got.len == want.len &&
+                  !memcmp(got.data, want.data, want.len),
+              "run %d: the response, in a block of exactly its bound (%zu of %zu)", i, got.cap,
+              resp + API_RESPOND_SLACK);
+        api_job_destroy(job);
+        api_buf_free(&got);
+    }
+    api_mem_stats st = api_mem_stats_get(m);
+    CHECK(st.misses == 2 && st.hits == 4 && st.in_use_bytes == 0,
+          "two blocks mapped (arena, response), reused twice each: %llu misses, %llu hits",
+          (unsigned long long)st.misses, (unsigned long long)st.hits);
+
+    /* The limit: a cached block larger than what the limit leaves is not taken. */
+    lim.max_job_bytes = arena + resp;
+    void *bigger = api_mem_alloc(m, arena + 8192, arena + 8192, NULL);
+    api_mem_trim(m, 0);
+    api_mem_free(bigger);
+    api_job *tight = api_job_parse(API_OP_ATTENTION, body.s, strlen(body.s), NULL, &lim, &e);
+    CHECK(tight && api_job_bytes(tight) == arena && (void *)tight != bigger,
+          "at the limit the arena is exactly its size: %zu", api_job_bytes(tight));
+    api_job_destroy(tight);
+
+    /* A batch: its workspace comes from the cache too, and goes back. */
+    lim.max_job_bytes = api_limits_default().max_job_bytes;
+    api_job *jobs[2];
+    api_error errs[2] = {{0}};
+    for (int i = 0; i < 2; i++)
+        jobs[i] = api_job_parse(API_OP_ATTENTION, body.s, strlen(body.s), NULL, &lim, &e);
+    uint64_t before = api_mem_stats_get(m).hits + api_mem_stats_get(m).misses;
+    CHECK(jobs[0] && jobs[1] && api_jobs_run(jobs, 2, NULL, 0, errs) == 0, "batch");
+    st = api_mem_stats_get(m);
+    CHECK(st.hits + st.misses == before + 1 && st.in_use_blocks == 2,
+          "the batch's workspace came from the cache and went back (%llu requests, %zu in use)",
+          (unsigned long long)(st.hits + st.misses - before), st.in_use_blocks);
+    for (int i = 0; i < 2; i++) {
+        api_buf got = {0};
+        CHECK(api_job_respond(jobs[i], 0, 0, &got, &e) == 0 && got.block && got.len > 0,
+              "batched job %d answers: %s", i, e.message);
+        api_buf_free(&got);
+        api_job_destroy(jobs[i]);
+    }
+    CHECK(api_mem_stats_get(m).in_use_bytes == 0, "every block back");
+    api_mem_destroy(m);
+    api_buf_free(&want);
+    free(q.s), free(body.s), free(xq);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1)
         cases_dir = argv[1];
@@ -2745,6 +2940,8 @@ int main(int argc, char **argv) {
     test_response_bound_words();
     test_sdpa_key_masks();
     test_integer_rule();
+    test_mem_cache();
+    test_mem_jobs();
     printf("%d passed, %d failed\n", checks - failures, failures);
     return failures ? 1 : 0;
 }

@@ -5,7 +5,7 @@
 # loopback with wrk and single-client runs; the report goes to build/bench/http_results.md (the
 # numbers in bench/RESULTS.md come from it). About 4 minutes.
 
-PKG_BENCH_HTTP := wrk python3-fastapi python3-uvicorn python3-torch python3-numpy
+PKG_BENCH_HTTP := wrk curl python3-fastapi python3-uvicorn python3-torch python3-numpy
 
 .PHONY: bench-http
 bench-http:

@@ -2,19 +2,23 @@
 """run_http_bench.py - attnd against the PyTorch peer service (bench/peer/peer.py), side by side
 over HTTP on loopback, in one run: `make bench-http`.
 
-Starts build/attnd (default flags: batching on), a second attnd with --batch-window-us 0, and the
-peer (uvicorn, 2 workers, one torch thread each) with the OpenBLAS core attnd's start-up log
-names ("blas kernel=..."). Checks once that both answer every workload alike (outputs and
-weights to 1e-4), then measures:
-  W1        JSON, N 1, L 16, E 64, H 4, per-head weights: wrk, 64 connections;
+Starts build/attnd (default flags: batching on, and --models with a W3-shaped model), a second
+attnd with --batch-window-us 0, and the peer (uvicorn, 2 workers, one torch thread each) with the
+OpenBLAS core attnd's start-up log names ("blas kernel=..."). Checks once that both answer every
+workload alike (outputs and weights to 1e-4), then measures:
+  W1        JSON, N 1, L 16, E 64, H 4, per-head weights: wrk, 64 connections; and the same job
+            with base64 in and out (W1-b64) against attnd, interleaved with W1 in rounds;
   W2-small  base64, N 1, L 32, E 256, H 8: wrk, 64 connections; attnd with batching on and off;
-  W3        base64, N 4, L 512, E 768, H 12, key_lengths 512/448/384/320: one client;
-  W4        base64, N 1, L 4096, E 512, H 8, causal: one client; attnd's peak RSS (VmHWM).
-Every request names its weights as params {"init": "random", "seed", "num_heads"} (the peer
-caches the module it builds for them; attnd makes them per request, or once per batch).
-Writes a markdown report with the goals evaluated (reported, not asserted: a MISS does not fail
-the run). Exits non-zero when a server fails to start, answers wrongly, or a tool is missing.
-Loopback only, bounded in time (about 4 minutes with the defaults).
+  W3        base64, N 4, L 512, E 768, H 12, key_lengths 512/448/384/320: one client; and with
+            curl against the registered model "w3" (E 768, H 12, from --models): curl's total
+            time against the compute_ms and parse_ms attnd logs for the same request;
+  W4        base64, N 1, L 4096, E 512, H 8, causal: one client; attnd's peak RSS (VmHWM), and
+            its idle RSS before the W4 runs and after them, until it is back within 10%.
+Every request of the peer comparison names its weights as params {"init": "random", "seed",
+"num_heads"} (the peer caches the module it builds for them; attnd makes them per request, or
+once per batch). Writes a markdown report with the goals evaluated (reported, not asserted: a
+MISS does not fail the run). Exits non-zero when a server fails to start, answers wrongly, or a
+tool is missing. Loopback only, bounded in time (about 5 minutes with the defaults).
 
 Usage: /usr/bin/python3 bench/http/run_http_bench.py --attnd build/attnd
            [--out build/bench/http_results.md] [--seconds 10]
@@ -29,6 +33,8 @@ import os
 import re
 import shutil
 import socket
+import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -70,6 +76,100 @@ def workloads():
                "params": {"init": "random", "seed": 4, "num_heads": 8},
                "causal": True, "encoding": "base64"},
     }
+
+
+def w1_bodies():
+    """W1 as JSON arrays in and out, and the same job with base64 in and out (the query as
+    float32: the JSON numbers read back exactly)."""
+    w1 = workloads()["W1"]
+    query = np.asarray(w1["query"], dtype=np.float32)
+    binary = dict(w1, query=b64(query), encoding="base64")
+    return {"json": json.dumps(w1).encode(), "base64": json.dumps(binary).encode()}
+
+
+def w3_model(path, seed=3):
+    """Writes a safetensors model of W3's width (E 768, H 12, packed in_proj with biases) to
+    path: an 8-byte little-endian header length, the JSON header, the float32 data."""
+    rng = np.random.default_rng(seed)
+    e = 768
+    a_in, a_out = np.sqrt(6.0 / (4 * e)), np.sqrt(6.0 / (2 * e))
+    tensors = [("in_proj_weight", rng.uniform(-a_in, a_in, (3 * e, e))),
+               ("in_proj_bias", np.zeros(3 * e)),
+               ("out_proj.weight", rng.uniform(-a_out, a_out, (e, e))),
+               ("out_proj.bias", np.zeros(e))]
+    header, blobs, off = {"__metadata__": {"num_heads": "12"}}, [], 0
+    for name, t in tensors:
+        data = np.ascontiguousarray(t, dtype="<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(t.shape),
+                        "data_offsets": [off, off + len(data)]}
+        blobs.append(data)
+        off += len(data)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+def cpu_seconds(pid):
+    """user + system CPU seconds of a process, from /proc/PID/stat."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def requests_done(port):
+    """attnd's count of answered /v1/attention requests, from /metrics."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    c.request("GET", "/metrics")
+    text = c.getresponse().read().decode()
+    return sum(float(v) for v in re.findall(
+        r'^attnd_http_requests_total\{route="/v1/attention",code="200"\} (\S+)', text, re.M))
+
+
+def vm_rss_mib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    return float("nan")
+
+
+def access_line(log, rid):
+    """The access log fields (key=value, text format) of the request with X-Request-Id rid."""
+    for line in open(log).read().splitlines():
+        if f" id={rid}" in line and " access " in line:
+            return dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
+    return None
+
+
+def curl_w3(port, body_file, log, n):
+    """W3 with curl, base64 in and out, n times after a warm-up: curl's time_total against the
+    compute_ms, parse_ms and encode_ms attnd logs for each request (matched by X-Request-Id)."""
+    rows = []
+    for i in range(n + 1):
+        rid = f"w3-curl-{i}"
+        out = subprocess.run(
+            ["curl", "-s", "-o", "/dev/null", "-w", "%{http_code} %{time_total}",
+             "-H", "Content-Type: application/json", "-H", f"X-Request-Id: {rid}",
+             "--data-binary", "@" + body_file, f"http://127.0.0.1:{port}/v1/attention"],
+            capture_output=True, text=True, timeout=120).stdout.split()
+        if out[0] != "200":
+            raise RuntimeError(f"curl W3: HTTP {out[0]}")
+        time.sleep(0.05)  # the access line is written when the request completes
+        a = access_line(log, rid)
+        if i and a:
+            rows.append({"total_ms": float(out[1]) * 1e3, "compute_ms": float(a["compute_ms"]),
+                         "parse_ms": float(a["parse_ms"]), "encode_ms": float(a["encode_ms"]),
+                         "server_ms": float(a["total_ms"])})
+    return rows
+
+
+def idle_return(pid, before, secs=10.0):
+    """Polls the RSS of pid until it is within 10% of before (MiB) or secs pass: (seconds, MiB)."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < secs and vm_rss_mib(pid) > 1.1 * before:
+        time.sleep(0.05)
+    return time.monotonic() - t0, vm_rss_mib(pid)
 
 
 def free_port():
@@ -210,8 +310,10 @@ def main():
     ap.add_argument("--attnd", required=True)
     ap.add_argument("--out", default="build/bench/http_results.md")
     ap.add_argument("--seconds", type=int, default=10, help="per wrk run")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="interleaved rounds of W1 JSON, W1 base64 (attnd) and W1 JSON (peer)")
     args = ap.parse_args()
-    for tool in ("wrk",):
+    for tool in ("wrk", "curl"):
         if not shutil.which(tool):
             print(f"run_http_bench: {tool} is missing (Debian package {tool})", file=sys.stderr)
             return 1
@@ -226,12 +328,20 @@ def main():
     procs = []
     try:
         bodies, files = {}, {}
-        for name, body in workloads().items():
-            bodies[name] = json.dumps(body).encode()
+        extra = {"W1-b64": w1_bodies()["base64"],
+                 "W3-model": json.dumps({"model": "w3", "query": workloads()["W3"]["query"],
+                                         "key_lengths": [512, 448, 384, 320],
+                                         "encoding": "base64"}).encode()}
+        for name, body in list(workloads().items()) + list(extra.items()):
+            bodies[name] = body if isinstance(body, bytes) else json.dumps(body).encode()
             files[name] = os.path.join(work, name + ".json")
             with open(files[name], "wb") as f:
                 f.write(bodies[name])
-        a, a_port, kernel = start_attnd(args.attnd, [], os.path.join(work, "attnd.log"))
+        models = os.path.join(work, "models")
+        os.makedirs(models)
+        w3_model(os.path.join(models, "w3.safetensors"))
+        a_log = os.path.join(work, "attnd.log")
+        a, a_port, kernel = start_attnd(args.attnd, ["--models", models], a_log)
         procs.append(a)
         b, b_port, _ = start_attnd(args.attnd, ["--batch-window-us", "0"],
                                    os.path.join(work, "attnd-nobatch.log"))
@@ -251,17 +361,47 @@ def main():
                   flush=True)
 
         res = {}
-        # Single client: W4 first, so that attnd's peak RSS is W4's (and start-up's).
+        # Single client: W4 first, so that attnd's peak RSS is W4's (and start-up's); its idle
+        # RSS before (the checks above warmed it) and after, until back within 10%.
+        time.sleep(4)
+        rss_idle = vm_rss_mib(a.pid)
         res["W4", "attnd"] = single(a_port, bodies["W4"], 8, 20)
         rss_w4 = vm_hwm_mib(a.pid)
+        rss_after = vm_rss_mib(a.pid)
+        idle_s, rss_back = idle_return(a.pid, rss_idle)
         res["W4", "peer"] = single(p_port, bodies["W4"], 4, 20)
         res["W3", "attnd"] = single(a_port, bodies["W3"], 15, 15)
         res["W3", "peer"] = single(p_port, bodies["W3"], 8, 15)
+        # W3 with curl against the registered model, base64 both ways.
+        w3_curl = curl_w3(a_port, files["W3-model"], a_log, 10)
         print("single-client runs done", file=sys.stderr, flush=True)
-        # Floods, 64 connections; W2-small on and off interleaved over two rounds (best kept:
-        # other load on a shared machine only ever slows a run down).
-        res["W1", "attnd"] = wrk(a_port, files["W1"], args.seconds)
-        res["W1", "peer"] = wrk(p_port, files["W1"], args.seconds)
+        # Floods, 64 connections. W1: JSON and base64 on attnd, JSON on the peer, interleaved
+        # in rounds (medians; the ratios are taken within each round); attnd's CPU time per
+        # request too, which other load disturbs less than req/s.
+        w1 = {}
+        for rnd in range(args.rounds):
+            for key, port, f in (("json", a_port, files["W1"]), ("base64", a_port,
+                                                                  files["W1-b64"]),
+                                 ("peer", p_port, files["W1"])):
+                c0 = cpu_seconds(a.pid) if port == a_port else 0
+                n0 = requests_done(a_port) if port == a_port else 0
+                r = wrk(port, f, args.seconds)
+                if port == a_port:
+                    r["cpu_us"] = ((cpu_seconds(a.pid) - c0) /
+                                   max(requests_done(a_port) - n0, 1) * 1e6)
+                w1.setdefault(key, []).append(r)
+                print(f"W1 round {rnd + 1} {key}: {r['rps']:.0f} req/s", file=sys.stderr,
+                      flush=True)
+        for key in ("json", "base64", "peer"):
+            rs = sorted(w1[key], key=lambda r: r["rps"])
+            res["W1" if key == "json" else "W1-b64" if key == "base64" else "W1p",
+                "attnd" if key != "peer" else "peer"] = rs[len(rs) // 2]
+        res["W1", "peer"] = res.pop(("W1p", "peer"))
+        w1_json_b64 = statistics.median(j["rps"] / b["rps"] for j, b in zip(w1["json"],
+                                                                              w1["base64"]))
+        w1_peer = statistics.median(j["rps"] / q["rps"] for j, q in zip(w1["json"], w1["peer"]))
+        # W2-small on and off interleaved over two rounds (best kept: other load on a shared
+        # machine only ever slows a run down).
         for rnd in range(2):
             for key, port in (("attnd", a_port), ("attnd-nobatch", b_port)):
                 r = wrk(port, files["W2-small"], args.seconds)
@@ -288,6 +428,10 @@ def main():
         return 1
     ratio = {w: res[w, "attnd"]["rps"] / res[w, "peer"]["rps"]
              for w in ("W1", "W2-small", "W3", "W4")}
+    ratio["W1"] = w1_peer  # the median of the rounds' ratios
+    med = {k: statistics.median(r[k] for r in w3_curl) for k in w3_curl[0]}
+    e2e = [r["total_ms"] / r["compute_ms"] for r in w3_curl]
+    e2e_med = statistics.median(e2e)
     batching = res["W2-small", "attnd"]["rps"] / res["W2-small", "attnd-nobatch"]["rps"]
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     lines = [
@@ -301,8 +445,8 @@ def main():
         "| peer p50 ms | peer p99 ms | attnd / peer |",
         "|---|---|--:|--:|--:|--:|--:|--:|--:|",
     ]
-    clients = {"W1": "wrk, 64 conn", "W2-small": "wrk, 64 conn", "W3": "1 client",
-               "W4": "1 client"}
+    clients = {"W1": f"wrk, 64 conn (median of {args.rounds})", "W2-small": "wrk, 64 conn",
+               "W3": "1 client", "W4": "1 client"}
     for w in ("W1", "W2-small", "W3", "W4"):
         x, y = res[w, "attnd"], res[w, "peer"]
         lines.append(f"| {w} | {clients[w]} | {x['rps']:.1f} | {x['p50']:.2f} | {x['p99']:.2f} "
@@ -310,6 +454,39 @@ def main():
                      f"**{ratio[w]:.2f}x** |")
     x, y = res["W2-small", "attnd"], res["W2-small", "attnd-nobatch"]
     lines += [
+        "",
+        f"W1 in JSON and in base64 against attnd, and W1 in JSON against the peer, wrk -t2 -c64, "
+        f"{args.rounds} interleaved rounds of {args.seconds} s; medians; the ratios are taken "
+        "within each round. attnd CPU per request: its user + system time over the run divided "
+        "by the requests it answered.",
+        "",
+        "| W1 | attnd JSON | attnd base64 | peer JSON | attnd JSON / base64 | attnd JSON / peer |",
+        "|---|--:|--:|--:|--:|--:|",
+        f"| req/s | {res['W1', 'attnd']['rps']:.0f} | {res['W1-b64', 'attnd']['rps']:.0f} | "
+        f"{res['W1', 'peer']['rps']:.0f} | **{w1_json_b64:.2f}** | **{w1_peer:.1f}x** |",
+        "| rounds | " + ", ".join(f"{r['rps']:.0f}" for r in w1["json"]) + " | "
+        + ", ".join(f"{r['rps']:.0f}" for r in w1["base64"]) + " | "
+        + ", ".join(f"{r['rps']:.0f}" for r in w1["peer"]) + " | "
+        + ", ".join(f"{j['rps'] / b['rps']:.2f}" for j, b in zip(w1["json"], w1["base64"]))
+        + " | " + ", ".join(f"{j['rps'] / q['rps']:.1f}" for j, q in zip(w1["json"], w1["peer"]))
+        + " |",
+        f"| attnd CPU us per request | {statistics.median(r['cpu_us'] for r in w1['json']):.0f} "
+        f"| {statistics.median(r['cpu_us'] for r in w1['base64']):.0f} | | | |",
+        "",
+        f"W3 with curl (base64 in and out, {len(w3_curl)} requests after a warm-up, one at a "
+        "time) against the model `w3` (E 768, H 12, loaded with --models): curl's total time "
+        "beside what attnd logs for the same request; medians.",
+        "",
+        "| curl total ms | attnd total ms | parse ms (8 MiB base64 body) | compute ms | encode ms "
+        "| curl total / compute_ms (each request) |",
+        "|--:|--:|--:|--:|--:|--:|",
+        f"| {med['total_ms']:.1f} | {med['server_ms']:.1f} | {med['parse_ms']:.2f} | "
+        f"{med['compute_ms']:.1f} | {med['encode_ms']:.2f} | **{e2e_med:.2f}** ("
+        + ", ".join(f"{x:.2f}" for x in e2e) + ") |",
+        "",
+        f"attnd idle RSS: {rss_idle:.1f} MiB before the W4 runs (4 s after the checks), "
+        f"{rss_after:.1f} MiB right after them (peak {rss_w4:.1f}), {rss_back:.1f} MiB "
+        f"({rss_back / rss_idle:.2f}x) {idle_s:.1f} s later.",
         "",
         "| W2-small, wrk 64 conn (best of 2 interleaved rounds) | req/s | p50 ms | p99 ms |",
         "|---|--:|--:|--:|",
@@ -328,6 +505,14 @@ def main():
         "Goals (ratios from this run):",
         goal(ratio["W1"] >= 20, f"W1 attnd/peer req/s >= 20x: {ratio['W1']:.2f}x "
              f"({(ratio['W1'] / 20 - 1) * 100:+.0f}%)"),
+        goal(w1_json_b64 >= 0.7, f"W1 JSON/base64 req/s >= 0.7: {w1_json_b64:.2f} "
+             f"({(w1_json_b64 / 0.7 - 1) * 100:+.0f}%)"),
+        goal(e2e_med <= 1.3, f"W3 over HTTP (curl) <= 1.3x its compute_ms: {e2e_med:.2f}x "
+             f"({(1.3 / e2e_med - 1) * 100:+.0f}%)"),
+        goal(med["parse_ms"] <= 6, f"8 MiB base64 body parsed in <= 6 ms: {med['parse_ms']:.2f} ms"),
+        goal(rss_back <= 1.1 * rss_idle and idle_s <= 5,
+             f"idle RSS after W4 within 10% of before within 5 s: {rss_back / rss_idle:.2f}x "
+             f"after {idle_s:.1f} s"),
         goal(ratio["W3"] >= 5, f"W3 attnd/peer >= 5x: {ratio['W3']:.2f}x "
              f"({(ratio['W3'] / 5 - 1) * 100:+.0f}%)"),
         goal(ratio["W4"] >= 8, f"W4 attnd/peer >= 8x: {ratio['W4']:.2f}x "

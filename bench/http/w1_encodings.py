@@ -2,7 +2,9 @@
 """w1_encodings.py - W1 over HTTP with wrk, JSON arrays in and out against base64 in and out, for
 one or more attnd binaries side by side (say, before and after a change), in interleaved rounds.
 
-W1 is run_http_bench.py's: query (16, 64) uniform in [-1, 1) rounded to 6 decimals, params
+`make bench-http` (run_http_bench.py) measures the same two against one attnd, beside the peer;
+this script is for comparing binaries. W1 is run_http_bench.py's (w1_bodies): query (16, 64)
+uniform in [-1, 1) rounded to 6 decimals, params
 {"init": "random", "seed": 24301, "num_heads": 4}, need_weights "per_head". The base64 request
 carries the same query as float32 and asks for "encoding": "base64". Before timing, each binary's
 two answers are checked to hold the same float32 values bit for bit (the JSON numbers read back
@@ -26,14 +28,8 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run_http_bench import b64, from_b64, post, start_attnd, workloads, wrk  # noqa: E402
-
-
-def bodies():
-    w1 = workloads()["W1"]
-    query = np.asarray(w1["query"], dtype=np.float32)
-    binary = dict(w1, query=b64(query), encoding="base64")
-    return {"json": json.dumps(w1).encode(), "base64": json.dumps(binary).encode()}
+from run_http_bench import (cpu_seconds, from_b64, post, requests_done, start_attnd,  # noqa: E402
+                            w1_bodies, wrk)
 
 
 def same_values(a, b):
@@ -45,24 +41,6 @@ def same_values(a, b):
         if x.shape != y.shape or x.tobytes() != y.tobytes():
             return False
     return True
-
-
-def cpu_seconds(pid):
-    """user + system CPU seconds of a process, from /proc/PID/stat."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def requests_done(port):
-    """attnd's count of answered /v1/attention requests, from /metrics."""
-    import http.client
-    import re
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    c.request("GET", "/metrics")
-    text = c.getresponse().read().decode()
-    return sum(float(v) for v in re.findall(
-        r'^attnd_http_requests_total\{route="/v1/attention",code="200"\} (\S+)', text, re.M))
 
 
 def main():
@@ -80,7 +58,7 @@ def main():
     rps, cpu = {}, {}
     try:
         files = {}
-        for enc, body in bodies().items():
+        for enc, body in w1_bodies().items():
             files[enc] = os.path.join(work, f"W1-{enc}.json")
             with open(files[enc], "wb") as f:
                 f.write(body)

@@ -93,6 +93,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
                    api_registry_add(models, api_model_lesson(&ae), &ae) == 0,
                "models: %s", ae.message);
     limits = api_limits_default();
+    limits.mem = api_mem_create(SIZE_MAX, SRV_MEM_IDLE_S, &ae); /* as attnd does: blocks reused */
+    FUZZ_CHECK(limits.mem != NULL, "memory cache: %s", ae.message);
     limits.max_job_bytes = (size_t)1 << 20;
     limits.max_dim = 4096;
     limits.max_heads = 64;

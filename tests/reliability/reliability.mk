@@ -5,7 +5,9 @@
 #                          daemon: limits, faults, slow and idle clients, HTTP framing and
 #                          content codings (raw sockets), security (key, CORS, headers,
 #                          default address), RSS over 20 000 requests, unsent replies
-#                          (clients that never read, RSS against SECURITY.md's bound), probes
+#                          (clients that never read, RSS against SECURITY.md's bound, replies
+#                          reserved before compute), job memory (a W4 job after another reuses
+#                          its memory; idle RSS back within 10% after it), probes
 #                          (/healthz and /readyz within 500 ms beside requests that declare
 #                          huge shapes in small bodies); and
 #                          the fuzzers' regression inputs (fuzz-replay)
@@ -23,7 +25,7 @@
 #   make fuzz, fuzz-ci, fuzz-replay   see tests/fuzz/fuzz.mk
 
 REL_DIR  := $(BUILD)/tests/reliability
-REL_ONLY ?= limits,faults,slow,framing,security,rss,unsent,probes
+REL_ONLY ?= limits,faults,slow,framing,security,rss,unsent,jobmem,probes
 
 $(BUILD)/tests/test_reliability: $(BUILD)/tests/reliability/test_reliability.o
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ -lcurl -lz -lpthread
@@ -35,9 +37,10 @@ test-reliability: $(BUILD)/attnd $(BUILD)/tests/test_reliability fuzz-replay
 	    --only $(REL_ONLY)
 
 # ---- Sanitizers -----------------------------------------------------------------------------
-# A separate build tree, so the ordinary build stays as it is. test_reliability's rss, unsent
-# and probes scenarios are left out: they measure memory and time (ASan keeps freed memory in
-# quarantine, and slows everything; LeakSanitizer checks leaks at each exit instead). Reports
+# A separate build tree, so the ordinary build stays as it is. test_reliability's rss, unsent,
+# jobmem and probes scenarios are left out: they measure memory and time (ASan keeps freed
+# memory in quarantine, and slows everything; LeakSanitizer checks leaks at each exit instead;
+# the job memory cache takes its blocks from malloc there and poisons cached ones). Reports
 # go to files (log_path) as well as making the process fail: the test that ran it fails, and
 # the files are checked at the end in case a report came from a process whose exit status
 # nobody looked at.

@@ -3,14 +3,16 @@
  * reply, slow clients (idle, trickling headers, trickling bodies), HTTP framing (RFC 9112) and
  * content codings (gzip, deflate, bombs), SIGPIPE, the API key, CORS
  * and the security headers, the default address, the daemon's memory over 20 000 mixed
- * good and bad requests, and its memory with clients that never read their replies.
+ * good and bad requests, its memory with clients that never read their replies (and the reply
+ * budget reserved before compute), and its job memory: reused from a large job to the next,
+ * returned to the system when idle.
  *
  * Starts build/attnd itself on 127.0.0.1:0 for each scenario (like tests/test_server.c) and
  * talks to it with libcurl and with raw sockets where a client must misbehave. Every wait is
  * bounded; every scenario ends with the daemon exiting 0 on SIGTERM.
  *
  * Usage: test_reliability --attnd build/attnd --work DIR [--only NAMES] [--time-scale F]
- *   NAMES: some of limits, faults, slow, framing, security, rss, unsent, probes
+ *   NAMES: some of limits, faults, slow, framing, security, rss, unsent, jobmem, probes
  *   (comma-separated; default all).
  *   --time-scale multiplies every time bound, for a daemon under valgrind (rss is then
  *   skipped: meaningless there). Prints one line per failed check and "N passed, N failed";
@@ -1850,10 +1852,24 @@ static void test_unsent(void) {
         post(NULL, d.port, "/v1/sdpa", SDPA_SMALL, 0, &r);
         reply_free(&r);
     }
+    /* At rest means with the job memory cache empty too (its blocks unused for 2 s go back):
+     * what it keeps counts against the bound below, not as rest. */
+    double t_rest = now();
+    while (now() - t_rest < 10 * cfg.scale &&
+           metric(d.port, "attnd_job_memory_bytes{state=\"cached\"}") != 0)
+        sleep_s(0.05);
+    CHECK(metric(d.port, "attnd_job_memory_bytes{state=\"cached\"}") == 0,
+          "the job memory cache should empty within 10 s of the last job (%.0f bytes cached)",
+          metric(d.port, "attnd_job_memory_bytes{state=\"cached\"}"));
     sleep_s(0.2);
     size_t rest = rss_bytes(&d);
     bool peak = reset_peak_rss(&d);
-    size_t bound = conns * (body_max + per_conn) + (queue + threads) * job_max + unsent_max;
+    size_t bound = conns * (body_max + per_conn) + (queue + 2 * threads) * job_max + unsent_max;
+    char *log = slurp(d.log), want_bound[64];
+    snprintf(want_bound, sizeof want_bound, " memory_bound=%zu ", bound);
+    CHECK(strstr(log, want_bound) != NULL, "attnd should log%s(SECURITY.md's bound)", want_bound);
+    free(log);
+    double computed0 = metric(d.port, "attnd_job_compute_seconds_count{op=\"sdpa\"}");
 
     /* The clients, one after the other: each sends its job and waits until its reply (or a
      * refusal) starts to arrive, never reading it. */
@@ -1876,6 +1892,7 @@ static void test_unsent(void) {
     worst = hwm > worst ? hwm : worst;
     double held = metric(d.port, "attnd_unsent_reply_bytes");
     double refused = metric(d.port, "attnd_jobs_rejected_total{reason=\"reply_budget\"}");
+    double computed = metric(d.port, "attnd_job_compute_seconds_count{op=\"sdpa\"}") - computed0;
     printf("test_reliability: unsent replies: %d clients that never read replies of %zu bytes: "
            "%.0f bytes held (budget %zu), %.0f refused; RSS %.1f MiB at rest, peak %.1f MiB "
            "(%s; bound %+.1f MiB)\n",
@@ -1886,9 +1903,15 @@ static void test_unsent(void) {
           "unsent reply bytes %.0f: expected two replies of about %zu held, within the budget %zu",
           held, reply_len, unsent_max);
     CHECK(refused >= 1, "attnd_jobs_rejected_total{reason=\"reply_budget\"} is %.0f", refused);
+    /* The reply is reserved before the job is queued: the jobs computed are the two held, and
+     * none was computed and then refused. */
+    CHECK(computed == 2,
+          "%.0f jobs were computed while two replies fit the budget: a job whose "
+          "reply does not fit must be refused before it is computed",
+          computed);
     CHECK(worst <= rest + bound,
           "RSS peaked at %zu bytes with %d clients not reading: over %zu at rest + the bound %zu "
-          "(SECURITY.md: connections x (body + 88 KiB) + (queue + threads) x job + unsent)",
+          "(SECURITY.md: connections x (body + 88 KiB) + (queue + 2 x threads) x job + unsent)",
           worst, CLIENTS, rest, bound);
     /* While the budget is full: later jobs, even small ones, get 503 at once. */
     post(NULL, d.port, "/v1/sdpa", SDPA_SMALL, 0, &r);
@@ -1907,8 +1930,107 @@ static void test_unsent(void) {
     post(NULL, d.port, "/v1/sdpa", big, big_len, &r);
     CHECK(r.status == 200, "a large reply after the clients went: %ld %.200s", r.status, r.body.p);
     reply_free(&r);
-    free(big);
     CHECK(attnd_stop(&d) == 0, "unsent daemon: exit status after SIGTERM");
+
+    /* A reply that could never fit the budget: 413 at once, the job never computed. */
+    const char *small_budget[] = {"--threads", "1", "--pool-threads", "0", "--max-unsent-bytes",
+                                  "4M",        NULL};
+    if (attnd_start(&d, "unsent-413", small_budget)) {
+        post(NULL, d.port, "/v1/sdpa", big, big_len, &r);
+        check_error(&r, 413, "job_too_large", "max-unsent-bytes", "a reply over the budget");
+        reply_free(&r);
+        double ran = metric(d.port, "attnd_job_compute_seconds_count{op=\"sdpa\"}");
+        CHECK(ran == 0, "a job whose reply can never fit was computed (%.0f jobs)", ran);
+        post(NULL, d.port, "/v1/sdpa", SDPA_SMALL, 0, &r);
+        CHECK(r.status == 200, "a small job after it: %ld", r.status);
+        reply_free(&r);
+        CHECK(attnd_stop(&d) == 0, "unsent-413 daemon: exit status after SIGTERM");
+    }
+    free(big);
+}
+
+/* ---- job memory ---------------------------------------------------------------------------- */
+
+/* The minor page faults of the daemon so far (pages it touched for the first time). */
+static unsigned long long minor_faults(const attnd *d) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)d->pid);
+    char *s = slurp(path);
+    const char *p = strrchr(s, ')');
+    unsigned long long v = 0;
+    /* After the command's ")": state, ppid, pgrp, session, tty, tpgid, flags, minflt. */
+    for (int field = 0; p && field < 8; field++)
+        p = strchr(p + 1, ' ');
+    if (p)
+        v = strtoull(p + 1, NULL, 10);
+    free(s);
+    return v;
+}
+
+/* W4-like jobs (N 1, L 4096, E 512, H 8, causal, base64; about 80 MB of bodies and arena): a job
+ * after another reuses its memory instead of faulting in new pages, and once the server is idle
+ * its RSS comes back to what it was before the job, within a few seconds. */
+static void test_job_memory(void) {
+    if (cfg.scale > 1) {
+        printf("test_reliability: jobmem skipped (time scale %.0f)\n", cfg.scale);
+        return;
+    }
+    attnd d;
+    const char *args[] = {"--threads", "1", "--pool-threads", "1", NULL};
+    if (!attnd_start(&d, "jobmem", args))
+        return;
+    str b = {0};
+    str_cat(&b, "{\"query\": {\"dtype\": \"float32\", \"shape\": [1, 4096, 512], \"data\": \"");
+    str_b64_floats(&b, (size_t)4096 * 512);
+    str_cat(&b, "\"}, \"params\": {\"init\": \"random\", \"seed\": 4, \"num_heads\": 8}, "
+                "\"causal\": true, \"encoding\": \"base64\"}");
+    const char *cached = "attnd_job_memory_bytes{state=\"cached\"}";
+    reply r;
+    /* A first job warms the threads (OpenBLAS's buffers, stacks); then the cache empties. */
+    post(NULL, d.port, "/v1/attention", b.p, b.n, &r);
+    CHECK(r.status == 200, "jobmem: the first W4 job: %ld %.200s", r.status, r.body.p);
+    reply_free(&r);
+    double t0 = now();
+    while (now() - t0 < 10 && metric(d.port, cached) != 0)
+        sleep_s(0.05);
+    double emptied = now() - t0;
+    CHECK(metric(d.port, cached) == 0,
+          "jobmem: the cache still holds %.0f bytes 10 s after the job", metric(d.port, cached));
+    sleep_s(0.2);
+    size_t rss0 = rss_bytes(&d);
+    /* Two jobs in a row: the second finds the first's blocks. */
+    post(NULL, d.port, "/v1/attention", b.p, b.n, &r);
+    CHECK(r.status == 200, "jobmem: W4 job 2: %ld", r.status);
+    reply_free(&r);
+    double reused0 = metric(d.port, "attnd_job_memory_blocks_total{event=\"reused\"}");
+    unsigned long long f0 = minor_faults(&d);
+    post(NULL, d.port, "/v1/attention", b.p, b.n, &r);
+    unsigned long long faults = minor_faults(&d) - f0;
+    CHECK(r.status == 200, "jobmem: W4 job 3: %ld", r.status);
+    reply_free(&r);
+    double reused = metric(d.port, "attnd_job_memory_blocks_total{event=\"reused\"}") - reused0;
+    size_t rss1 = rss_bytes(&d);
+    double mib_faulted = (double)faults * (double)sysconf(_SC_PAGESIZE) / 1048576.0;
+    CHECK(mib_faulted < 16 && reused >= 3,
+          "jobmem: a W4 job after another faulted in %.1f MiB of new pages (at most 16: its body, "
+          "arena and reply, about 80 MB, are the last job's) and reused %.0f blocks",
+          mib_faulted, reused);
+    /* Idle: back to the RSS before the jobs within a few seconds. */
+    t0 = now();
+    while (now() - t0 < 5 && (double)rss_bytes(&d) > 1.1 * (double)rss0)
+        sleep_s(0.05);
+    double back = now() - t0;
+    size_t rss2 = rss_bytes(&d);
+    printf("test_reliability: jobmem: the cache emptied %.1f s after a W4 job; RSS %.1f MiB idle, "
+           "%.1f MiB after two more W4 jobs (the second faulted in %.1f MiB, reused %.0f blocks), "
+           "%.1f MiB %.1f s later\n",
+           emptied, (double)rss0 / 1048576.0, (double)rss1 / 1048576.0, mib_faulted, reused,
+           (double)rss2 / 1048576.0, back);
+    CHECK((double)rss2 <= 1.1 * (double)rss0,
+          "jobmem: idle RSS %zu bytes 5 s after a W4 job, over 1.1 x the %zu before it", rss2,
+          rss0);
+    free(b.p);
+    CHECK(attnd_stop(&d) == 0, "jobmem daemon: exit status after SIGTERM");
 }
 
 /* SIGTERM while a large reply is still on its way to a client that reads it late: the drain
@@ -1975,9 +2097,10 @@ int main(int argc, char **argv) {
             cfg.scale = atof(argv[i + 1]);
     }
     if (!cfg.attnd || !cfg.work || !(cfg.scale >= 1)) {
-        fprintf(stderr, "usage: test_reliability --attnd PATH --work DIR [--only "
-                        "limits,faults,slow,framing,security,rss,unsent,probes] [--time-scale F >= "
-                        "1]\n");
+        fprintf(stderr,
+                "usage: test_reliability --attnd PATH --work DIR [--only "
+                "limits,faults,slow,framing,security,rss,unsent,jobmem,probes] [--time-scale F >= "
+                "1]\n");
         return 2;
     }
     mkdir(cfg.work, 0755); /* may exist */
@@ -2001,6 +2124,8 @@ int main(int argc, char **argv) {
         test_rss();
     if (want("unsent"))
         test_unsent();
+    if (want("jobmem"))
+        test_job_memory();
     if (want("probes"))
         test_probes();
     curl_global_cleanup();
