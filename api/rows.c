@@ -55,8 +55,8 @@ typedef struct row_masks {
 /* What the check carries from one block to the next: bit 63 of masks of the previous block (as
  * bit 0), the carries of the three run additions, and the parity of token starts and commas. */
 typedef struct row_state {
-    uint64_t t, d, ex, dot, mi_ts, sgn, exp_sgn, good_z;
-    uint64_t ci, cf, ce, par;
+    uint64_t t, ex, dot, mi_ts, sgn, good_z;
+    uint64_t ci, cf, par;
 } row_state;
 
 /* a + b + *carry, with the carry out in *carry. */
@@ -90,25 +90,22 @@ __attribute__((always_inline)) static inline int row_block(const row_masks *m, r
     uint64_t endbit = other & (0 - other);
     uint64_t in = endbit ? endbit | (endbit - 1) : ~(uint64_t)0; /* up to the end byte */
     uint64_t TS = T & ~(T << 1 | c->t);                          /* token starts */
-    uint64_t DS = m->d & ~(m->d << 1 | c->d);                    /* digit run starts */
     uint64_t prev_ex = m->ex << 1 | c->ex, prev_dot = m->dot << 1 | c->dot;
-    uint64_t mi_ts = m->mi & TS, sgn = m->mi | m->pl, exp_sgn = sgn & ~TS;
-    uint64_t good = DS & (TS | mi_ts << 1 | c->mi_ts);          /* integer parts */
-    uint64_t frac = DS & prev_dot;                              /* fractions */
-    uint64_t expo = DS & (prev_ex | exp_sgn << 1 | c->exp_sgn); /* exponents */
+    uint64_t mi_ts = m->mi & TS, sgn = m->mi | m->pl;
+    uint64_t good = m->d & (TS | mi_ts << 1 | c->mi_ts); /* integer parts' first digits */
+    uint64_t frac = m->d & prev_dot;                     /* fractions' */
     uint64_t good_z = good & m->z;
-    uint64_t bad = (TS & ~(m->d | m->mi))      /* a token starts with a digit or '-' */
-                   | (m->mi & ~(TS | prev_ex)) /* '-' starts a token or follows 'e' */
-                   | (m->pl & ~prev_ex)        /* '+' follows 'e' */
-                   | ((sgn << 1 | c->sgn | prev_dot) & ~m->d) /* a digit after a sign, a '.' */
-                   | (prev_ex & ~(m->d | sgn))                /* a sign or a digit after 'e' */
-                   | (DS & ~(good | frac | expo))        /* every run of digits has its place */
-                   | ((good_z << 1 | c->good_z) & m->d); /* no digit after a leading 0 */
-    uint64_t int_end = add_carry(m->d, good, &c->ci) & ~m->d; /* just after each kind of run */
+    /* What may come before each byte: a sign starts a token or follows 'e', a '+' follows 'e';
+     * after a sign or a '.' comes a digit, after 'e' a sign or a digit; a '.' comes just after
+     * an integer part, an 'e' after an integer part or a fraction; no digit follows the 0 that
+     * starts an integer part. With these, a token starts with a digit or '-', every run of
+     * digits starts after one of those places, and each run ends where its kind allows. */
+    uint64_t int_end = add_carry(m->d, good, &c->ci) & ~m->d; /* just after each run */
     uint64_t frac_end = add_carry(m->d, frac, &c->cf) & ~m->d;
-    uint64_t exp_end = add_carry(m->d, expo, &c->ce) & ~m->d;
-    bad |= (int_end & T & ~(m->dot | m->ex)) | (frac_end & T & ~m->ex) | (exp_end & T) |
-           (m->dot & ~int_end) | (m->ex & ~(int_end | frac_end));
+    uint64_t bad = (m->mi & ~(TS | prev_ex)) | (m->pl & ~prev_ex) |
+                   ((sgn << 1 | c->sgn | prev_dot) & ~m->d) | (prev_ex & ~(m->d | sgn)) |
+                   (m->dot & ~int_end) | (m->ex & ~(int_end | frac_end)) |
+                   ((good_z << 1 | c->good_z) & m->d);
     /* token starts and commas alternate, a token first: odd parity at a token start */
     uint64_t par = prefix_xor(TS | m->c) ^ (0 - c->par);
     bad |= (TS & ~par) | (m->c & par);
@@ -116,9 +113,8 @@ __attribute__((always_inline)) static inline int row_block(const row_masks *m, r
         return -1;
     if (endbit)
         return par & endbit ? __builtin_ctzll(endbit) : -1; /* the last was a number */
-    *c =
-        (row_state){T >> 63,       m->d >> 63,   m->ex >> 63, m->dot >> 63, mi_ts >> 63, sgn >> 63,
-                    exp_sgn >> 63, good_z >> 63, c->ci,       c->cf,        c->ce,       par >> 63};
+    *c = (row_state){T >> 63,      m->ex >> 63, m->dot >> 63, mi_ts >> 63, sgn >> 63,
+                     good_z >> 63, c->ci,       c->cf,        par >> 63};
     return 64;
 }
 
@@ -126,7 +122,7 @@ __attribute__((always_inline)) static inline int row_block(const row_masks *m, r
  * a block that would pass e is copied into a buffer padded with NUL (of no class, so the row
  * cannot end in the padding with a ']'). */
 #define ROW_CHECK_LOOP(CLASSIFY)                                                                   \
-    row_state st = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};                                           \
+    row_state st = {0, 0, 0, 0, 0, 0, 0, 0, 0};                                                    \
     char tail[64];                                                                                 \
     for (const char *q = p;; q += 64) {                                                            \
         const char *b = q;                                                                         \

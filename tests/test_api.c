@@ -654,9 +654,9 @@ static void test_float_read(void) {
 /* ---- Rows of numbers (api/rows.c) --------------------------------------------------------- */
 
 /* A number for the row tests, of kind k: dec_string's kinds (0-5), attnd's own output (6),
- * short decimals as Python writes round(x, 6) (7), zeros (8), and decimals of at most 15
- * digits in fixed notation next to a float midpoint (9: the vector paths' doubtful case, on
- * either side of it and on it when it has so few digits). */
+ * short decimals as Python writes round(x, 6) (7), zeros (8), and float midpoints that have at
+ * most 15 digits in fixed notation, or the decimals one unit in their last digit away (9: the
+ * doubtful case of the product with a rounded power of ten in rows.c). */
 static void row_number(char *t, int k) {
     switch (k) {
     case 6: {
@@ -670,13 +670,20 @@ static void row_number(char *t, int k) {
     case 8:
         sprintf(t, "%s", rnd64() % 2 ? "0" : rnd64() % 2 ? "-0" : "-0.0");
         break;
-    case 9: {
-        float f = frand() * 1000.0f;
+    case 9: { /* a float midpoint in [2^13, 2^49), exact in at most 15 digits, or next to it */
+        int x = 13 + (int)(rnd64() % 36);
+        uint32_t u = (uint32_t)(127 + x) << 23 | (uint32_t)(rnd64() & 0x7FFFFFu);
+        float f;
+        memcpy(&f, &u, sizeof f);
         double mid = (double)f + (double)(nextafterf(f, INFINITY) - f) / 2;
-        int nf = (int)(rnd64() % 12);
-        int n = sprintf(t, "%.*f", nf, mid + (double)((int)(rnd64() % 3) - 1) * pow(10.0, -nf));
-        if (n > 16)
-            sprintf(t, "%.6f", mid);
+        int n = sprintf(t, "%s%.*f", rnd64() % 2 ? "-" : "", x < 24 ? 24 - x : 0, mid);
+        if (n > 16) {
+            sprintf(t, "%.0f", mid);
+            n = (int)strlen(t);
+        }
+        int step = (int)(rnd64() % 3) - 1; /* the last digit one down, as is, one up */
+        if (t[n - 1] > '0' && t[n - 1] < '9')
+            t[n - 1] = (char)(t[n - 1] + step);
         break;
     }
     default:
