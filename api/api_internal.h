@@ -158,12 +158,17 @@ size_t api_jv_float_row(const char *p, const char *lim, float *dst, size_t n, co
  * numbers; api_json_check then checks it byte by byte. Never reads outside [p, e). */
 const char *api_num_row_check(const char *p, const char *e);
 
+/* The commas in [p, e), or -1 when one of '[', '{', '}', '"' is there: for a row with no
+ * nested value or string, one less than its elements. Reads exactly [p, e). */
+long api_num_row_commas(const char *p, const char *e);
+
 /* A way of checking and reading rows of numbers (rows.c): with AVX-512, SSE2, or neither. */
 typedef struct api_rows_impl {
     const char *name;                                   /* "avx512", "sse2", "portable" */
     const char *(*check)(const char *p, const char *e); /* as api_num_row_check; NULL: none */
     size_t (*read)(const char *p, const char *lim, float *dst, size_t n,
                    const char **end); /* as api_jv_float_row, for any n and lim */
+    long (*commas)(const char *p, const char *e); /* as api_num_row_commas */
 } api_rows_impl;
 
 /* The implementations this CPU runs, best first (the one api_num_row_check and

@@ -412,15 +412,13 @@ static const bool structural[256] = {
 /* The end of the run of non-structural bytes at p, just after a '[': the next ']' (*close, the
  * first ']' at or after p, found once and kept while p has not passed it) when nothing
  * structural comes before it, as in a row of numbers; else p (the caller goes byte by byte).
- * memchr stops at the first match (C11 7.24.5.1) and scans 16 or more bytes at a time; each
- * byte is scanned a bounded number of times, whatever the nesting. */
+ * memchr stops at the first match (C11 7.24.5.1) and scans 16 or more bytes at a time, as
+ * api_num_row_commas does in [p, close); each byte is scanned a bounded number of times,
+ * whatever the nesting. */
 static const char *leaf_row_end(const char *p, const char **close) {
     if (!*close || *close < p)
         *close = memchr(p, ']', (size_t)(UINTPTR_MAX - (uintptr_t)p)); /* validated: one exists */
-    size_t n = (size_t)(*close - p);
-    if (memchr(p, '[', n) || memchr(p, '"', n) || memchr(p, '{', n) || memchr(p, '}', n))
-        return p;
-    return *close;
+    return api_num_row_commas(p, *close) < 0 ? p : *close;
 }
 
 const char *api_jv_end(const char *p) {

@@ -580,16 +580,64 @@ AVX512_TARGET static size_t row_avx512(const char *p, const char *lim, float *ds
 }
 #endif
 
+/* ---- Counting ---------------------------------------------------------------------------- */
+
+/* The commas in [p, e), or -1 when one of '[', '{', '}', '"' is there (a row of numbers, or of
+ * literals, has none: its elements are then the commas plus one). */
+static long commas_bytewise(const char *p, const char *e) {
+    long n = 0;
+    for (; p < e; p++) {
+        if (*p == '[' || *p == '{' || *p == '}' || *p == '"')
+            return -1;
+        n += *p == ',';
+    }
+    return n;
+}
+
+#ifdef __SSE2__
+static long commas_sse2(const char *p, const char *e) {
+    long n = 0;
+    for (; e - p >= 16; p += 16) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
+        __m128i nest = _mm_or_si128(
+            _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('[')), _mm_cmpeq_epi8(x, _mm_set1_epi8('{'))),
+            _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('}')), _mm_cmpeq_epi8(x, _mm_set1_epi8('"'))));
+        if (_mm_movemask_epi8(nest))
+            return -1;
+        n += __builtin_popcount((unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8(','))));
+    }
+    long t = commas_bytewise(p, e);
+    return t < 0 ? -1 : n + t;
+}
+#endif
+
+#ifdef ROWS_AVX512
+AVX512BW_TARGET static long commas_avx512(const char *p, const char *e) {
+    long n = 0;
+    for (; e - p >= 64; p += 64) {
+        __m512i x = _mm512_loadu_si512((const void *)p);
+        /* '[' and '{' are 0x5B and 0x7B: the same with bit 5 set */
+        if (_mm512_cmpeq_epi8_mask(_mm512_or_si512(x, _mm512_set1_epi8(0x20)), _mm512_set1_epi8('{')) |
+            _mm512_cmpeq_epi8_mask(x, _mm512_set1_epi8('}')) |
+            _mm512_cmpeq_epi8_mask(x, _mm512_set1_epi8('"')))
+            return -1;
+        n += __builtin_popcountll(_mm512_cmpeq_epi8_mask(x, _mm512_set1_epi8(',')));
+    }
+    long t = commas_bytewise(p, e);
+    return t < 0 ? -1 : n + t;
+}
+#endif
+
 /* ---- Choosing ----------------------------------------------------------------------------- */
 
 static const api_rows_impl impls[] = {
 #ifdef ROWS_AVX512
-    {"avx512", check_avx512, row_avx512},
+    {"avx512", check_avx512, row_avx512, commas_avx512},
 #endif
 #ifdef __SSE2__
-    {"sse2", check_sse2, row_sse2},
+    {"sse2", check_sse2, row_sse2, commas_sse2},
 #endif
-    {"portable", NULL, row_bytewise},
+    {"portable", NULL, row_bytewise, commas_bytewise},
 };
 
 /* Index of the best of impls this CPU runs (asked once; the answer never changes). */
@@ -621,6 +669,10 @@ const api_rows_impl *api_rows_impls(size_t *n) {
 const char *api_num_row_check(const char *p, const char *e) {
     const api_rows_impl *r = &impls[best_impl()];
     return r->check ? r->check(p, e) : NULL;
+}
+
+long api_num_row_commas(const char *p, const char *e) {
+    return impls[best_impl()].commas(p, e);
 }
 
 size_t api_jv_float_row(const char *p, const char *lim, float *dst, size_t n, const char **end) {

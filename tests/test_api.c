@@ -916,6 +916,101 @@ static void test_rows_check(void) {
           accepted, total);
 }
 
+/* Appends a random JSON value for the probe test: numbers, literals, strings with brackets
+ * in them, and arrays of 0 to 5 of these (of any shape) down to depth levels. */
+static void sb_value(sb *b, int depth) {
+    static const char *const scalars[] = {"1",      "-2.5e-3",         "0", "true", "null", "\"]\"",
+                                          "\"[,\"", "{\"a\": [1, 2]}", "17"};
+    if (depth == 0 || rnd64() % 5 == 0) {
+        sb_add(b, "%s", scalars[rnd64() % 9]);
+        return;
+    }
+    size_t n = rnd64() % 6;
+    sb_add(b, "%s", rnd64() % 3 ? "[" : "[ ");
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            sb_add(b, "%s", rnd64() % 2 ? "," : " , ");
+        sb_value(b, depth - 1);
+    }
+    sb_add(b, "%s", rnd64() % 3 ? "]" : " ]");
+}
+
+/* The shape of the nested arrays at val from the first element of each level, counting the
+ * elements one by one (as api_tensor_probe did before it counted rows of numbers by their
+ * commas): rank, dims and where the outer array ends. 1 when a level is empty. */
+static int ref_probe(const char *val, size_t *rank, size_t *dims, const char **end) {
+    *rank = 0;
+    for (const char *p = val; api_jv_kind(p) == '[' && *rank < API_MAX_RANK;) {
+        size_t n = 0;
+        const char *it = p, *el = NULL, *first = NULL;
+        while (api_jv_arr_next(&it, &el))
+            if (n++ == 0)
+                first = el;
+        if (*rank == 0)
+            *end = api_jv_ws(it) + 1;
+        if (n == 0)
+            return 1;
+        dims[(*rank)++] = n;
+        p = first;
+    }
+    return 0;
+}
+
+/* api_num_row_commas (every implementation) against a byte loop, and api_tensor_probe's shapes
+ * against counting elements one by one, on random values. */
+static void test_rows_count(void) {
+    size_t nimpl = 0;
+    const api_rows_impl *impls = api_rows_impls(&nimpl);
+    const char alphabet[] = "0123456789.,- e,,,,[{}\"]";
+    size_t bad = 0;
+    for (int it = 0; it < 20000 && bad < 10; it++) {
+        size_t n = rnd64() % (it % 2 ? 40 : 300);
+        char *t = malloc(n ? n : 1);
+        for (size_t i = 0; i < n; i++)
+            t[i] =
+                rnd64() % 50 ? alphabet[rnd64() % 15] : alphabet[rnd64() % (sizeof alphabet - 1)];
+        long want = 0;
+        for (size_t i = 0; i < n && want >= 0; i++)
+            want = strchr("[{}\"", t[i]) ? -1 : want + (t[i] == ',');
+        for (size_t m = 0; m < nimpl; m++) {
+            long got = impls[m].commas(t, t + n);
+            if (got != want && bad++ < 10)
+                CHECK(false, "%s counts %ld commas (%ld) in %.*s", impls[m].name, got, want, (int)n,
+                      t);
+        }
+        free(t);
+    }
+    for (int it = 0; it < 20000 && bad < 10; it++) {
+        sb doc = {0};
+        sb_add(&doc, "{\"x\": ");
+        sb_value(&doc, 1 + (int)(rnd64() % 4));
+        sb_add(&doc, "}");
+        api_json_root root;
+        api_error err = {0};
+        api_tensor_in tin;
+        if (api_json_check(doc.s, doc.n, "body", &root, &err) != 0) {
+            CHECK(false, "the probe test made invalid JSON: %s", doc.s);
+            free(doc.s);
+            continue;
+        }
+        size_t rank = 0, dims[API_MAX_RANK] = {0};
+        const char *end = NULL;
+        int empty = ref_probe(root.m[0].val, &rank, dims, &end);
+        int rc = api_tensor_probe(&tin, "x", root.m[0].val, API_MAX_RANK, 100, SIZE_MAX, &err);
+        bool same = empty       ? rc != 0 && strstr(err.message, "is an empty array")
+                    : rank == 0 ? rc != 0
+                                : rc == 0 && tin.rank == rank && tin.end == end &&
+                                      !memcmp(tin.dims, dims, rank * sizeof *dims);
+        if (!same && bad++ < 10)
+            CHECK(false,
+                  "probing %s: rank %zu, dims %zu %zu (counted one by one: rank %zu, %zu %zu): %s",
+                  doc.s, tin.rank, tin.dims[0], tin.dims[1], rank, dims[0], dims[1],
+                  rc ? err.message : "ok");
+        free(doc.s);
+    }
+    CHECK(bad == 0, "%zu comma counts or probes differ", bad);
+}
+
 /* ---- Base64 ------------------------------------------------------------------------------- */
 
 static void test_base64(void) {
@@ -2990,6 +3085,7 @@ int main(int argc, char **argv) {
     test_float_read();
     test_rows_read();
     test_rows_check();
+    test_rows_count();
     test_base64();
     test_json();
     test_errors_and_buffers();
