@@ -99,6 +99,14 @@ int api_json_check(const char *s, size_t len, const char *what, api_json_root *r
 int api_json_check_depth(const char *s, size_t len, const char *what, size_t max_depth,
                          api_json_root *root, api_error *err);
 
+/* api_json_check_depth with row_check for rows of numbers (api_num_row_check, or one of
+ * api_rows_impls' checks; NULL: every number byte by byte). The same verdict and error
+ * whatever row_check is: it only accepts valid rows, and what it refuses is checked again byte
+ * by byte. For tests. */
+int api_json_check_with(const char *s, size_t len, const char *what, size_t max_depth,
+                        const char *(*row_check)(const char *p, const char *e), api_json_root *root,
+                        api_error *err);
+
 /* The functions below navigate text that api_json_check accepted; p points at the first byte
  * of a value (never whitespace). They do not re-check syntax. */
 
@@ -141,12 +149,43 @@ double api_jv_number(const char *p, const char **end);
  * 19 digits. Overflow gives +-inf. */
 float api_jv_float(const char *p, const char **end);
 
+/* The number at p (in validated text; [p, lim) may be read in 8-byte loads) as api_jv_float
+ * reads it; *end gets its end. */
+float api_num_read(const char *p, const char *lim, const char **end);
+
+/* The float of (-1)^neg w 10^e (w of at most 19 digits), the number [p, q) in validated text,
+ * as api_jv_float reads it. */
+float api_num_decimal(bool neg, uint64_t w, long e, const char *p, const char *q);
+
 /* Reads up to n float numbers of an array's row from p (its first element, or the one after a
  * comma) into dst, as api_jv_float does, and returns how many: a loop with no call per number.
  * [p, lim) may be read in 8-byte loads (lim <= p: byte by byte). It stops early at an element
  * that is not a number or not finite (for the caller's checks and messages) and at the row's
  * end; *end gets where it stopped: the next element to read, or the closing bracket. */
 size_t api_jv_float_row(const char *p, const char *lim, float *dst, size_t n, const char **end);
+
+/* The end of the row of numbers whose first element starts at p ('-' or a digit), one past its
+ * closing ']', when [p, e) holds the whole row and it is valid JSON: numbers separated by
+ * commas, with whitespace around them. NULL when it is not, or when the row holds anything but
+ * numbers; api_json_check then checks it byte by byte. Never reads outside [p, e). */
+const char *api_num_row_check(const char *p, const char *e);
+
+/* The commas in [p, e), or -1 when one of '[', '{', '}', '"' is there: for a row with no
+ * nested value or string, one less than its elements. Reads exactly [p, e). */
+long api_num_row_commas(const char *p, const char *e);
+
+/* A way of checking and reading rows of numbers (rows.c): with AVX-512, SSE2, or neither. */
+typedef struct api_rows_impl {
+    const char *name;                                   /* "avx512", "sse2", "portable" */
+    const char *(*check)(const char *p, const char *e); /* as api_num_row_check; NULL: none */
+    size_t (*read)(const char *p, const char *lim, float *dst, size_t n,
+                   const char **end); /* as api_jv_float_row, for any n and lim */
+    long (*commas)(const char *p, const char *e); /* as api_num_row_commas */
+} api_rows_impl;
+
+/* The implementations this CPU runs, best first (the one api_num_row_check and
+ * api_jv_float_row use), *n of them: for tests, which run them all. */
+const api_rows_impl *api_rows_impls(size_t *n);
 
 /* True when the number at p is a plain non-negative integer (digits only) that fits in a
  * uint64_t; then *out holds it. (Files' headers; request fields follow api_jv_int.) */

@@ -25,6 +25,8 @@ typedef struct jp {
     api_json_root *root;
     size_t max_depth; /* containers may nest this deep (the root object is level 1) */
     bool too_deep;    /* the first error is the nesting limit */
+    /* checks a row of numbers whole (api_num_row_check); NULL: number by number */
+    const char *(*row_check)(const char *p, const char *e);
 } jp;
 
 static bool jp_fail(jp *j, const char *why) {
@@ -234,6 +236,15 @@ static bool jp_container(jp *j, int depth, bool object) {
         j->p++;
         return true;
     }
+    if (!object && j->row_check && j->p < j->e && (*j->p == '-' || is_digit(*j->p))) {
+        /* A row of numbers, checked whole; when it is not valid (or holds more than numbers),
+         * the loop below checks it again, element by element, and finds what is wrong. */
+        const char *end = j->row_check(j->p, j->e);
+        if (end) {
+            j->p = end;
+            return true;
+        }
+    }
     for (;;) {
         api_json_member m = {{NULL, NULL}, NULL, NULL};
         if (object) {
@@ -303,9 +314,16 @@ int api_json_check(const char *s, size_t len, const char *what, api_json_root *r
 
 int api_json_check_depth(const char *s, size_t len, const char *what, size_t max_depth,
                          api_json_root *root, api_error *err) {
+    return api_json_check_with(s, len, what, max_depth, api_num_row_check, root, err);
+}
+
+int api_json_check_with(const char *s, size_t len, const char *what, size_t max_depth,
+                        const char *(*row_check)(const char *p, const char *e), api_json_root *root,
+                        api_error *err) {
     if (max_depth == 0 || max_depth > API_JSON_DEPTH_CAP)
         max_depth = max_depth ? API_JSON_DEPTH_CAP : API_JSON_MAX_DEPTH;
-    jp j = {.s = s, .p = s, .e = s + len, .root = root, .max_depth = max_depth};
+    jp j = {
+        .s = s, .p = s, .e = s + len, .root = root, .max_depth = max_depth, .row_check = row_check};
     if (root) {
         root->n = 0;
         root->overflow = false;
@@ -394,15 +412,13 @@ static const bool structural[256] = {
 /* The end of the run of non-structural bytes at p, just after a '[': the next ']' (*close, the
  * first ']' at or after p, found once and kept while p has not passed it) when nothing
  * structural comes before it, as in a row of numbers; else p (the caller goes byte by byte).
- * memchr stops at the first match (C11 7.24.5.1) and scans 16 or more bytes at a time; each
- * byte is scanned a bounded number of times, whatever the nesting. */
+ * memchr stops at the first match (C11 7.24.5.1) and scans 16 or more bytes at a time, as
+ * api_num_row_commas does in [p, close); each byte is scanned a bounded number of times,
+ * whatever the nesting. */
 static const char *leaf_row_end(const char *p, const char **close) {
     if (!*close || *close < p)
         *close = memchr(p, ']', (size_t)(UINTPTR_MAX - (uintptr_t)p)); /* validated: one exists */
-    size_t n = (size_t)(*close - p);
-    if (memchr(p, '[', n) || memchr(p, '"', n) || memchr(p, '{', n) || memchr(p, '}', n))
-        return p;
-    return *close;
+    return api_num_row_commas(p, *close) < 0 ? p : *close;
 }
 
 const char *api_jv_end(const char *p) {

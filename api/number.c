@@ -155,14 +155,10 @@ __attribute__((always_inline)) static inline float decimal_to_float(bool neg, ui
     if (e2 + 150 <= 0) /* a denormal (or zero) float: its spacing is not mant's */
         return read_strtod(p, q);
     uint64_t half = (uint64_t)1 << (sh - 1), dbl = (uint64_t)1 << (sh - 30); /* half ulps */
-    if (t + 2 <= half - dbl) {   /* below the midpoint, even as a double */
-    } else if (t > half + dbl) { /* above it */
-        mant++;
-    } else if (t >= half - dbl && t + 2 <= half + dbl) { /* the midpoint as a double: to even */
-        mant += mant & 1;
-    } else {
+    uint64_t lo_e = half - dbl, hi_e = half + dbl;
+    if (__builtin_expect(t + 1 == lo_e || t - (hi_e - 1) <= 1, 0))
         return read_strtod(p, q);
-    }
+    mant += (uint64_t)(t > hi_e) | ((uint64_t)(t >= lo_e) & mant & 1);
     uint32_t be = (uint32_t)(e2 + 150);
     if (mant >> 24) { /* rounded up to the next power of two */
         mant >>= 1;
@@ -210,30 +206,12 @@ float api_jv_float(const char *p, const char **end) {
     return v;
 }
 
-static inline const char *skip_ws(const char *p) {
-    while (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')
-        p++;
-    return p;
+float api_num_read(const char *p, const char *lim, const char **end) {
+    float v;
+    *end = number(p, lim, &v);
+    return v;
 }
 
-size_t api_jv_float_row(const char *p, const char *lim, float *dst, size_t n, const char **end) {
-    float *d = dst, *stop = dst + n;
-    while (d < stop && (*p == '-' || is_digit(*p))) {
-        float v;
-        const char *e = number(p, lim, &v);
-        if (!isfinite(v))
-            break;
-        *d++ = v;
-        if (*e == ',') { /* the common case first: a comma right after the number */
-            p = e + 1;
-        } else {
-            p = skip_ws(e);
-            if (*p != ',')
-                break;
-            p++;
-        }
-        p = skip_ws(p);
-    }
-    *end = p;
-    return (size_t)(d - dst);
+float api_num_decimal(bool neg, uint64_t w, long e, const char *p, const char *q) {
+    return decimal_to_float(neg, w, e, p, q);
 }

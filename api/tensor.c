@@ -46,10 +46,17 @@ static int probe_nested(api_tensor_in *t, size_t max_rank, size_t max_dim, api_e
                             "%s nests deeper than the %zu dimensions it may have", t->name,
                             max_rank);
         size_t n = 0;
-        const char *it = p, *el = NULL, *first = NULL;
-        while (api_jv_arr_next(&it, &el)) {
-            if (n++ == 0)
-                first = el;
+        const char *it = p, *el = NULL, *first = api_jv_ws(p + 1);
+        const char *close = *first == '-' || (*first >= '0' && *first <= '9')
+                                ? memchr(first, ']', (size_t)(UINTPTR_MAX - (uintptr_t)first))
+                                : NULL; /* validated text: a ']' closes the row */
+        long commas = close ? api_num_row_commas(first, close) : -1;
+        if (commas >= 0) { /* a row of numbers (and literals): its commas tell its length */
+            n = (size_t)commas + 1;
+            it = close;
+        } else {
+            while (api_jv_arr_next(&it, &el))
+                n++;
         }
         if (t->rank == 0) /* it is at the outer array's closing bracket */
             t->end = api_jv_ws(it) + 1;

@@ -308,6 +308,35 @@ static int bench_floats(void) {
             same = same && n1 == n2 && !memcmp(got, want, n1 * sizeof *got);
         }
         print_floats("read", kinds[kind], median(tn, FLOATS_RUNS), median(to, FLOATS_RUNS), same);
+        /* The row as a request body {"x":[...]}, checked (api_json_check) and read, against the
+         * code before api/rows.c: the check byte by byte and the row number by number (the
+         * last of api_rows_impls). */
+        size_t nimpl = 0, rl = (size_t)(strchr(a, ']') - a) + 1, bl = rl + 7;
+        const api_rows_impl *before = &api_rows_impls(&nimpl)[nimpl - 1];
+        memcpy(b, "{\"x\":[", 6);
+        memcpy(b + 6, a, rl);
+        b[bl - 1] = '}';
+        double cn[FLOATS_RUNS], co[FLOATS_RUNS];
+        for (int r = 0; r < FLOATS_RUNS; r++) {
+            api_json_root root;
+            api_error err = {0};
+            const char *end = NULL;
+            double t0 = now_ns();
+            int c1 = api_json_check(b, bl, "x", &root, &err);
+            double t1 = now_ns();
+            size_t n1 = api_jv_float_row(b + 6, b + bl, got, FLOATS_N, &end);
+            double t2 = now_ns();
+            int c2 = api_json_check_with(b, bl, "x", 0, NULL, &root, &err);
+            double t3 = now_ns();
+            size_t n2 = before->read(b + 6, b + bl, want, FLOATS_N, &end);
+            double t4 = now_ns();
+            cn[r] = (t1 - t0) / FLOATS_N, co[r] = (t3 - t2) / FLOATS_N;
+            tn[r] = (t2 - t0) / FLOATS_N, to[r] = (t4 - t2) / FLOATS_N;
+            same = same && c1 == 0 && c2 == 0 && n1 == n2 && !memcmp(got, want, n1 * sizeof *got);
+        }
+        print_floats("check", kinds[kind], median(cn, FLOATS_RUNS), median(co, FLOATS_RUNS), same);
+        print_floats("check+read", kinds[kind], median(tn, FLOATS_RUNS), median(to, FLOATS_RUNS),
+                     same);
     }
     free(v), free(got), free(want), free(a), free(b);
     return 0;
