@@ -64,7 +64,7 @@ FORCE:
 SRV_TEST_DIR := $(BUILD)/tests/server
 
 $(BUILD)/tests/test_server: $(BUILD)/tests/test_server.o
-	$(CC) $(CFLAGS) $^ -o $@ -lcurl -ljansson -lpthread -lm
+	$(CC) $(CFLAGS) $^ -o $@ -lcurl -ljansson -lz -lpthread -lm
 
 .PHONY: test-server
 test-server: $(BUILD)/attnd $(BUILD)/tests/test_server
