@@ -232,17 +232,32 @@ static void key_str(api_span key, char *out, size_t cap) {
     api_jv_decode(key, out, cap);
 }
 
-/* Elements of a flat JSON array at p (validated text) and its end: commas plus one, or 0 for an
- * empty array. Elements holding commas of their own (strings, arrays) are miscounted, and then
- * refused as not numbers when read. */
-static size_t flat_count(const char *p, const char **end) {
-    *end = api_jv_end(p);
+/* Elements of the flat JSON array [p, end) (validated text): commas plus one, or 0 for an empty
+ * array. Elements holding commas of their own (strings, arrays) are miscounted, and then refused
+ * as not numbers when read. The commas are counted 8 bytes at a time: a byte of x is zero
+ * exactly where the text has a comma, ((x & 7F..) + 7F..) | x has its high bit clear exactly at
+ * the zero bytes of x, so its complement shifted by 7 and masked has a 1 in each comma's byte;
+ * those add up per byte over 31 words (8 x 31 < 256), then the 8 byte sums are added by a
+ * multiply into the top byte. */
+static size_t flat_count(const char *p, const char *end) {
     const char *q = api_jv_ws(p + 1);
     if (*q == ']')
         return 0;
+    const uint64_t low7 = 0x7F7F7F7F7F7F7F7Full, ones = 0x0101010101010101ull;
+    const uint64_t commas = ones * ',';
     size_t n = 1;
-    for (const char *e = *end; (q = memchr(q, ',', (size_t)(e - q))) != NULL; q++)
-        n++;
+    while (end - q >= 8) {
+        uint64_t acc = 0;
+        for (int k = 0; k < 31 && end - q >= 8; k++, q += 8) {
+            uint64_t x;
+            memcpy(&x, q, sizeof x);
+            x ^= commas;
+            acc += (~(((x & low7) + low7) | x) >> 7) & ones;
+        }
+        n += (size_t)((acc * ones) >> 56);
+    }
+    for (; q < end; q++)
+        n += *q == ',';
     return n;
 }
 
@@ -294,9 +309,10 @@ static void shape_text(char *out, size_t cap, const api_tensor_in *t) {
         snprintf(out + w, cap - w, "]");
 }
 
-/* The data of an input: raw bytes after the JSON (binary_data_size) or its JSON data. */
-static int read_data(v2p *c, int which, api_tensor_in *t, const char *data, bool binary,
-                     uint64_t binary_size, const char *obj) {
+/* The data of an input: raw bytes after the JSON (binary_data_size) or its JSON data [data,
+ * data_end). */
+static int read_data(v2p *c, int which, api_tensor_in *t, const char *data, const char *data_end,
+                     bool binary, uint64_t binary_size, const char *obj) {
     const char *name = c->inputs[which].name;
     char shape[96];
     shape_text(shape, sizeof shape, t);
@@ -347,13 +363,12 @@ static int read_data(v2p *c, int which, api_tensor_in *t, const char *data, bool
         *t = nested;
         t->dtype = dtype;
     } else {
-        const char *end;
-        size_t n = flat_count(data, &end);
+        size_t n = flat_count(data, data_end);
         if (n != t->count)
             return bad(c, "input %s: data holds %zu values, but shape %s needs %zu", name, n, shape,
                        t->count);
         t->val = data;
-        t->end = end;
+        t->end = data_end;
         t->flat = true;
     }
     c->in_val[which] = which == IN_KEY_LENGTHS ? data : obj;
@@ -367,7 +382,7 @@ static int read_input(v2p *c, size_t index, const char *obj) {
                    "inputs[%zu] must be an object: {\"name\", \"shape\", \"datatype\", \"data\"}",
                    index);
     const char *it = obj, *val = NULL, *name = NULL, *shape = NULL, *dtype = NULL, *params = NULL,
-               *data = NULL;
+               *data = NULL, *data_end = NULL;
     api_span key;
     char k[48];
     while (api_jv_obj_next(&it, &key, &val)) {
@@ -386,6 +401,8 @@ static int read_input(v2p *c, size_t index, const char *obj) {
         if (*slot)
             return bad(c, "inputs[%zu] has %s twice", index, k);
         *slot = api_jv_kind(val) == 'n' ? NULL : val;
+        if (slot == &data)
+            data_end = it; /* api_jv_obj_next left it at the value's end */
     }
     if (!name || api_jv_kind(name) != '"')
         return bad(c, "inputs[%zu] needs a name (a string)", index);
@@ -456,7 +473,7 @@ static int read_input(v2p *c, size_t index, const char *obj) {
             binary = true;
         }
     }
-    if (read_data(c, which, t, data, binary, size, obj))
+    if (read_data(c, which, t, data, data_end, binary, size, obj))
         return -1;
     if (which == IN_KEY_LENGTHS) { /* a v1 integer list: JSON, or raw int32 */
         if (binary) {

@@ -116,6 +116,15 @@ case("attn-bias-json-minus-inf-ok", "200",
      body([inp("query", q2), ({"name": "attn_bias", "shape": [5, 5], "datatype": "FP32",
                                "data": [0.0 if i % 6 == 0 else "-inf" for i in range(25)]},
                               None)]))
+# Long rows of short numbers ("0," and "1,": 2 bytes each), for the count of data's elements.
+case("attn-mask-json-long-ok", "200",
+     body([inp("query", fp32((64, 64))),
+           ({"name": "attn_mask", "shape": [64, 64], "datatype": "BOOL",
+             "data": [int(i % 3 != 0) for i in range(64 * 64)]}, None)],
+          params={"need_weights": "per_head"}))
+case("data-long-short-count", "400 invalid_field | holds 4095 values",
+     body([({"name": "query", "shape": [64, 64], "datatype": "FP32", "data": [1] * 4095},
+            None)]))
 case("attn-mask-bool-ok", "200", body([inp("query", q2, binary=True),
                                        inp("attn_mask", np.tril(np.ones((5, 5))) > 0, "BOOL",
                                            binary=True)],
