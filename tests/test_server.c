@@ -8,7 +8,10 @@
  * (concurrent requests batched, each answer against its unbatched one), the bounded queue and the
  * request deadline, draining on SIGTERM, and /metrics through `promtool check metrics`. The
  * built-in lesson model is measured here: each named head's documented rule on the chapter's
- * sentences and on new ones, sent as text, and the causal mask's "no peeking" (实验三).
+ * sentences and on new ones, sent as text, and the causal mask's "no peeking" (实验三). The
+ * Open Inference Protocol (/v2) is checked route by route, with JSON, binary and mixed tensors,
+ * compressed bodies and replies, bad framing, its error form, and its answers against v1's bit
+ * for bit (also in one batch with v1 jobs).
  *
  * Usage: test_server --attnd build/attnd --data build/tests/server [--openapi api/openapi.yaml]
  *                    [--promtool promtool] [--only NAME]
