@@ -1,4 +1,4 @@
-/* api.h - the API v1 codec of attnd: request bytes -> a validated job, results -> response bytes.
+/* api.h - the API codecs of attnd: request bytes -> a validated job, results -> response bytes.
  *
  * api/ turns the JSON body of POST /v1/attention or /v1/sdpa into an api_job (every field
  * checked, every tensor decoded into the job's one arena, the arena's size checked against the
@@ -7,7 +7,8 @@
  * vocabulary so that requests send words: "tokens" or "text") and error bodies. It depends on
  * libattn and libc only (it reads JSON itself: jansson copied an 8 MiB base64 tensor byte by
  * byte in 211 ms, twice the compute of its job), never on libmicrohttpd: the daemon (server/)
- * owns HTTP.
+ * owns HTTP. The Open Inference Protocol (KServe v2, the section at the end of the jobs) makes
+ * the same jobs from its own requests and answers in its own form.
  *
  * Worked example (error handling elided):
  *
@@ -194,7 +195,8 @@ api_registry *api_registry_create(void);
 void api_registry_destroy(api_registry *r); /* destroys the models too; NULL does nothing */
 
 /* Takes ownership of m (also on failure, when it destroys m). The first model added is the
- * default. Fails (status 500, code "duplicate_model") on a name already present. */
+ * default. Fails (status 500, code "duplicate_model") on a name already present, and (400
+ * invalid_model) on the name "sdpa", which the Open Inference Protocol's SDPA model holds. */
 int api_registry_add(api_registry *r, api_model *m, api_error *err);
 
 /* Makes name the default; -1 with err (code "unknown_model") when absent. */
@@ -304,7 +306,73 @@ bool api_jobs_batchable(const api_job *a, const api_job *b);
 size_t api_jobs_run(api_job *const *jobs, size_t count, attn_pool *pool, size_t max_bytes,
                     api_error *errs);
 size_t api_job_bytes(const api_job *job); /* the arena's capacity (the response not included) */
+api_op api_job_op(const api_job *job);    /* attention or SDPA (API_OP_ATTENTION for NULL) */
 void api_job_destroy(api_job *job);       /* NULL does nothing */
+
+/* ---- The Open Inference Protocol (KServe v2, v2.c) ---------------------------------------- */
+
+/* The REST routes of the Open Inference Protocol ("KServe v2"), beside API v1, as Triton and
+ * KServe serve them: server and model metadata, readiness, and inference on the registry's
+ * models (MHA with the model's weights) and on "sdpa" (scaled dot-product attention on given
+ * q, k and v), with tensors as flat JSON "data" arrays or as raw little-endian bytes after the
+ * JSON (the binary tensor data extension). An infer request becomes the same api_job as the
+ * equivalent POST /v1/attention or /v1/sdpa request: the same checks, limits, plan and
+ * batching, so the answers are the same bits; only the response's form differs.
+ *
+ *     // POST /v2/models/demo/infer, Inference-Header-Content-Length: hlen
+ *     api_job *job = api_v2_parse(body, len, hlen, "demo", NULL, models, &lim, &err);
+ *     if (!job) { api_v2_error_body(&err, &buf); reply(err.status, buf); }
+ *     api_job_run(job, pool, &err);
+ *     api_job_respond(job, queue_ms, compute_ms, &buf, &err);  // the v2 response
+ *     reply(200, buf, "Inference-Header-Content-Length: " buf.len - api_job_binary_bytes(job));
+ */
+
+#define API_V2_SDPA_MODEL "sdpa"       /* the model name of raw SDPA; no registry model takes it */
+#define API_V2_VERSION    "1"          /* the one version every model has */
+#define API_V2_NO_HEADER  ((size_t)-1) /* api_v2_parse: no Inference-Header-Content-Length */
+
+/* Appends {"error": message} (the protocol's error body) to out. */
+void api_v2_error_body(const api_error *err, api_buf *out);
+
+/* Appends the server metadata (GET /v2): {"name": "attnd", "version": version, "extensions":
+ * ["binary_tensor_data"]}. */
+void api_v2_server_json(const char *version, api_buf *out);
+
+/* Checks that the model name (and version, NULL when the path gives none) can be served: 0,
+ * or -1 with err (404 unknown_model for a model the registry lacks, other than "sdpa", or a
+ * version other than "1"). */
+int api_v2_model_check(const api_registry *r, const char *name, const char *version,
+                       api_error *err);
+
+/* Appends the model metadata (GET /v2/models/{name}[/versions/{version}]): name, versions,
+ * platform, and its inputs and outputs with datatype and shape (-1 for a dimension the request
+ * chooses). 0, or -1 with err as api_v2_model_check. */
+int api_v2_model_json(const api_registry *r, const char *name, const char *version, api_buf *out,
+                      api_error *err);
+
+/* Appends the model readiness body {"name", "ready": true}; as api_v2_model_json. */
+int api_v2_model_ready_json(const api_registry *r, const char *name, const char *version,
+                            api_buf *out, api_error *err);
+
+/* Appends the repository index (POST /v2/repository/index): every model with its version and
+ * state "READY", "sdpa" last. */
+void api_v2_index_json(const api_registry *r, api_buf *out);
+
+/* Parses the body (len bytes) of POST /v2/models/{name}[/versions/{version}]/infer: its first
+ * header_len bytes are the JSON inference request (API_V2_NO_HEADER: the whole body), followed
+ * by the raw bytes of the inputs that declare "binary_data_size", in the order of "inputs".
+ * Every input, parameter and output is checked (datatype, shape against the data, sizes of
+ * binary data against the bytes after the JSON, which must be used up exactly), then the job
+ * is made as api_job_parse makes the equivalent v1 job. NULL with err: 400 (the message says
+ * what is wrong), 404 unknown model or version, 413 job_too_large, 500 out_of_memory. */
+api_job *api_v2_parse(const char *body, size_t len, size_t header_len, const char *name,
+                      const char *version, const api_registry *models, const api_limits *lim,
+                      api_error *err);
+
+/* The raw tensor bytes at the end of job's response (the binary tensor data extension): its
+ * JSON part is the response's length less these. 0 for NULL, a v1 job, or a v2 job whose
+ * outputs are all JSON. */
+size_t api_job_binary_bytes(const api_job *job);
 
 /* ---- Encodings (exposed for tests and fuzzing) -------------------------------------------- */
 

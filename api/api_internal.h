@@ -179,7 +179,7 @@ typedef struct api_rows_impl {
     const char *name;                                   /* "avx512", "sse2", "portable" */
     const char *(*check)(const char *p, const char *e); /* as api_num_row_check; NULL: none */
     size_t (*read)(const char *p, const char *lim, float *dst, size_t n,
-                   const char **end); /* as api_jv_float_row, for any n and lim */
+                   const char **end);             /* as api_jv_float_row, for any n and lim */
     long (*commas)(const char *p, const char *e); /* as api_num_row_commas */
 } api_rows_impl;
 
@@ -213,6 +213,9 @@ typedef enum api_tensor_kind {
 } api_tensor_kind;
 
 /* A tensor field of a request, probed (shape known, nothing decoded yet). */
+/* The element types of raw tensor bytes (the Open Inference Protocol's FP32, INT32, BOOL). */
+enum { API_DT_FP32, API_DT_INT32, API_DT_BOOL };
+
 typedef struct api_tensor_in {
     char name[80];   /* JSON path of the field: "query", "params.in_proj_weight" */
     const char *val; /* its value in the body */
@@ -223,6 +226,10 @@ typedef struct api_tensor_in {
     size_t count;              /* elements: the product of dims */
     api_span b64;              /* binary: the raw content of the data string */
     bool b64_escaped;          /* it contains JSON escapes ("\/") */
+    /* Tensors of the Open Inference Protocol (v2.c) declare their shape (dims) and hold: */
+    bool flat;          /* a flat JSON array of count elements at val, ending at end; or */
+    const uint8_t *raw; /* count little-endian elements of type dtype (API_DT_*), unaligned */
+    int dtype;
 } api_tensor_in;
 
 /* Learns the shape of the tensor field at val (nested arrays: from the first element of each
@@ -235,7 +242,9 @@ int api_tensor_probe(api_tensor_in *t, const char *name, const char *val, size_t
 
 /* Decodes a probed tensor into dst: floats (count) for API_TENSOR_FLOAT and API_TENSOR_BIAS,
  * bytes (count) for API_TENSOR_MASK. Checks every row's length, every element's type and value
- * (400 invalid_field, 400 non_finite naming the element). 0 or -1 with err. */
+ * (400 invalid_field, 400 non_finite naming the element). A flat tensor is read as one row of
+ * count elements; a raw one is copied (FP32 floats, checked as base64 data is) or checked and
+ * converted (BOOL bytes and INT32 values of a mask must be 0 or 1). 0 or -1 with err. */
 int api_tensor_read(const api_tensor_in *t, api_tensor_kind kind, void *dst, api_error *err);
 
 /* Writes "(a, b, c)" for dims (rank) into out (cap bytes). */
@@ -355,6 +364,66 @@ void api_words_embed(const api_model *m, const char *tokens_val, const char *tex
 /* Appends a JSON list of the strings of l ([] for NULL). */
 void api_strlist_json(const api_strlist *l, api_buf *out);
 
+/* ---- The Open Inference Protocol's responses (v2.c) -------------------------------------- */
+
+/* The outputs of a job, as the protocol names them: "output", "weights", "weights_indices". */
+enum { API_V2_OUTPUT, API_V2_WEIGHTS, API_V2_INDICES, API_V2_NOUTS };
+
+/* The form of a v2 response: which outputs, in which order, each as JSON data or raw bytes
+ * after the JSON (the binary tensor data extension). */
+typedef struct api_v2_reply {
+    const char *model; /* the model's name (borrowed: the registry's, or static "sdpa") */
+    const char *id;    /* the request's "id" as raw JSON string content (escapes kept), id_len
+                          bytes; NULL when it has none. In a job it is in the job's arena. */
+    size_t id_len;
+    bool listed;               /* the request listed its outputs (else: all there are) */
+    size_t nout;               /* listed: how many */
+    uint8_t out[API_V2_NOUTS]; /* listed: API_V2_* in the request's order */
+    bool binary[API_V2_NOUTS]; /* per API_V2_*: raw bytes rather than JSON data */
+    size_t binary_bytes;       /* raw bytes after the JSON: set by api_v2_reply_plan */
+} api_v2_reply;
+
+/* Checks the outputs reply asks for against a job of response shape rs (weights exist only
+ * with need_weights, weights_indices with weights_top_k), settles the list (all there are when
+ * none was given) and its binary_bytes, and computes the most bytes api_v2_respond writes into
+ * *bytes, and the bytes api_v2_reply_place needs into *place. 0, or -1 with err (400; 413 when a
+ * size does not fit in size_t). */
+int api_v2_reply_plan(api_v2_reply *reply, const api_resp_shape *rs, size_t *bytes, size_t *place,
+                      api_error *err);
+
+/* Copies reply and its id into dst (*place bytes of the job's arena, 8-byte aligned) and
+ * returns the copy. */
+const api_v2_reply *api_v2_reply_place(const api_v2_reply *reply, void *dst);
+
+/* api_job_respond for a job with a v2 reply form. */
+int api_v2_respond(const api_job *job, double queue_ms, double compute_ms, api_buf *out,
+                   api_error *err);
+
+/* ---- Jobs from other codecs --------------------------------------------------------------- */
+
+#define API_GIVEN_TENSORS 8
+
+/* What a codec other than API v1's JSON (the Open Inference Protocol, v2.c) hands the job
+ * parser beside a root object whose members map onto v1's fields: a field whose value is
+ * keys[i] is the tensor tensors[i], already probed (its shape declared, its data flat JSON,
+ * raw bytes or nested arrays); the other fields are read as v1 reads them. */
+typedef struct api_job_given {
+    const api_model *model; /* attention: the model (in place of "model" and the default) */
+    size_t ntensors;
+    const char *keys[API_GIVEN_TENSORS];
+    api_tensor_in tensors[API_GIVEN_TENSORS];
+    const uint8_t *key_lengths; /* (n_key_lengths) raw int32 for key_lengths, or NULL */
+    size_t n_key_lengths;
+    bool heads_csv;      /* heads is a string of comma-separated indices ("0,2") */
+    api_v2_reply *reply; /* the response's form; api_v2_reply_plan settles it */
+} api_job_given;
+
+/* api_job_parse from a root object already checked (its values point into text that
+ * api_json_check accepted) and what given adds; as api_job_parse otherwise. given may be
+ * NULL. */
+api_job *api_job_parse_given(api_op op, const api_json_root *root, api_job_given *given,
+                             const api_registry *models, const api_limits *lim, api_error *err);
+
 /* ---- Jobs --------------------------------------------------------------------------------- */
 
 /* How a job's inline params were given: tensors, or made from params.init. */
@@ -394,6 +463,7 @@ struct api_job {
      * words' token ids, tokens (l), whose strings the response echoes. */
     const api_model *model;
     const uint32_t *tokens;
+    const api_v2_reply *v2; /* the Open Inference Protocol's response form; NULL for v1 */
 };
 
 #endif

@@ -260,6 +260,14 @@ int api_registry_add(api_registry *r, api_model *m, api_error *err) {
         api_model_destroy(m);
         return -1;
     }
+    if (!strcmp(m->name, API_V2_SDPA_MODEL)) {
+        api_fail(err, 400, "invalid_model", NULL,
+                 "the model name %s is reserved: /v2/models/%s is scaled dot-product attention on "
+                 "given q, k and v; rename the model (its file)",
+                 m->name, m->name);
+        api_model_destroy(m);
+        return -1;
+    }
     if (api_registry_find(r, m->name)) {
         api_fail(err, 500, "duplicate_model", NULL, "two models are named %s", m->name);
         api_model_destroy(m);

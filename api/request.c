@@ -97,7 +97,8 @@ typedef struct req {
     bool has_scale;
     float scale;
     bool base64;
-    bool words; /* "tokens" or "text": query is made from them (L words, N = 1) */
+    bool words;           /* "tokens" or "text": query is made from them (L words, N = 1) */
+    api_job_given *given; /* what another codec adds (api_job_parse_given); NULL for v1 */
 } req;
 
 static int bad(req *r, const char *field, const char *fmt, ...)
@@ -194,8 +195,45 @@ static int over_heads(req *r, const char *field, size_t h) {
                     r->lim->max_heads);
 }
 
+/* Learns the shape of the tensor field name at val: probed here, or given already probed (its
+ * dimensions were checked against max_dim and its bytes against size_t by its codec). */
 static int probe(req *r, api_tensor_in *t, const char *name, const char *val, size_t max_rank) {
+    for (size_t i = 0; r->given && i < r->given->ntensors; i++) {
+        if (r->given->keys[i] != val)
+            continue;
+        *t = r->given->tensors[i];
+        if (t->rank > max_rank)
+            return bad(r, name, "%s has %zu dimensions; it may have at most %zu", name, t->rank,
+                       max_rank);
+        return 0;
+    }
     return api_tensor_probe(t, name, val, max_rank, r->lim->max_dim, r->lim->max_job_bytes, r->err);
+}
+
+/* The next index of the heads field: an element of its array, or with given->heads_csv a run
+ * of digits of its string ("0,2", spaces allowed around each). 1 with *el at it, 0 at the end,
+ * -1 with err when the string is not such a list. *it starts at the field's value. */
+static int heads_next(req *r, const char **it, const char **el) {
+    if (!(r->given && r->given->heads_csv))
+        return api_jv_arr_next(it, el) ? 1 : 0;
+    const char *p = *it;
+    if (p == r->f[F_HEADS] || *p == ',') /* past the opening quote, or the comma */
+        p++;
+    else /* at the closing quote */
+        return 0;
+    while (*p == ' ')
+        p++;
+    const char *d = p;
+    while (*p >= '0' && *p <= '9')
+        p++;
+    const char *digits_end = p;
+    while (*p == ' ')
+        p++;
+    if (d == digits_end || (*p != ',' && *p != '"'))
+        return bad(r, "heads", "heads must be head indices separated by commas, such as \"0,2\"");
+    *el = d;
+    *it = p;
+    return 1;
 }
 
 static void shape_of(char *out, size_t cap, const api_tensor_in *t) {
@@ -295,7 +333,9 @@ static int attention_model(req *r, const api_registry *models) {
         return bad(r, "params", "give model or params, not both");
     if (r->f[F_PARAMS])
         return 0;
-    if (r->f[F_MODEL]) {
+    if (r->given && r->given->model) {
+        r->model = r->given->model;
+    } else if (r->f[F_MODEL]) {
         if (api_jv_kind(r->f[F_MODEL]) != '"')
             return bad(r, "model", "model must be a string: the name of a model (GET /v1/models)");
         api_span s = api_jv_string(r->f[F_MODEL]);
@@ -591,7 +631,21 @@ static int masks_and_options(req *r) {
                        : sdpa ? r->rank == 3 ? " (q (H, L, D) is one batch element: N = 1)"
                                              : " (q (L, D) is one batch element: N = 1)"
                               : " (query (L, E) is one batch element: N = 1)";
-    if ((v = r->f[F_KEY_LENGTHS])) {
+    if ((v = r->f[F_KEY_LENGTHS]) && r->given && r->given->key_lengths) {
+        /* Raw int32 values. */
+        const uint8_t *b = r->given->key_lengths;
+        if (r->given->n_key_lengths != r->n)
+            return bad(r, "key_lengths", "key_lengths holds %zu integers; it must hold N=%zu%s",
+                       r->given->n_key_lengths, r->n, n_is);
+        for (size_t i = 0; i < r->n; i++) {
+            int32_t x = (int32_t)((uint32_t)b[4 * i] | (uint32_t)b[4 * i + 1] << 8 |
+                                  (uint32_t)b[4 * i + 2] << 16 | (uint32_t)b[4 * i + 3] << 24);
+            if (x < 0 || (size_t)x > r->s)
+                return bad(r, "key_lengths", "key_lengths[%zu] is %d; it must be from 0 to S=%zu",
+                           i, (int)x, r->s);
+        }
+        r->n_key_lengths = r->n;
+    } else if (v) {
         if (api_jv_kind(v) != '[')
             return bad(r, "key_lengths", "key_lengths must be an array of N=%zu integers%s", r->n,
                        n_is);
@@ -657,7 +711,7 @@ static int masks_and_options(req *r) {
     if ((v = r->f[F_HEADS])) {
         if (r->weights != ATTN_WEIGHTS_PER_HEAD)
             return bad(r, "heads", "heads goes only with need_weights \"per_head\"");
-        if (api_jv_kind(v) != '[')
+        if (api_jv_kind(v) != '[' && !(r->given && r->given->heads_csv))
             return bad(r, "heads", "heads must be a list of head indices from 0 to %zu", r->h - 1);
         const char *it = v, *el = NULL;
         char path[48];
@@ -666,7 +720,8 @@ static int masks_and_options(req *r) {
         if (r->h > API_MAX_HEADS) /* cannot happen: api_job_parse caps max_heads */
             return api_fail(r->err, 500, "internal", "heads", "%zu heads are too many", r->h);
         memset(seen, 0, (r->h + 63) / 64 * sizeof seen[0]);
-        while (api_jv_arr_next(&it, &el)) {
+        int more;
+        while ((more = heads_next(r, &it, &el)) > 0) {
             snprintf(path, sizeof path, "heads[%zu]", r->n_heads);
             long long x = 0;
             if (get_int(r, el, path, 0, (long long)r->h - 1, &x))
@@ -676,6 +731,8 @@ static int masks_and_options(req *r) {
             seen[x / 64] |= 1ull << (x % 64);
             r->n_heads++;
         }
+        if (more < 0)
+            return -1;
         if (r->n_heads == 0)
             return bad(r, "heads", "heads must list at least one head");
     }
@@ -740,6 +797,15 @@ static int plan(const req *r, attn_plan *p, const attn_opts *o, const attn_masks
 
 api_job *api_job_parse(api_op op, const char *body, size_t len, const api_registry *models,
                        const api_limits *lim, api_error *err) {
+    api_json_root root;
+    size_t depth = lim ? lim->max_depth : API_JSON_MAX_DEPTH;
+    if (api_json_check_depth(body, len, "the request body", depth, &root, err))
+        return NULL;
+    return api_job_parse_given(op, &root, NULL, models, lim, err);
+}
+
+api_job *api_job_parse_given(api_op op, const api_json_root *root, api_job_given *given,
+                             const api_registry *models, const api_limits *lim, api_error *err) {
     api_limits dflt = api_limits_default();
     if (!lim)
         lim = &dflt;
@@ -752,14 +818,13 @@ api_job *api_job_parse(api_op op, const char *body, size_t len, const api_regist
     /* The scratch of parsing (about 5 KiB) lives on the stack: the arena is the job's only
      * allocation. */
     req rq = {0}, *r = &rq;
-    api_json_root root_store, *root = &root_store;
     api_job *job = NULL;
     r->op = op;
     r->lim = lim;
     r->err = err;
     r->names = op == API_OP_SDPA ? sdpa_fields : attention_fields;
-    if (api_json_check_depth(body, len, "the request body", lim->max_depth, root, err) ||
-        map_fields(r, root))
+    r->given = given;
+    if (map_fields(r, root))
         goto done;
     if (op == API_OP_SDPA) {
         if (sdpa_inputs(r))
@@ -852,8 +917,16 @@ api_job *api_job_parse(api_op op, const char *body, size_t len, const api_regist
         rs.model_len = strlen(api_model_name(r->model));
         words_fit = api_words_json_bound(r->model, r->words ? r->l : 0, &rs.words_bytes);
     }
-    size_t resp = 0, total = 0;
-    if (!a.ok || !words_fit || !api_response_bound(&rs, &resp) || !api_add(a.total, resp, &total)) {
+    size_t resp = 0, total = 0, at_reply = 0, reply_place = 0;
+    bool resp_fits = true;
+    if (given && given->reply) { /* the response of another protocol */
+        if (api_v2_reply_plan(given->reply, &rs, &resp, &reply_place, err))
+            goto done;
+        at_reply = take(&a, reply_place, 1);
+    } else {
+        resp_fits = api_response_bound(&rs, &resp);
+    }
+    if (!a.ok || !words_fit || !resp_fits || !api_add(a.total, resp, &total)) {
         api_fail(err, 413, "job_too_large", NULL,
                  "the job's working memory and response do not fit in size_t; the "
                  "max_job_bytes limit is %zu bytes",
@@ -866,9 +939,9 @@ api_job *api_job_parse(api_op op, const char *body, size_t len, const api_regist
                  "its response, over the max_job_bytes limit of %zu bytes (%.1f MiB)%s",
                  total, (double)total / 1048576.0, a.total, resp, lim->max_job_bytes,
                  (double)lim->max_job_bytes / 1048576.0,
-                 !r->base64 && resp > a.total ? "; \"encoding\": \"base64\" makes the response "
-                                                "about 3 times smaller"
-                                              : "");
+                 !r->base64 && !given && resp > a.total
+                     ? "; \"encoding\": \"base64\" makes the response about 3 times smaller"
+                     : "");
         goto done;
     }
 
@@ -888,6 +961,8 @@ api_job *api_job_parse(api_op op, const char *body, size_t len, const api_regist
     job->mem = lim->mem;
     job->response_bytes = resp;
     job->base64 = r->base64;
+    if (given && given->reply)
+        job->v2 = api_v2_reply_place(given->reply, arena + at_reply);
 
     float *x[3] = {NULL, NULL, NULL};
     for (int i = 0; i < 3; i++) {
@@ -945,8 +1020,15 @@ api_job *api_job_parse(api_op op, const char *body, size_t len, const api_regist
     if (r->n_key_lengths) {
         int32_t *kl = (int32_t *)(void *)(arena + at_kl);
         const char *it = r->f[F_KEY_LENGTHS], *el = NULL;
-        for (size_t i = 0; api_jv_arr_next(&it, &el); i++)
-            kl[i] = (int32_t)int_value(el);
+        if (given && given->key_lengths) /* raw int32, checked */
+            for (size_t i = 0; i < r->n; i++) {
+                const uint8_t *b = given->key_lengths + 4 * i;
+                kl[i] = (int32_t)((uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
+                                  (uint32_t)b[3] << 24);
+            }
+        else
+            for (size_t i = 0; api_jv_arr_next(&it, &el); i++)
+                kl[i] = (int32_t)int_value(el);
         job->masks.key_lengths = kl;
     }
     if (r->has_km) {
@@ -971,7 +1053,7 @@ api_job *api_job_parse(api_op op, const char *body, size_t len, const api_regist
     if (r->n_heads) {
         uint32_t *hs = (uint32_t *)(void *)(arena + at_heads);
         const char *it = r->f[F_HEADS], *el = NULL;
-        for (size_t i = 0; api_jv_arr_next(&it, &el); i++)
+        for (size_t i = 0; heads_next(r, &it, &el) > 0; i++)
             hs[i] = (uint32_t)int_value(el);
         job->opts.heads = hs;
         job->opts.n_heads = r->n_heads;

@@ -57,6 +57,10 @@ size_t api_job_rows(const api_job *job) {
     return job ? job->n * job->l : 0;
 }
 
+api_op api_job_op(const api_job *job) {
+    return job ? job->op : API_OP_ATTENTION;
+}
+
 bool api_jobs_batchable(const api_job *a, const api_job *b) {
     if (!a || !b || a->op != API_OP_ATTENTION || b->op != API_OP_ATTENTION || a->ran || b->ran)
         return false;
@@ -409,6 +413,8 @@ int api_job_respond(const api_job *job, double queue_ms, double compute_ms, api_
                     api_error *err) {
     if (!job || !out || !job->ran)
         return api_fail(err, 500, "internal", NULL, "the job has not run");
+    if (job->v2) /* the Open Inference Protocol's response */
+        return api_v2_respond(job, queue_ms, compute_ms, out, err);
     size_t start = out->len;
     /* All the room the response can take, at once and exactly: the buffer never grows past
      * start + response_bytes + API_RESPOND_SLACK, and never reallocates while writing. */

@@ -557,6 +557,51 @@ static int read_binary(reader *r) {
     return 0;
 }
 
+/* Raw little-endian elements (the Open Inference Protocol's binary data): FP32 copied, then
+ * checked as read_binary checks base64's; BOOL bytes and INT32 values of a mask must be 0 or 1. */
+static int read_raw(reader *r) {
+    const api_tensor_in *t = r->t;
+    const uint8_t *b = t->raw;
+    if (t->dtype == API_DT_FP32) {
+        if (r->kind == API_TENSOR_MASK || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__)
+            return check_values(r, b, t->count);
+        memcpy(r->f, b, t->count * sizeof(float));
+        const uint32_t allowed = r->kind == API_TENSOR_BIAS ? 0xFF800000u : 0; /* -inf */
+        uint32_t bad = 0;
+        for (size_t i = 0; i < t->count; i++) {
+            uint32_t u;
+            memcpy(&u, (const char *)r->f + 4 * i, sizeof u);
+            bad |= ((u & 0x7F800000u) == 0x7F800000u) & (u != allowed);
+        }
+        if (bad)
+            return check_values(r, b, t->count);
+        r->at = t->count;
+        return 0;
+    }
+    if (r->kind != API_TENSOR_MASK)
+        return api_fail(r->err, 400, "invalid_field", t->name, "%s must hold FP32 values", t->name);
+    size_t width = t->dtype == API_DT_BOOL ? 1 : 4;
+    for (size_t i = 0; i < t->count; i++) {
+        uint32_t v = width == 1 ? b[i] : load_le32(b + 4 * i);
+        if (v > 1) {
+            char path[192], index[96];
+            size_t rem = i, idx[API_MAX_RANK];
+            for (size_t d = t->rank; d-- > 0;) {
+                idx[d] = rem % t->dims[d];
+                rem /= t->dims[d];
+            }
+            elem_path(index, sizeof index, "", idx, t->rank);
+            snprintf(path, sizeof path, "%s%s", t->name, index);
+            return api_fail(r->err, 400, "invalid_field", path,
+                            "%s is %s %u in the binary data; a mask holds only 0 and 1", path,
+                            width == 1 ? "the BOOL byte" : "the INT32", (unsigned)v);
+        }
+        r->u8[i] = (uint8_t)v;
+    }
+    r->at = t->count;
+    return 0;
+}
+
 int api_tensor_read(const api_tensor_in *t, api_tensor_kind kind, void *dst, api_error *err) {
     reader r = {.t = t, .kind = kind, .err = err};
     if (kind == API_TENSOR_MASK)
@@ -564,7 +609,19 @@ int api_tensor_read(const api_tensor_in *t, api_tensor_kind kind, void *dst, api
     else
         r.f = dst;
     const char *end = NULL;
-    int rc = t->binary ? read_binary(&r) : read_level(&r, t->val, 0, &end);
+    int rc;
+    if (t->raw) {
+        rc = read_raw(&r);
+    } else if (t->flat) { /* one row of count elements, whatever the declared shape */
+        api_tensor_in row = *t;
+        row.rank = 1;
+        row.dims[0] = t->count;
+        r.t = &row;
+        rc = read_level(&r, row.val, 0, &end);
+        r.t = t;
+    } else {
+        rc = t->binary ? read_binary(&r) : read_level(&r, t->val, 0, &end);
+    }
     if (rc == 0 && r.at != t->count)
         return api_fail(err, 400, "invalid_field", t->name, "%s holds %zu values; expected %zu",
                         t->name, r.at, t->count);

@@ -239,3 +239,83 @@ char *srv_body_data(srv_body *b, size_t *len) {
 const char *srv_body_error(const srv_body *b) {
     return b->error[0] ? b->error : "the body could not be read";
 }
+
+/* ---- Reply codings ------------------------------------------------------------------------ */
+
+/* The q value of one Accept-Encoding element's parameters (s, n bytes after the coding's
+ * name): 1 when none is given, 0 for q=0 (also q=0.0, q=0.000). */
+static bool q_positive(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] != ';')
+            continue;
+        size_t j = i + 1;
+        while (j < n && (s[j] == ' ' || s[j] == '\t'))
+            j++;
+        if (j + 1 < n && (s[j] == 'q' || s[j] == 'Q') && s[j + 1] == '=') {
+            for (j += 2; j < n && s[j] != ';'; j++)
+                if (s[j] >= '1' && s[j] <= '9')
+                    return true;
+            return false;
+        }
+    }
+    return true;
+}
+
+srv_coding srv_coding_accepted(const char *value) {
+    bool gzip = false, deflate = false;
+    for (const char *p = value; p && *p;) {
+        while (*p == ' ' || *p == '\t' || *p == ',')
+            p++;
+        size_t n = strcspn(p, ","), name = strcspn(p, ";, \t");
+        if (name > n)
+            name = n;
+        bool ok = q_positive(p + name, n - name);
+        if ((name == 4 && !strncasecmp(p, "gzip", 4)) ||
+            (name == 6 && !strncasecmp(p, "x-gzip", 6)) || (name == 1 && *p == '*'))
+            gzip = gzip || ok;
+        else if (name == 7 && !strncasecmp(p, "deflate", 7))
+            deflate = deflate || ok;
+        p += n;
+    }
+    return gzip ? SRV_CODING_GZIP : deflate ? SRV_CODING_DEFLATE : SRV_CODING_IDENTITY;
+}
+
+bool srv_coding_encode(srv_coding coding, api_buf *b) {
+    if (coding == SRV_CODING_IDENTITY || b->failed)
+        return false;
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    /* windowBits 15, plus 16 for the gzip wrapper; deflate is the zlib format (RFC 9110). */
+    int bits = coding == SRV_CODING_GZIP ? 15 + 16 : 15;
+    if (deflateInit2(&z, Z_BEST_SPEED, Z_DEFLATED, bits, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+        return false;
+    size_t cap = deflateBound(&z, (uLong)b->len) + 64;
+    char *out = malloc(cap);
+    bool ok = out != NULL;
+    z.next_in = (Bytef *)b->data;
+    z.next_out = (Bytef *)out;
+    size_t in_left = b->len, out_left = cap;
+    int rc = Z_OK;
+    while (ok && rc != Z_STREAM_END) {
+        /* uInt is 32 bits: feed at most UINT_MAX bytes at a time. */
+        uInt in_now = in_left > UINT_MAX ? UINT_MAX : (uInt)in_left;
+        uInt out_now = out_left > UINT_MAX ? UINT_MAX : (uInt)out_left;
+        z.avail_in = in_now;
+        z.avail_out = out_now;
+        rc = deflate(&z, in_now == in_left ? Z_FINISH : Z_NO_FLUSH);
+        in_left -= in_now - z.avail_in;
+        out_left -= out_now - z.avail_out;
+        ok = rc == Z_OK || rc == Z_STREAM_END; /* the bound leaves room: no Z_BUF_ERROR */
+    }
+    deflateEnd(&z);
+    if (!ok) {
+        free(out);
+        return false;
+    }
+    size_t n = cap - out_left;
+    api_buf_free(b); /* a job memory block goes back to its cache; out is malloc's */
+    b->data = out;
+    b->len = n;
+    b->cap = cap;
+    return true;
+}

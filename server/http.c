@@ -56,8 +56,9 @@
 #define DISCARD_SLACK  ((size_t)16 << 20) /* body bytes read past the cap before dropping */
 #define ALLOW_JOB      "POST, OPTIONS"
 #define ALLOW_GET      "GET, HEAD, OPTIONS"
-#define CORS_HEADERS   "Authorization, Content-Type, X-Request-Id"
-#define CORS_EXPOSE    "X-Request-Id, Retry-After, WWW-Authenticate"
+#define CORS_HEADERS                                                                               \
+    "Authorization, Content-Type, Content-Encoding, X-Request-Id, Inference-Header-Content-Length"
+#define CORS_EXPOSE "X-Request-Id, Retry-After, WWW-Authenticate, Inference-Header-Content-Length"
 #define PAGE_CSP                                                                                   \
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "              \
     "connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; "             \
@@ -137,6 +138,13 @@ typedef struct http_req {
     bool www_auth, bad_token, page;
     conn_track *track; /* the connection's record; NULL when it could not be made */
     bool late;         /* dropped for --read-timeout while its body arrived */
+    /* The Open Inference Protocol (v2) */
+    char *model, *version;        /* of a /v2/models/ path (version NULL when it has none) */
+    size_t v2_header_len;         /* Inference-Header-Content-Length, or API_V2_NO_HEADER */
+    srv_coding reply_coding;      /* the coding the job's reply may take (Accept-Encoding) */
+    size_t binary_bytes;          /* raw tensor bytes at the end of the job's reply */
+    size_t json_len;              /* a reply with binary_bytes: its JSON part */
+    const char *content_encoding; /* of the reply being built, or NULL */
 } http_req;
 
 /* ---- Small helpers ------------------------------------------------------------------------ */
@@ -215,26 +223,96 @@ static bool is_json(const char *ct) {
     return *ct == '\0' || *ct == ';';
 }
 
-static srv_route route_of(const char *url) {
+#define V2_MODELS "/v2/models/"
+
+/* /v2/models/{name}[/versions/{version}][/ready | /infer]: the route, and the name and version
+ * as new strings (*version NULL when the path gives none); SRV_ROUTE_UNKNOWN for an empty
+ * name. False when out of memory. */
+static bool v2_model_route(const char *url, srv_route *route, char **name, char **version) {
+    const char *p = url + sizeof V2_MODELS - 1;
+    size_t n = strlen(p), vn = 0;
+    static const struct {
+        const char *suffix;
+        srv_route route;
+    } suffixes[] = {{"/infer", SRV_ROUTE_V2_INFER}, {"/ready", SRV_ROUTE_V2_MODEL_READY}};
+    *route = SRV_ROUTE_V2_MODEL;
+    for (size_t i = 0; i < 2 && *route == SRV_ROUTE_V2_MODEL; i++) {
+        size_t sl = strlen(suffixes[i].suffix);
+        if (n > sl && !strcmp(p + n - sl, suffixes[i].suffix)) {
+            n -= sl;
+            *route = suffixes[i].route;
+        }
+    }
+    const char *v = NULL;
+    for (const char *q = p; (q = strstr(q, "/versions/")) != NULL && q < p + n; q++)
+        v = q; /* the last one: a name may not hold it, but be sure */
+    if (v) {
+        vn = (size_t)(p + n - v) - 10;
+        n = (size_t)(v - p);
+    }
+    if (n == 0) {
+        *route = SRV_ROUTE_UNKNOWN;
+        return true;
+    }
+    *name = strndup(p, n);
+    *version = v ? strndup(v + 10, vn) : NULL;
+    return *name && (!v || *version);
+}
+
+/* The route of url; a /v2/models/ path's model name and version go to r. False when out of
+ * memory. */
+static bool route_of(const char *url, http_req *r) {
     static const struct {
         const char *path;
         srv_route route;
     } routes[] = {
-        {"/v1/attention", SRV_ROUTE_ATTENTION}, {"/v1/sdpa", SRV_ROUTE_SDPA},
-        {"/v1/models", SRV_ROUTE_MODELS},       {"/healthz", SRV_ROUTE_HEALTHZ},
-        {"/readyz", SRV_ROUTE_READYZ},          {"/metrics", SRV_ROUTE_METRICS},
+        {"/v1/attention", SRV_ROUTE_ATTENTION},
+        {"/v1/sdpa", SRV_ROUTE_SDPA},
+        {"/v1/models", SRV_ROUTE_MODELS},
+        {"/healthz", SRV_ROUTE_HEALTHZ},
+        {"/readyz", SRV_ROUTE_READYZ},
+        {"/metrics", SRV_ROUTE_METRICS},
         {"/openapi.yaml", SRV_ROUTE_OPENAPI},
+        {"/v2", SRV_ROUTE_V2_SERVER},
+        {"/v2/", SRV_ROUTE_V2_SERVER},
+        {"/v2/health/live", SRV_ROUTE_V2_LIVE},
+        {"/v2/health/ready", SRV_ROUTE_V2_READY},
+        {"/v2/repository/index", SRV_ROUTE_V2_INDEX},
     };
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
-        if (!strcmp(url, routes[i].path))
-            return routes[i].route;
-    if (!strncmp(url, "/v1/models/", 11)) /* GET /v1/models/{name} */
-        return SRV_ROUTE_MODELS;
-    return srv_static_find(url) ? SRV_ROUTE_STATIC : SRV_ROUTE_UNKNOWN;
+        if (!strcmp(url, routes[i].path)) {
+            r->route = routes[i].route;
+            return true;
+        }
+    if (!strncmp(url, "/v1/models/", 11)) { /* GET /v1/models/{name} */
+        r->route = SRV_ROUTE_MODELS;
+        return true;
+    }
+    if (!strncmp(url, V2_MODELS, sizeof V2_MODELS - 1))
+        return v2_model_route(url, &r->route, &r->model, &r->version);
+    r->route = srv_static_find(url) ? SRV_ROUTE_STATIC : SRV_ROUTE_UNKNOWN;
+    return true;
 }
 
+/* Routes whose POST is a job for the workers. */
 static bool is_job_route(srv_route r) {
-    return r == SRV_ROUTE_ATTENTION || r == SRV_ROUTE_SDPA;
+    return r == SRV_ROUTE_ATTENTION || r == SRV_ROUTE_SDPA || r == SRV_ROUTE_V2_INFER;
+}
+
+/* Routes that take POST (and OPTIONS); the others take GET and HEAD (and OPTIONS). */
+static bool takes_post(srv_route r) {
+    return is_job_route(r) || r == SRV_ROUTE_V2_INDEX;
+}
+
+/* Routes open without the API key: the probes. */
+static bool is_open(srv_route r) {
+    return r == SRV_ROUTE_HEALTHZ || r == SRV_ROUTE_READYZ || r == SRV_ROUTE_V2_LIVE ||
+           r == SRV_ROUTE_V2_READY;
+}
+
+/* The path is the Open Inference Protocol's (/v2 and below): its errors are {"error": msg}. */
+static bool v2_path(const char *path) {
+    return !strncmp(path, "/v2", 3) && (path[3] == '\0' || path[3] == '/');
 }
 
 /* ---- The read timeout --------------------------------------------------------------------- */
@@ -415,8 +493,16 @@ static http_req *req_create(srv_http *h, struct MHD_Connection *conn, const char
     r->is_get = !strcmp(method, MHD_HTTP_METHOD_GET) || !strcmp(method, MHD_HTTP_METHOD_HEAD);
     r->is_post = !strcmp(method, MHD_HTTP_METHOD_POST);
     r->is_options = !strcmp(method, MHD_HTTP_METHOD_OPTIONS);
-    r->route = route_of(url);
+    r->v2_header_len = API_V2_NO_HEADER;
     r->sj.owner = r;
+    if (!route_of(url, r)) {
+        free(r->model);
+        free(r->version);
+        pthread_mutex_destroy(&r->mu);
+        free(r->path);
+        free(r);
+        return NULL;
+    }
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     r->track = ci ? ci->socket_context : NULL;
@@ -431,6 +517,8 @@ static void req_unref(http_req *r) {
     api_buf_free(&r->sj.body);
     api_job_destroy(r->sj.job);
     pthread_mutex_destroy(&r->mu);
+    free(r->model);
+    free(r->version);
     free(r->path);
     free(r);
 }
@@ -466,6 +554,16 @@ static enum MHD_Result reply_resp(http_req *r, unsigned status, const char *type
     }
     if (r->allow)
         MHD_add_response_header(resp, "Allow", r->allow);
+    if (r->route == SRV_ROUTE_V2_INFER && status == 200) {
+        char hl[24];
+        if (r->binary_bytes) {
+            snprintf(hl, sizeof hl, "%zu", r->json_len);
+            MHD_add_response_header(resp, "Inference-Header-Content-Length", hl);
+        }
+        if (r->content_encoding)
+            MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_ENCODING, r->content_encoding);
+        MHD_add_response_header(resp, "Vary", "Accept-Encoding");
+    }
     if (r->www_auth)
         MHD_add_response_header(resp, "WWW-Authenticate",
                                 r->bad_token ? "Bearer realm=\"attnd\", error=\"invalid_token\""
@@ -553,9 +651,13 @@ static enum MHD_Result reply_buf(http_req *r, unsigned status, const char *type,
         api_buf_free(b);
         static const char oom[] = "{\"error\": {\"code\": \"out_of_memory\", \"message\": \"out of "
                                   "memory writing the reply\", \"field\": null}}";
+        static const char oom_v2[] = "{\"error\": \"out of memory writing the reply\"}";
+        bool v2 = v2_path(r->path);
         snprintf(r->code, sizeof r->code, "out_of_memory");
-        return reply(r, 500, "application/json", (void *)oom, sizeof oom - 1,
-                     MHD_RESPMEM_PERSISTENT);
+        r->binary_bytes = 0;
+        r->content_encoding = NULL;
+        return reply(r, 500, "application/json", (void *)(v2 ? oom_v2 : oom),
+                     v2 ? sizeof oom_v2 - 1 : sizeof oom - 1, MHD_RESPMEM_PERSISTENT);
     }
     void *data = b->data;
     size_t len = b->len;
@@ -575,9 +677,14 @@ static enum MHD_Result reply_buf(http_req *r, unsigned status, const char *type,
     return reply_resp(r, status, type, resp, len);
 }
 
+/* An error reply: {"error": {"code", "message", "field"}}, or on the Open Inference Protocol's
+ * paths its {"error": "message"}. */
 static enum MHD_Result reply_api_error(http_req *r, const api_error *e) {
     api_buf b = {0};
-    api_error_body(e, &b);
+    if (v2_path(r->path))
+        api_v2_error_body(e, &b);
+    else
+        api_error_body(e, &b);
     snprintf(r->code, sizeof r->code, "%s", e->code);
     return reply_buf(r, e->status ? (unsigned)e->status : 500, "application/json", &b);
 }
@@ -663,7 +770,7 @@ static enum MHD_Result on_options(srv_http *h, http_req *r) {
     if (r->route == SRV_ROUTE_UNKNOWN)
         return reply_error(r, 404, "not_found", "there is no route %.200s; see /openapi.yaml",
                            r->path);
-    const char *allow = is_job_route(r->route) ? ALLOW_JOB : ALLOW_GET;
+    const char *allow = takes_post(r->route) ? ALLOW_JOB : ALLOW_GET;
     const char *origin = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Origin");
     const char *want =
         MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Access-Control-Request-Method");
@@ -681,15 +788,69 @@ static enum MHD_Result on_options(srv_http *h, http_req *r) {
     return reply(r, 204, NULL, (void *)"", 0, MHD_RESPMEM_PERSISTENT);
 }
 
+/* Content-Type is application/octet-stream, perhaps with parameters. */
+static bool is_octets(const char *ct) {
+    while (ct && (*ct == ' ' || *ct == '\t'))
+        ct++;
+    static const char want[] = "application/octet-stream";
+    return ct && !strncasecmp(ct, want, sizeof want - 1) &&
+           (ct[sizeof want - 1] == '\0' || ct[sizeof want - 1] == ';' ||
+            ct[sizeof want - 1] == ' ');
+}
+
+/* The headers of an infer request of the Open Inference Protocol: the model and version of
+ * the path, the media type (none, JSON, or octets with binary tensors), the length of the JSON
+ * part (Inference-Header-Content-Length) and the coding the reply may take. Replies and
+ * returns true when they are refused. */
+static bool v2_infer_refused(srv_http *h, http_req *r, enum MHD_Result *rc) {
+    api_error e = {0};
+    if (api_v2_model_check(h->models, r->model, r->version, &e) != 0) {
+        *rc = reply_api_error(r, &e);
+        return true;
+    }
+    const char *ct =
+        MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    if (ct && !is_json(ct) && !is_octets(ct)) {
+        *rc = reply_error(r, 415, "unsupported_media_type",
+                          "send the inference request as application/json, or as "
+                          "application/octet-stream with binary tensors (got %.60s)",
+                          ct);
+        return true;
+    }
+    const char *hl =
+        MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Inference-Header-Content-Length");
+    if (hl) {
+        errno = 0;
+        char *end;
+        unsigned long long v = strtoull(hl, &end, 10);
+        if (errno || end == hl || *end || !(*hl >= '0' && *hl <= '9') || v > SIZE_MAX - 1) {
+            *rc = reply_error(r, 400, "invalid_request",
+                              "Inference-Header-Content-Length must be the length in bytes of "
+                              "the request's JSON (got %.40s)",
+                              hl);
+            return true;
+        }
+        r->v2_header_len = (size_t)v;
+    }
+    r->reply_coding = srv_coding_accepted(
+        MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT_ENCODING));
+    return false;
+}
+
 static enum MHD_Result on_job_headers(srv_http *h, http_req *r) {
     if (!atomic_load_explicit(&h->ready, memory_order_acquire) || atomic_load(&h->draining))
         return reply_unavailable(r);
     const char *ct =
         MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
-    if (!is_json(ct))
+    enum MHD_Result refused;
+    if (r->route == SRV_ROUTE_V2_INFER) {
+        if (v2_infer_refused(h, r, &refused))
+            return refused;
+    } else if (!is_json(ct)) {
         return reply_error(r, 415, "unsupported_media_type",
                            "send the body as JSON with Content-Type: application/json (got %.60s)",
                            ct ? ct : "none");
+    }
     const char *ce =
         MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_ENCODING);
     if (ce && !srv_coding_parse(ce, &r->coding))
@@ -746,6 +907,13 @@ static enum MHD_Result on_job_headers(srv_http *h, http_req *r) {
 static void on_job_done(srv_job *sj) {
     http_req *r = sj->owner;
     srv_http *h = r->h;
+    /* A v2 reply: its JSON part's length, then the coding the client accepts (here, on the
+     * worker's thread: the HTTP threads never compute). */
+    if (sj->status == 200 && !sj->body.failed && r->route == SRV_ROUTE_V2_INFER) {
+        r->json_len = sj->body.len - (r->binary_bytes < sj->body.len ? r->binary_bytes : 0);
+        if (srv_coding_encode(r->reply_coding, &sj->body))
+            r->content_encoding = srv_coding_name(r->reply_coding);
+    }
     size_t held = sj->status == 200 && !sj->body.failed ? sj->body.cap : 0;
     if (held <= r->unsent) {
         unsent_release(h, r, r->unsent - held);
@@ -761,6 +929,7 @@ static void on_job_done(srv_job *sj) {
         api_buf_free(&sj->body);
         api_error_body(&e, &sj->body);
         sj->status = (unsigned)e.status;
+        sj->error = e;
         snprintf(sj->code, sizeof sj->code, "%s", e.code);
     }
     pthread_mutex_lock(&r->mu);
@@ -799,8 +968,13 @@ static enum MHD_Result on_body_complete(srv_http *h, http_req *r) {
     const char *text = srv_body_data(r->body, &len);
     double t0 = srv_now();
     api_error e = {0};
-    api_job *job = api_job_parse(op, text, len, h->models, &h->limits, &e);
+    api_job *job = r->route == SRV_ROUTE_V2_INFER
+                       ? api_v2_parse(text, len, r->v2_header_len, r->model, r->version, h->models,
+                                      &h->limits, &e)
+                       : api_job_parse(op, text, len, h->models, &h->limits, &e);
     r->parse_ms = (srv_now() - t0) * 1e3;
+    op = api_job_op(job);
+    r->binary_bytes = api_job_binary_bytes(job);
     srv_body_destroy(r->body);
     r->body = NULL;
     if (!job) {
@@ -862,9 +1036,14 @@ static enum MHD_Result on_body_complete(srv_http *h, http_req *r) {
 
 static enum MHD_Result on_job_result(http_req *r) {
     srv_job *sj = &r->sj;
+    if (sj->status != 200 && v2_path(r->path)) { /* the error in the protocol's form */
+        api_buf_free(&sj->body);
+        return reply_api_error(r, &sj->error);
+    }
     if (sj->status != 200)
         snprintf(r->code, sizeof r->code, "%s", sj->code);
-    return reply_buf(r, sj->status, "application/json", &sj->body);
+    return reply_buf(r, sj->status,
+                     r->binary_bytes ? "application/octet-stream" : "application/json", &sj->body);
 }
 
 static enum MHD_Result on_static(http_req *r) {
@@ -880,12 +1059,49 @@ static enum MHD_Result on_static(http_req *r) {
                  MHD_RESPMEM_PERSISTENT);
 }
 
+/* The Open Inference Protocol's routes other than infer: metadata and readiness. */
+static enum MHD_Result on_v2(srv_http *h, http_req *r, bool ready, bool serving) {
+    api_buf b = {0};
+    api_error e = {0};
+    int rc = 0;
+    switch (r->route) {
+    case SRV_ROUTE_V2_SERVER:
+        api_v2_server_json(SRV_VERSION, &b);
+        break;
+    case SRV_ROUTE_V2_LIVE: /* as /healthz */
+        return reply_json(r, 200, "{\"live\":true}");
+    case SRV_ROUTE_V2_READY: /* as /readyz */
+        return serving ? reply_json(r, 200, "{\"ready\":true}") : reply_unavailable(r);
+    case SRV_ROUTE_V2_MODEL:
+        if (!ready)
+            return reply_unavailable(r);
+        rc = api_v2_model_json(h->models, r->model, r->version, &b, &e);
+        break;
+    case SRV_ROUTE_V2_MODEL_READY: /* ready while the server takes jobs */
+        if (!serving)
+            return reply_unavailable(r);
+        rc = api_v2_model_ready_json(h->models, r->model, r->version, &b, &e);
+        break;
+    case SRV_ROUTE_V2_INDEX:
+        if (!ready)
+            return reply_unavailable(r);
+        api_v2_index_json(h->models, &b);
+        break;
+    default:
+        break;
+    }
+    if (rc != 0) {
+        api_buf_free(&b);
+        return reply_api_error(r, &e);
+    }
+    return reply_buf(r, 200, "application/json", &b);
+}
+
 static enum MHD_Result on_new(srv_http *h, http_req *r) {
     if (r->is_options)
         return on_options(h, r);
-    bool open = r->route == SRV_ROUTE_HEALTHZ || r->route == SRV_ROUTE_READYZ;
     bool had_token;
-    if (!open && !authorized(h, r, &had_token)) {
+    if (!is_open(r->route) && !authorized(h, r, &had_token)) {
         r->www_auth = true;
         r->bad_token = had_token;
         return reply_error(r, 401, "unauthorized",
@@ -896,17 +1112,26 @@ static enum MHD_Result on_new(srv_http *h, http_req *r) {
     if (r->route == SRV_ROUTE_UNKNOWN)
         return reply_error(r, 404, "not_found", "there is no route %.200s; see /openapi.yaml",
                            r->path);
-    bool job = is_job_route(r->route);
-    if ((job && !r->is_post) || (!job && !r->is_get)) {
-        r->allow = job ? ALLOW_JOB : ALLOW_GET;
+    bool post = takes_post(r->route);
+    if ((post && !r->is_post) || (!post && !r->is_get)) {
+        r->allow = post ? ALLOW_JOB : ALLOW_GET;
         return reply_error(r, 405, "method_not_allowed", "%s takes %s, not %s", r->path,
-                           job ? "POST" : "GET", r->method);
+                           post ? "POST" : "GET", r->method);
     }
     bool ready = atomic_load_explicit(&h->ready, memory_order_acquire);
+    bool serving = ready && !atomic_load(&h->draining);
     switch (r->route) {
     case SRV_ROUTE_ATTENTION:
     case SRV_ROUTE_SDPA:
+    case SRV_ROUTE_V2_INFER:
         return on_job_headers(h, r);
+    case SRV_ROUTE_V2_SERVER:
+    case SRV_ROUTE_V2_LIVE:
+    case SRV_ROUTE_V2_READY:
+    case SRV_ROUTE_V2_MODEL:
+    case SRV_ROUTE_V2_MODEL_READY:
+    case SRV_ROUTE_V2_INDEX:
+        return on_v2(h, r, ready, serving);
     case SRV_ROUTE_HEALTHZ:
         return reply_json(r, 200, "{\"status\": \"ok\"}");
     case SRV_ROUTE_READYZ:

@@ -49,8 +49,22 @@ struct srv_metrics {
 };
 
 static const char *const ROUTE_NAMES[SRV_ROUTE_COUNT] = {
-    "/v1/attention", "/v1/sdpa",      "/v1/models", "/healthz", "/readyz",
-    "/metrics",      "/openapi.yaml", "static",     "unknown",
+    "/v1/attention",
+    "/v1/sdpa",
+    "/v1/models",
+    "/healthz",
+    "/readyz",
+    "/metrics",
+    "/openapi.yaml",
+    "/v2",
+    "/v2/health/live",
+    "/v2/health/ready",
+    "/v2/models/{name}",
+    "/v2/models/{name}/ready",
+    "/v2/models/{name}/infer",
+    "/v2/repository/index",
+    "static",
+    "unknown",
 };
 
 static const char *const REJECT_NAMES[SRV_REJECT_COUNT] = {"queue_full", "deadline", "draining",

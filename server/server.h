@@ -175,19 +175,26 @@ void srv_log_write(const srv_log *log, const char *level, const char *msg, const
 
 /* The routes, as metrics and logs name them. */
 typedef enum srv_route {
-    SRV_ROUTE_ATTENTION = 0, /* POST /v1/attention */
-    SRV_ROUTE_SDPA,          /* POST /v1/sdpa */
-    SRV_ROUTE_MODELS,        /* GET /v1/models and /v1/models/{name} */
-    SRV_ROUTE_HEALTHZ,       /* GET /healthz */
-    SRV_ROUTE_READYZ,        /* GET /readyz */
-    SRV_ROUTE_METRICS,       /* GET /metrics */
-    SRV_ROUTE_OPENAPI,       /* GET /openapi.yaml */
-    SRV_ROUTE_STATIC,        /* GET / and the other built-in files */
-    SRV_ROUTE_UNKNOWN,       /* anything else (404) */
+    SRV_ROUTE_ATTENTION = 0,  /* POST /v1/attention */
+    SRV_ROUTE_SDPA,           /* POST /v1/sdpa */
+    SRV_ROUTE_MODELS,         /* GET /v1/models and /v1/models/{name} */
+    SRV_ROUTE_HEALTHZ,        /* GET /healthz */
+    SRV_ROUTE_READYZ,         /* GET /readyz */
+    SRV_ROUTE_METRICS,        /* GET /metrics */
+    SRV_ROUTE_OPENAPI,        /* GET /openapi.yaml */
+    SRV_ROUTE_V2_SERVER,      /* GET /v2: the Open Inference Protocol's server metadata */
+    SRV_ROUTE_V2_LIVE,        /* GET /v2/health/live */
+    SRV_ROUTE_V2_READY,       /* GET /v2/health/ready */
+    SRV_ROUTE_V2_MODEL,       /* GET /v2/models/{name}[/versions/{v}] */
+    SRV_ROUTE_V2_MODEL_READY, /* GET /v2/models/{name}[/versions/{v}]/ready */
+    SRV_ROUTE_V2_INFER,       /* POST /v2/models/{name}[/versions/{v}]/infer */
+    SRV_ROUTE_V2_INDEX,       /* POST /v2/repository/index */
+    SRV_ROUTE_STATIC,         /* GET / and the other built-in files */
+    SRV_ROUTE_UNKNOWN,        /* anything else (404) */
     SRV_ROUTE_COUNT
 } srv_route;
 
-/* The route's label: "/v1/attention", ..., "static", "unknown". */
+/* The route's label: "/v1/attention", ..., "/v2/models/{name}/infer", "static", "unknown". */
 const char *srv_route_name(srv_route route);
 
 /* Why a job was refused or dropped with 503. */
@@ -251,7 +258,10 @@ struct srv_job {
     /* set before done() is called */
     unsigned status;   /* 200, or the error's status */
     char code[32];     /* the error code ("deadline_exceeded", ...), "" on 200 */
-    api_buf body;      /* the response body (JSON); the owner frees it */
+    api_error error;   /* the error itself (status 0 on 200), for a route with other error
+                          bodies than v1's (the Open Inference Protocol) */
+    api_buf body;      /* the response body (JSON; v1's error body on an error); the owner frees
+                          it */
     double t_queued;   /* srv_now() at submit */
     double queue_ms;   /* time spent waiting for a worker */
     double compute_ms; /* api_job_run */
@@ -350,6 +360,15 @@ char *srv_body_data(srv_body *b, size_t *len);
 
 /* One line saying why a SRV_BODY_BAD body does not decode, naming the coding. */
 const char *srv_body_error(const srv_body *b);
+
+/* The coding a reply may take by an Accept-Encoding value (value may be NULL): gzip when it
+ * accepts gzip (or x-gzip, or *) with a q above 0, else deflate when it accepts that, else
+ * identity. */
+srv_coding srv_coding_accepted(const char *value);
+
+/* Replaces the n bytes of b with themselves coded as coding (gzip or deflate, zlib's fastest
+ * level). True when done; false (b unchanged) for identity or when out of memory. */
+bool srv_coding_encode(srv_coding coding, api_buf *b);
 
 /* ---- Static files (static.c and the generated embed table) ------------------------------- */
 

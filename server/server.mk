@@ -58,13 +58,15 @@ FORCE:
 # ---- Tests ---------------------------------------------------------------------------------
 # test_server (C, libcurl) starts build/attnd itself on 127.0.0.1:0 for each scenario;
 # make_models.py writes the safetensors files (and torch's expected outputs) it loads;
-# http_oracle.py sends the PyTorch oracle grid to a live daemon; openapi_methods.py checks that
-# every route answers every method as api/openapi.yaml says; readme_examples.py runs the
-# README's Python and JavaScript clients as the README says to. Each is bounded in time.
+# http_oracle.py sends the PyTorch oracle grid to a live daemon, through API v1 and the Open
+# Inference Protocol; v2_client.py, a client of that protocol, discovers the models and checks
+# its answers against v1's bit for bit; openapi_methods.py checks that every route answers
+# every method as api/openapi.yaml says; readme_examples.py runs the README's Python,
+# JavaScript and tritonclient examples as the README says to. Each is bounded in time.
 SRV_TEST_DIR := $(BUILD)/tests/server
 
 $(BUILD)/tests/test_server: $(BUILD)/tests/test_server.o
-	$(CC) $(CFLAGS) $^ -o $@ -lcurl -ljansson -lpthread -lm
+	$(CC) $(CFLAGS) $^ -o $@ -lcurl -ljansson -lz -lpthread -lm
 
 .PHONY: test-server
 test-server: $(BUILD)/attnd $(BUILD)/tests/test_server
@@ -73,6 +75,8 @@ test-server: $(BUILD)/attnd $(BUILD)/tests/test_server
 	    --openapi api/openapi.yaml
 	timeout -k 10 600 $(PY) tests/server/http_oracle.py --attnd $(BUILD)/attnd \
 	    --work $(SRV_TEST_DIR)
+	timeout -k 10 120 $(PY) tests/server/v2_client.py --attnd $(BUILD)/attnd \
+	    --models $(SRV_TEST_DIR)/models
 	timeout -k 10 120 $(PY) tests/server/openapi_methods.py --attnd $(BUILD)/attnd \
 	    --openapi api/openapi.yaml
 	timeout -k 10 180 $(PY) tests/server/readme_examples.py --attnd $(BUILD)/attnd \

@@ -90,6 +90,7 @@
 typedef struct result {
     unsigned status;
     char code[32];
+    api_error error; /* status 0 on 200 */
     api_buf body;
     double queue_ms, compute_ms, encode_ms;
 } result;
@@ -133,6 +134,8 @@ struct srv_workers {
 static void result_error(result *r, const api_error *e) {
     r->status = e->status ? (unsigned)e->status : 500;
     snprintf(r->code, sizeof r->code, "%s", e->code);
+    r->error = *e;
+    r->error.status = (int)r->status;
     api_buf_reset(&r->body);
     api_error_body(e, &r->body);
 }
@@ -140,6 +143,7 @@ static void result_error(result *r, const api_error *e) {
 static void hand_back(srv_job *job, result *r) {
     job->status = r->status;
     memcpy(job->code, r->code, sizeof job->code);
+    job->error = r->error;
     job->body = r->body;
     job->queue_ms = r->queue_ms;
     job->compute_ms = r->compute_ms;

@@ -8,7 +8,10 @@
  * (concurrent requests batched, each answer against its unbatched one), the bounded queue and the
  * request deadline, draining on SIGTERM, and /metrics through `promtool check metrics`. The
  * built-in lesson model is measured here: each named head's documented rule on the chapter's
- * sentences and on new ones, sent as text, and the causal mask's "no peeking" (实验三).
+ * sentences and on new ones, sent as text, and the causal mask's "no peeking" (实验三). The
+ * Open Inference Protocol (/v2) is checked route by route, with JSON, binary and mixed tensors,
+ * compressed bodies and replies, bad framing, its error form, and its answers against v1's bit
+ * for bit (also in one batch with v1 jobs).
  *
  * Usage: test_server --attnd build/attnd --data build/tests/server [--openapi api/openapi.yaml]
  *                    [--promtool promtool] [--only NAME]
@@ -37,6 +40,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #define TOL          1e-4 /* absolute, against float64 references */
 #define NCLIENTS     64
@@ -1015,7 +1019,7 @@ static void test_errors(int port) {
     const char *ok_query = "[[0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8]]";
     char body[512];
 
-    get(port, "/v2/attention", &r);
+    get(port, "/v3/attention", &r); /* /v2 and below are the Open Inference Protocol's */
     check_error(&r, 404, "not_found", NULL, "404 route");
     reply_free(&r);
 
@@ -1763,6 +1767,32 @@ static void test_auth(void) {
         get(d.port, "/metrics", &r);
         check_error(&r, 401, "unauthorized", NULL, "401 /metrics without a key");
         reply_free(&r);
+        /* The protocol's probes are open; the rest needs the key, and says so its way. */
+        get(d.port, "/v2/health/live", &r);
+        CHECK(r.status == 200, "/v2/health/live needs no key: %ld", r.status);
+        reply_free(&r);
+        get(d.port, "/v2/health/ready", &r);
+        CHECK(r.status == 200, "/v2/health/ready needs no key: %ld", r.status);
+        reply_free(&r);
+        get(d.port, "/v2/models/demo", &r);
+        CHECK(r.status == 401 && !strncmp(r.body, "{\"error\":\"", 10),
+              "v2 metadata without a key: %ld %.200s", r.status, r.body);
+        reply_free(&r);
+        req v2 = {.path = "/v2/models/sdpa/infer",
+                  .ctype = "application/json",
+                  .body = "{\"inputs\": [{\"name\": \"q\", \"shape\": [1, 1], \"datatype\": "
+                          "\"FP32\", \"data\": [1]}, {\"name\": \"k\", \"shape\": [1, 1], "
+                          "\"datatype\": \"FP32\", \"data\": [1]}, {\"name\": \"v\", \"shape\": "
+                          "[1, 1], \"datatype\": \"FP32\", \"data\": [2]}]}",
+                  .hdrs = {"Authorization: Bearer s3cret-Key_0123456789"}};
+        http(NULL, d.port, &v2, &r);
+        CHECK(r.status == 200, "a v2 job with the right key: %ld %.200s", r.status, r.body);
+        reply_free(&r);
+        v2.hdrs[0] = NULL;
+        http(NULL, d.port, &v2, &r);
+        CHECK(r.status == 401 && strstr(r.body, "{\"error\":\"this server needs an API key"),
+              "a v2 job without a key: %ld %.200s", r.status, r.body);
+        reply_free(&r);
         get(d.port, "/%ff%fe", &r); /* a path that is not UTF-8, logged below */
         CHECK(r.status == 401, "/%%ff%%fe without a key: %ld", r.status);
         reply_free(&r);
@@ -1815,13 +1845,17 @@ typedef struct async_req {
     int port;
     const char *path;
     char *body;
+    const req *q; /* sent instead of path and body when set */
     reply r;
     pthread_t th;
 } async_req;
 
 static void *async_main(void *arg) {
     async_req *a = arg;
-    post(NULL, a->port, a->path, a->body, &a->r);
+    if (a->q)
+        http(NULL, a->port, a->q, &a->r);
+    else
+        post(NULL, a->port, a->path, a->body, &a->r);
     return NULL;
 }
 
@@ -1891,6 +1925,17 @@ static void test_queue_and_deadline(size_t *slow_l) {
     CHECK(now() - t0 < 1.0, "503 queue full took %.2f s: it should come at once", now() - t0);
     free(ra);
     reply_free(&r);
+    req v2 = {.path = "/v2/models/sdpa/infer",
+              .ctype = "application/json",
+              .body = "{\"inputs\": [{\"name\": \"q\", \"shape\": [1, 1], \"datatype\": \"FP32\", "
+                      "\"data\": [1]}]}"};
+    http(NULL, d.port, &v2, &r);
+    CHECK(r.status == 503 && strstr(r.body, "{\"error\":\"all 1 places of the job queue"),
+          "503 queue full on v2: %ld %.200s", r.status, r.body);
+    ra = header(&r, "Retry-After");
+    CHECK(ra && atoi(ra) >= 1, "503 queue full on v2: Retry-After %s", ra ? ra : "missing");
+    free(ra);
+    reply_free(&r);
     pthread_join(a.th, NULL);
     pthread_join(b.th, NULL);
     CHECK(a.r.status == 200, "job A: %ld %.200s", a.r.status, a.r.body);
@@ -1954,6 +1999,24 @@ static void test_drain(size_t L) {
         reply_free(&r);
         post(NULL, d.port, "/v1/sdpa", "{\"q\": [[1]], \"k\": [[1]], \"v\": [[2]]}", &r);
         check_error(&r, 503, "draining", NULL, "a new job while draining");
+        reply_free(&r);
+        /* The protocol's probes mean the same; its errors keep their form. */
+        get(d.port, "/v2/health/ready", &r);
+        char *ra = header(&r, "Retry-After");
+        CHECK(r.status == 503 && ra && !strncmp(r.body, "{\"error\":", 9),
+              "/v2/health/ready while draining: %ld %.200s", r.status, r.body);
+        free(ra);
+        reply_free(&r);
+        get(d.port, "/v2/health/live", &r);
+        CHECK(r.status == 200, "/v2/health/live while draining: %ld", r.status);
+        reply_free(&r);
+        get(d.port, "/v2/models/demo/ready", &r);
+        CHECK(r.status == 503, "/v2/models/demo/ready while draining: %ld", r.status);
+        reply_free(&r);
+        req v2 = {.path = "/v2/models/demo/infer", .ctype = "application/json", .body = "{}"};
+        http(NULL, d.port, &v2, &r);
+        CHECK(r.status == 503 && strstr(r.body, "{\"error\":\"attnd is shutting down"),
+              "a v2 job while draining: %ld %.200s", r.status, r.body);
         reply_free(&r);
         for (int i = 0; i < 3; i++) {
             pthread_join(a[i].th, NULL);
@@ -2503,6 +2566,895 @@ static void test_lesson(int port) {
     reply_free(&r);
 }
 
+/* ---- The Open Inference Protocol (v2) ---------------------------------------------------------
+ */
+
+/* An input of a v2 infer request. */
+typedef struct v2_in {
+    const char *name, *dtype; /* dtype: "FP32", "INT32" or "BOOL" */
+    int rank;
+    size_t dims[4];
+    const void *data; /* float, int32_t or uint8_t elements, row-major */
+} v2_in;
+
+static size_t v2_count(const v2_in *t) {
+    size_t n = 1;
+    for (int i = 0; i < t->rank; i++)
+        n *= t->dims[i];
+    return n;
+}
+
+static size_t v2_width(const v2_in *t) {
+    return !strcmp(t->dtype, "BOOL") ? 1 : 4;
+}
+
+static json_t *v2_shape(const v2_in *t) {
+    json_t *s = json_array();
+    for (int i = 0; i < t->rank; i++)
+        json_array_append_new(s, json_integer((json_int_t)t->dims[i]));
+    return s;
+}
+
+/* A v2 infer request laid out as Triton's Python client lays it out: the JSON request (each
+ * input with its data, or with "binary_data_size"), then each binary input's raw little-endian
+ * bytes in input order. params and outputs are JSON texts (NULL: none). Returns the body (new)
+ * and its length; *hlen is the JSON's length when an input is binary (the request's
+ * Inference-Header-Content-Length), else 0. */
+static char *v2_body(const v2_in *in, size_t n, bool binary, const char *params,
+                     const char *outputs, size_t *len, size_t *hlen) {
+    json_t *rq = json_object(), *inputs = json_array();
+    for (size_t k = 0; k < n; k++) {
+        const v2_in *t = &in[k];
+        json_t *o =
+            json_pack("{s:s,s:o,s:s}", "name", t->name, "shape", v2_shape(t), "datatype", t->dtype);
+        size_t c = v2_count(t);
+        if (binary) {
+            json_object_set_new(
+                o, "parameters",
+                json_pack("{s:I}", "binary_data_size", (json_int_t)(c * v2_width(t))));
+        } else {
+            json_t *d = json_array();
+            for (size_t e = 0; e < c; e++) {
+                bool fp = !strcmp(t->dtype, "FP32");
+                float f = fp ? ((const float *)t->data)[e] : 0.0f;
+                json_array_append_new(d, fp && isinf(f) ? json_string("-inf") /* attnd's -inf */
+                                         : fp           ? json_real((double)f)
+                                         : !strcmp(t->dtype, "INT32")
+                                             ? json_integer(((const int32_t *)t->data)[e])
+                                             : json_boolean(((const uint8_t *)t->data)[e]));
+            }
+            json_object_set_new(o, "data", d);
+        }
+        json_array_append_new(inputs, o);
+    }
+    json_object_set_new(rq, "inputs", inputs);
+    if (params)
+        json_object_set_new(rq, "parameters", json_loads(params, 0, NULL));
+    if (outputs)
+        json_object_set_new(rq, "outputs", json_loads(outputs, 0, NULL));
+    char *js = dump(rq);
+    size_t jl = strlen(js), total = jl;
+    for (size_t k = 0; binary && k < n; k++)
+        total += v2_count(&in[k]) * v2_width(&in[k]);
+    char *body = malloc(total + 1);
+    memcpy(body, js, jl);
+    size_t at = jl;
+    for (size_t k = 0; binary && k < n; k++) {
+        size_t b = v2_count(&in[k]) * v2_width(&in[k]);
+        memcpy(body + at, in[k].data, b); /* the test runs on little-endian machines */
+        at += b;
+    }
+    body[total] = '\0';
+    free(js);
+    *len = total;
+    *hlen = binary && n ? jl : 0;
+    return body;
+}
+
+/* POSTs a v2 body: with Inference-Header-Content-Length when hlen > 0, and no Content-Type (as
+ * Triton's client sends it) unless ctype is given; h1 and h2 are more header lines (NULL: none). */
+static bool v2_post(int port, const char *path, const char *body, size_t len, size_t hlen,
+                    const char *ctype, const char *h1, const char *h2, reply *r) {
+    char hl[80];
+    snprintf(hl, sizeof hl, "Inference-Header-Content-Length: %zu", hlen);
+    req q = {.path = path, .ctype = ctype, .body = body, .len = len};
+    int k = 0;
+    q.hdrs[k++] = ctype ? "X-Test: v2" : "Content-Type:"; /* "Content-Type:" removes curl's */
+    if (hlen)
+        q.hdrs[k++] = hl;
+    if (h1)
+        q.hdrs[k++] = h1;
+    if (h2)
+        q.hdrs[k++] = h2;
+    return http(NULL, port, &q, r);
+}
+
+/* Inflates gzip or zlib data (zlib detects which). NULL when it does not decode. */
+static unsigned char *inflate_all(const void *in, size_t n, size_t *out_len) {
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    if (inflateInit2(&z, 15 + 32) != Z_OK)
+        return NULL;
+    size_t cap = n * 4 + 1024, len = 0;
+    unsigned char *out = malloc(cap);
+    z.next_in = (Bytef *)in;
+    z.avail_in = (uInt)n;
+    int rc = Z_OK;
+    while (rc == Z_OK) {
+        if (len == cap) {
+            cap *= 2;
+            out = realloc(out, cap);
+        }
+        z.next_out = out + len;
+        z.avail_out = (uInt)(cap - len);
+        rc = inflate(&z, Z_NO_FLUSH);
+        len = cap - z.avail_out;
+    }
+    inflateEnd(&z);
+    if (rc != Z_STREAM_END) {
+        free(out);
+        return NULL;
+    }
+    *out_len = len;
+    return out;
+}
+
+/* Compresses data as gzip (gzip true) or zlib (Content-Encoding: deflate). */
+static unsigned char *deflate_all(const void *in, size_t n, bool gzip, size_t *out_len) {
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    deflateInit2(&z, 6, Z_DEFLATED, gzip ? 15 + 16 : 15, 8, Z_DEFAULT_STRATEGY);
+    size_t cap = deflateBound(&z, (uLong)n) + 64;
+    unsigned char *out = malloc(cap);
+    z.next_in = (Bytef *)in;
+    z.avail_in = (uInt)n;
+    z.next_out = out;
+    z.avail_out = (uInt)cap;
+    deflate(&z, Z_FINISH);
+    *out_len = cap - z.avail_out;
+    deflateEnd(&z);
+    return out;
+}
+
+/* A v2 reply: the body (decoded when it came with a Content-Encoding), its JSON part. */
+typedef struct v2_out {
+    json_t *j;
+    unsigned char *body;
+    size_t len, json_len;
+    char *encoding; /* the Content-Encoding it came with, or NULL */
+} v2_out;
+
+static void v2_out_free(v2_out *o) {
+    json_decref(o->j);
+    free(o->body);
+    free(o->encoding);
+    memset(o, 0, sizeof *o);
+}
+
+/* Reads a 200 v2 reply as a client of the protocol does: decodes the body by its
+ * Content-Encoding, takes Inference-Header-Content-Length bytes of JSON (all when absent). */
+static bool v2_read(const reply *r, v2_out *o, const char *what) {
+    memset(o, 0, sizeof *o);
+    if (!CHECK(r->status == 200, "%s: status %ld (%.300s)", what, r->status, r->body))
+        return false;
+    o->encoding = header(r, "Content-Encoding");
+    if (o->encoding) {
+        o->body = inflate_all(r->body, r->len, &o->len);
+        if (!CHECK(o->body != NULL, "%s: the %s body does not decode", what, o->encoding))
+            return false;
+    } else {
+        o->body = malloc(r->len + 1);
+        memcpy(o->body, r->body, r->len);
+        o->len = r->len;
+    }
+    char *hl = header(r, "Inference-Header-Content-Length");
+    o->json_len = hl ? (size_t)strtoull(hl, NULL, 10) : o->len;
+    free(hl);
+    if (!CHECK(o->json_len <= o->len, "%s: Inference-Header-Content-Length %zu of %zu bytes", what,
+               o->json_len, o->len))
+        return false;
+    json_error_t je;
+    o->j = json_loadb((const char *)o->body, o->json_len, 0, &je);
+    return CHECK(o->j != NULL, "%s: the JSON part does not parse: %s", what, je.text);
+}
+
+/* Output name of a v2 reply (raw bytes after the JSON, in the order of the outputs, or JSON
+ * data). *binary says which. False when it is missing or malformed. */
+static bool v2_tensor(const v2_out *o, const char *name, tens *t, bool *binary) {
+    memset(t, 0, sizeof *t);
+    size_t off = o->json_len, i;
+    json_t *x;
+    json_array_foreach(json_object_get(o->j, "outputs"), i, x) {
+        json_t *bs = json_object_get(json_object_get(x, "parameters"), "binary_data_size");
+        size_t nb = bs ? (size_t)json_integer_value(bs) : 0;
+        if (strcmp(json_string_value(json_object_get(x, "name")), name) != 0) {
+            off += nb;
+            continue;
+        }
+        json_t *shape = json_object_get(x, "shape");
+        bool ints = !strcmp(json_string_value(json_object_get(x, "datatype")), "INT32");
+        size_t n = 1;
+        t->rank = (int)json_array_size(shape);
+        for (int k = 0; k < t->rank && k < 8; k++)
+            n *= t->shape[k] = (size_t)json_integer_value(json_array_get(shape, (size_t)k));
+        t->v = malloc((n ? n : 1) * sizeof *t->v);
+        t->n = n;
+        *binary = bs != NULL;
+        if (bs) {
+            if (nb != n * 4 || off + nb > o->len) {
+                tens_free(t);
+                return false;
+            }
+            for (size_t k = 0; k < n; k++) {
+                float f;
+                int32_t v;
+                memcpy(ints ? (void *)&v : (void *)&f, o->body + off + 4 * k, 4);
+                t->v[k] = ints ? (double)v : (double)f;
+            }
+            return true;
+        }
+        json_t *d = json_object_get(x, "data");
+        if (json_array_size(d) != n) {
+            tens_free(t);
+            return false;
+        }
+        for (size_t k = 0; k < n; k++) /* a JSON float is read as float32, as clients do */
+            t->v[k] = ints ? json_number_value(json_array_get(d, k))
+                           : (double)(float)json_number_value(json_array_get(d, k));
+        return true;
+    }
+    return false;
+}
+
+/* Output name ("output", "weights", "weights_indices") of a v1 reply with base64 tensors. */
+static bool v1_tensor(const reply *r, const char *name, tens *t) {
+    memset(t, 0, sizeof *t);
+    json_t *j = json_loads(r->body, 0, NULL);
+    json_t *x = json_object_get(j, !strcmp(name, "output") ? "output" : "weights");
+    if (json_object_get(x, "indices"))
+        x = json_object_get(x, strcmp(name, "weights_indices") ? "values" : "indices");
+    else if (!strcmp(name, "weights_indices"))
+        x = NULL;
+    const char *dtype = json_string_value(json_object_get(x, "dtype"));
+    const char *data = json_string_value(json_object_get(x, "data"));
+    json_t *shape = json_object_get(x, "shape");
+    size_t bytes = 0, n = 1;
+    unsigned char *raw = data ? b64_decode(data, &bytes) : NULL;
+    t->rank = (int)json_array_size(shape);
+    for (int k = 0; k < t->rank && k < 8; k++)
+        n *= t->shape[k] = (size_t)json_integer_value(json_array_get(shape, (size_t)k));
+    bool ok = raw && dtype && bytes == n * 4;
+    if (ok) {
+        t->v = malloc((n ? n : 1) * sizeof *t->v);
+        t->n = n;
+        for (size_t k = 0; k < n; k++) {
+            float f;
+            int32_t v;
+            memcpy(!strcmp(dtype, "int32") ? (void *)&v : (void *)&f, raw + 4 * k, 4);
+            t->v[k] = !strcmp(dtype, "int32") ? (double)v : (double)f;
+        }
+    }
+    free(raw);
+    json_decref(j);
+    return ok;
+}
+
+/* The same float32 bits (or integers) and the same shape. */
+static bool same_bits_tens(const tens *a, const tens *b, size_t *at) {
+    *at = 0;
+    if (a->n != b->n || a->rank != b->rank || memcmp(a->shape, b->shape, sizeof a->shape))
+        return false;
+    for (size_t i = 0; i < a->n; i++) {
+        float x = (float)a->v[i], y = (float)b->v[i];
+        if (memcmp(&x, &y, sizeof x) != 0) {
+            *at = i;
+            return false;
+        }
+    }
+    return true;
+}
+
+/* The integers (or bools as 0 and 1) of t from level lvl on, as nested JSON lists. */
+static json_t *nested_ints(const v2_in *t, int lvl, size_t *at) {
+    json_t *a = json_array();
+    for (size_t i = 0; i < t->dims[lvl]; i++) {
+        if (lvl + 1 < t->rank) {
+            json_array_append_new(a, nested_ints(t, lvl + 1, at));
+            continue;
+        }
+        bool ints = !strcmp(t->dtype, "INT32");
+        json_array_append_new(a, json_integer(ints ? ((const int32_t *)t->data)[*at]
+                                                   : ((const uint8_t *)t->data)[*at]));
+        ++*at;
+    }
+    return a;
+}
+
+/* The v1 request for the same job: base64 floats, integer and mask lists, v1's own fields
+ * (extra, a JSON object text), the model by name, base64 out. */
+static char *v1_body_for(const char *model, const v2_in *in, size_t n, const char *extra) {
+    json_t *o = json_loads(extra, 0, NULL);
+    if (strcmp(model, "sdpa") != 0)
+        json_object_set_new(o, "model", json_string(model));
+    json_object_set_new(o, "encoding", json_string("base64"));
+    for (size_t k = 0; k < n; k++) {
+        const v2_in *t = &in[k];
+        if (!strcmp(t->dtype, "FP32")) {
+            json_object_set_new(o, t->name, json_b64(t->data, t->dims, t->rank));
+            continue;
+        }
+        size_t at = 0;
+        json_object_set_new(o, t->name, nested_ints(t, 0, &at));
+    }
+    return dump(o);
+}
+
+/* One job sent through v1 (base64) and through v2 three ways (binary in and out; JSON in and
+ * out; binary in, JSON out): every output v1 returns must be in v2's replies with the same
+ * bits, and v2 must return no other. */
+static void v2_agrees(int port, const char *what, const char *model, const v2_in *in, size_t n,
+                      const char *v1_extra, const char *params) {
+    char *b1 = v1_body_for(model, in, n, v1_extra);
+    reply r1;
+    post(NULL, port, strcmp(model, "sdpa") ? "/v1/attention" : "/v1/sdpa", b1, &r1);
+    CHECK(r1.status == 200, "%s: v1 %ld %.300s", what, r1.status, r1.body);
+    char path[128];
+    snprintf(path, sizeof path, "/v2/models/%s/infer", model);
+    static const char *const outs[] = {"output", "weights", "weights_indices"};
+    for (int mode = 0; mode < 3 && r1.status == 200; mode++) {
+        json_t *p = json_loads(params, 0, NULL);
+        if (mode == 0)
+            json_object_set_new(p, "binary_data_output", json_true());
+        char *ptext = dump(p), m[160];
+        size_t len, hl;
+        char *b2 = v2_body(in, n, mode != 1, ptext, NULL, &len, &hl);
+        reply r2;
+        v2_post(port, path, b2, len, hl, NULL, NULL, NULL, &r2);
+        snprintf(m, sizeof m, "%s (%s)", what,
+                 mode == 0   ? "binary"
+                 : mode == 1 ? "JSON"
+                             : "binary in, JSON out");
+        v2_out o;
+        if (v2_read(&r2, &o, m)) {
+            char *ct = header(&r2, "Content-Type");
+            CHECK(ct && !strcmp(ct, mode == 0 ? "application/octet-stream" : "application/json"),
+                  "%s: Content-Type %s", m, ct ? ct : "none");
+            free(ct);
+            for (int k = 0; k < 3; k++) {
+                tens a, b;
+                bool bin = false, in1 = v1_tensor(&r1, outs[k], &a),
+                     in2 = v2_tensor(&o, outs[k], &b, &bin);
+                size_t at = 0;
+                CHECK(in1 == in2, "%s: %s in v1 %d, in v2 %d", m, outs[k], in1, in2);
+                if (in1 && in2) {
+                    CHECK(bin == (mode == 0), "%s: %s binary %d", m, outs[k], bin);
+                    CHECK(same_bits_tens(&a, &b, &at), "%s: %s differs at %zu: %.9g, %.9g", m,
+                          outs[k], at, at < a.n ? a.v[at] : 0.0, at < b.n ? b.v[at] : 0.0);
+                }
+                tens_free(&a);
+                tens_free(&b);
+            }
+            const char *mn = json_string_value(json_object_get(o.j, "model_name"));
+            CHECK(mn && !strcmp(mn, model), "%s: model_name %s", m, mn ? mn : "none");
+        }
+        v2_out_free(&o);
+        reply_free(&r2);
+        free(b2);
+        free(ptext);
+    }
+    reply_free(&r1);
+    free(b1);
+}
+
+/* A v2 error reply: status, JSON {"error": "message"} and nothing else; the message holds
+ * phrase (NULL: any). */
+static void check_v2_error(const reply *r, long status, const char *phrase, const char *what) {
+    CHECK(r->rc == CURLE_OK, "%s: transport error %s", what, curl_easy_strerror(r->rc));
+    CHECK(r->status == status, "%s: status %ld, expected %ld (body %.300s)", what, r->status,
+          status, r->body);
+    char *ct = header(r, "Content-Type");
+    CHECK(ct && !strncmp(ct, "application/json", 16), "%s: Content-Type %s", what,
+          ct ? ct : "none");
+    free(ct);
+    json_t *j = json_loads(r->body, 0, NULL);
+    const char *msg = json_string_value(json_object_get(j, "error"));
+    CHECK(msg && json_object_size(j) == 1 && strlen(msg) > 10, "%s: not a v2 error body: %.300s",
+          what, r->body);
+    if (phrase)
+        CHECK(msg && strstr(msg, phrase), "%s: the message \"%s\" lacks \"%s\"", what,
+              msg ? msg : "", phrase);
+    json_decref(j);
+}
+
+static void test_v2_routes(int port) {
+    reply r;
+    get(port, "/v2", &r);
+    json_t *j = json_loads(r.body, 0, NULL);
+    json_t *ext = json_object_get(j, "extensions");
+    bool binary_ext = false;
+    for (size_t i = 0; i < json_array_size(ext); i++)
+        binary_ext |= !strcmp(json_string_value(json_array_get(ext, i)), "binary_tensor_data");
+    CHECK(r.status == 200 && binary_ext && json_string_value(json_object_get(j, "name")) &&
+              json_string_value(json_object_get(j, "version")),
+          "GET /v2: %ld %.300s", r.status, r.body);
+    json_decref(j);
+    reply_free(&r);
+    static const char *const live[] = {"/v2/health/live", "/v2/health/ready"};
+    for (int i = 0; i < 2; i++) {
+        get(port, live[i], &r);
+        CHECK(r.status == 200, "GET %s: %ld", live[i], r.status);
+        reply_free(&r);
+    }
+
+    /* Every model's metadata and readiness: demo, lesson, the files, sdpa. */
+    static const char *const models[] = {"demo", "lesson", "f32", "f16", "bf16", "kvdim", "sdpa"};
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+        char path[128];
+        bool sdpa = !strcmp(models[i], "sdpa");
+        snprintf(path, sizeof path, "/v2/models/%s", models[i]);
+        get(port, path, &r);
+        j = json_loads(r.body, 0, NULL);
+        json_t *in = json_object_get(j, "inputs"), *outs = json_object_get(j, "outputs");
+        const char *first = json_string_value(json_object_get(json_array_get(in, 0), "name"));
+        CHECK(
+            r.status == 200 && !strcmp(json_string_value(json_object_get(j, "name")), models[i]) &&
+                json_array_size(in) == 7 && json_array_size(outs) == 3 && first &&
+                !strcmp(first, sdpa ? "q" : "query") &&
+                !strcmp(json_string_value(json_array_get(json_object_get(j, "versions"), 0)), "1"),
+            "GET %s: %ld %.300s", path, r.status, r.body);
+        if (!strcmp(models[i], "kvdim")) { /* key (N, S, 8), value (N, S, 12) */
+            json_t *ks = json_object_get(json_array_get(in, 1), "shape");
+            json_t *vs = json_object_get(json_array_get(in, 2), "shape");
+            CHECK(json_integer_value(json_array_get(ks, 2)) == 8 &&
+                      json_integer_value(json_array_get(vs, 2)) == 12 &&
+                      json_integer_value(json_array_get(ks, 0)) == -1,
+                  "kvdim metadata: key and value shapes %.300s", r.body);
+        }
+        json_decref(j);
+        reply_free(&r);
+        snprintf(path, sizeof path, "/v2/models/%s/versions/1/ready", models[i]);
+        get(port, path, &r);
+        j = json_loads(r.body, 0, NULL);
+        CHECK(r.status == 200 && json_is_true(json_object_get(j, "ready")), "GET %s: %ld %s", path,
+              r.status, r.body);
+        json_decref(j);
+        reply_free(&r);
+    }
+    get(port, "/v2/models/demo/ready", &r);
+    CHECK(r.status == 200, "GET /v2/models/demo/ready: %ld", r.status);
+    reply_free(&r);
+    get(port, "/v2/models/demo/versions/1", &r);
+    CHECK(r.status == 200, "GET /v2/models/demo/versions/1: %ld", r.status);
+    reply_free(&r);
+    get(port, "/v2/models/nope", &r);
+    check_v2_error(&r, 404, "no model named \"nope\"", "metadata of an unknown model");
+    reply_free(&r);
+    get(port, "/v2/models/nope/ready", &r);
+    check_v2_error(&r, 404, "nope", "readiness of an unknown model");
+    reply_free(&r);
+    get(port, "/v2/models/demo/versions/2/ready", &r);
+    check_v2_error(&r, 404, "no version \"2\"", "readiness of version 2");
+    reply_free(&r);
+    get(port, "/v2/models/", &r);
+    check_v2_error(&r, 404, NULL, "/v2/models/ without a name");
+    reply_free(&r);
+    get(port, "/v2/nothing", &r);
+    check_v2_error(&r, 404, NULL, "an unknown /v2 route");
+    reply_free(&r);
+    req head = {.method = "HEAD", .path = "/v2/models/lesson"};
+    http(NULL, port, &head, &r);
+    CHECK(r.status == 200 && r.len == 0, "HEAD /v2/models/lesson: %ld, %zu bytes", r.status, r.len);
+    reply_free(&r);
+
+    /* The repository index lists every model and sdpa; v1's list never has sdpa. */
+    req index = {.method = "POST", .path = "/v2/repository/index", .body = "", .len = 0};
+    http(NULL, port, &index, &r);
+    j = json_loads(r.body, 0, NULL);
+    size_t found = 0;
+    for (size_t i = 0; i < json_array_size(j); i++) {
+        json_t *m = json_array_get(j, i);
+        for (size_t k = 0; k < sizeof models / sizeof models[0]; k++)
+            found += !strcmp(json_string_value(json_object_get(m, "name")), models[k]) &&
+                     !strcmp(json_string_value(json_object_get(m, "state")), "READY");
+    }
+    CHECK(r.status == 200 && found == 7 && json_array_size(j) == 7,
+          "POST /v2/repository/index: %ld %.400s", r.status, r.body);
+    json_decref(j);
+    reply_free(&r);
+    get(port, "/v1/models", &r);
+    CHECK(r.status == 200 && !strstr(r.body, "\"sdpa\""), "/v1/models lists sdpa: %.300s", r.body);
+    reply_free(&r);
+
+    /* Methods: 405 with Allow, in the protocol's error form. */
+    post(NULL, port, "/v2/models/demo", "{}", &r);
+    check_v2_error(&r, 405, "takes GET", "POST to model metadata");
+    char *allow = header(&r, "Allow");
+    CHECK(allow && strstr(allow, "GET") && !strstr(allow, "POST"), "405 Allow %s", allow);
+    free(allow);
+    reply_free(&r);
+    get(port, "/v2/models/demo/infer", &r);
+    check_v2_error(&r, 405, "takes POST", "GET of infer");
+    allow = header(&r, "Allow");
+    CHECK(allow && strstr(allow, "POST"), "405 Allow %s", allow);
+    free(allow);
+    reply_free(&r);
+
+    /* CORS: a preflight may send the protocol's headers, and the reply exposes its own. */
+    req pre = {.method = "OPTIONS",
+               .path = "/v2/models/demo/infer",
+               .hdrs = {"Origin: http://allowed.example", "Access-Control-Request-Method: POST",
+                        "Access-Control-Request-Headers: inference-header-content-length"}};
+    http(NULL, port, &pre, &r);
+    char *acah = header(&r, "Access-Control-Allow-Headers");
+    CHECK(r.status == 204 && acah && strcasestr(acah, "Inference-Header-Content-Length"),
+          "v2 preflight: %ld, Allow-Headers %s", r.status, acah ? acah : "none");
+    free(acah);
+    reply_free(&r);
+}
+
+static void test_v2_infer(int port, const char *log_path) {
+    enum { N = 2, L = 6, S = 4, E = 64, H = 4 };
+    float *q = rnd_array(N * L * E, 4100), *kv = rnd_array(N * S * E, 4101);
+    float *lq = rnd_array(5 * 256, 4102), *bias = rnd_array(L * L, 4103);
+    for (size_t i = 0; i < L; i++)
+        for (size_t k = i + 1; k < L; k++)
+            bias[i * L + k] = -INFINITY;
+    int32_t kl[N] = {3, 6}, km[N * L] = {1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 1, 1};
+    uint8_t am[N * H * L * L];
+    uint64_t st = 4104;
+    for (size_t i = 0; i < sizeof am; i++)
+        am[i] = rnd(&st) > -0.6f;
+    v2_in qin = {"query", "FP32", 3, {N, L, E}, q};
+    v2_in q2 = {"query", "FP32", 2, {L, E}, q};
+    v2_in kin = {"key", "FP32", 3, {N, S, E}, kv};
+    v2_in vin = {"value", "FP32", 3, {N, S, E}, kv};
+    v2_in klin = {"key_lengths", "INT32", 1, {N}, kl};
+    v2_in kmin = {"key_mask", "INT32", 2, {N, L}, km};
+    v2_in amin = {"attn_mask", "BOOL", 4, {N, H, L, L}, am};
+    v2_in abin = {"attn_bias", "FP32", 2, {L, L}, bias};
+
+    /* v1 and v2 agree to the bit on the same job. */
+    v2_agrees(port, "self-attention", "demo", (v2_in[]){qin}, 1, "{}", "{}");
+    v2_agrees(port, "causal, per-head weights", "demo", (v2_in[]){qin}, 1,
+              "{\"causal\": true, \"need_weights\": \"per_head\"}",
+              "{\"causal\": true, \"need_weights\": \"per_head\"}");
+    v2_agrees(port, "cross, bottom-right, mean", "demo", (v2_in[]){qin, kin, vin}, 3,
+              "{\"causal\": \"bottom_right\", \"need_weights\": \"mean\"}",
+              "{\"causal\": \"bottom_right\", \"need_weights\": \"mean\"}");
+    v2_agrees(port, "key lengths and key mask", "demo", (v2_in[]){qin, klin, kmin}, 3,
+              "{\"need_weights\": \"per_head\", \"causal\": \"top_left\"}",
+              "{\"need_weights\": \"per_head\", \"causal\": \"top_left\"}");
+    v2_agrees(port, "attn mask and bias", "demo", (v2_in[]){q2, abin}, 2,
+              "{\"need_weights\": \"mean\"}", "{\"need_weights\": \"mean\"}");
+    v2_agrees(port, "per-head attn mask", "demo", (v2_in[]){qin, amin}, 2,
+              "{\"need_weights\": \"per_head\"}", "{\"need_weights\": \"per_head\"}");
+    v2_agrees(port, "heads subset and top-k", "demo", (v2_in[]){qin, kmin}, 2,
+              "{\"need_weights\": \"per_head\", \"heads\": [2, 0], \"weights_top_k\": 3}",
+              "{\"need_weights\": \"per_head\", \"heads\": \"2,0\", \"weights_top_k\": 3}");
+    v2_agrees(port, "lesson", "lesson", (v2_in[]){{"query", "FP32", 2, {5, 256}, lq}}, 1,
+              "{\"need_weights\": \"per_head\"}", "{\"need_weights\": \"per_head\"}");
+    float *kq = rnd_array(3 * 16 + 5 * 8 + 5 * 12, 4105);
+    v2_agrees(port, "file model kvdim (cross)", "kvdim",
+              (v2_in[]){{"query", "FP32", 2, {3, 16}, kq},
+                        {"key", "FP32", 2, {5, 8}, kq + 48},
+                        {"value", "FP32", 2, {5, 12}, kq + 88}},
+              3, "{\"need_weights\": \"per_head\"}", "{\"need_weights\": \"per_head\"}");
+    float *sq = rnd_array(2 * 3 * 4 * 8 + 2 * 3 * 5 * 8 * 2, 4106);
+    int32_t skm[2 * 5] = {1, 1, 0, 1, 1, 0, 1, 1, 1, 1};
+    v2_in sdpa[4] = {{"q", "FP32", 4, {2, 3, 4, 8}, sq},
+                     {"k", "FP32", 4, {2, 3, 5, 8}, sq + 192},
+                     {"v", "FP32", 4, {2, 3, 5, 8}, sq + 432},
+                     {"key_mask", "INT32", 2, {2, 5}, skm}};
+    v2_agrees(port, "sdpa", "sdpa", sdpa, 4,
+              "{\"scale\": 0.25, \"need_weights\": true, \"weights_top_k\": 2}",
+              "{\"scale\": 0.25, \"need_weights\": \"per_head\", \"weights_top_k\": 2}");
+
+    /* The request as a tritonclient user sends it, by its parts: outputs chosen, one binary and
+     * one JSON, an id, no Content-Type; the id comes back, the outputs in the asked order. */
+    size_t len, hl;
+    char *b = v2_body((v2_in[]){qin}, 1, true, "{\"need_weights\": \"per_head\"}",
+                      "[{\"name\": \"weights\", \"parameters\": {\"binary_data\": true}}, "
+                      "{\"name\": \"output\", \"parameters\": {\"binary_data\": false}}]",
+                      &len, &hl);
+    /* "id" is added by hand at the front of the JSON: {"id": "r-7", ... */
+    char *withid = malloc(len + 32);
+    int idl = snprintf(withid, 32, "{\"id\": \"r-7\", ");
+    memcpy(withid + idl, b + 1, len - 1);
+    reply r;
+    v2_post(port, "/v2/models/demo/infer", withid, len + (size_t)idl - 1, hl + (size_t)idl - 1,
+            NULL, NULL, NULL, &r);
+    v2_out o;
+    if (v2_read(&r, &o, "outputs chosen")) {
+        json_t *outs = json_object_get(o.j, "outputs");
+        const char *o0 = json_string_value(json_object_get(json_array_get(outs, 0), "name"));
+        const char *id = json_string_value(json_object_get(o.j, "id"));
+        tens w, out;
+        bool wb = false, ob = true;
+        CHECK(json_array_size(outs) == 2 && o0 && !strcmp(o0, "weights") && id &&
+                  !strcmp(id, "r-7") && v2_tensor(&o, "weights", &w, &wb) && wb &&
+                  v2_tensor(&o, "output", &out, &ob) && !ob && w.n == N * H * L * L &&
+                  out.n == N * L * E,
+              "outputs chosen: %.400s", (char *)o.body);
+        tens_free(&w);
+        tens_free(&out);
+    }
+    v2_out_free(&o);
+    reply_free(&r);
+    free(withid);
+
+    /* Media types: JSON and octets are taken, text is not. */
+    v2_post(port, "/v2/models/demo/infer", b, len, hl, "application/octet-stream", NULL, NULL, &r);
+    CHECK(r.status == 200, "octet-stream: %ld %.200s", r.status, r.body);
+    reply_free(&r);
+    v2_post(port, "/v2/models/demo/infer", b, len, hl, "text/plain", NULL, NULL, &r);
+    check_v2_error(&r, 415, "application/octet-stream", "text/plain");
+    reply_free(&r);
+
+    /* The answer to compare the coded ones with: binary in, binary out. */
+    reply plain;
+    v2_post(port, "/v2/models/demo/infer", b, len, hl, NULL, NULL, NULL, &plain);
+    v2_out po;
+    bool plain_ok = v2_read(&plain, &po, "plain");
+    tens want;
+    bool wb;
+    plain_ok = plain_ok && v2_tensor(&po, "weights", &want, &wb);
+
+    /* Request bodies sent with gzip and deflate: the same answer. The JSON length stays that
+     * of the decoded body. */
+    for (int gz = 0; gz < 2; gz++) {
+        size_t zl;
+        unsigned char *z = deflate_all(b, len, gz, &zl);
+        v2_post(port, "/v2/models/demo/infer", (char *)z, zl, hl, NULL,
+                gz ? "Content-Encoding: gzip" : "Content-Encoding: deflate", NULL, &r);
+        tens got;
+        size_t at;
+        if (v2_read(&r, &o, gz ? "gzip body" : "deflate body") && plain_ok)
+            CHECK(v2_tensor(&o, "weights", &got, &wb) && same_bits_tens(&got, &want, &at),
+                  "%s body: weights differ", gz ? "gzip" : "deflate");
+        tens_free(&got);
+        v2_out_free(&o);
+        reply_free(&r);
+        free(z);
+    }
+    /* Replies coded as the client accepts: gzip, deflate (gzip refused by q=0), or none. */
+    static const char *const accepts[][2] = {{"Accept-Encoding: gzip", "gzip"},
+                                             {"Accept-Encoding: gzip;q=0, deflate", "deflate"},
+                                             {"Accept-Encoding: br", NULL}};
+    for (int k = 0; k < 3; k++) {
+        v2_post(port, "/v2/models/demo/infer", b, len, hl, NULL, accepts[k][0], NULL, &r);
+        tens got;
+        size_t at;
+        if (v2_read(&r, &o, accepts[k][0])) {
+            char *vary = header(&r, "Vary");
+            CHECK(accepts[k][1] ? o.encoding && !strcmp(o.encoding, accepts[k][1]) : !o.encoding,
+                  "%s: Content-Encoding %s", accepts[k][0], o.encoding ? o.encoding : "none");
+            CHECK(vary && strstr(vary, "Accept-Encoding"), "%s: Vary %s", accepts[k][0], vary);
+            CHECK(!accepts[k][1] || r.len < o.len, "%s: %zu bytes sent for %zu", accepts[k][0],
+                  r.len, o.len);
+            if (plain_ok)
+                CHECK(v2_tensor(&o, "weights", &got, &wb) && same_bits_tens(&got, &want, &at),
+                      "%s: weights differ", accepts[k][0]);
+            free(vary);
+        }
+        tens_free(&got);
+        v2_out_free(&o);
+        reply_free(&r);
+    }
+    tens_free(&want);
+    v2_out_free(&po);
+    reply_free(&plain);
+
+    /* A gzip bomb: 64 MiB of zeros in about 64 KiB, over the 1 MiB body limit once decoded. */
+    {
+        size_t n = (size_t)64 << 20, zl;
+        char *zeros = calloc(1, n);
+        unsigned char *z = deflate_all(zeros, n, true, &zl);
+        v2_post(port, "/v2/models/demo/infer", (char *)z, zl, 100, NULL, "Content-Encoding: gzip",
+                NULL, &r);
+        check_v2_error(&r, 413, "decoded to more than", "a gzip bomb");
+        CHECK(zl < 200000, "the bomb is %zu bytes", zl);
+        reply_free(&r);
+        free(z);
+        free(zeros);
+    }
+
+    /* Framing of the binary body. */
+    v2_post(port, "/v2/models/demo/infer", b, len, len + 1, NULL, NULL, NULL, &r);
+    check_v2_error(&r, 400, "past the end of the body", "a header length past the body");
+    reply_free(&r);
+    v2_post(port, "/v2/models/demo/infer", b, len, 0, NULL, "Inference-Header-Content-Length: 1x",
+            NULL, &r);
+    check_v2_error(&r, 400, "Inference-Header-Content-Length", "a header length not a number");
+    reply_free(&r);
+    v2_post(port, "/v2/models/demo/infer", b, len - 4, hl, NULL, NULL, NULL, &r);
+    check_v2_error(&r, 400, "are left after the JSON", "binary data cut short");
+    reply_free(&r);
+    {
+        char *more = malloc(len + 8);
+        memcpy(more, b, len);
+        memset(more + len, 0, 8);
+        v2_post(port, "/v2/models/demo/infer", more, len + 8, hl, NULL, NULL, NULL, &r);
+        check_v2_error(&r, 400, "add up to", "bytes left over after the binary data");
+        reply_free(&r);
+        free(more);
+    }
+    {
+        /* binary_data_size that disagrees with shape x datatype: 4 bytes short */
+        char *bad = malloc(len + 8);
+        size_t want_b = (size_t)N * L * E * 4;
+        char from[40], to[40];
+        snprintf(from, sizeof from, "\"binary_data_size\":%zu", want_b);
+        snprintf(to, sizeof to, "\"binary_data_size\":%zu", want_b - 4);
+        char *at = strstr(b, from);
+        size_t pre = at ? (size_t)(at - b) : 0, d = strlen(from) - strlen(to);
+        if (CHECK(at != NULL, "binary_data_size not found in %.200s", b)) {
+            memcpy(bad, b, pre);
+            memcpy(bad + pre, to, strlen(to));
+            memcpy(bad + pre + strlen(to), at + strlen(from), len - pre - strlen(from));
+            v2_post(port, "/v2/models/demo/infer", bad, len - d - 4, hl - d, NULL, NULL, NULL, &r);
+            check_v2_error(&r, 400, "binary_data_size is", "binary_data_size against the shape");
+            reply_free(&r);
+        }
+        free(bad);
+    }
+    free(b);
+
+    /* Errors in the protocol's form: HTTP's (404, 413), the parser's (400), a worker's (400). */
+    b = v2_body((v2_in[]){q2}, 1, false, NULL, NULL, &len, &hl);
+    v2_post(port, "/v2/models/nope/infer", b, len, 0, "application/json", NULL, NULL, &r);
+    check_v2_error(&r, 404, "nope", "infer on an unknown model");
+    reply_free(&r);
+    v2_post(port, "/v2/models/demo/versions/3/infer", b, len, 0, NULL, NULL, NULL, &r);
+    check_v2_error(&r, 404, "version", "infer on version 3");
+    reply_free(&r);
+    v2_post(port, "/v2/models/demo/versions/1/infer", b, len, 0, NULL, NULL, NULL, &r);
+    CHECK(r.status == 200, "infer on version 1: %ld %.200s", r.status, r.body);
+    reply_free(&r);
+    v2_post(port, "/v2/models/demo/infer", "{\"inputs\": [", 12, 0, NULL, NULL, NULL, &r);
+    check_v2_error(&r, 400, "not valid JSON", "broken JSON");
+    reply_free(&r);
+    free(b);
+    {
+        char cl[64];
+        snprintf(cl, sizeof cl, "Content-Length: %d", 2 << 20);
+        req big = {.path = "/v2/models/demo/infer", .ctype = "application/json", .hdrs = {cl}};
+        big.body = "{}";
+        big.len = 2;
+        http(NULL, port, &big, &r);
+        check_v2_error(&r, 413, "--max-body-bytes", "a body over the limit");
+        reply_free(&r);
+    }
+    float *huge = malloc(L * E * sizeof *huge);
+    for (size_t i = 0; i < L * E; i++)
+        huge[i] = 1e30f;
+    b = v2_body((v2_in[]){{"query", "FP32", 2, {L, E}, huge}}, 1, true, NULL, NULL, &len, &hl);
+    v2_post(port, "/v2/models/demo/infer", b, len, hl, NULL, NULL, NULL, &r);
+    check_v2_error(&r, 400, "overflows float32", "a job that overflows (from the worker)");
+    reply_free(&r);
+    free(b);
+    free(huge);
+
+    /* Metrics label the routes; the access log has the v2 lines. */
+    CHECK(
+        metric(port, "attnd_http_requests_total{route=\"/v2/models/{name}/infer\",code=\"200\"}") >=
+            25,
+        "metrics: v2 infer 200s %g",
+        metric(port, "attnd_http_requests_total{route=\"/v2/models/{name}/infer\",code=\"200\"}"));
+    CHECK(
+        metric(port, "attnd_http_requests_total{route=\"/v2/models/{name}\",code=\"404\"}") >= 1 &&
+            metric(port,
+                   "attnd_http_requests_total{route=\"/v2/repository/index\",code=\"200\"}") >= 1 &&
+            metric(port, "attnd_http_requests_total{route=\"/v2/health/ready\",code=\"200\"}") >= 1,
+        "metrics: v2 metadata routes");
+    char *log = slurp(log_path);
+    CHECK(strstr(log, "method=POST path=/v2/models/demo/infer status=200") &&
+              strstr(log, "path=/v2/models/sdpa/infer status=200"),
+          "the access log lacks v2 infer lines");
+    free(log);
+    free(q), free(kv), free(lq), free(bias), free(kq), free(sq);
+}
+
+/* v1 and v2 jobs on the same model batch together: six of each, queued behind a slow job on
+ * one worker, run as one batch of twelve (more than either protocol's six), and each answer
+ * agrees with the one its request got alone. */
+static void test_v2_batching(size_t slow_l) {
+    attnd d;
+    const char *args[] = {
+        "--threads", "1", "--pool-threads", "0", "--batch-window-us", "100000", "--max-queue",
+        "64",        NULL};
+    if (!attnd_start(&d, "v2-batching", args, NULL))
+        return;
+    enum { K = 6 };
+    float *x = rnd_array(K * 8 * 64, 4200);
+    static const char *const params[K] = {"{}",
+                                          "{\"causal\": true, \"need_weights\": \"per_head\"}",
+                                          "{\"need_weights\": \"mean\", \"weights_top_k\": 2}",
+                                          "{\"causal\": \"bottom_right\"}",
+                                          "{\"need_weights\": \"per_head\", \"heads\": \"1\"}",
+                                          "{}"};
+    static const char *const v1_extra[K] = {"{}",
+                                            "{\"causal\": true, \"need_weights\": \"per_head\"}",
+                                            "{\"need_weights\": \"mean\", \"weights_top_k\": 2}",
+                                            "{\"causal\": \"bottom_right\"}",
+                                            "{\"need_weights\": \"per_head\", \"heads\": [1]}",
+                                            "{}"};
+    char *b1[K], *b2[K];
+    size_t len2[K], hl2[K];
+    char hdr[K][80];
+    req q1[K], q2[K];
+    reply alone1[K], alone2[K];
+    for (int k = 0; k < K; k++) {
+        v2_in in = {"query", "FP32", 2, {8, 64}, x + k * 8 * 64};
+        b1[k] = v1_body_for("demo", &in, 1, v1_extra[k]);
+        b2[k] = v2_body(&in, 1, true, params[k], NULL, &len2[k], &hl2[k]);
+        snprintf(hdr[k], sizeof hdr[k], "Inference-Header-Content-Length: %zu", hl2[k]);
+        q1[k] = (req){.path = "/v1/attention", .ctype = "application/json", .body = b1[k]};
+        q2[k] = (req){.path = "/v2/models/demo/infer",
+                      .body = b2[k],
+                      .len = len2[k],
+                      .hdrs = {"Content-Type:", hdr[k]}};
+        http(NULL, d.port, &q1[k], &alone1[k]);
+        http(NULL, d.port, &q2[k], &alone2[k]);
+        CHECK(alone1[k].status == 200 && alone2[k].status == 200, "v2 batching: alone %d: %ld %ld",
+              k, alone1[k].status, alone2[k].status);
+    }
+    double batches0 = metric(d.port, "attnd_batch_jobs_count");
+    double big0 = batches0 - metric(d.port, "attnd_batch_jobs_bucket{le=\"8\"}");
+    async_req slow = {0}, a[2 * K];
+    memset(a, 0, sizeof a);
+    async_start(&slow, d.port, "/v1/attention", slow_body(slow_l));
+    CHECK(wait_metric(d.port, "attnd_jobs_in_flight", 1, 20),
+          "v2 batching: the slow job never ran");
+    for (int i = 0; i < 2 * K; i++) {
+        a[i].q = i % 2 ? &q2[i / 2] : &q1[i / 2];
+        async_start(&a[i], d.port, NULL, NULL);
+    }
+    CHECK(wait_metric(d.port, "attnd_queue_depth", 2 * K, 20),
+          "v2 batching: the requests were not all queued behind the slow job");
+    pthread_join(slow.th, NULL);
+    static const char *const outs[] = {"output", "weights", "weights_indices"};
+    for (int i = 0; i < 2 * K; i++) {
+        pthread_join(a[i].th, NULL);
+        int k = i / 2;
+        for (int o = 0; o < 3; o++) {
+            tens t, u;
+            bool bin, got, had;
+            if (i % 2) {
+                v2_out x2, y2;
+                got = v2_read(&a[i].r, &x2, "v2 batching") && v2_tensor(&x2, outs[o], &t, &bin);
+                had = v2_read(&alone2[k], &y2, "v2 alone") && v2_tensor(&y2, outs[o], &u, &bin);
+                v2_out_free(&x2);
+                v2_out_free(&y2);
+            } else {
+                got = v1_tensor(&a[i].r, outs[o], &t);
+                had = v1_tensor(&alone1[k], outs[o], &u);
+            }
+            CHECK(got == had && (!got || same(&t, &u)),
+                  "v2 batching: request %d (%s) %s differs from its answer alone", k,
+                  i % 2 ? "v2" : "v1", outs[o]);
+            tens_free(&t);
+            tens_free(&u);
+        }
+        reply_free(&a[i].r);
+    }
+    double batches = metric(d.port, "attnd_batch_jobs_count") - batches0;
+    double big = metric(d.port, "attnd_batch_jobs_count") -
+                 metric(d.port, "attnd_batch_jobs_bucket{le=\"8\"}") - big0;
+    CHECK(batches <= 3 && big >= 1,
+          "v2 batching: %g batches, %g of more than 8 jobs: v1 and v2 jobs should share one",
+          batches, big);
+    for (int k = 0; k < K; k++) {
+        reply_free(&alone1[k]);
+        reply_free(&alone2[k]);
+        free(b1[k]);
+        free(b2[k]);
+    }
+    reply_free(&slow.r);
+    free(slow.body);
+    free(x);
+    CHECK(attnd_stop(&d, SIGTERM) == 0, "v2 batching daemon: exit status");
+}
+
 static bool want(const char *name) {
     return !cfg.only || !strcmp(cfg.only, name);
 }
@@ -2559,6 +3511,8 @@ int main(int argc, char **argv) {
             test_file_models(d.port);
             test_lesson(d.port);
             test_request_id_keepalive_cors(d.port);
+            test_v2_routes(d.port);
+            test_v2_infer(d.port, d.log);
             test_parallel(d.port);
             test_metrics(d.port, d.log);
             CHECK(attnd_stop(&d, SIGTERM) == 0, "main daemon: exit status after SIGTERM");
@@ -2575,6 +3529,7 @@ int main(int argc, char **argv) {
         test_batching("4096", slow_l ? slow_l : 8192);
         test_batching("48", slow_l ? slow_l : 8192);
         test_batch_wait(slow_l ? slow_l : 12288);
+        test_v2_batching(slow_l ? slow_l : 8192);
     }
 
     curl_global_cleanup();

@@ -2,14 +2,15 @@
 #
 #   make fuzz          builds the targets (clang, -fsanitize=fuzzer,address,undefined, in
 #                      $(FUZZ_BUILD)) and runs each for FUZZ_SECONDS (default 300)
-#   make fuzz-ci       the same for FUZZ_CI_SECONDS each (default 60: four targets, about 4.5
+#   make fuzz-ci       the same for FUZZ_CI_SECONDS each (default 60: five targets, about 5.5
 #                      minutes of CI with the build); .ci/run runs it as its own step
 #   make fuzz-replay   (part of `make test`) replays tests/fuzz/regressions/TARGET/* through each
 #                      target built with the ordinary compiler and no libFuzzer
 #   make fuzz-coverage the source lines of api/ and server/http.c that each target's corpus
 #                      (after make fuzz) reaches, with clang's source-based coverage
 #
-# Targets: request (api_job_parse, run and respond, both endpoints), base64 (the codec),
+# Targets: request (api_job_parse, run and respond, both endpoints), v2 (api_v2_parse, run and
+# respond: the Open Inference Protocol's JSON and raw tensor bytes), base64 (the codec),
 # safetensors (api_model_from_safetensors), http (raw bytes into server/http.c on
 # libmicrohttpd, in-process). Seeds are written by make_seeds.py from tests/api_cases; the
 # corpora grow in $(FUZZ_BUILD)/corpus and stay between runs.
@@ -18,7 +19,7 @@ FUZZ_BUILD      ?= build-fuzz
 FUZZ_CC         ?= clang
 FUZZ_SECONDS    ?= 300
 FUZZ_CI_SECONDS ?= 60
-FUZZ_TARGETS    := request base64 safetensors http
+FUZZ_TARGETS    := request v2 base64 safetensors http
 FUZZ_SAN        := -fsanitize=address,undefined -fno-sanitize-recover=undefined \
                    -fno-omit-frame-pointer
 FUZZ_CFLAGS     := -O1 -g $(FUZZ_SAN) -fsanitize=fuzzer-no-link
@@ -32,10 +33,12 @@ FUZZ_SRV_OBJ := $(patsubst $(BUILD)/%,$(FUZZ_BUILD)/%,$(filter-out $(BUILD)/serv
 # Per target: the extra objects it links, its dictionary, its largest input, extra flags.
 FUZZ_OBJ_http      := $(FUZZ_SRV_OBJ)
 FUZZ_DICT_request  := tests/fuzz/json.dict
+FUZZ_DICT_v2       := tests/fuzz/json.dict
 FUZZ_DICT_base64   := tests/fuzz/json.dict
 FUZZ_DICT_safetensors := tests/fuzz/json.dict
 FUZZ_DICT_http     := $(FUZZ_BUILD)/http-all.dict
 FUZZ_ARGS_request  := -max_len=65536
+FUZZ_ARGS_v2       := -max_len=65536
 FUZZ_ARGS_base64   := -max_len=4096
 FUZZ_ARGS_safetensors := -max_len=16384
 FUZZ_ARGS_http     := -max_len=65536 -close_fd_mask=2
@@ -66,6 +69,7 @@ fuzz-seeds:
 define fuzz_run_all
 	@rc=0; for t in $(FUZZ_TARGETS); do \
 	  case $$t in request) d='$(FUZZ_DICT_request)'; a='$(FUZZ_ARGS_request)';; \
+	    v2) d='$(FUZZ_DICT_v2)'; a='$(FUZZ_ARGS_v2)';; \
 	    base64) d='$(FUZZ_DICT_base64)'; a='$(FUZZ_ARGS_base64)';; \
 	    safetensors) d='$(FUZZ_DICT_safetensors)'; a='$(FUZZ_ARGS_safetensors)';; \
 	    http) d='$(FUZZ_DICT_http)'; a='$(FUZZ_ARGS_http)';; esac; \

@@ -6,6 +6,8 @@ Usage: make_seeds.py --cases tests/api_cases --out DIR
 DIR/request/      one input per tests/api_cases/requests/*/*.case: an options byte (bit 0: sdpa,
                   bit 1: the tight limits; see fuzz_request.c) then the body; 200 cases also once
                   with the tight limits
+DIR/v2/           one input per tests/api_cases/requests/v2/*.case: an options byte (bits 0-1: the
+                  model, bit 3: version 1; see fuzz_v2.c), the header length (2 bytes), the body
 DIR/base64/       the "data" strings of the binary tensors in those cases, and a few edge cases
 DIR/safetensors/  every tests/api_cases/safetensors/*/*/model.safetensors
 DIR/http/         raw HTTP/1.1 requests (see fuzz_http.c: a first byte picks the daemon, bit 0 =
@@ -18,6 +20,7 @@ import argparse
 import os
 import re
 import shutil
+import struct
 
 
 def read_case(path):
@@ -53,7 +56,7 @@ def main():
     ap.add_argument("--cases", required=True)
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
-    dirs = {k: os.path.join(a.out, k) for k in ("request", "base64", "safetensors", "http")}
+    dirs = {k: os.path.join(a.out, k) for k in ("request", "v2", "base64", "safetensors", "http")}
     for d in dirs.values():
         shutil.rmtree(d, ignore_errors=True)
         os.makedirs(d)
@@ -81,6 +84,23 @@ def main():
                           b"\x01" + http_post(path, body, key=b"fuzz-key",
                                               extra=b"Origin: http://allowed.example\r\n"))
             n += 1
+    vdir = os.path.join(a.cases, "requests", "v2")
+    model_bits = {"demo": 0, "lesson": 1, "tiny": 2, "sdpa": 3}
+    for name in sorted(os.listdir(vdir)):
+        if not name.endswith(".case"):
+            continue
+        head, body = read_case(os.path.join(vdir, name))
+        words = dict(w.split("=", 1) for w in head.split(" | ")[0].split() if "=" in w)
+        opt = model_bits.get(words.get("model"), 0) | (8 if words.get("version") == "1" else 0)
+        hl = int(words.get("header", 0xFFFF))
+        write(dirs["v2"], f"v2-{name[:-5]}", bytes([opt]) + struct.pack("<H", min(hl, 0xFFFE))
+              + body)
+        if len(body) <= 64 << 10:
+            path = b"/v2/models/" + words.get("model", "demo").encode() + b"/infer"
+            extra = b"Inference-Header-Content-Length: %d\r\n" % hl if hl != 0xFFFF else b""
+            write(dirs["http"], f"v2-{name[:-5]}-cl", b"\x00" + http_post(path, body,
+                                                                         extra=extra))
+        n += 1
     for i, s in enumerate(sorted(b64) + [b"", b"AA==", b"AAA=", b"AAAA", b"////", b"A===",
                                          b"AB==", b"+/+/", b"AAAAAAAAAAAAAAAAAAAAAAAA"]):
         write(dirs["base64"], f"b64-{i:03d}", s)
@@ -100,6 +120,12 @@ def main():
         "get-model-encoded": b"\x00" + get % (b"/v1/models/%6Cesson", b""),
         "get-model-unknown": b"\x00" + get % (b"/v1/models/nope%00x", b""),
         "get-metrics": b"\x00" + get % (b"/metrics", b""),
+        "get-v2": b"\x00" + get % (b"/v2", b""),
+        "get-v2-ready": b"\x00" + get % (b"/v2/health/ready", b""),
+        "get-v2-model": b"\x00" + get % (b"/v2/models/lesson/versions/1", b""),
+        "get-v2-model-ready": b"\x00" + get % (b"/v2/models/sdpa/ready", b""),
+        "get-v2-model-odd": b"\x00" + get % (b"/v2/models//versions//ready", b""),
+        "post-v2-index": b"\x00" + http_post(b"/v2/repository/index", b""),
         "get-root": b"\x00" + get % (b"/", b""),
         "get-openapi": b"\x00" + get % (b"/openapi.yaml", b""),
         "get-traversal": b"\x00" + get % (b"/../../etc/passwd", b""),

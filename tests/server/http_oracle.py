@@ -15,17 +15,30 @@ broadcast to (N, H, L, S); -inf biases as the string "-inf". SDPA sends (N, H, L
 mask is given, and (L, D) or (H, L, D) otherwise; its weights are dense per head (need_weights is
 a bool there), and its mean/top-k runs are checked against the dense maps.
 
-Usage: http_oracle.py --attnd build/attnd [--work DIR] [--seed N] [--threads N] [-v]
-Exits 1 when any value is off, a request fails, or too few values were compared.
+The grid runs twice: through API v1 as above, then through the Open Inference Protocol (v2).
+For v2, each MHA case's weights are written as a safetensors model file (o<index>), a second
+attnd loads them (--models), and the case is POSTed to /v2/models/o<index>/infer; SDPA cases
+go to /v2/models/sdpa/infer. Inputs travel as raw bytes after the JSON (binary tensor data
+extension, Inference-Header-Content-Length) on every other case and as flat JSON data arrays
+otherwise; outputs alternately binary and JSON. The masks map as for v1 (key_lengths INT32,
+key_mask INT32 or BOOL, attn_mask BOOL, attn_bias FP32 with -inf raw or as "-inf"), and the
+parameters carry causal, need_weights, heads ("0,2"), weights_top_k and scale.
+
+Usage: http_oracle.py --attnd build/attnd [--work DIR] [--seed N] [--threads N]
+                      [--protocols v1,v2] [-v]
+Exits 1 when any value is off, a request fails, or too few values were compared (per protocol).
 """
 
 import argparse
 import base64
+import gzip
 import http.client
 import json
 import math
 import os
+import shutil
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -175,6 +188,8 @@ def sdpa_request(case, index):
 # ---- Decoding and checking -----------------------------------------------------------------
 
 def read_tensor(x, dtype="<f4"):
+    if isinstance(x, np.ndarray):  # a v2 reply's, already decoded
+        return x
     if isinstance(x, dict):
         want = {"float32": "<f4", "int32": "<i4"}[x["dtype"]]
         return np.frombuffer(base64.b64decode(x["data"]), dtype=want).reshape(x["shape"])
@@ -223,18 +238,31 @@ class Client:
         self.conn = None
 
     def post(self, path, body):
-        data = json.dumps(body).encode()
+        """POSTs a v1 body (a dict), or a v2 one ((JSON bytes, raw bytes): the raw bytes after
+        the JSON, with Inference-Header-Content-Length, and no Content-Type, as Triton's client
+        sends it). Returns the status and the reply (v1's JSON; v2's as v2_reply makes it)."""
+        v2 = isinstance(body, tuple)
+        data = body[0] + body[1] if v2 else json.dumps(body).encode()
+        headers = {"Content-Type": "application/json"}
+        if v2:
+            headers = {"Inference-Header-Content-Length": str(len(body[0]))} if body[1] else {}
+            if len(data) > 1 << 16:  # large bodies go compressed, as clients may send them
+                data = gzip.compress(data, 1)
+                headers["Content-Encoding"] = "gzip"
         for attempt in (0, 1):
             try:
                 if self.conn is None:
                     self.conn = http.client.HTTPConnection("127.0.0.1", self.port,
                                                            timeout=REQUEST_SECS)
-                self.conn.request("POST", path, data, {"Content-Type": "application/json"})
+                self.conn.request("POST", path, data, headers)
                 r = self.conn.getresponse()
                 payload = r.read()
+                hdrs = {k.lower(): v for k, v in r.getheaders()}
                 if r.getheader("Connection", "").lower() == "close":
                     self.conn.close()
                     self.conn = None
+                if v2:
+                    return r.status, v2_reply(r.status, hdrs, payload)
                 return r.status, json.loads(payload)
             except (http.client.HTTPException, ConnectionError, OSError):
                 if self.conn:
@@ -272,15 +300,130 @@ def requests_of(case, index):
     return list(seen.values()), sdpa
 
 
+# ---- The Open Inference Protocol (v2) ------------------------------------------------------
+
+# The case files of an MHA case's weights, by their state_dict names.
+PARAM_FILES = {"in_proj_weight.f32": "in_proj_weight", "q_proj_weight.f32": "q_proj_weight",
+               "k_proj_weight.f32": "k_proj_weight", "v_proj_weight.f32": "v_proj_weight",
+               "in_proj_bias.f32": "in_proj_bias", "out_proj_weight.f32": "out_proj.weight",
+               "out_proj_bias.f32": "out_proj.bias"}
+
+
+def write_model(path, case):
+    """An MHA case's weights as a safetensors file (8-byte little-endian header length, JSON
+    header padded with spaces to 8 bytes, raw little-endian float32), num_heads in metadata."""
+    header, blobs, at = {"__metadata__": {"num_heads": str(case.keys["h"])}}, [], 0
+    for fname, name in PARAM_FILES.items():
+        if fname in case.files:
+            a = np.ascontiguousarray(case.files[fname], dtype="<f4")
+            header[name] = {"dtype": "F32", "shape": list(a.shape),
+                            "data_offsets": [at, at + a.nbytes]}
+            blobs.append(a.tobytes())
+            at += a.nbytes
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    path.write_bytes(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+def v2_model_name(index):
+    return f"o{index:04d}"
+
+
+def v2_input(name, a, datatype, binary):
+    """An input object and its raw bytes (None for JSON data). -inf in FP32 JSON data is the
+    string "-inf"."""
+    a = np.ascontiguousarray(a)
+    t = {"name": name, "shape": list(a.shape), "datatype": datatype}
+    if binary:
+        raw = a.astype({"FP32": "<f4", "INT32": "<i4", "BOOL": "u1"}[datatype]).tobytes()
+        t["parameters"] = {"binary_data_size": len(raw)}
+        return t, raw
+    if datatype == "FP32":
+        t["data"] = ["-inf" if math.isinf(x) else x
+                     for x in a.astype(np.float32).astype(np.float64).ravel().tolist()]
+    elif datatype == "BOOL":
+        t["data"] = [bool(x) for x in a.ravel()]
+    else:
+        t["data"] = [int(x) for x in a.ravel()]
+    return t, None
+
+
+def v2_requests_of(case, index):
+    """The v1 requests of a case, as v2 requests: [(path, (json bytes, raw bytes), run, output
+    shape, weights shape function, binary outputs)]."""
+    reqs, sdpa = requests_of(case, index)
+    binary_in = index % 2 == 0
+    out = []
+    for n, (path, body, run, out_shape, wshape) in enumerate(reqs):
+        inputs, params = [], {}
+        for key, val in body.items():
+            if key in ("encoding", "params"):
+                continue
+            if key in ("causal", "need_weights", "weights_top_k", "scale"):
+                params[key] = "per_head" if key == "need_weights" and val is True else val
+            elif key == "heads":
+                params["heads"] = ",".join(str(h) for h in val)
+            elif key == "key_lengths":
+                inputs.append(v2_input(key, np.asarray(val), "INT32", binary_in))
+            elif key in ("key_mask", "attn_mask"):
+                a = np.asarray(val).astype(np.int32)
+                dt = "INT32" if key == "key_mask" and index % 3 else "BOOL"
+                inputs.append(v2_input(key, a, dt, binary_in))
+            else:  # float tensors: nested lists (or "-inf" strings) or v1 binary objects
+                a = read_tensor(val) if isinstance(val, dict) else np.asarray(
+                    [[-math.inf if x == "-inf" else x for x in row] for row in
+                     np.asarray(val, dtype=object).reshape(-1, np.shape(val)[-1])],
+                    dtype=np.float64).reshape(np.shape(val))
+                inputs.append(v2_input(key, a, "FP32", binary_in))
+        binary_out = (index + n) % 2 == 1
+        params["binary_data_output"] = binary_out
+        js = json.dumps({"inputs": [t for t, _ in inputs], "parameters": params}).encode()
+        raw = b"".join(r for _, r in inputs if r is not None)
+        model = "sdpa" if sdpa else v2_model_name(index)
+        out.append((f"/v2/models/{model}/infer", (js, raw), run, out_shape, wshape, binary_out))
+    return out, sdpa
+
+
+def v2_reply(status, headers, payload):
+    """A v2 reply as the v1 reply dict check_reply reads: output, weights (with top-k
+    {indices, values}) as arrays; or the error body."""
+    if status != 200:
+        return json.loads(payload)
+    hl = headers.get("inference-header-content-length")
+    n = int(hl) if hl is not None else len(payload)
+    head, raw, at = json.loads(payload[:n]), payload[n:], 0
+    got = {}
+    for o in head["outputs"]:
+        size = o.get("parameters", {}).get("binary_data_size")
+        dt = "<i4" if o["datatype"] == "INT32" else "<f4"
+        if size is not None:
+            a = np.frombuffer(raw[at:at + size], dtype=dt).reshape(o["shape"])
+            at += size
+        else:
+            a = np.asarray(o["data"], dtype=np.int64 if dt == "<i4" else np.float32)
+            a = a.reshape(o["shape"])
+        got[o["name"]] = a
+    reply = {"output": got["output"]} if "output" in got else {}
+    if "weights_indices" in got:
+        reply["weights"] = {"indices": got["weights_indices"], "values": got["weights"]}
+    elif "weights" in got:
+        reply["weights"] = got["weights"]
+    if at != len(raw):
+        reply["binary_left_over"] = len(raw) - at
+    return reply
+
+
 # ---- The daemon ----------------------------------------------------------------------------
 
-def start_attnd(binary, work, threads):
-    log = work / "http_oracle_attnd.log"
+def start_attnd(binary, work, threads, models=None):
+    log = work / ("http_oracle_attnd_v2.log" if models else "http_oracle_attnd.log")
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("ATTND_") or k.startswith("ATTND_BLAS_")}
     f = open(log, "wb")
+    extra = ["--models", str(models)] if models else []
     p = subprocess.Popen([binary, "--listen", "127.0.0.1:0", "--threads", str(threads),
-                          "--max-queue", "1024"], stdout=f, stderr=subprocess.STDOUT, env=env)
+                          "--max-queue", "1024"] + extra, stdout=f, stderr=subprocess.STDOUT,
+                         env=env)
     f.close()
     t0 = time.monotonic()
     port = None
@@ -307,32 +450,31 @@ def start_attnd(binary, work, threads):
     raise RuntimeError("attnd never became ready")
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--attnd", required=True)
-    ap.add_argument("--work", default="build/tests/server")
-    ap.add_argument("--seed", type=int, default=20240611)
-    ap.add_argument("--threads", type=int, default=4, help="client threads")
-    ap.add_argument("-v", "--verbose", action="store_true")
-    args = ap.parse_args()
-    work = Path(args.work)
-    work.mkdir(parents=True, exist_ok=True)
-    t_start = time.monotonic()
-    cases = ro.build_grid(args.seed)
-    t_grid = time.monotonic() - t_start
-    proc, port, log = start_attnd(args.attnd, work, 2)
-
-    groups = {}
-    for i, c in enumerate(cases):
-        groups.setdefault(c.group, []).append((i, c))
+def run_pass(args, cases, protocol, work):
+    """Sends the grid through one protocol; returns (totals by group, failed cases, exit code,
+    log)."""
+    models = None
+    if protocol == "v2":
+        models = work / "http_oracle_models"
+        shutil.rmtree(models, ignore_errors=True)
+        models.mkdir(parents=True)
+        for i, c in enumerate(cases):
+            if c.keys["kind"] != "sdpa":
+                write_model(models / f"{v2_model_name(i)}.safetensors", c)
+    proc, port, log = start_attnd(args.attnd, work, 2, models)
 
     def run_case(item):
         i, case = item
         t = ro.Tally()
         client = Client(port)
-        reqs, sdpa = requests_of(case, i)
-        for path, body, run, out_shape, wshape in reqs:
-            where = f"{case.group}/{case.name}/{run.label}-{body['encoding']}"
+        if protocol == "v2":
+            reqs, sdpa = v2_requests_of(case, i)
+        else:
+            reqs, sdpa = requests_of(case, i)
+            reqs = [r + (r[1]["encoding"] == "base64",) for r in reqs]
+        for path, body, run, out_shape, wshape, binary in reqs:
+            where = (f"{protocol} {case.group}/{case.name}/{run.label}-"
+                     f"{'binary' if binary else 'json'}")
             try:
                 status, reply = client.post(path, body)
             except Exception as ex:  # noqa: BLE001 - any transport failure fails the case
@@ -342,6 +484,8 @@ def main():
             if status != 200:
                 t.fail(where, f"HTTP {status}: {json.dumps(reply)[:300]}")
                 continue
+            if reply.get("binary_left_over"):
+                t.fail(where, f"{reply['binary_left_over']} bytes after the binary outputs")
             before = t.values
             check_reply(t, where, reply, case, run, out_shape, wshape, sdpa)
             if t.values == before and not t.failures:
@@ -367,35 +511,58 @@ def main():
         except subprocess.TimeoutExpired:
             proc.kill()
             code = -1
+    return totals, failed_cases, code, log
 
-    total = ro.Tally()
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--attnd", required=True)
+    ap.add_argument("--work", default="build/tests/server")
+    ap.add_argument("--seed", type=int, default=20240611)
+    ap.add_argument("--threads", type=int, default=4, help="client threads")
+    ap.add_argument("--protocols", default="v1,v2", help="v1, v2 or v1,v2")
+    ap.add_argument("-v", "--verbose", action="store_true")
+    args = ap.parse_args()
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    t_start = time.monotonic()
+    cases = ro.build_grid(args.seed)
+    t_grid = time.monotonic() - t_start
     print(f"http_oracle: seed {args.seed}, tolerance {ro.TOL:g} absolute against float64 torch, "
           f"grid built in {t_grid:.1f} s")
-    for group, g in totals.items():
-        print(f"{group:<13} {g.cases:4d} cases {g.runs:5d} requests {g.values:9d} values "
-              f"({g.by_def} by definition)  max err {g.max_err:.1e}  "
-              f"{'ok' if not g.failures else f'{len(g.failures)} FAILED'}")
-        for k in ("values", "by_def", "runs", "cases"):
-            setattr(total, k, getattr(total, k) + getattr(g, k))
-        total.max_err = max(total.max_err, g.max_err)
-        total.failures += g.failures
-    if total.values < MIN_VALUES:
-        total.fail("total", f"only {total.values} values compared; expected at least {MIN_VALUES}")
-    if code != 0:
-        total.fail("attnd", f"exit status {code} after SIGTERM (log: {log})")
-    shown = total.failures if args.verbose else total.failures[:30]
-    for f in shown:
-        print("FAIL " + f)
-    if len(shown) < len(total.failures):
-        print(f"... and {len(total.failures) - len(shown)} more (-v shows all)")
-    verdict = "FAIL" if total.failures else "PASS"
-    print(f"http_oracle: {verdict}: {total.cases} cases, {total.runs} requests, {total.values} "
-          f"values compared, {len(total.failures)} failures, max err {total.max_err:.1e}, "
-          f"{time.monotonic() - t_start:.1f} s")
-    global_fails = 1 if total.failures and not failed_cases else 0
-    print(f"{total.cases - failed_cases} passed, {failed_cases + global_fails} failed")
-    return 1 if total.failures else 0
-
+    any_fail, cases_failed = False, 0
+    for protocol in args.protocols.split(","):
+        t_pass = time.monotonic()
+        totals, failed_cases, code, log = run_pass(args, cases, protocol, work)
+        total = ro.Tally()
+        for group, g in totals.items():
+            print(f"{protocol} {group:<13} {g.cases:4d} cases {g.runs:5d} requests {g.values:9d} "
+                  f"values ({g.by_def} by definition)  max err {g.max_err:.1e}  "
+                  f"{'ok' if not g.failures else f'{len(g.failures)} FAILED'}")
+            for k in ("values", "by_def", "runs", "cases"):
+                setattr(total, k, getattr(total, k) + getattr(g, k))
+            total.max_err = max(total.max_err, g.max_err)
+            total.failures += g.failures
+        if total.values < MIN_VALUES:
+            total.fail("total", f"{protocol}: only {total.values} values compared; expected at "
+                       f"least {MIN_VALUES}")
+        if code != 0:
+            total.fail("attnd", f"exit status {code} after SIGTERM (log: {log})")
+        shown = total.failures if args.verbose else total.failures[:30]
+        for f in shown:
+            print("FAIL " + f)
+        if len(shown) < len(total.failures):
+            print(f"... and {len(total.failures) - len(shown)} more (-v shows all)")
+        verdict = "FAIL" if total.failures else "PASS"
+        print(f"http_oracle {protocol}: {verdict}: {total.cases} cases, {total.runs} requests, "
+              f"{total.values} values compared, {len(total.failures)} failures, max err "
+              f"{total.max_err:.1e}, {time.monotonic() - t_pass:.1f} s")
+        any_fail |= bool(total.failures)
+        cases_failed += failed_cases + (1 if total.failures and not failed_cases else 0)
+        cases_total = total.cases
+    print(f"{cases_total * len(args.protocols.split(',')) - cases_failed} passed, "
+          f"{cases_failed} failed ({time.monotonic() - t_start:.1f} s)")
+    return 1 if any_fail else 0
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -151,6 +151,7 @@ def main():
         tensors=[(n, "I64" if n == "in_proj_weight" else d, s, b) for n, d, s, b in tensors])
     bad("heads", "bad_heads.safetensors", meta={"num_heads": "3"})  # E = 8 is not a multiple of 3
     bad("noheads", "no_heads.safetensors", meta={})
+    bad("reserved", "sdpa.safetensors")  # a good model under the name the v2 SDPA model holds
     d = root / "broken" / "short"
     d.mkdir()
     (d / "short.safetensors").write_bytes(b"\x10\x00\x00")

@@ -126,8 +126,10 @@ def main():
         try:
             for template, item in spec["paths"].items():
                 # A templated path is sent with a model that exists (its 404 is checked too).
-                for path in ([template.replace("{name}", "lesson"),
-                              template.replace("{name}", "no-such-model")]
+                # and a {version} as version 1, the one every model has.
+                for path in ([template.replace("{name}", "lesson").replace("{version}", "1"),
+                              template.replace("{name}", "no-such-model").replace("{version}",
+                                                                                  "1")]
                              if "{name}" in template else [template]):
                     check_path(port, path, item)
             # /openapi.yaml, read as its media type says: YAML, parsed.

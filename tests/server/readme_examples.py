@@ -1,8 +1,10 @@
 #!/usr/bin/python3
 """readme_examples.py - the README's Python and JavaScript clients, run as the README says to
 run them, against a live attnd: the Python one with a Python that has what its paragraph says it
-needs, the JavaScript one saved under the file name its paragraph gives and run with node. Each
-must exit 0 (the Python one's arrays are checked for the shapes its comment states).
+needs, the JavaScript one saved under the file name its paragraph gives and run with node, and
+the Open Inference Protocol's tritonclient example with tritonclient.http, or where that is not
+installed (no PyPI here) with tests/server/v2client, the stand-in that sends what it sends. Each
+must exit 0 (the Python ones' arrays are checked for the shapes their comments state).
 
 Usage: readme_examples.py --attnd build/attnd --readme README.md
 Prints one line per failed check and "N passed, N failed"; exits 1 on any failure.
@@ -68,19 +70,23 @@ def main():
         readme = f.read()
     py = section(readme, "Python client")
     js = section(readme, "JavaScript")
+    tc = section(readme, "Python, tritonclient")
     py_code = re.search(r"```python\n(.*?)```", py, re.S)
     js_code = re.search(r"```js\n(.*?)```", js, re.S)
-    check(py_code is not None and js_code is not None, "the README has both client examples")
-    if not py_code or not js_code:
+    tc_code = re.search(r"```python\n(.*?)```", tc, re.S)
+    check(py_code is not None and js_code is not None and tc_code is not None,
+          "the README has the three client examples")
+    if not py_code or not js_code or not tc_code:
         return 1
-    # What the paragraphs say: the Python example's third-party needs, the JS file name.
-    py_prose = py[:py.index("```python")]
+    # What the paragraphs say: the Python examples' third-party needs, the JS file name.
     js_prose = js[:js.index("```js")]
-    imports = set(re.findall(r"^\s*import (\w+)", py_code.group(1), re.M)) | \
-        set(re.findall(r"^\s*from (\w+)", py_code.group(1), re.M))
-    third_party = sorted(m for m in imports if m not in sys.stdlib_module_names)
-    for m in third_party:
-        check(m in py_prose, f"the Python example imports {m}, and its paragraph should say so")
+    for prose, code in ((py[:py.index("```python")], py_code), (tc[:tc.index("```python")],
+                                                               tc_code)):
+        imports = set(re.findall(r"^\s*import (\w+)", code.group(1), re.M)) | \
+            set(re.findall(r"^\s*from (\w+)", code.group(1), re.M))
+        third_party = sorted(m for m in imports if m not in sys.stdlib_module_names)
+        for m in third_party:
+            check(m in prose, f"a Python example imports {m}, and its paragraph should say so")
     name = re.search(r"save it as `([\w.-]+)`", js_prose)
     check(name is not None, "the JavaScript paragraph should say which file to save it as")
     with tempfile.TemporaryDirectory() as tmp:
@@ -92,6 +98,21 @@ def main():
             r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                timeout=60)
             check(r.returncode == 0, f"the Python example: exit {r.returncode}: {r.stderr[-500:]}")
+            # The tritonclient example: the real package when it is installed, else the
+            # stand-in of tests/server/v2client.
+            code = tc_code.group(1).replace("127.0.0.1:8080", f"127.0.0.1:{port}")
+            code += "\nassert out.shape == (2, 16, 64) and w.shape == (2, 4, 16, 16)\n"
+            env = dict(os.environ)
+            real = subprocess.run([sys.executable, "-c", "import tritonclient.http"],
+                                  capture_output=True).returncode == 0
+            if not real:
+                here = os.path.dirname(os.path.abspath(__file__))
+                env["PYTHONPATH"] = os.path.join(here, "v2client")
+            r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                               timeout=60, env=env)
+            check(r.returncode == 0,
+                  f"the tritonclient example ({'tritonclient' if real else 'the stand-in'}): "
+                  f"exit {r.returncode}: {r.stderr[-500:]}")
             node = shutil.which("node")
             check(node is not None, "node is installed")
             if node and name:

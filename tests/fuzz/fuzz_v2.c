@@ -1,0 +1,120 @@
+/* fuzz_v2.c - libFuzzer target: inference requests of the Open Inference Protocol (POST
+ * /v2/models/{name}/infer) through api_v2_parse, and the jobs it accepts through api_job_run and
+ * api_job_respond.
+ *
+ * Input: one byte of options, two bytes of header length (little-endian; 0xFFFF: no
+ * Inference-Header-Content-Length, the whole body is JSON), then the body (JSON, and raw tensor
+ * bytes after it). Bits 0-1 of the options pick the model: demo, lesson, tiny (E = 4, H = 2,
+ * kdim 3, vdim 2, with biases) or sdpa; bit 2 the limits: roomy (1 MiB of job memory) or tight
+ * (8 KiB, max_dim 8, max_heads 2, max_depth 5); bit 3 a version "1" in the path, bit 4 a
+ * version "2" (404).
+ *
+ * Properties checked on every input:
+ *   - a refusal has status 400, 404 or 413, a code and a message, and its {"error": message}
+ *     body is valid JSON; never a 500;
+ *   - an accepted job fits max_job_bytes with its response bound, runs (or overflows float32:
+ *     400 numeric_overflow), and its 200 body is no longer than api_job_response_bytes, its
+ *     JSON part (all but api_job_binary_bytes) one valid JSON object;
+ *   - the body is read in a buffer of exactly its length: any read past it (the JSON into the
+ *     raw bytes, or the raw bytes past the end) is an ASan report. */
+#include <string.h>
+
+#include "api.h"
+#include "api_internal.h"
+#include "fuzz.h"
+
+static api_registry *models;
+static api_limits roomy, tight;
+
+static api_model *tiny_model(void) {
+    api_error e = {0};
+    api_model *m = api_model_alloc("tiny", "builtin", 4, 2, 3, 2, false, true, true, &e);
+    FUZZ_CHECK(m != NULL, "tiny model: %s", e.message);
+    const attn_mha_params *p = api_model_params(m);
+    float *w[] = {(float *)p->q_proj_weight,   (float *)p->k_proj_weight,
+                  (float *)p->v_proj_weight,   (float *)p->in_proj_bias,
+                  (float *)p->out_proj_weight, (float *)p->out_proj_bias};
+    size_t n[] = {16, 12, 8, 12, 16, 4};
+    for (size_t t = 0; t < sizeof n / sizeof n[0]; t++)
+        for (size_t i = 0; i < n[t]; i++)
+            w[t][i] = (float)((i * 5 + t * 3) % 13) / 13.0f - 0.5f;
+    return m;
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc;
+    (void)argv;
+    api_error e = {0};
+    models = api_registry_create();
+    FUZZ_CHECK(models != NULL, "no registry");
+    FUZZ_CHECK(api_registry_add(models, api_model_demo(&e), &e) == 0, "demo: %s", e.message);
+    FUZZ_CHECK(api_registry_add(models, api_model_lesson(&e), &e) == 0, "lesson: %s", e.message);
+    FUZZ_CHECK(api_registry_add(models, tiny_model(), &e) == 0, "tiny: %s", e.message);
+    roomy = api_limits_default();
+    roomy.max_job_bytes = (size_t)1 << 20;
+    roomy.max_dim = 4096;
+    roomy.max_heads = 64;
+    tight = roomy;
+    tight.max_job_bytes = (size_t)8 << 10;
+    tight.max_dim = 8;
+    tight.max_heads = 2;
+    tight.max_depth = 5;
+    return 0;
+}
+
+static void check_refusal(const api_error *e) {
+    FUZZ_CHECK(e->status == 400 || e->status == 404 || e->status == 413,
+               "refused with status %d (%s: %s)", e->status, e->code, e->message);
+    FUZZ_CHECK(e->code[0] && e->message[0], "refusal without code or message (status %d)",
+               e->status);
+    api_buf b = {0};
+    api_v2_error_body(e, &b);
+    api_error je = {0};
+    FUZZ_CHECK(!b.failed && api_json_check(b.data, b.len, "the error body", NULL, &je) == 0,
+               "error body is not JSON: %s", je.message);
+    api_buf_free(&b);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size < 3)
+        return 0;
+    static const char *const names[4] = {"demo", "lesson", "tiny", "sdpa"};
+    const char *model = names[data[0] & 3];
+    const api_limits *lim = (data[0] & 4) ? &tight : &roomy;
+    const char *version = (data[0] & 16) ? "2" : (data[0] & 8) ? "1" : NULL;
+    size_t hl = (size_t)data[1] | (size_t)data[2] << 8;
+    if (hl == 0xFFFF)
+        hl = API_V2_NO_HEADER;
+    char *body = fuzz_copy(data + 3, size - 3);
+    api_error e = {0};
+    api_job *job = api_v2_parse(body, size - 3, hl, model, version, models, lim, &e);
+    if (!job) {
+        check_refusal(&e);
+        free(body);
+        return 0;
+    }
+    FUZZ_CHECK(e.status == 0, "a job and an error (%d %s)", e.status, e.code);
+    FUZZ_CHECK(api_job_bytes(job) + api_job_response_bytes(job) <= lim->max_job_bytes,
+               "job of %zu bytes and a response of %zu over the cap %zu", api_job_bytes(job),
+               api_job_response_bytes(job), lim->max_job_bytes);
+    if (api_job_run(job, NULL, &e) != 0) {
+        FUZZ_CHECK(e.status == 400 && !strcmp(e.code, "numeric_overflow"),
+                   "run failed with %d %s: %s", e.status, e.code, e.message);
+        check_refusal(&e);
+    } else {
+        api_buf out = {0};
+        FUZZ_CHECK(api_job_respond(job, 1.5, 2.5, &out, &e) == 0, "respond: %s", e.message);
+        size_t binary = api_job_binary_bytes(job);
+        FUZZ_CHECK(binary <= out.len, "%zu binary bytes in a response of %zu", binary, out.len);
+        api_error je = {0};
+        FUZZ_CHECK(api_json_check(out.data, out.len - binary, "the response", NULL, &je) == 0,
+                   "the response's JSON is not JSON: %s", je.message);
+        FUZZ_CHECK(out.len <= api_job_response_bytes(job),
+                   "a response of %zu bytes over its bound %zu", out.len,
+                   api_job_response_bytes(job));
+        api_buf_free(&out);
+    }
+    api_job_destroy(job);
+    free(body);
+    return 0;
+}

@@ -1,0 +1,191 @@
+#!/usr/bin/python3
+"""v2_client.py - a client of the Open Inference Protocol, against a live attnd.
+
+Uses tests/server/v2client (tritonclient.http as far as the README uses it, written from the
+protocol's documentation; the real tritonclient is used instead when it is installed) the way
+a client that knows nothing of attnd would: it checks liveness and readiness, discovers the
+models (the repository index), reads each one's metadata, builds inputs from the shapes the
+metadata gives, and runs inference in binary mode (raw tensor bytes both ways) and in JSON mode
+(flat data arrays), once more with gzip both ways. Every answer must be exact: the same float32
+bits as attnd's API v1 gives for the same job (sent as base64), whatever the mode.
+
+Usage: v2_client.py --attnd build/attnd [--models DIR]
+Prints one line per failed check and "N passed, N failed"; exits 1 on any failure.
+"""
+
+import argparse
+import base64
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+
+try:  # the real client when it is there (pip install tritonclient[http])
+    import tritonclient.http as httpclient
+    REAL = True
+except ImportError:
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "v2client"))
+    import tritonclient.http as httpclient
+    REAL = False
+
+failures = []
+passed = 0
+
+
+def check(ok, what):
+    global passed
+    if ok:
+        passed += 1
+    else:
+        failures.append(what)
+        print("FAIL: " + what)
+    return ok
+
+
+def start(attnd, models, log_path):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("ATTND_") or k.startswith("ATTND_BLAS_")}
+    args = [attnd, "--listen", "127.0.0.1:0"] + (["--models", models] if models else [])
+    log = open(log_path, "w")
+    proc = subprocess.Popen(args, stdout=log, stderr=log, env=env)
+    t0 = time.time()
+    while time.time() - t0 < 20:
+        m = re.search(r" listening .*port=(\d+)", open(log_path).read())
+        if m:
+            return proc, int(m.group(1))
+        time.sleep(0.02)
+    proc.kill()
+    sys.exit("v2_client: attnd did not start; see " + log_path)
+
+
+def v1(port, model, tensors, fields):
+    """The same job through API v1 with base64 tensors: {name: array} of its answer."""
+    body = dict(fields, encoding="base64")
+    for name, a in tensors.items():
+        if a.dtype == np.float32:
+            body[name] = {"dtype": "float32", "shape": list(a.shape),
+                          "data": base64.b64encode(np.ascontiguousarray(a, "<f4")).decode()}
+        else:
+            body[name] = a.astype(int).tolist()
+    path = "/v1/sdpa"
+    if model != "sdpa":
+        body["model"], path = model, "/v1/attention"
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", json.dumps(body).encode(),
+                                 {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        reply = json.load(r)
+
+    def read(t):
+        dt = "<i4" if t["dtype"] == "int32" else "<f4"
+        return np.frombuffer(base64.b64decode(t["data"]), dt).reshape(t["shape"])
+    got = {"output": read(reply["output"])}
+    w = reply.get("weights")
+    if isinstance(w, dict) and "indices" in w:
+        got["weights"], got["weights_indices"] = read(w["values"]), read(w["indices"])
+    elif w is not None:
+        got["weights"] = read(w)
+    return got
+
+
+def inputs_for(meta, rng):
+    """Inputs built from a model's metadata alone: its FP32 inputs' fixed widths (-1: chosen
+    here), N = 2, L = 5, S = 4 (S = L for self-attention), for sdpa H = 3, D = 8."""
+    shapes = {t["name"]: t["shape"] for t in meta["inputs"]}
+    if "q" in shapes:  # sdpa: q (N, H, L, D), k and v (N, H, S, D)
+        return {"q": rng.standard_normal((2, 3, 5, 8), dtype=np.float32),
+                "k": rng.standard_normal((2, 3, 4, 8), dtype=np.float32),
+                "v": rng.standard_normal((2, 3, 4, 8), dtype=np.float32),
+                "key_mask": np.array([[1, 1, 0, 1], [1, 1, 1, 1]], dtype=np.int32)}
+    e, kd, vd = (shapes[n][-1] for n in ("query", "key", "value"))
+    x = {"query": rng.standard_normal((2, 5, e), dtype=np.float32)}
+    if kd != e or vd != e:  # the model takes keys and values of other widths
+        x["key"] = rng.standard_normal((2, 4, kd), dtype=np.float32)
+        x["value"] = rng.standard_normal((2, 4, vd), dtype=np.float32)
+    x["key_lengths"] = np.array([3, 4 if "key" in x else 5], dtype=np.int32)
+    return x
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--attnd", required=True)
+    ap.add_argument("--models", default=None)
+    args = ap.parse_args()
+    rng = np.random.default_rng(15)
+    with tempfile.TemporaryDirectory() as tmp:
+        proc, port = start(os.path.abspath(args.attnd), args.models,
+                           os.path.join(tmp, "attnd.log"))
+        try:
+            client = httpclient.InferenceServerClient(f"127.0.0.1:{port}")
+            t0 = time.time()
+            while not client.is_server_ready() and time.time() - t0 < 20:
+                time.sleep(0.02)
+            check(client.is_server_live() and client.is_server_ready(), "server live and ready")
+            meta = client.get_server_metadata()
+            check("binary_tensor_data" in meta.get("extensions", []),
+                  f"server metadata lists binary_tensor_data: {meta}")
+            index = client.get_model_repository_index()
+            names = [m["name"] for m in index]
+            check("demo" in names and "sdpa" in names and all(m["state"] == "READY" for m in index),
+                  f"the repository index: {index}")
+            exact = 0
+            for name in names:
+                check(client.is_model_ready(name) and client.is_model_ready(name, "1"),
+                      f"{name} is ready")
+                md = client.get_model_metadata(name)
+                x = inputs_for(md, rng)
+                sdpa = name == "sdpa"
+                params = {"need_weights": "per_head", "causal": True, "weights_top_k": 2}
+                want = v1(port, name, x, dict(params, need_weights=True) if sdpa else params)
+                for mode, zip_ in (("binary", None), ("JSON", None), ("binary", "gzip")):
+                    binary = mode == "binary"
+                    ins = []
+                    for n, a in x.items():
+                        dt = "FP32" if a.dtype == np.float32 else "INT32"
+                        i = httpclient.InferInput(n, list(a.shape), dt)
+                        i.set_data_from_numpy(a, binary_data=binary)
+                        ins.append(i)
+                    outs = [httpclient.InferRequestedOutput(o, binary_data=binary)
+                            for o in ("output", "weights", "weights_indices")]
+                    what = f"{name} ({mode}{', gzip' if zip_ else ''})"
+                    try:
+                        r = client.infer(name, ins, outputs=outs, parameters=params,
+                                         request_id=f"{name}-{mode}",
+                                         request_compression_algorithm=zip_,
+                                         response_compression_algorithm=zip_)
+                    except httpclient.InferenceServerException as ex:
+                        check(False, f"{what}: {ex}")
+                        continue
+                    check(r.get_response().get("id") == f"{name}-{mode}", f"{what}: the id")
+                    for o, a in want.items():
+                        got = r.as_numpy(o)
+                        ok = got is not None and got.shape == a.shape and \
+                            np.array_equal(got.view(np.uint32), a.view(np.uint32))
+                        exact += check(ok, f"{what}: {o} is not v1's answer bit for bit")
+            # An error comes back as the protocol's {"error": message}.
+            try:
+                i = httpclient.InferInput("query", [1, 3], "FP32")
+                i.set_data_from_numpy(np.zeros((1, 3), np.float32))
+                client.infer("demo", [i])
+                check(False, "a query of the wrong width was answered")
+            except httpclient.InferenceServerException as ex:
+                check(ex.status() == "400" and "embed_dim 64" in ex.message(),
+                      f"the error of a wrong width: {ex.status()} {ex.message()}")
+            client.close()
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
+    print(f"v2_client ({'tritonclient' if REAL else 'tests/server/v2client'}): "
+          f"{len(names)} models, {exact} outputs exact; {passed} passed, {len(failures)} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
