@@ -8,7 +8,14 @@ OPT      ?= -O2
 CFLAGS   ?= $(OPT) -g
 WARN     := -std=c11 -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
             -Wvla -Wdouble-promotion $(if $(WERROR),-Werror)
-CPPFLAGS += -D_GNU_SOURCE -Iattention -Iapi -Iserver
+CPPFLAGS += -D_GNU_SOURCE
+# Each layer sees its own headers and those below it, never those above: attention/ compiles with
+# -Iattention alone, api/ with -Iattention -Iapi, and the server, tests and benchmarks with all
+# three. A layer that includes a header above it is a compile error (make check-layers).
+INC_attention := -Iattention
+INC_api       := -Iattention -Iapi
+INC_ALL       := -Iattention -Iapi -Iserver
+layer_inc      = $(or $(INC_$(firstword $(subst /, ,$<))),$(INC_ALL))
 LDLIBS   := -lopenblas -lpthread -lm
 PY       := /usr/bin/python3
 
@@ -20,7 +27,7 @@ PKG_TEST  := $(PKG_BUILD) libjansson-dev python3 python3-torch python3-numpy pyt
 ATTN_SRC := attention/mha.c attention/kernels.c attention/pool.c attention/blas.c
 ATTN_OBJ := $(ATTN_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: all run test test-core test-web screenshots test-deploy container-test bench deps-build \
+.PHONY: all run test test-core check-layers test-web screenshots test-deploy container-test bench deps-build \
         deps-test check-format format clean
 
 HEADERS := $(wildcard attention/*.h api/*.h server/*.h tests/*.h)
@@ -50,12 +57,12 @@ deps-test:
 
 $(BUILD)/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) -c $< -o $@
+	$(CC) $(CPPFLAGS) $(layer_inc) $(WARN) $(CFLAGS) -c $< -o $@
 
 # The softmax kernels: vectorised per ISA; FMA contraction is allowed there (never -ffast-math).
 $(BUILD)/attention/kernels.o: attention/kernels.c $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) -O3 -ffp-contract=fast -c $< -o $@
+	$(CC) $(CPPFLAGS) $(layer_inc) $(WARN) $(CFLAGS) -O3 -ffp-contract=fast -c $< -o $@
 
 $(BUILD)/libattn.a: $(ATTN_OBJ)
 	$(AR) rcs $@ $^
@@ -88,9 +95,22 @@ test: deps-test
 	$(MAKE) --no-print-directory test-core test-api test-server test-web test-deploy \
 	  test-reliability
 
-test-core: $(BUILD)/tests/test_attention $(BUILD)/tests/oracle_run
+test-core: $(BUILD)/tests/test_attention $(BUILD)/tests/oracle_run check-layers
 	$(BUILD)/tests/test_attention
 	$(PY) tests/oracle/run_oracle.py --runner $(BUILD)/tests/oracle_run --work $(BUILD)/oracle
+
+# The layer rule, tried: a header from above must not be found from attention/ or api/ (a probe
+# that includes it has to fail to compile), and one from the layer itself or below must be.
+check-layers:
+	@probe() { printf '#include "%s"\n' "$$1" | $(CC) $(CPPFLAGS) $$2 -fsyntax-only -x c - 2>/dev/null; }; \
+	ok=1; bad() { echo "check-layers: $$*"; ok=0; }; \
+	probe api.h "$(INC_attention)" && bad "attention/ can include api.h"; \
+	probe server.h "$(INC_attention)" && bad "attention/ can include server.h"; \
+	probe server.h "$(INC_api)" && bad "api/ can include server.h"; \
+	probe attention.h "$(INC_attention)" || bad "attention/ cannot include attention.h"; \
+	probe api.h "$(INC_api)" || bad "api/ cannot include api.h"; \
+	probe server.h "$(INC_ALL)" || bad "the server cannot include server.h"; \
+	[ $$ok = 1 ] && echo "check-layers: attention/ sees attention/ only, api/ attention/ and api/"
 
 # The visualizer in Debian's chromium, driven by playwright-core (never a downloaded browser).
 test-web: $(BUILD)/attnd tests/web/node_modules/playwright-core

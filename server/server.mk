@@ -50,7 +50,7 @@ $(SRV_GEN)/embed_data.o: $(SRV_GEN)/embed_data.S
 	$(CC) -c $< -o $@
 
 $(SRV_GEN)/embed_table.o: $(SRV_GEN)/embed_table.c $(HEADERS)
-	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) -c $< -o $@
+	$(CC) $(CPPFLAGS) $(INC_ALL) $(WARN) $(CFLAGS) -c $< -o $@
 
 .PHONY: FORCE
 FORCE:

@@ -51,7 +51,7 @@ fuzz-instrumented:
 
 $(FUZZ_BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h fuzz-instrumented
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(CPPFLAGS) $(WARN) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_OBJ_$*) \
+	$(FUZZ_CC) $(CPPFLAGS) $(INC_ALL) $(WARN) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_OBJ_$*) \
 	    $(FUZZ_LIBS) -o $@ -lmicrohttpd -lz $(LDLIBS)
 
 $(FUZZ_BUILD)/http-all.dict: tests/fuzz/json.dict tests/fuzz/http.dict
@@ -92,7 +92,7 @@ FUZZ_ROBJ_http   := $(filter-out $(BUILD)/server/main.o,$(SRV_OBJ))
 $(BUILD)/fuzz/fuzz_%-replay: tests/fuzz/fuzz_%.c tests/fuzz/replay_main.c tests/fuzz/fuzz.h \
                              $(BUILD)/libapi.a $(BUILD)/libattn.a $(FUZZ_ROBJ_http)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Itests/fuzz $(WARN) $(CFLAGS) $< tests/fuzz/replay_main.c \
+	$(CC) $(CPPFLAGS) $(INC_ALL) -Itests/fuzz $(WARN) $(CFLAGS) $< tests/fuzz/replay_main.c \
 	    $(FUZZ_ROBJ_$*) $(BUILD)/libapi.a $(BUILD)/libattn.a -o $@ -lmicrohttpd -lz $(LDLIBS)
 
 fuzz-replay: $(FUZZ_REPLAY_BINS)
