@@ -23,7 +23,7 @@ api_limits api_limits_default(void) {
                         .max_dim = 65536,
                         .max_heads = 256,
                         .nslots = 1,
-                        .max_depth = API_JSON_MAX_DEPTH};
+                        .max_depth = APIP_JSON_MAX_DEPTH};
 }
 
 /* ---- Fields ------------------------------------------------------------------------------- */
@@ -73,7 +73,7 @@ typedef struct req {
     const char *const *names;
     const char *f[F_COUNT]; /* each field's value, NULL when absent or null */
 
-    api_tensor_in x[3]; /* query, key, value (or q, k, v) */
+    apip_tensor_in x[3]; /* query, key, value (or q, k, v) */
     bool has_k, has_v;
     size_t rank; /* of query / q */
     size_t n, h, l, s, e, kdim, vdim, d, dv;
@@ -81,13 +81,13 @@ typedef struct req {
     const api_model *model; /* attention with a registry model */
     int init;               /* INIT_* for inline params */
     uint64_t seed;
-    api_tensor_in p[P_COUNT];
+    apip_tensor_in p[P_COUNT];
     bool has_p[P_COUNT];
     bool packed; /* in_proj_weight (or init) rather than q/k/v_proj_weight */
 
     attn_causal causal;
     size_t n_key_lengths; /* 0 or N */
-    api_tensor_in km, am, ab;
+    apip_tensor_in km, am, ab;
     bool has_km, has_am, has_ab;
     size_t km_n, am_n, am_h, ab_n, ab_h;
 
@@ -97,8 +97,8 @@ typedef struct req {
     bool has_scale;
     float scale;
     bool base64;
-    bool words;           /* "tokens" or "text": query is made from them (L words, N = 1) */
-    api_job_given *given; /* what another codec adds (api_job_parse_given); NULL for v1 */
+    bool words;            /* "tokens" or "text": query is made from them (L words, N = 1) */
+    apip_job_given *given; /* what another codec adds (apip_job_parse_given); NULL for v1 */
 } req;
 
 static int bad(req *r, const char *field, const char *fmt, ...)
@@ -118,21 +118,21 @@ static const char *endpoint(const req *r) {
 }
 
 /* Maps the root members to fields. */
-static int map_fields(req *r, const api_json_root *root) {
+static int map_fields(req *r, const apip_json_root *root) {
     if (root->overflow)
         return api_fail(r->err, 400, "invalid_field", NULL,
                         "the request has more than %d fields; %s takes at most %d",
-                        API_JSON_MAX_MEMBERS, endpoint(r), F_COUNT);
+                        APIP_JSON_MAX_MEMBERS, endpoint(r), F_COUNT);
     bool seen[F_COUNT] = {false};
     for (size_t i = 0; i < root->n; i++) {
-        const api_json_member *m = &root->m[i];
+        const apip_json_member *m = &root->m[i];
         int which = -1;
         for (int j = 0; j < F_COUNT && which < 0; j++)
-            if (r->names[j] && api_jv_streq(m->key, r->names[j]))
+            if (r->names[j] && apip_jv_streq(m->key, r->names[j]))
                 which = j;
         if (which < 0) {
             char k[64];
-            api_jv_decode(m->key, k, sizeof k);
+            apip_jv_decode(m->key, k, sizeof k);
             char list[256] = "";
             for (int j = 0; j < F_COUNT; j++)
                 if (r->names[j]) {
@@ -144,31 +144,31 @@ static int map_fields(req *r, const api_json_root *root) {
         if (seen[which])
             return bad(r, r->names[which], "%s appears twice", r->names[which]);
         seen[which] = true;
-        r->f[which] = api_jv_kind(m->val) == 'n' ? NULL : m->val;
+        r->f[which] = apip_jv_kind(m->val) == 'n' ? NULL : m->val;
     }
     return 0;
 }
 
-/* An integer field in [lo, hi], under the one rule of api_jv_int: any number with an integral
+/* An integer field in [lo, hi], under the one rule of apip_jv_int: any number with an integral
  * value (2, 2.0 and 2e0 alike). */
 static int get_uint(req *r, const char *v, const char *field, uint64_t lo, uint64_t hi,
                     uint64_t *out) {
     bool neg = false;
     uint64_t x = 0;
-    int kind = api_jv_kind(v) == '0' ? api_jv_int(v, &neg, &x) : API_INT_NOT_INTEGER;
-    if (kind == API_INT_OK && !neg && x >= lo && x <= hi) {
+    int kind = apip_jv_kind(v) == '0' ? apip_jv_int(v, &neg, &x) : APIP_INT_NOT_INTEGER;
+    if (kind == APIP_INT_OK && !neg && x >= lo && x <= hi) {
         *out = x;
         return 0;
     }
-    if (api_jv_kind(v) != '0')
+    if (apip_jv_kind(v) != '0')
         return bad(r, field, "%s must be an integer from %llu to %llu", field,
                    (unsigned long long)lo, (unsigned long long)hi);
-    int n = (int)(api_jv_end(v) - v);
+    int n = (int)(apip_jv_end(v) - v);
     return bad(r, field, "%s is %.*s%s; it must be an integer from %llu to %llu", field,
                n > 24 ? 24 : n, v,
-               n > 24                        ? "..."
-               : kind == API_INT_NOT_INTEGER ? ", not an integer"
-                                             : "",
+               n > 24                         ? "..."
+               : kind == APIP_INT_NOT_INTEGER ? ", not an integer"
+                                              : "",
                (unsigned long long)lo, (unsigned long long)hi);
 }
 
@@ -185,7 +185,7 @@ static int get_int(req *r, const char *v, const char *field, long long lo, long 
 static uint64_t int_value(const char *v) {
     bool neg = false;
     uint64_t x = 0;
-    api_jv_int(v, &neg, &x);
+    apip_jv_int(v, &neg, &x);
     return x;
 }
 
@@ -197,7 +197,7 @@ static int over_heads(req *r, const char *field, size_t h) {
 
 /* Learns the shape of the tensor field name at val: probed here, or given already probed (its
  * dimensions were checked against max_dim and its bytes against size_t by its codec). */
-static int probe(req *r, api_tensor_in *t, const char *name, const char *val, size_t max_rank) {
+static int probe(req *r, apip_tensor_in *t, const char *name, const char *val, size_t max_rank) {
     for (size_t i = 0; r->given && i < r->given->ntensors; i++) {
         if (r->given->keys[i] != val)
             continue;
@@ -207,7 +207,8 @@ static int probe(req *r, api_tensor_in *t, const char *name, const char *val, si
                        max_rank);
         return 0;
     }
-    return api_tensor_probe(t, name, val, max_rank, r->lim->max_dim, r->lim->max_job_bytes, r->err);
+    return apip_tensor_probe(t, name, val, max_rank, r->lim->max_dim, r->lim->max_job_bytes,
+                             r->err);
 }
 
 /* The next index of the heads field: an element of its array, or with given->heads_csv a run
@@ -215,7 +216,7 @@ static int probe(req *r, api_tensor_in *t, const char *name, const char *val, si
  * -1 with err when the string is not such a list. *it starts at the field's value. */
 static int heads_next(req *r, const char **it, const char **el) {
     if (!(r->given && r->given->heads_csv))
-        return api_jv_arr_next(it, el) ? 1 : 0;
+        return apip_jv_arr_next(it, el) ? 1 : 0;
     const char *p = *it;
     if (p == r->f[F_HEADS] || *p == ',') /* past the opening quote, or the comma */
         p++;
@@ -236,8 +237,8 @@ static int heads_next(req *r, const char **it, const char **el) {
     return 1;
 }
 
-static void shape_of(char *out, size_t cap, const api_tensor_in *t) {
-    api_dims_str(out, cap, t->dims, t->rank);
+static void shape_of(char *out, size_t cap, const apip_tensor_in *t) {
+    apip_dims_str(out, cap, t->dims, t->rank);
 }
 
 /* ---- Attention: inputs and parameters ----------------------------------------------------- */
@@ -268,9 +269,9 @@ static int words_inputs(req *r) {
 /* Counts the words against the model's vocabulary: L = S = their number. */
 static int words_count(req *r) {
     size_t count = 0, elems = 0;
-    if (api_words_count(r->model, r->f[F_TOKENS], r->f[F_TEXT], r->lim->max_dim, &count, r->err))
+    if (apip_words_count(r->model, r->f[F_TOKENS], r->f[F_TEXT], r->lim->max_dim, &count, r->err))
         return -1;
-    if (!api_mul(count, r->e, &elems) || elems > SIZE_MAX / sizeof(float))
+    if (!apip_mul(count, r->e, &elems) || elems > SIZE_MAX / sizeof(float))
         return api_fail(r->err, 413, "job_too_large", NULL,
                         "the job's working memory does not fit in size_t");
     r->l = r->s = count;
@@ -286,7 +287,7 @@ static int attention_inputs(req *r) {
         return bad(r, "query", "query is required: (L, E) or (N, L, E)");
     if (probe(r, &r->x[0], "query", r->f[F_QUERY], 3))
         return -1;
-    api_tensor_in *q = &r->x[0];
+    apip_tensor_in *q = &r->x[0];
     if (q->rank < 2) {
         shape_of(sh, sizeof sh, q);
         return bad(r, "query", "query has shape %s; it must be (L, E) or (N, L, E)", sh);
@@ -302,7 +303,7 @@ static int attention_inputs(req *r) {
         const char *v = r->f[i == 1 ? F_KEY : F_VALUE];
         if (!v)
             continue;
-        api_tensor_in *t = &r->x[i];
+        apip_tensor_in *t = &r->x[i];
         if (probe(r, t, names[i], v, 3))
             return -1;
         shape_of(sh, sizeof sh, t);
@@ -336,15 +337,15 @@ static int attention_model(req *r, const api_registry *models) {
     if (r->given && r->given->model) {
         r->model = r->given->model;
     } else if (r->f[F_MODEL]) {
-        if (api_jv_kind(r->f[F_MODEL]) != '"')
+        if (apip_jv_kind(r->f[F_MODEL]) != '"')
             return bad(r, "model", "model must be a string: the name of a model (GET /v1/models)");
-        api_span s = api_jv_string(r->f[F_MODEL]);
-        r->model = api_registry_find_json(models, s);
+        apip_span s = apip_jv_string(r->f[F_MODEL]);
+        r->model = apip_registry_find_json(models, s);
         if (!r->model) {
             /* The name as far as it can be shown: up to an escaped NUL, or cut to 255 bytes
              * (a cut may fall 3 bytes short, at a character boundary). */
             char name[256];
-            size_t n = api_jv_decode(s, name, sizeof name), shown = strlen(name);
+            size_t n = apip_jv_decode(s, name, sizeof name), shown = strlen(name);
             bool nul = shown < n && (n < sizeof name || shown + 4 < sizeof name);
             return api_fail(r->err, 404, "unknown_model", "model",
                             "there is no model named \"%s%s\"; GET /v1/models lists them", name,
@@ -360,7 +361,7 @@ static int attention_model(req *r, const api_registry *models) {
     }
     api_model_info mi = api_model_describe(r->model);
     r->h = mi.num_heads;
-    r->packed = api_model_params(r->model)->in_proj_weight != NULL;
+    r->packed = apip_model_params(r->model)->in_proj_weight != NULL;
     if (r->words) {
         r->e = r->kdim = r->vdim = mi.embed_dim;
         if (words_count(r))
@@ -390,27 +391,27 @@ static int attention_params(req *r) {
     const char *pv = r->f[F_PARAMS];
     if (!pv)
         return 0;
-    if (api_jv_kind(pv) != '{')
+    if (apip_jv_kind(pv) != '{')
         return bad(r, "params",
                    "params must be an object: num_heads plus state_dict tensors, or "
                    "{\"init\": \"identity\" | \"random\", ...}");
     const char *it = pv, *val = NULL, *nh = NULL, *init = NULL, *seed = NULL;
     const char *pval[P_COUNT] = {NULL};
-    api_span key;
+    apip_span key;
     char path[96];
-    while (api_jv_obj_next(&it, &key, &val)) {
+    while (apip_jv_obj_next(&it, &key, &val)) {
         char k[48];
-        api_jv_decode(key, k, sizeof k);
+        apip_jv_decode(key, k, sizeof k);
         snprintf(path, sizeof path, "params.%s", k);
         const char **slot = NULL;
-        if (api_jv_streq(key, "num_heads"))
+        if (apip_jv_streq(key, "num_heads"))
             slot = &nh;
-        else if (api_jv_streq(key, "init"))
+        else if (apip_jv_streq(key, "init"))
             slot = &init;
-        else if (api_jv_streq(key, "seed"))
+        else if (apip_jv_streq(key, "seed"))
             slot = &seed;
         for (int i = 0; i < P_COUNT && !slot; i++)
-            if (api_jv_streq(key, param_names[i]))
+            if (apip_jv_streq(key, param_names[i]))
                 slot = &pval[i];
         if (!slot)
             return bad(r, path,
@@ -420,7 +421,7 @@ static int attention_params(req *r) {
                        path);
         if (*slot)
             return bad(r, path, "%s appears twice", path);
-        *slot = api_jv_kind(val) == 'n' ? NULL : val;
+        *slot = apip_jv_kind(val) == 'n' ? NULL : val;
     }
     long long h = 0;
     if (!nh)
@@ -432,22 +433,22 @@ static int attention_params(req *r) {
         return over_heads(r, "params.num_heads", r->h);
 
     if (init) {
-        if (api_jv_kind(init) != '"')
+        if (apip_jv_kind(init) != '"')
             return bad(r, "params.init", "params.init must be \"identity\" or \"random\"");
-        api_span is = api_jv_string(init);
-        r->init = api_jv_streq(is, "identity") ? API_INIT_IDENTITY
-                  : api_jv_streq(is, "random") ? API_INIT_RANDOM
-                                               : API_INIT_NONE;
-        if (r->init == API_INIT_NONE)
+        apip_span is = apip_jv_string(init);
+        r->init = apip_jv_streq(is, "identity") ? APIP_INIT_IDENTITY
+                  : apip_jv_streq(is, "random") ? APIP_INIT_RANDOM
+                                                : APIP_INIT_NONE;
+        if (r->init == APIP_INIT_NONE)
             return bad(r, "params.init", "params.init must be \"identity\" or \"random\"");
         for (int i = 0; i < P_COUNT; i++)
             if (pval[i]) {
                 snprintf(path, sizeof path, "params.%s", param_names[i]);
                 return bad(r, path, "params with init take no tensors (%s)", path);
             }
-        if (r->init == API_INIT_IDENTITY && seed)
+        if (r->init == APIP_INIT_IDENTITY && seed)
             return bad(r, "params.seed", "params.seed goes only with init \"random\"");
-        if (r->init == API_INIT_RANDOM) {
+        if (r->init == APIP_INIT_RANDOM) {
             if (!seed)
                 return bad(r, "params.seed",
                            "params.seed is required with init \"random\" (an integer from 0 to "
@@ -489,12 +490,12 @@ static int attention_params(req *r) {
             if (probe(r, &r->p[i], path, pval[i], rank))
                 return -1;
             r->has_p[i] = true;
-            const api_tensor_in *t = &r->p[i];
+            const apip_tensor_in *t = &r->p[i];
             if (t->rank != rank || t->dims[0] != want[i][0] ||
                 (rank == 2 && t->dims[1] != want[i][1])) {
                 char got[96], exp[96];
                 shape_of(got, sizeof got, t);
-                api_dims_str(exp, sizeof exp, want[i], rank);
+                apip_dims_str(exp, sizeof exp, want[i], rank);
                 return bad(r, path, "%s has shape %s; with query width E=%zu it must be %s", path,
                            got, e, exp);
             }
@@ -523,7 +524,7 @@ static int sdpa_inputs(req *r) {
             return bad(r, names[i], "%s is required", names[i]);
         if (probe(r, &r->x[i], names[i], v, 4))
             return -1;
-        api_tensor_in *t = &r->x[i];
+        apip_tensor_in *t = &r->x[i];
         shape_of(sh, sizeof sh, t);
         if (t->rank < 2)
             return bad(r, names[i], "%s has shape %s; it needs at least 2 dimensions", names[i],
@@ -536,7 +537,7 @@ static int sdpa_inputs(req *r) {
                 return bad(r, names[i], "%s has shape %s; its leading dimensions must be q's",
                            names[i], sh);
     }
-    const api_tensor_in *q = &r->x[0], *k = &r->x[1], *v = &r->x[2];
+    const apip_tensor_in *q = &r->x[0], *k = &r->x[1], *v = &r->x[2];
     r->rank = q->rank;
     size_t lead = q->rank - 2;
     r->n = lead == 2 ? q->dims[0] : 1;
@@ -557,9 +558,9 @@ static int sdpa_inputs(req *r) {
     if (r->h > r->lim->max_heads)
         return over_heads(r, "q", r->h);
     if (r->f[F_SCALE]) {
-        if (api_jv_kind(r->f[F_SCALE]) != '0')
+        if (apip_jv_kind(r->f[F_SCALE]) != '0')
             return bad(r, "scale", "scale must be a number");
-        r->scale = (float)api_jv_number(r->f[F_SCALE], &(const char *){NULL});
+        r->scale = (float)apip_jv_number(r->f[F_SCALE], &(const char *){NULL});
         if (!isfinite(r->scale))
             return api_fail(r->err, 400, "non_finite", "scale", "scale is not a finite float32");
         r->has_scale = true;
@@ -571,7 +572,7 @@ static int sdpa_inputs(req *r) {
 
 /* attn_mask or attn_bias: (L, S), (Mn, L, S) or (Mn, Mh, L, S) with Mn in {1, N}, Mh in
  * {1, H}; for SDPA with leading dims (H), (L, S) or (Mh, L, S). */
-static int cell_mask(req *r, int field, api_tensor_in *t, size_t *mn, size_t *mh) {
+static int cell_mask(req *r, int field, apip_tensor_in *t, size_t *mn, size_t *mh) {
     const char *name = r->names[field];
     if (probe(r, t, name, r->f[field], 4))
         return -1;
@@ -613,12 +614,12 @@ static int masks_and_options(req *r) {
     char sh[96];
 
     if ((v = r->f[F_CAUSAL])) {
-        char k = api_jv_kind(v);
+        char k = apip_jv_kind(v);
         if (k == 't' || k == 'f')
             r->causal = k == 't' ? ATTN_CAUSAL_TOP_LEFT : ATTN_CAUSAL_NONE;
-        else if (k == '"' && api_jv_streq(api_jv_string(v), "top_left"))
+        else if (k == '"' && apip_jv_streq(apip_jv_string(v), "top_left"))
             r->causal = ATTN_CAUSAL_TOP_LEFT;
-        else if (k == '"' && api_jv_streq(api_jv_string(v), "bottom_right"))
+        else if (k == '"' && apip_jv_streq(apip_jv_string(v), "bottom_right"))
             r->causal = ATTN_CAUSAL_BOTTOM_RIGHT;
         else
             return bad(r, "causal", "causal must be false, true, \"top_left\" or \"bottom_right\"");
@@ -646,13 +647,13 @@ static int masks_and_options(req *r) {
         }
         r->n_key_lengths = r->n;
     } else if (v) {
-        if (api_jv_kind(v) != '[')
+        if (apip_jv_kind(v) != '[')
             return bad(r, "key_lengths", "key_lengths must be an array of N=%zu integers%s", r->n,
                        n_is);
         const char *it = v, *el = NULL;
         size_t i = 0;
         char path[48];
-        while (api_jv_arr_next(&it, &el)) {
+        while (apip_jv_arr_next(&it, &el)) {
             snprintf(path, sizeof path, "key_lengths[%zu]", i);
             long long x = 0;
             if (i == r->n)
@@ -670,7 +671,7 @@ static int masks_and_options(req *r) {
     if ((v = r->f[F_KEY_MASK])) {
         if (probe(r, &r->km, "key_mask", v, 2))
             return -1;
-        const api_tensor_in *t = &r->km;
+        const apip_tensor_in *t = &r->km;
         shape_of(sh, sizeof sh, t);
         bool ok = t->dims[t->rank - 1] == r->s;
         r->km_n = t->rank == 2 ? t->dims[0] : 1;
@@ -693,16 +694,16 @@ static int masks_and_options(req *r) {
     }
 
     if ((v = r->f[F_NEED_WEIGHTS])) {
-        char k = api_jv_kind(v);
+        char k = apip_jv_kind(v);
         if (sdpa) {
             if (k != 't' && k != 'f')
                 return bad(r, "need_weights", "need_weights must be true or false");
             r->weights = k == 't' ? ATTN_WEIGHTS_PER_HEAD : ATTN_WEIGHTS_NONE;
         } else if (k == 'f') {
             r->weights = ATTN_WEIGHTS_NONE;
-        } else if (k == '"' && api_jv_streq(api_jv_string(v), "per_head")) {
+        } else if (k == '"' && apip_jv_streq(apip_jv_string(v), "per_head")) {
             r->weights = ATTN_WEIGHTS_PER_HEAD;
-        } else if (k == '"' && api_jv_streq(api_jv_string(v), "mean")) {
+        } else if (k == '"' && apip_jv_streq(apip_jv_string(v), "mean")) {
             r->weights = ATTN_WEIGHTS_MEAN;
         } else {
             return bad(r, "need_weights", "need_weights must be false, \"per_head\" or \"mean\"");
@@ -711,7 +712,7 @@ static int masks_and_options(req *r) {
     if ((v = r->f[F_HEADS])) {
         if (r->weights != ATTN_WEIGHTS_PER_HEAD)
             return bad(r, "heads", "heads goes only with need_weights \"per_head\"");
-        if (api_jv_kind(v) != '[' && !(r->given && r->given->heads_csv))
+        if (apip_jv_kind(v) != '[' && !(r->given && r->given->heads_csv))
             return bad(r, "heads", "heads must be a list of head indices from 0 to %zu", r->h - 1);
         const char *it = v, *el = NULL;
         char path[48];
@@ -746,9 +747,9 @@ static int masks_and_options(req *r) {
         r->top_k = (size_t)k;
     }
     if ((v = r->f[F_ENCODING])) {
-        if (api_jv_kind(v) == '"' && api_jv_streq(api_jv_string(v), "base64"))
+        if (apip_jv_kind(v) == '"' && apip_jv_streq(apip_jv_string(v), "base64"))
             r->base64 = true;
-        else if (!(api_jv_kind(v) == '"' && api_jv_streq(api_jv_string(v), "json")))
+        else if (!(apip_jv_kind(v) == '"' && apip_jv_streq(apip_jv_string(v), "json")))
             return bad(r, "encoding", "encoding must be \"json\" or \"base64\"");
     }
     return 0;
@@ -764,8 +765,8 @@ typedef struct layout {
 
 static size_t take(layout *a, size_t count, size_t size) {
     size_t bytes = 0, at = a->total, end = 0;
-    if (!api_mul(count, size, &bytes) || !api_add(at, bytes, &end) ||
-        !api_add(end, ARENA_ALIGN - 1, &end)) {
+    if (!apip_mul(count, size, &bytes) || !apip_add(at, bytes, &end) ||
+        !apip_add(end, ARENA_ALIGN - 1, &end)) {
         a->ok = false;
         return 0;
     }
@@ -797,15 +798,15 @@ static int plan(const req *r, attn_plan *p, const attn_opts *o, const attn_masks
 
 api_job *api_job_parse(api_op op, const char *body, size_t len, const api_registry *models,
                        const api_limits *lim, api_error *err) {
-    api_json_root root;
-    size_t depth = lim ? lim->max_depth : API_JSON_MAX_DEPTH;
-    if (api_json_check_depth(body, len, "the request body", depth, &root, err))
+    apip_json_root root;
+    size_t depth = lim ? lim->max_depth : APIP_JSON_MAX_DEPTH;
+    if (apip_json_check_depth(body, len, "the request body", depth, &root, err))
         return NULL;
-    return api_job_parse_given(op, &root, NULL, models, lim, err);
+    return apip_job_parse_given(op, &root, NULL, models, lim, err);
 }
 
-api_job *api_job_parse_given(api_op op, const api_json_root *root, api_job_given *given,
-                             const api_registry *models, const api_limits *lim, api_error *err) {
+api_job *apip_job_parse_given(api_op op, const apip_json_root *root, apip_job_given *given,
+                              const api_registry *models, const api_limits *lim, api_error *err) {
     api_limits dflt = api_limits_default();
     if (!lim)
         lim = &dflt;
@@ -856,8 +857,8 @@ api_job *api_job_parse_given(api_op op, const api_json_root *root, api_job_given
     size_t maps = r->weights == ATTN_WEIGHTS_MEAN ? 1 : r->n_heads ? r->n_heads : r->h;
     size_t wcount = 0;
     bool wok = r->weights == ATTN_WEIGHTS_NONE ||
-               (api_mul(r->n, maps, &wcount) && api_mul(wcount, r->l, &wcount) &&
-                api_mul(wcount, r->top_k ? r->top_k : r->s, &wcount));
+               (apip_mul(r->n, maps, &wcount) && apip_mul(wcount, r->l, &wcount) &&
+                apip_mul(wcount, r->top_k ? r->top_k : r->s, &wcount));
     layout a = {0, wok};
     take(&a, 1, sizeof(api_job));
     size_t at_x[3], at_p[P_COUNT] = {0}, at_kl = 0, at_km = 0, at_am = 0, at_ab = 0, at_heads = 0;
@@ -891,7 +892,7 @@ api_job *api_job_parse_given(api_op op, const api_json_root *root, api_job_given
 
     /* The response's shapes, and the most bytes it can take: it counts against the limit with
      * the arena, since it is held until the client has read it. */
-    api_resp_shape rs = {.op = op, .base64 = r->base64, .indices = r->top_k != 0};
+    apip_resp_shape rs = {.op = op, .base64 = r->base64, .indices = r->top_k != 0};
     size_t lead[2], nlead = 0;
     if (op == API_OP_SDPA) {
         for (size_t i = 0; i + 2 < r->rank; i++)
@@ -914,19 +915,19 @@ api_job *api_job_parse_given(api_op op, const api_json_root *root, api_job_given
     }
     bool words_fit = true;
     if (op == API_OP_ATTENTION && r->model) {
-        rs.model_len = strlen(api_model_name(r->model));
-        words_fit = api_words_json_bound(r->model, r->words ? r->l : 0, &rs.words_bytes);
+        rs.model_len = strlen(apip_model_name(r->model));
+        words_fit = apip_words_json_bound(r->model, r->words ? r->l : 0, &rs.words_bytes);
     }
     size_t resp = 0, total = 0, at_reply = 0, reply_place = 0;
     bool resp_fits = true;
     if (given && given->reply) { /* the response of another protocol */
-        if (api_v2_reply_plan(given->reply, &rs, &resp, &reply_place, err))
+        if (apip_v2_reply_plan(given->reply, &rs, &resp, &reply_place, err))
             goto done;
         at_reply = take(&a, reply_place, 1);
     } else {
-        resp_fits = api_response_bound(&rs, &resp);
+        resp_fits = apip_response_bound(&rs, &resp);
     }
-    if (!a.ok || !words_fit || !resp_fits || !api_add(a.total, resp, &total)) {
+    if (!a.ok || !words_fit || !resp_fits || !apip_add(a.total, resp, &total)) {
         api_fail(err, 413, "job_too_large", NULL,
                  "the job's working memory and response do not fit in size_t; the "
                  "max_job_bytes limit is %zu bytes",
@@ -962,7 +963,7 @@ api_job *api_job_parse_given(api_op op, const api_json_root *root, api_job_given
     job->response_bytes = resp;
     job->base64 = r->base64;
     if (given && given->reply)
-        job->v2 = api_v2_reply_place(given->reply, arena + at_reply);
+        job->v2 = apip_v2_reply_place(given->reply, arena + at_reply);
 
     float *x[3] = {NULL, NULL, NULL};
     for (int i = 0; i < 3; i++) {
@@ -971,11 +972,11 @@ api_job *api_job_parse_given(api_op op, const api_json_root *root, api_job_given
         x[i] = (float *)(void *)(arena + at_x[i]);
         if (i == 0 && r->words) {
             uint32_t *ids = (uint32_t *)(void *)(arena + at_ids);
-            api_words_embed(r->model, r->f[F_TOKENS], r->f[F_TEXT], ids, x[0]);
+            apip_words_embed(r->model, r->f[F_TOKENS], r->f[F_TEXT], ids, x[0]);
             job->tokens = ids;
             continue;
         }
-        if (api_tensor_read(&r->x[i], API_TENSOR_FLOAT, x[i], err))
+        if (apip_tensor_read(&r->x[i], APIP_TENSOR_FLOAT, x[i], err))
             goto fail;
     }
     job->q = x[0];
@@ -983,8 +984,8 @@ api_job *api_job_parse_given(api_op op, const api_json_root *root, api_job_given
     job->v = x[2] ? x[2] : job->k;
 
     if (op == API_OP_ATTENTION && r->model) {
-        job->params = *api_model_params(r->model);
-        job->model_name = api_model_name(r->model);
+        job->params = *apip_model_params(r->model);
+        job->model_name = apip_model_name(r->model);
         job->model = r->model;
     } else if (op == API_OP_ATTENTION && r->init) {
         /* The weights are made when the job first runs (api_job_run, api_jobs_run): a batch
@@ -1000,7 +1001,7 @@ api_job *api_job_parse_given(api_op op, const api_json_root *root, api_job_given
             if (!r->has_p[i])
                 continue;
             float *dst = (float *)(void *)(arena + at_p[i]);
-            if (api_tensor_read(&r->p[i], API_TENSOR_FLOAT, dst, err))
+            if (apip_tensor_read(&r->p[i], APIP_TENSOR_FLOAT, dst, err))
                 goto fail;
             pp[i] = dst;
         }
@@ -1013,7 +1014,7 @@ api_job *api_job_parse_given(api_op op, const api_json_root *root, api_job_given
                                         .v_proj_weight = pp[P_V_W]};
     }
 
-    job->params_ready = job->init == API_INIT_NONE;
+    job->params_ready = job->init == APIP_INIT_NONE;
 
     /* Masks and the head subset. */
     job->masks = m;
@@ -1027,25 +1028,25 @@ api_job *api_job_parse_given(api_op op, const api_json_root *root, api_job_given
                                   (uint32_t)b[3] << 24);
             }
         else
-            for (size_t i = 0; api_jv_arr_next(&it, &el); i++)
+            for (size_t i = 0; apip_jv_arr_next(&it, &el); i++)
                 kl[i] = (int32_t)int_value(el);
         job->masks.key_lengths = kl;
     }
     if (r->has_km) {
         uint8_t *km = (uint8_t *)(arena + at_km);
-        if (api_tensor_read(&r->km, API_TENSOR_MASK, km, err))
+        if (apip_tensor_read(&r->km, APIP_TENSOR_MASK, km, err))
             goto fail;
         job->masks.key_mask = km;
     }
     if (r->has_am) {
         uint8_t *am = (uint8_t *)(arena + at_am);
-        if (api_tensor_read(&r->am, API_TENSOR_MASK, am, err))
+        if (apip_tensor_read(&r->am, APIP_TENSOR_MASK, am, err))
             goto fail;
         job->masks.attn_mask = am;
     }
     if (r->has_ab) {
         float *ab = (float *)(void *)(arena + at_ab);
-        if (api_tensor_read(&r->ab, API_TENSOR_BIAS, ab, err))
+        if (apip_tensor_read(&r->ab, APIP_TENSOR_BIAS, ab, err))
             goto fail;
         job->masks.attn_bias = ab;
     }

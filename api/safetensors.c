@@ -53,23 +53,23 @@ __attribute__((format(printf, 2, 3))) static int st_fail(st_ctx *c, const char *
 }
 
 static bool parse_u64(const char *v, uint64_t *out) {
-    return api_jv_kind(v) == '0' && api_jv_u64(v, out);
+    return apip_jv_kind(v) == '0' && apip_jv_u64(v, out);
 }
 
 /* Reads one tensor entry {"dtype", "shape", "data_offsets"}. */
 static int read_entry(st_ctx *c, const char *name, const char *obj, st_tensor *t) {
-    if (api_jv_kind(obj) != '{')
+    if (apip_jv_kind(obj) != '{')
         return st_fail(c, "the header entry of %s is not an object", name);
     const char *it = obj, *val = NULL, *dtype = NULL, *shape = NULL, *offs = NULL;
-    api_span key;
-    while (api_jv_obj_next(&it, &key, &val)) {
-        const char **slot = api_jv_streq(key, "dtype")          ? &dtype
-                            : api_jv_streq(key, "shape")        ? &shape
-                            : api_jv_streq(key, "data_offsets") ? &offs
-                                                                : NULL;
+    apip_span key;
+    while (apip_jv_obj_next(&it, &key, &val)) {
+        const char **slot = apip_jv_streq(key, "dtype")          ? &dtype
+                            : apip_jv_streq(key, "shape")        ? &shape
+                            : apip_jv_streq(key, "data_offsets") ? &offs
+                                                                 : NULL;
         if (!slot) {
             char k[48];
-            api_jv_decode(key, k, sizeof k);
+            apip_jv_decode(key, k, sizeof k);
             return st_fail(c, "tensor %s has an unknown header field \"%s\"", name, k);
         }
         if (*slot)
@@ -81,25 +81,25 @@ static int read_entry(st_ctx *c, const char *name, const char *obj, st_tensor *t
                        !dtype   ? "dtype"
                        : !shape ? "shape"
                                 : "data_offsets");
-    if (api_jv_kind(dtype) != '"')
+    if (apip_jv_kind(dtype) != '"')
         return st_fail(c, "tensor %s: dtype is not a string", name);
-    api_span ds = api_jv_string(dtype);
-    if (api_jv_streq(ds, "F32"))
+    apip_span ds = apip_jv_string(dtype);
+    if (apip_jv_streq(ds, "F32"))
         t->dtype = 4;
-    else if (api_jv_streq(ds, "F16"))
+    else if (apip_jv_streq(ds, "F16"))
         t->dtype = 2;
-    else if (api_jv_streq(ds, "BF16")) {
+    else if (apip_jv_streq(ds, "BF16")) {
         t->dtype = 2;
         t->bf16 = true;
     } else {
         char d[24];
-        api_jv_decode(ds, d, sizeof d);
+        apip_jv_decode(ds, d, sizeof d);
         return st_fail(c, "tensor %s has dtype %s; only F32, F16 and BF16 are supported", name, d);
     }
-    if (api_jv_kind(shape) != '[')
+    if (apip_jv_kind(shape) != '[')
         return st_fail(c, "tensor %s: shape is not an array", name);
     it = shape;
-    while (api_jv_arr_next(&it, &val)) {
+    while (apip_jv_arr_next(&it, &val)) {
         uint64_t d = 0;
         if (t->rank == 2)
             return st_fail(c, "tensor %s has more than 2 dimensions", name);
@@ -107,12 +107,12 @@ static int read_entry(st_ctx *c, const char *name, const char *obj, st_tensor *t
             return st_fail(c, "tensor %s: shape holds something other than a dimension", name);
         t->dims[t->rank++] = (size_t)d;
     }
-    if (api_jv_kind(offs) != '[')
+    if (apip_jv_kind(offs) != '[')
         return st_fail(c, "tensor %s: data_offsets is not an array", name);
     it = offs;
     size_t n = 0;
     uint64_t o[2] = {0, 0};
-    while (api_jv_arr_next(&it, &val)) {
+    while (apip_jv_arr_next(&it, &val)) {
         if (n == 2 || !parse_u64(val, &o[n]))
             return st_fail(c, "tensor %s: data_offsets must be two integers [begin, end]", name);
         n++;
@@ -128,17 +128,17 @@ static int read_entry(st_ctx *c, const char *name, const char *obj, st_tensor *t
 /* Reads num_heads into *h, and the values of vocab and head_names (NULL when absent). */
 static int read_num_heads(st_ctx *c, const char *meta, size_t *h, const char **vocab,
                           const char **names) {
-    if (api_jv_kind(meta) != '{')
+    if (apip_jv_kind(meta) != '{')
         return st_fail(c, "__metadata__ is not an object");
     const char *it = meta, *val = NULL;
-    api_span key;
+    apip_span key;
     bool found = false;
-    while (api_jv_obj_next(&it, &key, &val)) {
-        if (api_jv_kind(val) != '"')
+    while (apip_jv_obj_next(&it, &key, &val)) {
+        if (apip_jv_kind(val) != '"')
             return st_fail(c, "__metadata__ values must be strings");
-        const char **list = api_jv_streq(key, "vocab")        ? vocab
-                            : api_jv_streq(key, "head_names") ? names
-                                                              : NULL;
+        const char **list = apip_jv_streq(key, "vocab")        ? vocab
+                            : apip_jv_streq(key, "head_names") ? names
+                                                               : NULL;
         if (list) {
             if (*list)
                 return st_fail(c, "__metadata__.%s appears twice",
@@ -146,10 +146,10 @@ static int read_num_heads(st_ctx *c, const char *meta, size_t *h, const char **v
             *list = val;
             continue;
         }
-        if (!api_jv_streq(key, "num_heads"))
+        if (!apip_jv_streq(key, "num_heads"))
             continue;
         char s[24];
-        size_t n = api_jv_decode(api_jv_string(val), s, sizeof s);
+        size_t n = apip_jv_decode(apip_jv_string(val), s, sizeof s);
         uint64_t v = 0;
         bool digits = n > 0 && n <= 9;
         for (size_t i = 0; digits && i < n; i++) {
@@ -207,16 +207,16 @@ static int convert(st_ctx *c, const char *name, const st_tensor *t, const uint8_
 }
 
 /* Reads one list of __metadata__ (val: its JSON string) into *out. */
-static int read_list(st_ctx *c, const char *val, const char *what, int kind, api_strlist **out) {
-    api_span raw = api_jv_string(val);
+static int read_list(st_ctx *c, const char *val, const char *what, int kind, apip_strlist **out) {
+    apip_span raw = apip_jv_string(val);
     size_t cap = (size_t)(raw.e - raw.p) + 1; /* decoding never makes text longer */
     char *text = malloc(cap);
     if (!text)
         return api_fail(c->err, 500, "out_of_memory", NULL, "%s: out of memory reading %s",
                         c->label, what);
-    size_t n = api_jv_decode(raw, text, cap);
+    size_t n = apip_jv_decode(raw, text, cap);
     char msg[200];
-    *out = api_strlist_parse(text, n, what, kind, msg, sizeof msg);
+    *out = apip_strlist_parse(text, n, what, kind, msg, sizeof msg);
     free(text);
     if (!*out && !strncmp(msg, "out of memory", 13))
         return api_fail(c->err, 500, "out_of_memory", NULL, "%s: %s", c->label, msg);
@@ -226,18 +226,18 @@ static int read_list(st_ctx *c, const char *val, const char *what, int kind, api
 /* The lists vocab and head_names of __metadata__ (values vocab_val and names_val, NULL when
  * absent): *vocab and *names, or -1 with nothing allocated. There must be h head names. */
 static int read_lists(st_ctx *c, const char *vocab_val, const char *names_val, size_t h,
-                      api_strlist **vocab, api_strlist **names) {
+                      apip_strlist **vocab, apip_strlist **names) {
     *vocab = *names = NULL;
-    if (vocab_val && read_list(c, vocab_val, "__metadata__.vocab", API_LIST_TOKENS, vocab))
+    if (vocab_val && read_list(c, vocab_val, "__metadata__.vocab", APIP_LIST_TOKENS, vocab))
         return -1;
-    if (names_val && read_list(c, names_val, "__metadata__.head_names", API_LIST_NAMES, names)) {
-        api_strlist_free(*vocab);
+    if (names_val && read_list(c, names_val, "__metadata__.head_names", APIP_LIST_NAMES, names)) {
+        apip_strlist_free(*vocab);
         return -1;
     }
     if (*names && (*names)->n != h) {
         st_fail(c, "__metadata__.head_names lists %zu names for num_heads=%zu", (*names)->n, h);
-        api_strlist_free(*vocab);
-        api_strlist_free(*names);
+        apip_strlist_free(*vocab);
+        apip_strlist_free(*names);
         return -1;
     }
     return 0;
@@ -261,7 +261,7 @@ static api_model *parse(const char *label, const char *name, const uint8_t *byte
                NULL;
     const char *hdr = (const char *)bytes + 8;
     api_error jerr = {0};
-    if (api_json_check(hdr, (size_t)hlen, "the header", NULL, &jerr))
+    if (apip_json_check(hdr, (size_t)hlen, "the header", NULL, &jerr))
         return st_fail(c, "%s", jerr.message), NULL;
 
     st_tensor t[T_COUNT] = {0};
@@ -269,9 +269,9 @@ static api_model *parse(const char *label, const char *name, const uint8_t *byte
     bool have_meta = false;
     const char *vocab_val = NULL, *names_val = NULL;
     const char *it = hdr, *val = NULL;
-    api_span key;
-    while (api_jv_obj_next(&it, &key, &val)) {
-        if (api_jv_streq(key, "__metadata__")) {
+    apip_span key;
+    while (apip_jv_obj_next(&it, &key, &val)) {
+        if (apip_jv_streq(key, "__metadata__")) {
             if (have_meta)
                 return st_fail(c, "__metadata__ appears twice"), NULL;
             have_meta = true;
@@ -281,11 +281,11 @@ static api_model *parse(const char *label, const char *name, const uint8_t *byte
         }
         int which = -1;
         for (int i = 0; i < T_COUNT; i++)
-            if (api_jv_streq(key, tensor_names[i]))
+            if (apip_jv_streq(key, tensor_names[i]))
                 which = i;
         if (which < 0) {
             char k[64];
-            api_jv_decode(key, k, sizeof k);
+            apip_jv_decode(key, k, sizeof k);
             return st_fail(c,
                            "unexpected tensor \"%s\"; expected nn.MultiheadAttention state_dict "
                            "names (in_proj_weight, out_proj.weight, ...), token_embeddings or "
@@ -311,9 +311,9 @@ static api_model *parse(const char *label, const char *name, const uint8_t *byte
             continue;
         size_t count = 1, bytes_needed = 0;
         for (size_t d = 0; d < t[i].rank; d++)
-            if (!api_mul(count, t[i].dims[d], &count))
+            if (!apip_mul(count, t[i].dims[d], &count))
                 return st_fail(c, "tensor %s is too large", tensor_names[i]), NULL;
-        if (!api_mul(count, (size_t)t[i].dtype, &bytes_needed))
+        if (!apip_mul(count, (size_t)t[i].dtype, &bytes_needed))
             return st_fail(c, "tensor %s is too large", tensor_names[i]), NULL;
         if (t[i].begin > t[i].end || t[i].end > data_len)
             return st_fail(c,
@@ -367,7 +367,7 @@ static api_model *parse(const char *label, const char *name, const uint8_t *byte
         vdim = t[T_V_W].rank == 2 ? t[T_V_W].dims[1] : 0;
     }
     /* The vocabulary: its lists first, then the shapes of its tables. */
-    api_strlist *vocab = NULL, *names = NULL;
+    apip_strlist *vocab = NULL, *names = NULL;
     if (read_lists(c, vocab_val, names_val, h, &vocab, &names))
         return NULL;
     size_t v = vocab ? vocab->n : 0, npos = t[T_POS].rank == 2 ? t[T_POS].dims[0] : 0;
@@ -397,8 +397,8 @@ static api_model *parse(const char *label, const char *name, const uint8_t *byte
         if (t[i].rank != rank || t[i].dims[0] != want[i][0] ||
             (rank == 2 && (t[i].dims[1] != want[i][1] || want[i][1] == 0))) {
             char got[64], exp[64];
-            api_dims_str(got, sizeof got, t[i].dims, t[i].rank);
-            api_dims_str(exp, sizeof exp, want[i], rank);
+            apip_dims_str(got, sizeof got, t[i].dims, t[i].rank);
+            apip_dims_str(exp, sizeof exp, want[i], rank);
             if (i == T_TOK)
                 st_fail(c,
                         "tensor %s has shape %s; with E=%zu and the %zu tokens of "
@@ -415,15 +415,15 @@ static api_model *parse(const char *label, const char *name, const uint8_t *byte
         goto fail_lists;
     }
 
-    api_model *m = api_model_alloc(name, "file", e, h, kdim, vdim, packed, t[T_IN_B].present,
-                                   t[T_OUT_B].present, err);
+    api_model *m = apip_model_alloc(name, "file", e, h, kdim, vdim, packed, t[T_IN_B].present,
+                                    t[T_OUT_B].present, err);
     if (!m)
         goto fail_lists;
-    const attn_mha_params *pp = api_model_params(m);
+    const attn_mha_params *pp = apip_model_params(m);
     float *tok = NULL, *pos = NULL;
     if (names)
-        api_model_set_head_names(m, names);
-    if (vocab && api_model_set_vocab(m, vocab, npos, &tok, &pos, err)) {
+        apip_model_set_head_names(m, names);
+    if (vocab && apip_model_set_vocab(m, vocab, npos, &tok, &pos, err)) {
         api_model_destroy(m);
         return NULL;
     }
@@ -447,8 +447,8 @@ static api_model *parse(const char *label, const char *name, const uint8_t *byte
     }
     return m;
 fail_lists:
-    api_strlist_free(vocab);
-    api_strlist_free(names);
+    apip_strlist_free(vocab);
+    apip_strlist_free(names);
     return NULL;
 }
 
