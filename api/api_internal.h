@@ -368,6 +368,7 @@ void apip_strlist_json(const apip_strlist *l, api_buf *out);
 
 /* The outputs of a job, as the protocol names them: "output", "weights", "weights_indices". */
 enum { APIP_V2_OUTPUT, APIP_V2_WEIGHTS, APIP_V2_INDICES, APIP_V2_NOUTS };
+extern const char *const apip_v2_out_names[APIP_V2_NOUTS]; /* by APIP_V2_* */
 
 /* The form of a v2 response: which outputs, in which order, each as JSON data or raw bytes
  * after the JSON (the binary tensor data extension). */

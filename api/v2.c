@@ -55,7 +55,7 @@ static const v2_input SDPA_INPUTS[IN_COUNT] = {{"q", DT(APIP_DT_FP32)},
                                                {"attn_mask", DT(APIP_DT_BOOL)},
                                                {"attn_bias", DT(APIP_DT_FP32)}};
 
-static const char *const OUT_NAMES[APIP_V2_NOUTS] = {"output", "weights", "weights_indices"};
+const char *const apip_v2_out_names[APIP_V2_NOUTS] = {"output", "weights", "weights_indices"};
 
 /* The request parameters taken (besides binary_data_output), each a v1 field of that name. */
 enum { P_CAUSAL, P_NEED_WEIGHTS, P_HEADS, P_TOP_K, P_SCALE, P_COUNT };
@@ -161,9 +161,10 @@ int api_v2_model_json(const api_registry *r, const char *name, const char *versi
     }
     apip_buf_puts(out, "],\"outputs\":[");
     long long od[3] = {-1, -1, e};
-    meta_tensor(out, false, OUT_NAMES[APIP_V2_OUTPUT], "FP32", sdpa ? any4 : od, sdpa ? 4 : 3);
-    meta_tensor(out, true, OUT_NAMES[APIP_V2_WEIGHTS], "FP32", any4, 4);
-    meta_tensor(out, true, OUT_NAMES[APIP_V2_INDICES], "INT32", any4, 4);
+    meta_tensor(out, false, apip_v2_out_names[APIP_V2_OUTPUT], "FP32", sdpa ? any4 : od,
+                sdpa ? 4 : 3);
+    meta_tensor(out, true, apip_v2_out_names[APIP_V2_WEIGHTS], "FP32", any4, 4);
+    meta_tensor(out, true, apip_v2_out_names[APIP_V2_INDICES], "INT32", any4, 4);
     apip_buf_puts(out, "]}");
     if (out->failed)
         return api_fail(err, 500, "out_of_memory", NULL, "out of memory describing a model");
@@ -569,7 +570,7 @@ static int read_outputs(v2p *c, const char *outputs) {
             return bad(c, "outputs[%zu] needs a name (a string)", index);
         int which = -1;
         for (int i = 0; i < APIP_V2_NOUTS && which < 0; i++)
-            if (apip_jv_streq(apip_jv_string(name), OUT_NAMES[i]))
+            if (apip_jv_streq(apip_jv_string(name), apip_v2_out_names[i]))
                 which = i;
         if (which < 0) {
             char n[64];
@@ -580,12 +581,13 @@ static int read_outputs(v2p *c, const char *outputs) {
                        index, n);
         }
         if (seen[which])
-            return bad(c, "output %s is listed twice", OUT_NAMES[which]);
+            return bad(c, "output %s is listed twice", apip_v2_out_names[which]);
         seen[which] = true;
         bool binary = c->binary_output;
         if (params && apip_jv_kind(params) != 'n') {
             if (apip_jv_kind(params) != '{')
-                return bad(c, "the parameters of output %s must be an object", OUT_NAMES[which]);
+                return bad(c, "the parameters of output %s must be an object",
+                           apip_v2_out_names[which]);
             const char *pit = params, *pv = NULL;
             bool seen_bd = false;
             while (apip_jv_obj_next(&pit, &key, &pv)) {
@@ -595,11 +597,11 @@ static int read_outputs(v2p *c, const char *outputs) {
                     return bad(c,
                                "output %s has the parameter \"%s\"; an output takes only "
                                "binary_data%s",
-                               OUT_NAMES[which], k,
+                               apip_v2_out_names[which], k,
                                !strcmp(k, "classification") ? " (attnd does not classify)" : "");
                 if (seen_bd || (kind != 't' && kind != 'f'))
                     return bad(c, "output %s: binary_data must be true or false, once",
-                               OUT_NAMES[which]);
+                               apip_v2_out_names[which]);
                 seen_bd = true;
                 binary = kind == 't';
             }
@@ -777,7 +779,8 @@ int apip_v2_reply_plan(apip_v2_reply *rp, const apip_resp_shape *rs, size_t *byt
         int o = rp->out[i];
         size_t rank, count = 1, elem = 0;
         const size_t *d = out_dims(rs, o, &rank);
-        ok = apip_add(n, LIT("," T_NAME T_DATATYPE T_SHAPE "}") + strlen(OUT_NAMES[o]) + 5, &n);
+        ok = apip_add(n, LIT("," T_NAME T_DATATYPE T_SHAPE "}") + strlen(apip_v2_out_names[o]) + 5,
+                      &n);
         for (size_t k = 0; ok && k < rank; k++)
             ok = apip_mul(count, d[k], &count) && apip_add(n, U64_DIGITS + 1, &n);
         if (rp->binary[o]) {
@@ -867,7 +870,7 @@ int apip_v2_respond(const api_job *job, double queue_ms, double compute_ms, api_
         const size_t *d = o == APIP_V2_OUTPUT ? job->out_dims : job->w_dims;
         size_t rank = o == APIP_V2_OUTPUT ? job->out_rank : job->w_rank, count = 1;
         apip_buf_puts(out, i ? "," T_NAME : T_NAME);
-        apip_buf_puts(out, OUT_NAMES[o]);
+        apip_buf_puts(out, apip_v2_out_names[o]);
         apip_buf_puts(out, T_DATATYPE);
         apip_buf_puts(out, o == APIP_V2_INDICES ? "INT32" : "FP32");
         apip_buf_puts(out, T_SHAPE);
