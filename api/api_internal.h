@@ -364,7 +364,7 @@ void apip_words_embed(const api_model *m, const char *tokens_val, const char *te
 /* Appends a JSON list of the strings of l ([] for NULL). */
 void apip_strlist_json(const apip_strlist *l, api_buf *out);
 
-/* ---- The Open Inference Protocol's responses (v2.c) -------------------------------------- */
+/* ---- The Open Inference Protocol's responses (v2_reply.c) -------------------------------- */
 
 /* The outputs of a job, as the protocol names them: "output", "weights", "weights_indices". */
 enum { APIP_V2_OUTPUT, APIP_V2_WEIGHTS, APIP_V2_INDICES, APIP_V2_NOUTS };
