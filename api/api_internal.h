@@ -278,6 +278,20 @@ bool apip_words_json_bound(const api_model *m, size_t nwords, size_t *bytes);
 
 /* ---- Models ------------------------------------------------------------------------------- */
 
+/* The tensors of a PyTorch nn.MultiheadAttention state_dict, as inline params and model files
+ * name them, in attn_mha_params order of use. */
+enum {
+    APIP_P_IN_W,  /* in_proj_weight (3E, E) */
+    APIP_P_IN_B,  /* in_proj_bias (3E) */
+    APIP_P_OUT_W, /* out_proj.weight (E, E) */
+    APIP_P_OUT_B, /* out_proj.bias (E) */
+    APIP_P_Q_W,   /* q_proj_weight (E, E) */
+    APIP_P_K_W,   /* k_proj_weight (E, kdim) */
+    APIP_P_V_W,   /* v_proj_weight (E, vdim) */
+    APIP_P_COUNT
+};
+extern const char *const apip_param_names[APIP_P_COUNT]; /* by APIP_P_* */
+
 /* Fills in_proj (3E, E) and out_proj (E, E) with the Xavier-uniform stream of seed described
  * at api_model_init_random. */
 void apip_init_random(float *in_proj, float *out_proj, size_t e, uint64_t seed);

@@ -11,6 +11,10 @@
 
 #define DEMO_SEED 24301u /* 0x5EED; documented in api.h and api/openapi.yaml */
 
+const char *const apip_param_names[APIP_P_COUNT] = {
+    "in_proj_weight", "in_proj_bias",  "out_proj.weight", "out_proj.bias",
+    "q_proj_weight",  "k_proj_weight", "v_proj_weight"};
+
 struct api_model {
     char *name;
     const char *source; /* "builtin" or "file" */

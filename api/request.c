@@ -59,12 +59,6 @@ static const char *const sdpa_fields[F_COUNT] = {
     "key_lengths", "key_mask", "attn_mask", "attn_bias", "need_weights", NULL,    "weights_top_k",
     "encoding",    NULL,       NULL};
 
-/* Inline parameter tensors, in api_mha_params order of use. */
-enum { P_IN_W, P_IN_B, P_OUT_W, P_OUT_B, P_Q_W, P_K_W, P_V_W, P_COUNT };
-static const char *const param_names[P_COUNT] = {
-    "in_proj_weight", "in_proj_bias",  "out_proj.weight", "out_proj.bias",
-    "q_proj_weight",  "k_proj_weight", "v_proj_weight"};
-
 /* Everything learnt from a request before its arena exists. */
 typedef struct req {
     api_op op;
@@ -81,8 +75,8 @@ typedef struct req {
     const api_model *model; /* attention with a registry model */
     int init;               /* INIT_* for inline params */
     uint64_t seed;
-    apip_tensor_in p[P_COUNT];
-    bool has_p[P_COUNT];
+    apip_tensor_in p[APIP_P_COUNT];
+    bool has_p[APIP_P_COUNT];
     bool packed; /* in_proj_weight (or init) rather than q/k/v_proj_weight */
 
     attn_causal causal;
@@ -396,7 +390,7 @@ static int attention_params(req *r) {
                    "params must be an object: num_heads plus state_dict tensors, or "
                    "{\"init\": \"identity\" | \"random\", ...}");
     const char *it = pv, *val = NULL, *nh = NULL, *init = NULL, *seed = NULL;
-    const char *pval[P_COUNT] = {NULL};
+    const char *pval[APIP_P_COUNT] = {NULL};
     apip_span key;
     char path[96];
     while (apip_jv_obj_next(&it, &key, &val)) {
@@ -410,8 +404,8 @@ static int attention_params(req *r) {
             slot = &init;
         else if (apip_jv_streq(key, "seed"))
             slot = &seed;
-        for (int i = 0; i < P_COUNT && !slot; i++)
-            if (apip_jv_streq(key, param_names[i]))
+        for (int i = 0; i < APIP_P_COUNT && !slot; i++)
+            if (apip_jv_streq(key, apip_param_names[i]))
                 slot = &pval[i];
         if (!slot)
             return bad(r, path,
@@ -441,9 +435,9 @@ static int attention_params(req *r) {
                                                 : APIP_INIT_NONE;
         if (r->init == APIP_INIT_NONE)
             return bad(r, "params.init", "params.init must be \"identity\" or \"random\"");
-        for (int i = 0; i < P_COUNT; i++)
+        for (int i = 0; i < APIP_P_COUNT; i++)
             if (pval[i]) {
-                snprintf(path, sizeof path, "params.%s", param_names[i]);
+                snprintf(path, sizeof path, "params.%s", apip_param_names[i]);
                 return bad(r, path, "params with init take no tensors (%s)", path);
             }
         if (r->init == APIP_INIT_IDENTITY && seed)
@@ -463,29 +457,29 @@ static int attention_params(req *r) {
     } else {
         if (seed)
             return bad(r, "params.seed", "params.seed goes only with init \"random\"");
-        bool split = pval[P_Q_W] || pval[P_K_W] || pval[P_V_W];
-        if (pval[P_IN_W] && split)
+        bool split = pval[APIP_P_Q_W] || pval[APIP_P_K_W] || pval[APIP_P_V_W];
+        if (pval[APIP_P_IN_W] && split)
             return bad(r, "params.in_proj_weight",
                        "give params.in_proj_weight or q/k/v_proj_weight, not both");
-        if (!pval[P_OUT_W])
+        if (!pval[APIP_P_OUT_W])
             return bad(r, "params.out_proj.weight", "params.out_proj.weight (E, E) is required");
-        if (!pval[P_IN_W] && !split)
+        if (!pval[APIP_P_IN_W] && !split)
             return bad(r, "params.in_proj_weight",
                        "params.in_proj_weight (3E, E) is required (or q_proj_weight, "
                        "k_proj_weight and v_proj_weight)");
-        for (int i = P_Q_W; split && i <= P_V_W; i++)
+        for (int i = APIP_P_Q_W; split && i <= APIP_P_V_W; i++)
             if (!pval[i]) {
-                snprintf(path, sizeof path, "params.%s", param_names[i]);
+                snprintf(path, sizeof path, "params.%s", apip_param_names[i]);
                 return bad(r, path, "%s is required with the other q/k/v_proj_weight", path);
             }
-        r->packed = pval[P_IN_W] != NULL;
+        r->packed = pval[APIP_P_IN_W] != NULL;
         const size_t e = r->e;
-        const size_t want[P_COUNT][2] = {{3 * e, e}, {3 * e, 0},   {e, e},      {e, 0},
-                                         {e, e},     {e, r->kdim}, {e, r->vdim}};
-        for (int i = 0; i < P_COUNT; i++) {
+        const size_t want[APIP_P_COUNT][2] = {{3 * e, e}, {3 * e, 0},   {e, e},      {e, 0},
+                                              {e, e},     {e, r->kdim}, {e, r->vdim}};
+        for (int i = 0; i < APIP_P_COUNT; i++) {
             if (!pval[i])
                 continue;
-            snprintf(path, sizeof path, "params.%s", param_names[i]);
+            snprintf(path, sizeof path, "params.%s", apip_param_names[i]);
             size_t rank = want[i][1] ? 2 : 1;
             if (probe(r, &r->p[i], path, pval[i], rank))
                 return -1;
@@ -861,7 +855,8 @@ api_job *apip_job_parse_given(api_op op, const apip_json_root *root, apip_job_gi
                 apip_mul(wcount, r->top_k ? r->top_k : r->s, &wcount));
     layout a = {0, wok};
     take(&a, 1, sizeof(api_job));
-    size_t at_x[3], at_p[P_COUNT] = {0}, at_kl = 0, at_km = 0, at_am = 0, at_ab = 0, at_heads = 0;
+    size_t at_x[3], at_p[APIP_P_COUNT] = {0}, at_kl = 0, at_km = 0, at_am = 0, at_ab = 0,
+                    at_heads = 0;
     for (int i = 0; i < 3; i++)
         at_x[i] = i == 0 || (i == 1 && r->has_k) || (i == 2 && r->has_v)
                       ? take(&a, r->x[i].count, sizeof(float))
@@ -871,7 +866,7 @@ api_job *apip_job_parse_given(api_op op, const apip_json_root *root, apip_job_gi
         at_init_in = take(&a, 3 * r->e, r->e * sizeof(float));
         at_init_out = take(&a, r->e, r->e * sizeof(float));
     }
-    for (int i = 0; i < P_COUNT; i++)
+    for (int i = 0; i < APIP_P_COUNT; i++)
         if (r->has_p[i])
             at_p[i] = take(&a, r->p[i].count, sizeof(float));
     if (r->n_key_lengths)
@@ -996,8 +991,8 @@ api_job *apip_job_parse_given(api_op op, const apip_json_root *root, apip_job_gi
         job->init = r->init;
         job->seed = r->seed;
     } else if (op == API_OP_ATTENTION) {
-        const float *pp[P_COUNT] = {NULL};
-        for (int i = 0; i < P_COUNT; i++) {
+        const float *pp[APIP_P_COUNT] = {NULL};
+        for (int i = 0; i < APIP_P_COUNT; i++) {
             if (!r->has_p[i])
                 continue;
             float *dst = (float *)(void *)(arena + at_p[i]);
@@ -1005,13 +1000,13 @@ api_job *apip_job_parse_given(api_op op, const apip_json_root *root, apip_job_gi
                 goto fail;
             pp[i] = dst;
         }
-        job->params = (attn_mha_params){.in_proj_weight = pp[P_IN_W],
-                                        .in_proj_bias = pp[P_IN_B],
-                                        .out_proj_weight = pp[P_OUT_W],
-                                        .out_proj_bias = pp[P_OUT_B],
-                                        .q_proj_weight = pp[P_Q_W],
-                                        .k_proj_weight = pp[P_K_W],
-                                        .v_proj_weight = pp[P_V_W]};
+        job->params = (attn_mha_params){.in_proj_weight = pp[APIP_P_IN_W],
+                                        .in_proj_bias = pp[APIP_P_IN_B],
+                                        .out_proj_weight = pp[APIP_P_OUT_W],
+                                        .out_proj_bias = pp[APIP_P_OUT_B],
+                                        .q_proj_weight = pp[APIP_P_Q_W],
+                                        .k_proj_weight = pp[APIP_P_K_W],
+                                        .v_proj_weight = pp[APIP_P_V_W]};
     }
 
     job->params_ready = job->init == APIP_INIT_NONE;

@@ -24,11 +24,15 @@
 
 #define MAX_HEADER (100u << 20) /* the reference implementation's limit */
 
-enum { T_IN_W, T_IN_B, T_OUT_W, T_OUT_B, T_Q_W, T_K_W, T_V_W, T_TOK, T_POS, T_COUNT };
+/* The tensors of a file: the state_dict's (APIP_P_*), then the vocabulary's. */
+enum { T_TOK = APIP_P_COUNT, T_POS, T_COUNT };
 
-static const char *const tensor_names[T_COUNT] = {
-    "in_proj_weight", "in_proj_bias",  "out_proj.weight",  "out_proj.bias",      "q_proj_weight",
-    "k_proj_weight",  "v_proj_weight", "token_embeddings", "position_embeddings"};
+/* The name of tensor i (APIP_P_* or T_*). */
+static const char *tensor_name(int i) {
+    return i < APIP_P_COUNT ? apip_param_names[i]
+           : i == T_TOK     ? "token_embeddings"
+                            : "position_embeddings";
+}
 
 typedef struct st_tensor {
     bool present;
@@ -281,7 +285,7 @@ static api_model *parse(const char *label, const char *name, const uint8_t *byte
         }
         int which = -1;
         for (int i = 0; i < T_COUNT; i++)
-            if (apip_jv_streq(key, tensor_names[i]))
+            if (apip_jv_streq(key, tensor_name(i)))
                 which = i;
         if (which < 0) {
             char k[64];
@@ -294,8 +298,8 @@ static api_model *parse(const char *label, const char *name, const uint8_t *byte
                    NULL;
         }
         if (t[which].present)
-            return st_fail(c, "tensor %s appears twice", tensor_names[which]), NULL;
-        if (read_entry(c, tensor_names[which], val, &t[which]))
+            return st_fail(c, "tensor %s appears twice", tensor_name(which)), NULL;
+        if (read_entry(c, tensor_name(which), val, &t[which]))
             return NULL;
     }
     if (!have_meta)
@@ -312,19 +316,19 @@ static api_model *parse(const char *label, const char *name, const uint8_t *byte
         size_t count = 1, bytes_needed = 0;
         for (size_t d = 0; d < t[i].rank; d++)
             if (!apip_mul(count, t[i].dims[d], &count))
-                return st_fail(c, "tensor %s is too large", tensor_names[i]), NULL;
+                return st_fail(c, "tensor %s is too large", tensor_name(i)), NULL;
         if (!apip_mul(count, (size_t)t[i].dtype, &bytes_needed))
-            return st_fail(c, "tensor %s is too large", tensor_names[i]), NULL;
+            return st_fail(c, "tensor %s is too large", tensor_name(i)), NULL;
         if (t[i].begin > t[i].end || t[i].end > data_len)
             return st_fail(c,
                            "tensor %s has data_offsets [%llu, %llu] outside the %zu bytes of "
                            "data",
-                           tensor_names[i], (unsigned long long)t[i].begin,
+                           tensor_name(i), (unsigned long long)t[i].begin,
                            (unsigned long long)t[i].end, data_len),
                    NULL;
         if (t[i].end - t[i].begin != bytes_needed)
             return st_fail(c, "tensor %s spans %llu bytes, but its shape and dtype need %zu",
-                           tensor_names[i], (unsigned long long)(t[i].end - t[i].begin),
+                           tensor_name(i), (unsigned long long)(t[i].end - t[i].begin),
                            bytes_needed),
                    NULL;
         order[n++] = &t[i];
@@ -332,7 +336,7 @@ static api_model *parse(const char *label, const char *name, const uint8_t *byte
     qsort(order, n, sizeof *order, cmp_begin);
     uint64_t at = 0;
     for (size_t i = 0; i < n; i++) {
-        const char *nm = tensor_names[order[i] - t];
+        const char *nm = tensor_name((int)(order[i] - t));
         if (order[i]->begin < at)
             return st_fail(c, "tensor %s overlaps the tensor before it in the data", nm), NULL;
         if (order[i]->begin > at)
@@ -347,24 +351,24 @@ static api_model *parse(const char *label, const char *name, const uint8_t *byte
                NULL;
 
     /* Shapes: E from out_proj.weight, then the rest against it. */
-    if (!t[T_OUT_W].present)
+    if (!t[APIP_P_OUT_W].present)
         return st_fail(c, "tensor out_proj.weight is missing"), NULL;
-    bool packed = t[T_IN_W].present;
-    bool split = t[T_Q_W].present || t[T_K_W].present || t[T_V_W].present;
+    bool packed = t[APIP_P_IN_W].present;
+    bool split = t[APIP_P_Q_W].present || t[APIP_P_K_W].present || t[APIP_P_V_W].present;
     if (packed && split)
         return st_fail(c, "give in_proj_weight or q/k/v_proj_weight, not both"), NULL;
     if (!packed && !split)
         return st_fail(c, "tensor in_proj_weight (or q/k/v_proj_weight) is missing"), NULL;
-    for (int i = T_Q_W; split && i <= T_V_W; i++)
+    for (int i = APIP_P_Q_W; split && i <= APIP_P_V_W; i++)
         if (!t[i].present)
-            return st_fail(c, "tensor %s is missing", tensor_names[i]), NULL;
-    const st_tensor *ow = &t[T_OUT_W];
+            return st_fail(c, "tensor %s is missing", tensor_name(i)), NULL;
+    const st_tensor *ow = &t[APIP_P_OUT_W];
     if (ow->rank != 2 || ow->dims[0] != ow->dims[1] || ow->dims[0] == 0)
         return st_fail(c, "tensor out_proj.weight must be (E, E) with E >= 1"), NULL;
     size_t e = ow->dims[0], kdim = e, vdim = e;
     if (split) {
-        kdim = t[T_K_W].rank == 2 ? t[T_K_W].dims[1] : 0;
-        vdim = t[T_V_W].rank == 2 ? t[T_V_W].dims[1] : 0;
+        kdim = t[APIP_P_K_W].rank == 2 ? t[APIP_P_K_W].dims[1] : 0;
+        vdim = t[APIP_P_V_W].rank == 2 ? t[APIP_P_V_W].dims[1] : 0;
     }
     /* The vocabulary: its lists first, then the shapes of its tables. */
     apip_strlist *vocab = NULL, *names = NULL;
@@ -403,9 +407,9 @@ static api_model *parse(const char *label, const char *name, const uint8_t *byte
                 st_fail(c,
                         "tensor %s has shape %s; with E=%zu and the %zu tokens of "
                         "__metadata__.vocab it must be %s",
-                        tensor_names[i], got, e, v, exp);
+                        tensor_name(i), got, e, v, exp);
             else
-                st_fail(c, "tensor %s has shape %s; with E=%zu it must be %s", tensor_names[i], got,
+                st_fail(c, "tensor %s has shape %s; with E=%zu it must be %s", tensor_name(i), got,
                         e, exp);
             goto fail_lists;
         }
@@ -415,8 +419,8 @@ static api_model *parse(const char *label, const char *name, const uint8_t *byte
         goto fail_lists;
     }
 
-    api_model *m = apip_model_alloc(name, "file", e, h, kdim, vdim, packed, t[T_IN_B].present,
-                                    t[T_OUT_B].present, err);
+    api_model *m = apip_model_alloc(name, "file", e, h, kdim, vdim, packed, t[APIP_P_IN_B].present,
+                                    t[APIP_P_OUT_B].present, err);
     if (!m)
         goto fail_lists;
     const attn_mha_params *pp = apip_model_params(m);
@@ -440,7 +444,7 @@ static api_model *parse(const char *label, const char *name, const uint8_t *byte
         if (!t[i].present)
             continue;
         size_t count = (size_t)(t[i].end - t[i].begin) / (size_t)t[i].dtype;
-        if (convert(c, tensor_names[i], &t[i], data, count, dst[i])) {
+        if (convert(c, tensor_name(i), &t[i], data, count, dst[i])) {
             api_model_destroy(m);
             return NULL;
         }
