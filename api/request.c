@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "api_internal.h"
+#include "request.h"
 
 #define ARENA_ALIGN 64 /* what api_mem_alloc gives */
 
@@ -28,77 +29,20 @@ api_limits api_limits_default(void) {
 
 /* ---- Fields ------------------------------------------------------------------------------- */
 
-enum {
-    F_QUERY, /* "query" or "q" */
-    F_KEY,   /* "key" or "k" */
-    F_VALUE, /* "value" or "v" */
-    F_MODEL,
-    F_PARAMS,
-    F_SCALE,
-    F_CAUSAL,
-    F_KEY_LENGTHS,
-    F_KEY_MASK,
-    F_ATTN_MASK,
-    F_ATTN_BIAS,
-    F_NEED_WEIGHTS,
-    F_HEADS,
-    F_TOP_K,
-    F_ENCODING,
-    F_TOKENS, /* attention on a model with a vocabulary: words instead of query */
-    F_TEXT,
-    F_COUNT
-};
-
-static const char *const attention_fields[F_COUNT] = {
+static const char *const attention_fields[APIP_F_COUNT] = {
     "query",  "key",           "value",    "model",     "params",    NULL,
     "causal", "key_lengths",   "key_mask", "attn_mask", "attn_bias", "need_weights",
     "heads",  "weights_top_k", "encoding", "tokens",    "text"};
 
-static const char *const sdpa_fields[F_COUNT] = {
+static const char *const sdpa_fields[APIP_F_COUNT] = {
     "q",           "k",        "v",         NULL,        NULL,           "scale", "causal",
     "key_lengths", "key_mask", "attn_mask", "attn_bias", "need_weights", NULL,    "weights_top_k",
     "encoding",    NULL,       NULL};
 
-/* Everything learnt from a request before its arena exists. */
-typedef struct req {
-    api_op op;
-    const api_limits *lim;
-    api_error *err;
-    const char *const *names;
-    const char *f[F_COUNT]; /* each field's value, NULL when absent or null */
-
-    apip_tensor_in x[3]; /* query, key, value (or q, k, v) */
-    bool has_k, has_v;
-    size_t rank; /* of query / q */
-    size_t n, h, l, s, e, kdim, vdim, d, dv;
-
-    const api_model *model; /* attention with a registry model */
-    int init;               /* INIT_* for inline params */
-    uint64_t seed;
-    apip_tensor_in p[APIP_P_COUNT];
-    bool has_p[APIP_P_COUNT];
-    bool packed; /* in_proj_weight (or init) rather than q/k/v_proj_weight */
-
-    attn_causal causal;
-    size_t n_key_lengths; /* 0 or N */
-    apip_tensor_in km, am, ab;
-    bool has_km, has_am, has_ab;
-    size_t km_n, am_n, am_h, ab_n, ab_h;
-
-    attn_weights_mode weights;
-    size_t n_heads; /* 0 = all */
-    size_t top_k;
-    bool has_scale;
-    float scale;
-    bool base64;
-    bool words;            /* "tokens" or "text": query is made from them (L words, N = 1) */
-    apip_job_given *given; /* what another codec adds (apip_job_parse_given); NULL for v1 */
-} req;
-
-static int bad(req *r, const char *field, const char *fmt, ...)
+static int bad(apip_req *r, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-static int bad(req *r, const char *field, const char *fmt, ...) {
+static int bad(apip_req *r, const char *field, const char *fmt, ...) {
     char msg[sizeof r->err->message];
     va_list ap;
     va_start(ap, fmt);
@@ -107,28 +51,28 @@ static int bad(req *r, const char *field, const char *fmt, ...) {
     return api_fail(r->err, 400, "invalid_field", field, "%s", msg);
 }
 
-static const char *endpoint(const req *r) {
+static const char *endpoint(const apip_req *r) {
     return r->op == API_OP_SDPA ? "POST /v1/sdpa" : "POST /v1/attention";
 }
 
 /* Maps the root members to fields. */
-static int map_fields(req *r, const apip_json_root *root) {
+static int map_fields(apip_req *r, const apip_json_root *root) {
     if (root->overflow)
         return api_fail(r->err, 400, "invalid_field", NULL,
                         "the request has more than %d fields; %s takes at most %d",
-                        APIP_JSON_MAX_MEMBERS, endpoint(r), F_COUNT);
-    bool seen[F_COUNT] = {false};
+                        APIP_JSON_MAX_MEMBERS, endpoint(r), APIP_F_COUNT);
+    bool seen[APIP_F_COUNT] = {false};
     for (size_t i = 0; i < root->n; i++) {
         const apip_json_member *m = &root->m[i];
         int which = -1;
-        for (int j = 0; j < F_COUNT && which < 0; j++)
+        for (int j = 0; j < APIP_F_COUNT && which < 0; j++)
             if (r->names[j] && apip_jv_streq(m->key, r->names[j]))
                 which = j;
         if (which < 0) {
             char k[64];
             apip_jv_decode(m->key, k, sizeof k);
             char list[256] = "";
-            for (int j = 0; j < F_COUNT; j++)
+            for (int j = 0; j < APIP_F_COUNT; j++)
                 if (r->names[j]) {
                     size_t at = strlen(list);
                     snprintf(list + at, sizeof list - at, "%s%s", at ? ", " : "", r->names[j]);
@@ -145,7 +89,7 @@ static int map_fields(req *r, const apip_json_root *root) {
 
 /* An integer field in [lo, hi], under the one rule of apip_jv_int: any number with an integral
  * value (2, 2.0 and 2e0 alike). */
-static int get_uint(req *r, const char *v, const char *field, uint64_t lo, uint64_t hi,
+static int get_uint(apip_req *r, const char *v, const char *field, uint64_t lo, uint64_t hi,
                     uint64_t *out) {
     bool neg = false;
     uint64_t x = 0;
@@ -166,7 +110,7 @@ static int get_uint(req *r, const char *v, const char *field, uint64_t lo, uint6
                (unsigned long long)lo, (unsigned long long)hi);
 }
 
-static int get_int(req *r, const char *v, const char *field, long long lo, long long hi,
+static int get_int(apip_req *r, const char *v, const char *field, long long lo, long long hi,
                    long long *out) {
     uint64_t x = 0;
     if (get_uint(r, v, field, (uint64_t)lo, (uint64_t)hi, &x))
@@ -175,15 +119,14 @@ static int get_int(req *r, const char *v, const char *field, long long lo, long 
     return 0;
 }
 
-/* The value of an integer field that get_uint accepted. */
-static uint64_t int_value(const char *v) {
+uint64_t apip_req_int(const char *v) {
     bool neg = false;
     uint64_t x = 0;
     apip_jv_int(v, &neg, &x);
     return x;
 }
 
-static int over_heads(req *r, const char *field, size_t h) {
+static int over_heads(apip_req *r, const char *field, size_t h) {
     return api_fail(r->err, 413, "job_too_large", field,
                     "%s asks for %zu heads, over the max_heads limit of %zu", field, h,
                     r->lim->max_heads);
@@ -191,7 +134,8 @@ static int over_heads(req *r, const char *field, size_t h) {
 
 /* Learns the shape of the tensor field name at val: probed here, or given already probed (its
  * dimensions were checked against max_dim and its bytes against size_t by its codec). */
-static int probe(req *r, apip_tensor_in *t, const char *name, const char *val, size_t max_rank) {
+static int probe(apip_req *r, apip_tensor_in *t, const char *name, const char *val,
+                 size_t max_rank) {
     for (size_t i = 0; r->given && i < r->given->ntensors; i++) {
         if (r->given->keys[i] != val)
             continue;
@@ -205,14 +149,11 @@ static int probe(req *r, apip_tensor_in *t, const char *name, const char *val, s
                              r->err);
 }
 
-/* The next index of the heads field: an element of its array, or with given->heads_csv a run
- * of digits of its string ("0,2", spaces allowed around each). 1 with *el at it, 0 at the end,
- * -1 with err when the string is not such a list. *it starts at the field's value. */
-static int heads_next(req *r, const char **it, const char **el) {
+int apip_req_heads_next(apip_req *r, const char **it, const char **el) {
     if (!(r->given && r->given->heads_csv))
         return apip_jv_arr_next(it, el) ? 1 : 0;
     const char *p = *it;
-    if (p == r->f[F_HEADS] || *p == ',') /* past the opening quote, or the comma */
+    if (p == r->f[APIP_F_HEADS] || *p == ',') /* past the opening quote, or the comma */
         p++;
     else /* at the closing quote */
         return 0;
@@ -239,17 +180,17 @@ static void shape_of(char *out, size_t cap, const apip_tensor_in *t) {
 
 /* "tokens" or "text" in place of query: self-attention on one text. The words are counted once
  * the model is known (words_count). */
-static int words_inputs(req *r) {
-    const char *field = r->f[F_TOKENS] ? "tokens" : "text";
-    if (r->f[F_QUERY] || (r->f[F_TOKENS] && r->f[F_TEXT]))
-        return bad(r, r->f[F_QUERY] ? "query" : "text", "give one of query, tokens and text");
-    for (int i = F_KEY; i <= F_VALUE; i++)
+static int words_inputs(apip_req *r) {
+    const char *field = r->f[APIP_F_TOKENS] ? "tokens" : "text";
+    if (r->f[APIP_F_QUERY] || (r->f[APIP_F_TOKENS] && r->f[APIP_F_TEXT]))
+        return bad(r, r->f[APIP_F_QUERY] ? "query" : "text", "give one of query, tokens and text");
+    for (int i = APIP_F_KEY; i <= APIP_F_VALUE; i++)
         if (r->f[i])
-            return bad(r, i == F_KEY ? "key" : "value",
+            return bad(r, i == APIP_F_KEY ? "key" : "value",
                        "%s is self-attention: key and value come from the same words, so leave "
                        "key and value out",
                        field);
-    if (r->f[F_PARAMS])
+    if (r->f[APIP_F_PARAMS])
         return bad(r, "params",
                    "%s needs a model with a vocabulary (GET /v1/models shows vocab_size), not "
                    "params",
@@ -261,9 +202,10 @@ static int words_inputs(req *r) {
 }
 
 /* Counts the words against the model's vocabulary: L = S = their number. */
-static int words_count(req *r) {
+static int words_count(apip_req *r) {
     size_t count = 0, elems = 0;
-    if (apip_words_count(r->model, r->f[F_TOKENS], r->f[F_TEXT], r->lim->max_dim, &count, r->err))
+    if (apip_words_count(r->model, r->f[APIP_F_TOKENS], r->f[APIP_F_TEXT], r->lim->max_dim, &count,
+                         r->err))
         return -1;
     if (!apip_mul(count, r->e, &elems) || elems > SIZE_MAX / sizeof(float))
         return api_fail(r->err, 413, "job_too_large", NULL,
@@ -273,13 +215,13 @@ static int words_count(req *r) {
     return 0;
 }
 
-static int attention_inputs(req *r) {
+static int attention_inputs(apip_req *r) {
     char sh[96];
-    if (r->f[F_TOKENS] || r->f[F_TEXT])
+    if (r->f[APIP_F_TOKENS] || r->f[APIP_F_TEXT])
         return words_inputs(r);
-    if (!r->f[F_QUERY])
+    if (!r->f[APIP_F_QUERY])
         return bad(r, "query", "query is required: (L, E) or (N, L, E)");
-    if (probe(r, &r->x[0], "query", r->f[F_QUERY], 3))
+    if (probe(r, &r->x[0], "query", r->f[APIP_F_QUERY], 3))
         return -1;
     apip_tensor_in *q = &r->x[0];
     if (q->rank < 2) {
@@ -294,7 +236,7 @@ static int attention_inputs(req *r) {
     r->kdim = r->vdim = r->e;
     const char *names[3] = {"query", "key", "value"};
     for (int i = 1; i < 3; i++) {
-        const char *v = r->f[i == 1 ? F_KEY : F_VALUE];
+        const char *v = r->f[i == 1 ? APIP_F_KEY : APIP_F_VALUE];
         if (!v)
             continue;
         apip_tensor_in *t = &r->x[i];
@@ -323,17 +265,17 @@ static int attention_inputs(req *r) {
     return 0;
 }
 
-static int attention_model(req *r, const api_registry *models) {
-    if (r->f[F_MODEL] && r->f[F_PARAMS])
+static int attention_model(apip_req *r, const api_registry *models) {
+    if (r->f[APIP_F_MODEL] && r->f[APIP_F_PARAMS])
         return bad(r, "params", "give model or params, not both");
-    if (r->f[F_PARAMS])
+    if (r->f[APIP_F_PARAMS])
         return 0;
     if (r->given && r->given->model) {
         r->model = r->given->model;
-    } else if (r->f[F_MODEL]) {
-        if (apip_jv_kind(r->f[F_MODEL]) != '"')
+    } else if (r->f[APIP_F_MODEL]) {
+        if (apip_jv_kind(r->f[APIP_F_MODEL]) != '"')
             return bad(r, "model", "model must be a string: the name of a model (GET /v1/models)");
-        apip_span s = apip_jv_string(r->f[F_MODEL]);
+        apip_span s = apip_jv_string(r->f[APIP_F_MODEL]);
         r->model = apip_registry_find_json(models, s);
         if (!r->model) {
             /* The name as far as it can be shown: up to an escaped NUL, or cut to 255 bytes
@@ -381,8 +323,8 @@ static int attention_model(req *r, const api_registry *models) {
     return 0;
 }
 
-static int attention_params(req *r) {
-    const char *pv = r->f[F_PARAMS];
+static int attention_params(apip_req *r) {
+    const char *pv = r->f[APIP_F_PARAMS];
     if (!pv)
         return 0;
     if (apip_jv_kind(pv) != '{')
@@ -509,7 +451,7 @@ static int attention_params(req *r) {
 
 /* ---- SDPA inputs -------------------------------------------------------------------------- */
 
-static int sdpa_inputs(req *r) {
+static int sdpa_inputs(apip_req *r) {
     const char *names[3] = {"q", "k", "v"};
     char sh[96];
     for (int i = 0; i < 3; i++) {
@@ -551,10 +493,10 @@ static int sdpa_inputs(req *r) {
     r->has_k = r->has_v = true;
     if (r->h > r->lim->max_heads)
         return over_heads(r, "q", r->h);
-    if (r->f[F_SCALE]) {
-        if (apip_jv_kind(r->f[F_SCALE]) != '0')
+    if (r->f[APIP_F_SCALE]) {
+        if (apip_jv_kind(r->f[APIP_F_SCALE]) != '0')
             return bad(r, "scale", "scale must be a number");
-        r->scale = (float)apip_jv_number(r->f[F_SCALE], &(const char *){NULL});
+        r->scale = (float)apip_jv_number(r->f[APIP_F_SCALE], &(const char *){NULL});
         if (!isfinite(r->scale))
             return api_fail(r->err, 400, "non_finite", "scale", "scale is not a finite float32");
         r->has_scale = true;
@@ -566,7 +508,7 @@ static int sdpa_inputs(req *r) {
 
 /* attn_mask or attn_bias: (L, S), (Mn, L, S) or (Mn, Mh, L, S) with Mn in {1, N}, Mh in
  * {1, H}; for SDPA with leading dims (H), (L, S) or (Mh, L, S). */
-static int cell_mask(req *r, int field, apip_tensor_in *t, size_t *mn, size_t *mh) {
+static int cell_mask(apip_req *r, int field, apip_tensor_in *t, size_t *mn, size_t *mh) {
     const char *name = r->names[field];
     if (probe(r, t, name, r->f[field], 4))
         return -1;
@@ -602,12 +544,12 @@ static int cell_mask(req *r, int field, apip_tensor_in *t, size_t *mn, size_t *m
     return 0;
 }
 
-static int masks_and_options(req *r) {
+static int masks_and_options(apip_req *r) {
     bool sdpa = r->op == API_OP_SDPA;
     const char *v;
     char sh[96];
 
-    if ((v = r->f[F_CAUSAL])) {
+    if ((v = r->f[APIP_F_CAUSAL])) {
         char k = apip_jv_kind(v);
         if (k == 't' || k == 'f')
             r->causal = k == 't' ? ATTN_CAUSAL_TOP_LEFT : ATTN_CAUSAL_NONE;
@@ -626,7 +568,7 @@ static int masks_and_options(req *r) {
                        : sdpa ? r->rank == 3 ? " (q (H, L, D) is one batch element: N = 1)"
                                              : " (q (L, D) is one batch element: N = 1)"
                               : " (query (L, E) is one batch element: N = 1)";
-    if ((v = r->f[F_KEY_LENGTHS]) && r->given && r->given->key_lengths) {
+    if ((v = r->f[APIP_F_KEY_LENGTHS]) && r->given && r->given->key_lengths) {
         /* Raw int32 values. */
         const uint8_t *b = r->given->key_lengths;
         if (r->given->n_key_lengths != r->n)
@@ -662,7 +604,7 @@ static int masks_and_options(req *r) {
                        r->n, n_is);
         r->n_key_lengths = r->n;
     }
-    if ((v = r->f[F_KEY_MASK])) {
+    if ((v = r->f[APIP_F_KEY_MASK])) {
         if (probe(r, &r->km, "key_mask", v, 2))
             return -1;
         const apip_tensor_in *t = &r->km;
@@ -676,18 +618,18 @@ static int masks_and_options(req *r) {
                        r->s, n_is);
         r->has_km = true;
     }
-    if (r->f[F_ATTN_MASK]) {
-        if (cell_mask(r, F_ATTN_MASK, &r->am, &r->am_n, &r->am_h))
+    if (r->f[APIP_F_ATTN_MASK]) {
+        if (cell_mask(r, APIP_F_ATTN_MASK, &r->am, &r->am_n, &r->am_h))
             return -1;
         r->has_am = true;
     }
-    if (r->f[F_ATTN_BIAS]) {
-        if (cell_mask(r, F_ATTN_BIAS, &r->ab, &r->ab_n, &r->ab_h))
+    if (r->f[APIP_F_ATTN_BIAS]) {
+        if (cell_mask(r, APIP_F_ATTN_BIAS, &r->ab, &r->ab_n, &r->ab_h))
             return -1;
         r->has_ab = true;
     }
 
-    if ((v = r->f[F_NEED_WEIGHTS])) {
+    if ((v = r->f[APIP_F_NEED_WEIGHTS])) {
         char k = apip_jv_kind(v);
         if (sdpa) {
             if (k != 't' && k != 'f')
@@ -703,7 +645,7 @@ static int masks_and_options(req *r) {
             return bad(r, "need_weights", "need_weights must be false, \"per_head\" or \"mean\"");
         }
     }
-    if ((v = r->f[F_HEADS])) {
+    if ((v = r->f[APIP_F_HEADS])) {
         if (r->weights != ATTN_WEIGHTS_PER_HEAD)
             return bad(r, "heads", "heads goes only with need_weights \"per_head\"");
         if (apip_jv_kind(v) != '[' && !(r->given && r->given->heads_csv))
@@ -716,7 +658,7 @@ static int masks_and_options(req *r) {
             return api_fail(r->err, 500, "internal", "heads", "%zu heads are too many", r->h);
         memset(seen, 0, (r->h + 63) / 64 * sizeof seen[0]);
         int more;
-        while ((more = heads_next(r, &it, &el)) > 0) {
+        while ((more = apip_req_heads_next(r, &it, &el)) > 0) {
             snprintf(path, sizeof path, "heads[%zu]", r->n_heads);
             long long x = 0;
             if (get_int(r, el, path, 0, (long long)r->h - 1, &x))
@@ -731,7 +673,7 @@ static int masks_and_options(req *r) {
         if (r->n_heads == 0)
             return bad(r, "heads", "heads must list at least one head");
     }
-    if ((v = r->f[F_TOP_K])) {
+    if ((v = r->f[APIP_F_TOP_K])) {
         if (r->weights == ATTN_WEIGHTS_NONE)
             return bad(r, "weights_top_k", "weights_top_k needs need_weights to be %s",
                        sdpa ? "true" : "\"per_head\" or \"mean\"");
@@ -740,13 +682,26 @@ static int masks_and_options(req *r) {
             return -1;
         r->top_k = (size_t)k;
     }
-    if ((v = r->f[F_ENCODING])) {
+    if ((v = r->f[APIP_F_ENCODING])) {
         if (apip_jv_kind(v) == '"' && apip_jv_streq(apip_jv_string(v), "base64"))
             r->base64 = true;
         else if (!(apip_jv_kind(v) == '"' && apip_jv_streq(apip_jv_string(v), "json")))
             return bad(r, "encoding", "encoding must be \"json\" or \"base64\"");
     }
     return 0;
+}
+
+int apip_req_read(apip_req *r, const apip_json_root *root, const api_registry *models) {
+    r->names = r->op == API_OP_SDPA ? sdpa_fields : attention_fields;
+    if (map_fields(r, root))
+        return -1;
+    if (r->op == API_OP_SDPA) {
+        if (sdpa_inputs(r))
+            return -1;
+    } else if (attention_inputs(r) || attention_model(r, models) || attention_params(r)) {
+        return -1;
+    }
+    return masks_and_options(r);
 }
 
 /* ---- Sizing, allocation, decoding --------------------------------------------------------- */
@@ -768,12 +723,12 @@ static size_t take(layout *a, size_t count, size_t size) {
     return at;
 }
 
-static void fill_dims(const req *r, attn_mha_dims *md, attn_sdpa_dims *sd) {
+static void fill_dims(const apip_req *r, attn_mha_dims *md, attn_sdpa_dims *sd) {
     *md = (attn_mha_dims){r->n, r->l, r->s, r->e, r->h, r->kdim, r->vdim};
     *sd = (attn_sdpa_dims){r->n, r->h, r->l, r->s, r->d, r->dv};
 }
 
-static int plan(const req *r, attn_plan *p, const attn_opts *o, const attn_masks *m,
+static int plan(const apip_req *r, attn_plan *p, const attn_opts *o, const attn_masks *m,
                 api_error *err) {
     attn_mha_dims md;
     attn_sdpa_dims sd;
@@ -812,22 +767,13 @@ api_job *apip_job_parse_given(api_op op, const apip_json_root *root, apip_job_gi
     }
     /* The scratch of parsing (about 5 KiB) lives on the stack: the arena is the job's only
      * allocation. */
-    req rq = {0}, *r = &rq;
+    apip_req rq = {0}, *r = &rq;
     api_job *job = NULL;
     r->op = op;
     r->lim = lim;
     r->err = err;
-    r->names = op == API_OP_SDPA ? sdpa_fields : attention_fields;
     r->given = given;
-    if (map_fields(r, root))
-        goto done;
-    if (op == API_OP_SDPA) {
-        if (sdpa_inputs(r))
-            goto done;
-    } else if (attention_inputs(r) || attention_model(r, models) || attention_params(r)) {
-        goto done;
-    }
-    if (masks_and_options(r))
+    if (apip_req_read(r, root, models))
         goto done;
 
     /* Plan with the shapes alone (the masks' contents are not needed for sizes), then lay out
@@ -967,7 +913,7 @@ api_job *apip_job_parse_given(api_op op, const apip_json_root *root, apip_job_gi
         x[i] = (float *)(void *)(arena + at_x[i]);
         if (i == 0 && r->words) {
             uint32_t *ids = (uint32_t *)(void *)(arena + at_ids);
-            apip_words_embed(r->model, r->f[F_TOKENS], r->f[F_TEXT], ids, x[0]);
+            apip_words_embed(r->model, r->f[APIP_F_TOKENS], r->f[APIP_F_TEXT], ids, x[0]);
             job->tokens = ids;
             continue;
         }
@@ -1015,7 +961,7 @@ api_job *apip_job_parse_given(api_op op, const apip_json_root *root, apip_job_gi
     job->masks = m;
     if (r->n_key_lengths) {
         int32_t *kl = (int32_t *)(void *)(arena + at_kl);
-        const char *it = r->f[F_KEY_LENGTHS], *el = NULL;
+        const char *it = r->f[APIP_F_KEY_LENGTHS], *el = NULL;
         if (given && given->key_lengths) /* raw int32, checked */
             for (size_t i = 0; i < r->n; i++) {
                 const uint8_t *b = given->key_lengths + 4 * i;
@@ -1024,7 +970,7 @@ api_job *apip_job_parse_given(api_op op, const apip_json_root *root, apip_job_gi
             }
         else
             for (size_t i = 0; apip_jv_arr_next(&it, &el); i++)
-                kl[i] = (int32_t)int_value(el);
+                kl[i] = (int32_t)apip_req_int(el);
         job->masks.key_lengths = kl;
     }
     if (r->has_km) {
@@ -1048,9 +994,9 @@ api_job *apip_job_parse_given(api_op op, const apip_json_root *root, apip_job_gi
     job->opts = o;
     if (r->n_heads) {
         uint32_t *hs = (uint32_t *)(void *)(arena + at_heads);
-        const char *it = r->f[F_HEADS], *el = NULL;
-        for (size_t i = 0; heads_next(r, &it, &el) > 0; i++)
-            hs[i] = (uint32_t)int_value(el);
+        const char *it = r->f[APIP_F_HEADS], *el = NULL;
+        for (size_t i = 0; apip_req_heads_next(r, &it, &el) > 0; i++)
+            hs[i] = (uint32_t)apip_req_int(el);
         job->opts.heads = hs;
         job->opts.n_heads = r->n_heads;
     }
