@@ -1,17 +1,14 @@
 /* request.c - turns the body of POST /v1/attention or /v1/sdpa into a validated job.
  *
- * Order of work: check the JSON; map the top-level fields (unknown ones are refused); learn
- * every tensor's shape and check every field and their agreement, allocating nothing; plan the
- * job with libattn and add up the arena; refuse a job over max_job_bytes; allocate the one
- * arena; decode every tensor into it (rows, types and values are checked while copying); plan
- * again with the decoded masks. Every error names the field by its JSON path.
+ * Stages: check the JSON; read every field into the request record (fields.c: shapes and
+ * values checked, nothing allocated); size the job with libattn from its shapes; lay out the
+ * arena and the output shapes, and refuse a job whose arena and response bound exceed
+ * max_job_bytes; allocate the one arena; decode every tensor into it (rows, types and values
+ * are checked while copying); plan the job with its decoded masks. The v2 codec (v2.c) enters
+ * at apip_job_parse_given, after the JSON check, and goes through the same stages.
  *
  * Legend: N batch, L query length, S key length, E embedding width, H heads, kdim/vdim key and
  * value widths, D/Dv the SDPA query-key and value widths, K the top-k count. */
-#include <math.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "api_internal.h"
@@ -27,23 +24,23 @@ api_limits api_limits_default(void) {
                         .max_depth = APIP_JSON_MAX_DEPTH};
 }
 
-/* ---- Sizing, allocation, decoding --------------------------------------------------------- */
+/* ---- Sizes -------------------------------------------------------------------------------- */
 
-/* The arena: regions appended at 64-byte boundaries. */
-typedef struct layout {
-    size_t total;
-    bool ok;
-} layout;
+/* The masks of r: causal and the extents of the masks it has, every pointer NULL (the caller
+ * points them at the decoded arrays). */
+static attn_masks req_masks(const apip_req *r) {
+    return (attn_masks){.causal = r->causal,
+                        .key_mask_n = r->km_n,
+                        .attn_mask_n = r->am_n,
+                        .attn_mask_h = r->am_h,
+                        .attn_bias_n = r->ab_n,
+                        .attn_bias_h = r->ab_h};
+}
 
-static size_t take(layout *a, size_t count, size_t size) {
-    size_t bytes = 0, at = a->total, end = 0;
-    if (!apip_mul(count, size, &bytes) || !apip_add(at, bytes, &end) ||
-        !apip_add(end, ARENA_ALIGN - 1, &end)) {
-        a->ok = false;
-        return 0;
-    }
-    a->total = end / ARENA_ALIGN * ARENA_ALIGN;
-    return at;
+/* The options of r, without its head subset (the caller points opts.heads at it). */
+static attn_opts req_opts(const apip_req *r) {
+    return (attn_opts){
+        .weights = r->weights, .top_k = r->top_k, .has_scale = r->has_scale, .scale = r->scale};
 }
 
 static void fill_dims(const apip_req *r, attn_mha_dims *md, attn_sdpa_dims *sd) {
@@ -68,6 +65,296 @@ static int plan(const apip_req *r, attn_plan *p, const attn_opts *o, const attn_
     return api_fail(err, 500, "internal", NULL, "planning failed: %s", ae.msg);
 }
 
+/* libattn's sizes of a job of r's shapes and options: its workspace and outputs in *sizes, a
+ * plan whose masks are present but stand-ins (their contents do not change the sizes) and
+ * which has no key lengths and no head subset. Only its size fields are read: the job's own
+ * plan is made once its masks are decoded (plan_job). 0, or -1 with r->err as plan says. */
+static int plan_sizes(const apip_req *r, attn_plan *sizes) {
+    static const uint8_t stand_in_u8 = 1;
+    static const float stand_in_f = 0.0f;
+    attn_opts o = req_opts(r);
+    attn_masks m = req_masks(r);
+    m.key_mask = r->has_km ? &stand_in_u8 : NULL;
+    m.attn_mask = r->has_am ? &stand_in_u8 : NULL;
+    m.attn_bias = r->has_ab ? &stand_in_f : NULL;
+    return plan(r, sizes, &o, &m, r->err);
+}
+
+/* ---- Output shapes ------------------------------------------------------------------------ */
+
+/* The shapes of a job's outputs, as its response reports them, and what else the response's
+ * size depends on, into *rs: the output (.., L, E), or SDPA's (.., L, Dv), led by the query's
+ * leading dimensions (attention: N when the query has it; SDPA: all of q's); the weights
+ * (.., maps, L, K or S) with the same lead (maps only for attention's per-head weights); the
+ * model's name and words for attention on a registry model. False when the bound of the words
+ * does not fit in size_t (the caller refuses the job). */
+static bool out_shapes(const apip_req *r, size_t maps, apip_resp_shape *rs) {
+    *rs = (apip_resp_shape){.op = r->op, .base64 = r->base64, .indices = r->top_k != 0};
+    size_t lead[2], nlead = 0;
+    if (r->op == API_OP_SDPA) {
+        for (size_t i = 0; i + 2 < r->rank; i++)
+            lead[nlead++] = r->x[0].dims[i];
+    } else if (r->rank == 3) {
+        lead[nlead++] = r->n;
+    }
+    for (size_t i = 0; i < nlead; i++)
+        rs->out_dims[i] = lead[i];
+    rs->out_rank = nlead + 2;
+    rs->out_dims[nlead] = r->l;
+    rs->out_dims[nlead + 1] = r->op == API_OP_SDPA ? r->dv : r->e;
+    if (r->weights) {
+        for (size_t i = 0; i < nlead; i++)
+            rs->w_dims[rs->w_rank++] = lead[i];
+        if (r->op == API_OP_ATTENTION && r->weights == ATTN_WEIGHTS_PER_HEAD)
+            rs->w_dims[rs->w_rank++] = maps;
+        rs->w_dims[rs->w_rank++] = r->l;
+        rs->w_dims[rs->w_rank++] = r->top_k ? r->top_k : r->s;
+    }
+    if (r->op == API_OP_ATTENTION && r->model) {
+        rs->model_len = strlen(apip_model_name(r->model));
+        return apip_words_json_bound(r->model, r->words ? r->l : 0, &rs->words_bytes);
+    }
+    return true;
+}
+
+/* ---- Arena layout ------------------------------------------------------------------------- */
+
+/* The arena of a job: the offset of each part from its start (the job record is at 0), each at
+ * a 64-byte boundary, and their total. A part the job does not have is at 0. */
+typedef struct layout {
+    size_t total;
+    bool ok;                  /* false when a size overflowed size_t */
+    size_t x[3];              /* query, key, value (or q, k, v): floats (x[i].count) */
+    size_t init_in, init_out; /* params init: in_proj (3E, E) and out_proj (E, E) */
+    size_t p[APIP_P_COUNT];   /* inline params: floats (p[i].count) */
+    size_t kl;                /* key_lengths (N) int32 */
+    size_t km, am, ab;        /* key_mask, attn_mask (bytes), attn_bias (floats): their counts */
+    size_t heads;             /* the head subset (n_heads) uint32 */
+    size_t ids;               /* the words' token ids (L) uint32 */
+    size_t ws;                /* libattn's workspace: workspace_bytes */
+    size_t out, w, ix;        /* output (out_elems), weights and top-k indices (wcount each) */
+    size_t reply;             /* the v2 reply form (apip_v2_reply_place's bytes) */
+} layout;
+
+/* Appends count items of size bytes at the next 64-byte boundary; returns their offset. */
+static size_t take(layout *a, size_t count, size_t size) {
+    size_t bytes = 0, at = a->total, end = 0;
+    if (!apip_mul(count, size, &bytes) || !apip_add(at, bytes, &end) ||
+        !apip_add(end, ARENA_ALIGN - 1, &end)) {
+        a->ok = false;
+        return 0;
+    }
+    a->total = end / ARENA_ALIGN * ARENA_ALIGN;
+    return at;
+}
+
+/* Lays out the arena of a job of r: the job record, then what r decodes (inputs, params or room
+ * for params init, masks, the head subset, the words' ids), then libattn's workspace and
+ * outputs as sizes has them, wcount weights and as many top-k indices. */
+static void lay_out(const apip_req *r, const attn_plan *sizes, size_t wcount, layout *a) {
+    take(a, 1, sizeof(api_job));
+    for (int i = 0; i < 3; i++)
+        a->x[i] = i == 0 || (i == 1 && r->has_k) || (i == 2 && r->has_v)
+                      ? take(a, r->x[i].count, sizeof(float))
+                      : 0;
+    if (r->init) {
+        a->init_in = take(a, 3 * r->e, r->e * sizeof(float));
+        a->init_out = take(a, r->e, r->e * sizeof(float));
+    }
+    for (int i = 0; i < APIP_P_COUNT; i++)
+        if (r->has_p[i])
+            a->p[i] = take(a, r->p[i].count, sizeof(float));
+    if (r->n_key_lengths)
+        a->kl = take(a, r->n_key_lengths, sizeof(int32_t));
+    if (r->has_km)
+        a->km = take(a, r->km.count, 1);
+    if (r->has_am)
+        a->am = take(a, r->am.count, 1);
+    if (r->has_ab)
+        a->ab = take(a, r->ab.count, sizeof(float));
+    if (r->n_heads)
+        a->heads = take(a, r->n_heads, sizeof(uint32_t));
+    a->ids = r->words ? take(a, r->l, sizeof(uint32_t)) : 0;
+    a->ws = take(a, sizes->workspace_bytes, 1);
+    a->out = take(a, sizes->out_elems, sizeof(float));
+    a->w = r->weights ? take(a, wcount, sizeof(float)) : 0;
+    a->ix = r->top_k ? take(a, wcount, sizeof(int32_t)) : 0;
+}
+
+/* The most bytes of the job's response, into *resp: v1's bound, or the reply form given->reply
+ * settles (its copy then gets a place in the arena). Then the arena and the response together
+ * against max_job_bytes: they count together, since the response is held until the client has
+ * read it. 0, or -1 with r->err: the reply form's error, or 413 job_too_large. */
+static int fit_limit(const apip_req *r, apip_resp_shape *rs, bool words_fit, layout *a,
+                     size_t *resp) {
+    size_t total = 0, reply_place = 0;
+    bool resp_fits = true;
+    if (r->given && r->given->reply) { /* the response of another protocol */
+        if (apip_v2_reply_plan(r->given->reply, rs, resp, &reply_place, r->err))
+            return -1;
+        a->reply = take(a, reply_place, 1);
+    } else {
+        resp_fits = apip_response_bound(rs, resp);
+    }
+    if (!a->ok || !words_fit || !resp_fits || !apip_add(a->total, *resp, &total))
+        return api_fail(r->err, 413, "job_too_large", NULL,
+                        "the job's working memory and response do not fit in size_t; the "
+                        "max_job_bytes limit is %zu bytes",
+                        r->lim->max_job_bytes);
+    if (total > r->lim->max_job_bytes)
+        return api_fail(r->err, 413, "job_too_large", NULL,
+                        "the job needs %zu bytes (%.1f MiB): %zu of working memory and up to %zu "
+                        "for its response, over the max_job_bytes limit of %zu bytes (%.1f MiB)%s",
+                        total, (double)total / 1048576.0, a->total, *resp, r->lim->max_job_bytes,
+                        (double)r->lim->max_job_bytes / 1048576.0,
+                        !r->base64 && !r->given && *resp > a->total
+                            ? "; \"encoding\": \"base64\" makes the response about 3 times smaller"
+                            : "");
+    return 0;
+}
+
+/* ---- Decoding ----------------------------------------------------------------------------- */
+
+/* Decodes the inputs into the arena (query, key and value; or the words' embeddings and ids)
+ * and points the job at them. 0, or -1 with r->err. */
+static int decode_inputs(const apip_req *r, const layout *a, api_job *job, char *arena) {
+    float *x[3] = {NULL, NULL, NULL};
+    for (int i = 0; i < 3; i++) {
+        if (i > 0 && !(i == 1 ? r->has_k : r->has_v))
+            continue;
+        x[i] = (float *)(void *)(arena + a->x[i]);
+        if (i == 0 && r->words) {
+            uint32_t *ids = (uint32_t *)(void *)(arena + a->ids);
+            apip_words_embed(r->model, r->f[APIP_F_TOKENS], r->f[APIP_F_TEXT], ids, x[0]);
+            job->tokens = ids;
+            continue;
+        }
+        if (apip_tensor_read(&r->x[i], APIP_TENSOR_FLOAT, x[i], r->err))
+            return -1;
+    }
+    job->q = x[0];
+    job->k = x[1] ? x[1] : job->q; /* the same pointer: libattn shares the projection GEMM */
+    job->v = x[2] ? x[2] : job->k;
+    return 0;
+}
+
+/* The job's parameters: the registry model's, room for params init, or the inline tensors
+ * decoded into the arena. 0, or -1 with r->err. */
+static int decode_params(const apip_req *r, const layout *a, api_job *job, char *arena) {
+    if (r->op == API_OP_ATTENTION && r->model) {
+        job->params = *apip_model_params(r->model);
+        job->model_name = apip_model_name(r->model);
+        job->model = r->model;
+    } else if (r->op == API_OP_ATTENTION && r->init) {
+        /* The weights are made when the job first runs (api_job_run, api_jobs_run): a batch
+         * of jobs on the same init makes them once. */
+        float *in = (float *)(void *)(arena + a->init_in);
+        float *out = (float *)(void *)(arena + a->init_out);
+        job->params = (attn_mha_params){.in_proj_weight = in, .out_proj_weight = out};
+        job->init = r->init;
+        job->seed = r->seed;
+    } else if (r->op == API_OP_ATTENTION) {
+        const float *pp[APIP_P_COUNT] = {NULL};
+        for (int i = 0; i < APIP_P_COUNT; i++) {
+            if (!r->has_p[i])
+                continue;
+            float *dst = (float *)(void *)(arena + a->p[i]);
+            if (apip_tensor_read(&r->p[i], APIP_TENSOR_FLOAT, dst, r->err))
+                return -1;
+            pp[i] = dst;
+        }
+        job->params = (attn_mha_params){.in_proj_weight = pp[APIP_P_IN_W],
+                                        .in_proj_bias = pp[APIP_P_IN_B],
+                                        .out_proj_weight = pp[APIP_P_OUT_W],
+                                        .out_proj_bias = pp[APIP_P_OUT_B],
+                                        .q_proj_weight = pp[APIP_P_Q_W],
+                                        .k_proj_weight = pp[APIP_P_K_W],
+                                        .v_proj_weight = pp[APIP_P_V_W]};
+    }
+    job->params_ready = job->init == APIP_INIT_NONE;
+    return 0;
+}
+
+/* The masks and the head subset decoded into the arena, job->masks and job->opts pointing at
+ * them. 0, or -1 with r->err. */
+static int decode_masks(apip_req *r, const layout *a, api_job *job, char *arena) {
+    job->masks = req_masks(r);
+    if (r->n_key_lengths) {
+        int32_t *kl = (int32_t *)(void *)(arena + a->kl);
+        const char *it = r->f[APIP_F_KEY_LENGTHS], *el = NULL;
+        if (r->given && r->given->key_lengths) /* raw int32, checked */
+            for (size_t i = 0; i < r->n; i++) {
+                const uint8_t *b = r->given->key_lengths + 4 * i;
+                kl[i] = (int32_t)((uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
+                                  (uint32_t)b[3] << 24);
+            }
+        else
+            for (size_t i = 0; apip_jv_arr_next(&it, &el); i++)
+                kl[i] = (int32_t)apip_req_int(el);
+        job->masks.key_lengths = kl;
+    }
+    if (r->has_km) {
+        uint8_t *km = (uint8_t *)(arena + a->km);
+        if (apip_tensor_read(&r->km, APIP_TENSOR_MASK, km, r->err))
+            return -1;
+        job->masks.key_mask = km;
+    }
+    if (r->has_am) {
+        uint8_t *am = (uint8_t *)(arena + a->am);
+        if (apip_tensor_read(&r->am, APIP_TENSOR_MASK, am, r->err))
+            return -1;
+        job->masks.attn_mask = am;
+    }
+    if (r->has_ab) {
+        float *ab = (float *)(void *)(arena + a->ab);
+        if (apip_tensor_read(&r->ab, APIP_TENSOR_BIAS, ab, r->err))
+            return -1;
+        job->masks.attn_bias = ab;
+    }
+    job->opts = req_opts(r);
+    if (r->n_heads) {
+        uint32_t *hs = (uint32_t *)(void *)(arena + a->heads);
+        const char *it = r->f[APIP_F_HEADS], *el = NULL;
+        for (size_t i = 0; apip_req_heads_next(r, &it, &el) > 0; i++)
+            hs[i] = (uint32_t)apip_req_int(el);
+        job->opts.heads = hs;
+        job->opts.n_heads = r->n_heads;
+    }
+    return 0;
+}
+
+/* The job's plan, with its decoded masks: it must fit the room sizes set aside. Then the job's
+ * workspace and outputs in the arena, and the shapes its response reports (rs). 0, or -1 with
+ * r->err (the plan's error, or 500 internal when it outgrew the room). */
+static int plan_job(const apip_req *r, const attn_plan *sizes, size_t wcount,
+                    const apip_resp_shape *rs, const layout *a, api_job *job, char *arena) {
+    if (plan(r, &job->plan, &job->opts, &job->masks, r->err))
+        return -1;
+    if (job->plan.workspace_bytes > sizes->workspace_bytes ||
+        job->plan.out_elems != sizes->out_elems ||
+        job->plan.weights_elems != (r->weights ? wcount : 0))
+        return api_fail(r->err, 500, "internal", NULL,
+                        "the job's plan changed size after decoding");
+    job->workspace = arena + a->ws;
+    job->out = (float *)(void *)(arena + a->out);
+    if (r->weights)
+        job->wout.values = (float *)(void *)(arena + a->w);
+    if (r->top_k)
+        job->wout.indices = (int32_t *)(void *)(arena + a->ix);
+    job->n = r->n;
+    job->l = r->l;
+    job->s = r->s;
+    job->e = r->e;
+    job->h = r->h;
+    job->out_rank = rs->out_rank;
+    memcpy(job->out_dims, rs->out_dims, sizeof job->out_dims);
+    job->w_rank = rs->w_rank;
+    memcpy(job->w_dims, rs->w_dims, sizeof job->w_dims);
+    return 0;
+}
+
+/* ---- Jobs --------------------------------------------------------------------------------- */
+
 api_job *api_job_parse(api_op op, const char *body, size_t len, const api_registry *models,
                        const api_limits *lim, api_error *err) {
     apip_json_root root;
@@ -91,124 +378,29 @@ api_job *apip_job_parse_given(api_op op, const apip_json_root *root, apip_job_gi
     /* The scratch of parsing (about 5 KiB) lives on the stack: the arena is the job's only
      * allocation. */
     apip_req rq = {0}, *r = &rq;
-    api_job *job = NULL;
     r->op = op;
     r->lim = lim;
     r->err = err;
     r->given = given;
     if (apip_req_read(r, root, models))
-        goto done;
+        return NULL;
 
-    /* Plan with the shapes alone (the masks' contents are not needed for sizes), then lay out
-     * the arena and check it against the limit. */
-    static const uint8_t dummy_u8 = 1;
-    static const float dummy_f = 0.0f;
-    attn_opts o = {
-        .weights = r->weights, .top_k = r->top_k, .has_scale = r->has_scale, .scale = r->scale};
-    attn_masks m = {.causal = r->causal,
-                    .key_mask = r->has_km ? &dummy_u8 : NULL,
-                    .key_mask_n = r->km_n,
-                    .attn_mask = r->has_am ? &dummy_u8 : NULL,
-                    .attn_mask_n = r->am_n,
-                    .attn_mask_h = r->am_h,
-                    .attn_bias = r->has_ab ? &dummy_f : NULL,
-                    .attn_bias_n = r->ab_n,
-                    .attn_bias_h = r->ab_h};
-    attn_plan p0;
-    if (plan(r, &p0, &o, &m, err))
-        goto done;
+    /* Sizes from the shapes, the arena laid out, the response's shapes and bound, all of it
+     * checked against the limit before anything is allocated. */
+    attn_plan sizes;
+    if (plan_sizes(r, &sizes))
+        return NULL;
     size_t maps = r->weights == ATTN_WEIGHTS_MEAN ? 1 : r->n_heads ? r->n_heads : r->h;
-    size_t wcount = 0;
+    size_t wcount = 0, resp = 0;
     bool wok = r->weights == ATTN_WEIGHTS_NONE ||
                (apip_mul(r->n, maps, &wcount) && apip_mul(wcount, r->l, &wcount) &&
                 apip_mul(wcount, r->top_k ? r->top_k : r->s, &wcount));
-    layout a = {0, wok};
-    take(&a, 1, sizeof(api_job));
-    size_t at_x[3], at_p[APIP_P_COUNT] = {0}, at_kl = 0, at_km = 0, at_am = 0, at_ab = 0,
-                    at_heads = 0;
-    for (int i = 0; i < 3; i++)
-        at_x[i] = i == 0 || (i == 1 && r->has_k) || (i == 2 && r->has_v)
-                      ? take(&a, r->x[i].count, sizeof(float))
-                      : 0;
-    size_t at_init_in = 0, at_init_out = 0;
-    if (r->init) {
-        at_init_in = take(&a, 3 * r->e, r->e * sizeof(float));
-        at_init_out = take(&a, r->e, r->e * sizeof(float));
-    }
-    for (int i = 0; i < APIP_P_COUNT; i++)
-        if (r->has_p[i])
-            at_p[i] = take(&a, r->p[i].count, sizeof(float));
-    if (r->n_key_lengths)
-        at_kl = take(&a, r->n_key_lengths, sizeof(int32_t));
-    if (r->has_km)
-        at_km = take(&a, r->km.count, 1);
-    if (r->has_am)
-        at_am = take(&a, r->am.count, 1);
-    if (r->has_ab)
-        at_ab = take(&a, r->ab.count, sizeof(float));
-    if (r->n_heads)
-        at_heads = take(&a, r->n_heads, sizeof(uint32_t));
-    size_t at_ids = r->words ? take(&a, r->l, sizeof(uint32_t)) : 0;
-    size_t at_ws = take(&a, p0.workspace_bytes, 1);
-    size_t at_out = take(&a, p0.out_elems, sizeof(float));
-    size_t at_w = r->weights ? take(&a, wcount, sizeof(float)) : 0;
-    size_t at_ix = r->top_k ? take(&a, wcount, sizeof(int32_t)) : 0;
-
-    /* The response's shapes, and the most bytes it can take: it counts against the limit with
-     * the arena, since it is held until the client has read it. */
-    apip_resp_shape rs = {.op = op, .base64 = r->base64, .indices = r->top_k != 0};
-    size_t lead[2], nlead = 0;
-    if (op == API_OP_SDPA) {
-        for (size_t i = 0; i + 2 < r->rank; i++)
-            lead[nlead++] = r->x[0].dims[i];
-    } else if (r->rank == 3) {
-        lead[nlead++] = r->n;
-    }
-    for (size_t i = 0; i < nlead; i++)
-        rs.out_dims[i] = lead[i];
-    rs.out_rank = nlead + 2;
-    rs.out_dims[nlead] = r->l;
-    rs.out_dims[nlead + 1] = op == API_OP_SDPA ? r->dv : r->e;
-    if (r->weights) {
-        for (size_t i = 0; i < nlead; i++)
-            rs.w_dims[rs.w_rank++] = lead[i];
-        if (op == API_OP_ATTENTION && r->weights == ATTN_WEIGHTS_PER_HEAD)
-            rs.w_dims[rs.w_rank++] = maps;
-        rs.w_dims[rs.w_rank++] = r->l;
-        rs.w_dims[rs.w_rank++] = r->top_k ? r->top_k : r->s;
-    }
-    bool words_fit = true;
-    if (op == API_OP_ATTENTION && r->model) {
-        rs.model_len = strlen(apip_model_name(r->model));
-        words_fit = apip_words_json_bound(r->model, r->words ? r->l : 0, &rs.words_bytes);
-    }
-    size_t resp = 0, total = 0, at_reply = 0, reply_place = 0;
-    bool resp_fits = true;
-    if (given && given->reply) { /* the response of another protocol */
-        if (apip_v2_reply_plan(given->reply, &rs, &resp, &reply_place, err))
-            goto done;
-        at_reply = take(&a, reply_place, 1);
-    } else {
-        resp_fits = apip_response_bound(&rs, &resp);
-    }
-    if (!a.ok || !words_fit || !resp_fits || !apip_add(a.total, resp, &total)) {
-        api_fail(err, 413, "job_too_large", NULL,
-                 "the job's working memory and response do not fit in size_t; the "
-                 "max_job_bytes limit is %zu bytes",
-                 lim->max_job_bytes);
-        goto done;
-    }
-    if (total > lim->max_job_bytes) {
-        api_fail(err, 413, "job_too_large", NULL,
-                 "the job needs %zu bytes (%.1f MiB): %zu of working memory and up to %zu for "
-                 "its response, over the max_job_bytes limit of %zu bytes (%.1f MiB)%s",
-                 total, (double)total / 1048576.0, a.total, resp, lim->max_job_bytes,
-                 (double)lim->max_job_bytes / 1048576.0,
-                 !r->base64 && !given && resp > a.total
-                     ? "; \"encoding\": \"base64\" makes the response about 3 times smaller"
-                     : "");
-        goto done;
-    }
+    layout a = {.ok = wok};
+    lay_out(r, &sizes, wcount, &a);
+    apip_resp_shape rs;
+    bool words_fit = out_shapes(r, maps, &rs);
+    if (fit_limit(r, &rs, words_fit, &a, &resp))
+        return NULL;
 
     /* One arena; the job record is at its start. From the memory cache it may be a block a
      * little larger than asked, but never past what the limit leaves beside the response. */
@@ -217,9 +409,9 @@ api_job *apip_job_parse_given(api_op op, const apip_json_root *root, apip_job_gi
     if (!arena) {
         api_fail(err, 500, "out_of_memory", NULL, "out of memory allocating %zu bytes for the job",
                  a.total);
-        goto done;
+        return NULL;
     }
-    job = (api_job *)(void *)arena;
+    api_job *job = (api_job *)(void *)arena;
     memset(job, 0, sizeof *job);
     job->op = op;
     job->arena_bytes = cap;
@@ -227,132 +419,13 @@ api_job *apip_job_parse_given(api_op op, const apip_json_root *root, apip_job_gi
     job->response_bytes = resp;
     job->base64 = r->base64;
     if (given && given->reply)
-        job->v2 = apip_v2_reply_place(given->reply, arena + at_reply);
+        job->v2 = apip_v2_reply_place(given->reply, arena + a.reply);
 
-    float *x[3] = {NULL, NULL, NULL};
-    for (int i = 0; i < 3; i++) {
-        if (i > 0 && !(i == 1 ? r->has_k : r->has_v))
-            continue;
-        x[i] = (float *)(void *)(arena + at_x[i]);
-        if (i == 0 && r->words) {
-            uint32_t *ids = (uint32_t *)(void *)(arena + at_ids);
-            apip_words_embed(r->model, r->f[APIP_F_TOKENS], r->f[APIP_F_TEXT], ids, x[0]);
-            job->tokens = ids;
-            continue;
-        }
-        if (apip_tensor_read(&r->x[i], APIP_TENSOR_FLOAT, x[i], err))
-            goto fail;
+    /* The tensors decoded into the arena, then the job's plan with them. */
+    if (decode_inputs(r, &a, job, arena) || decode_params(r, &a, job, arena) ||
+        decode_masks(r, &a, job, arena) || plan_job(r, &sizes, wcount, &rs, &a, job, arena)) {
+        api_mem_free(job);
+        return NULL;
     }
-    job->q = x[0];
-    job->k = x[1] ? x[1] : job->q; /* the same pointer: libattn shares the projection GEMM */
-    job->v = x[2] ? x[2] : job->k;
-
-    if (op == API_OP_ATTENTION && r->model) {
-        job->params = *apip_model_params(r->model);
-        job->model_name = apip_model_name(r->model);
-        job->model = r->model;
-    } else if (op == API_OP_ATTENTION && r->init) {
-        /* The weights are made when the job first runs (api_job_run, api_jobs_run): a batch
-         * of jobs on the same init makes them once. */
-        float *in = (float *)(void *)(arena + at_init_in);
-        float *out = (float *)(void *)(arena + at_init_out);
-        job->params = (attn_mha_params){.in_proj_weight = in, .out_proj_weight = out};
-        job->init = r->init;
-        job->seed = r->seed;
-    } else if (op == API_OP_ATTENTION) {
-        const float *pp[APIP_P_COUNT] = {NULL};
-        for (int i = 0; i < APIP_P_COUNT; i++) {
-            if (!r->has_p[i])
-                continue;
-            float *dst = (float *)(void *)(arena + at_p[i]);
-            if (apip_tensor_read(&r->p[i], APIP_TENSOR_FLOAT, dst, err))
-                goto fail;
-            pp[i] = dst;
-        }
-        job->params = (attn_mha_params){.in_proj_weight = pp[APIP_P_IN_W],
-                                        .in_proj_bias = pp[APIP_P_IN_B],
-                                        .out_proj_weight = pp[APIP_P_OUT_W],
-                                        .out_proj_bias = pp[APIP_P_OUT_B],
-                                        .q_proj_weight = pp[APIP_P_Q_W],
-                                        .k_proj_weight = pp[APIP_P_K_W],
-                                        .v_proj_weight = pp[APIP_P_V_W]};
-    }
-
-    job->params_ready = job->init == APIP_INIT_NONE;
-
-    /* Masks and the head subset. */
-    job->masks = m;
-    if (r->n_key_lengths) {
-        int32_t *kl = (int32_t *)(void *)(arena + at_kl);
-        const char *it = r->f[APIP_F_KEY_LENGTHS], *el = NULL;
-        if (given && given->key_lengths) /* raw int32, checked */
-            for (size_t i = 0; i < r->n; i++) {
-                const uint8_t *b = given->key_lengths + 4 * i;
-                kl[i] = (int32_t)((uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
-                                  (uint32_t)b[3] << 24);
-            }
-        else
-            for (size_t i = 0; apip_jv_arr_next(&it, &el); i++)
-                kl[i] = (int32_t)apip_req_int(el);
-        job->masks.key_lengths = kl;
-    }
-    if (r->has_km) {
-        uint8_t *km = (uint8_t *)(arena + at_km);
-        if (apip_tensor_read(&r->km, APIP_TENSOR_MASK, km, err))
-            goto fail;
-        job->masks.key_mask = km;
-    }
-    if (r->has_am) {
-        uint8_t *am = (uint8_t *)(arena + at_am);
-        if (apip_tensor_read(&r->am, APIP_TENSOR_MASK, am, err))
-            goto fail;
-        job->masks.attn_mask = am;
-    }
-    if (r->has_ab) {
-        float *ab = (float *)(void *)(arena + at_ab);
-        if (apip_tensor_read(&r->ab, APIP_TENSOR_BIAS, ab, err))
-            goto fail;
-        job->masks.attn_bias = ab;
-    }
-    job->opts = o;
-    if (r->n_heads) {
-        uint32_t *hs = (uint32_t *)(void *)(arena + at_heads);
-        const char *it = r->f[APIP_F_HEADS], *el = NULL;
-        for (size_t i = 0; apip_req_heads_next(r, &it, &el) > 0; i++)
-            hs[i] = (uint32_t)apip_req_int(el);
-        job->opts.heads = hs;
-        job->opts.n_heads = r->n_heads;
-    }
-
-    /* The real plan, with the decoded masks; it must fit the room set aside. */
-    if (plan(r, &job->plan, &job->opts, &job->masks, err))
-        goto fail;
-    if (job->plan.workspace_bytes > p0.workspace_bytes || job->plan.out_elems != p0.out_elems ||
-        job->plan.weights_elems != (r->weights ? wcount : 0)) {
-        api_fail(err, 500, "internal", NULL, "the job's plan changed size after decoding");
-        goto fail;
-    }
-    job->workspace = arena + at_ws;
-    job->out = (float *)(void *)(arena + at_out);
-    if (r->weights)
-        job->wout.values = (float *)(void *)(arena + at_w);
-    if (r->top_k)
-        job->wout.indices = (int32_t *)(void *)(arena + at_ix);
-
-    /* Shapes of the response. */
-    job->n = r->n;
-    job->l = r->l;
-    job->s = r->s;
-    job->e = r->e;
-    job->h = r->h;
-    job->out_rank = rs.out_rank;
-    memcpy(job->out_dims, rs.out_dims, sizeof job->out_dims);
-    job->w_rank = rs.w_rank;
-    memcpy(job->w_dims, rs.w_dims, sizeof job->w_dims);
-    goto done;
-fail:
-    api_mem_free(job);
-    job = NULL;
-done:
     return job;
 }
