@@ -310,6 +310,94 @@ static int attention_model(apip_req *r, const api_registry *models) {
     return 0;
 }
 
+/* params with "init": "identity", or "random" with its seed; no tensors beside it, and key and
+ * value of the query's width E. 0, or -1 with r->err. */
+static int params_init(apip_req *r, const char *init, const char *seed,
+                       const char *const pval[APIP_P_COUNT]) {
+    char path[96];
+    if (apip_jv_kind(init) != '"')
+        return bad(r, "params.init", "params.init must be \"identity\" or \"random\"");
+    apip_span is = apip_jv_string(init);
+    r->init = apip_jv_streq(is, "identity") ? APIP_INIT_IDENTITY
+              : apip_jv_streq(is, "random") ? APIP_INIT_RANDOM
+                                            : APIP_INIT_NONE;
+    if (r->init == APIP_INIT_NONE)
+        return bad(r, "params.init", "params.init must be \"identity\" or \"random\"");
+    for (int i = 0; i < APIP_P_COUNT; i++)
+        if (pval[i]) {
+            snprintf(path, sizeof path, "params.%s", apip_param_names[i]);
+            return bad(r, path, "params with init take no tensors (%s)", path);
+        }
+    if (r->init == APIP_INIT_IDENTITY && seed)
+        return bad(r, "params.seed", "params.seed goes only with init \"random\"");
+    if (r->init == APIP_INIT_RANDOM) {
+        if (!seed)
+            return bad(r, "params.seed",
+                       "params.seed is required with init \"random\" (an integer from 0 to "
+                       "2^64-1)");
+        if (get_uint(r, seed, "params.seed", 0, UINT64_MAX, &r->seed))
+            return -1;
+    }
+    if (r->kdim != r->e || r->vdim != r->e)
+        return bad(r, r->kdim != r->e ? "key" : "value",
+                   "params with init need key and value of width E=%zu like query", r->e);
+    r->packed = true;
+    return 0;
+}
+
+/* params as state_dict tensors: in_proj_weight or q/k/v_proj_weight, out_proj.weight, the
+ * biases; each probed and its shape checked against E, kdim and vdim. 0, or -1 with r->err. */
+static int params_tensors(apip_req *r, const char *seed, const char *const pval[APIP_P_COUNT]) {
+    char path[96];
+    if (seed)
+        return bad(r, "params.seed", "params.seed goes only with init \"random\"");
+    bool split = pval[APIP_P_Q_W] || pval[APIP_P_K_W] || pval[APIP_P_V_W];
+    if (pval[APIP_P_IN_W] && split)
+        return bad(r, "params.in_proj_weight",
+                   "give params.in_proj_weight or q/k/v_proj_weight, not both");
+    if (!pval[APIP_P_OUT_W])
+        return bad(r, "params.out_proj.weight", "params.out_proj.weight (E, E) is required");
+    if (!pval[APIP_P_IN_W] && !split)
+        return bad(r, "params.in_proj_weight",
+                   "params.in_proj_weight (3E, E) is required (or q_proj_weight, "
+                   "k_proj_weight and v_proj_weight)");
+    for (int i = APIP_P_Q_W; split && i <= APIP_P_V_W; i++)
+        if (!pval[i]) {
+            snprintf(path, sizeof path, "params.%s", apip_param_names[i]);
+            return bad(r, path, "%s is required with the other q/k/v_proj_weight", path);
+        }
+    r->packed = pval[APIP_P_IN_W] != NULL;
+    const size_t e = r->e;
+    const size_t want[APIP_P_COUNT][2] = {{3 * e, e}, {3 * e, 0},   {e, e},      {e, 0},
+                                          {e, e},     {e, r->kdim}, {e, r->vdim}};
+    for (int i = 0; i < APIP_P_COUNT; i++) {
+        if (!pval[i])
+            continue;
+        snprintf(path, sizeof path, "params.%s", apip_param_names[i]);
+        size_t rank = want[i][1] ? 2 : 1;
+        if (probe(r, &r->p[i], path, pval[i], rank))
+            return -1;
+        r->has_p[i] = true;
+        const apip_tensor_in *t = &r->p[i];
+        if (t->rank != rank || t->dims[0] != want[i][0] ||
+            (rank == 2 && t->dims[1] != want[i][1])) {
+            char got[96], exp[96];
+            shape_of(got, sizeof got, t);
+            apip_dims_str(exp, sizeof exp, want[i], rank);
+            return bad(r, path, "%s has shape %s; with query width E=%zu it must be %s", path, got,
+                       e, exp);
+        }
+    }
+    if (r->packed && (r->kdim != e || r->vdim != e))
+        return bad(r, r->kdim != e ? "key" : "value",
+                   "%s has width %zu, but in_proj_weight needs key and value of width E=%zu; "
+                   "give q_proj_weight, k_proj_weight and v_proj_weight for other widths",
+                   r->kdim != e ? "key" : "value", r->kdim != e ? r->kdim : r->vdim, e);
+    return 0;
+}
+
+/* The inline params of attention: num_heads, then init (params_init) or state_dict tensors
+ * (params_tensors), and E divisible by num_heads. 0, or -1 with r->err. */
 static int attention_params(apip_req *r) {
     const char *pv = r->f[APIP_F_PARAMS];
     if (!pv)
@@ -355,80 +443,8 @@ static int attention_params(apip_req *r) {
     if (r->h > r->lim->max_heads)
         return over_heads(r, "params.num_heads", r->h);
 
-    if (init) {
-        if (apip_jv_kind(init) != '"')
-            return bad(r, "params.init", "params.init must be \"identity\" or \"random\"");
-        apip_span is = apip_jv_string(init);
-        r->init = apip_jv_streq(is, "identity") ? APIP_INIT_IDENTITY
-                  : apip_jv_streq(is, "random") ? APIP_INIT_RANDOM
-                                                : APIP_INIT_NONE;
-        if (r->init == APIP_INIT_NONE)
-            return bad(r, "params.init", "params.init must be \"identity\" or \"random\"");
-        for (int i = 0; i < APIP_P_COUNT; i++)
-            if (pval[i]) {
-                snprintf(path, sizeof path, "params.%s", apip_param_names[i]);
-                return bad(r, path, "params with init take no tensors (%s)", path);
-            }
-        if (r->init == APIP_INIT_IDENTITY && seed)
-            return bad(r, "params.seed", "params.seed goes only with init \"random\"");
-        if (r->init == APIP_INIT_RANDOM) {
-            if (!seed)
-                return bad(r, "params.seed",
-                           "params.seed is required with init \"random\" (an integer from 0 to "
-                           "2^64-1)");
-            if (get_uint(r, seed, "params.seed", 0, UINT64_MAX, &r->seed))
-                return -1;
-        }
-        if (r->kdim != r->e || r->vdim != r->e)
-            return bad(r, r->kdim != r->e ? "key" : "value",
-                       "params with init need key and value of width E=%zu like query", r->e);
-        r->packed = true;
-    } else {
-        if (seed)
-            return bad(r, "params.seed", "params.seed goes only with init \"random\"");
-        bool split = pval[APIP_P_Q_W] || pval[APIP_P_K_W] || pval[APIP_P_V_W];
-        if (pval[APIP_P_IN_W] && split)
-            return bad(r, "params.in_proj_weight",
-                       "give params.in_proj_weight or q/k/v_proj_weight, not both");
-        if (!pval[APIP_P_OUT_W])
-            return bad(r, "params.out_proj.weight", "params.out_proj.weight (E, E) is required");
-        if (!pval[APIP_P_IN_W] && !split)
-            return bad(r, "params.in_proj_weight",
-                       "params.in_proj_weight (3E, E) is required (or q_proj_weight, "
-                       "k_proj_weight and v_proj_weight)");
-        for (int i = APIP_P_Q_W; split && i <= APIP_P_V_W; i++)
-            if (!pval[i]) {
-                snprintf(path, sizeof path, "params.%s", apip_param_names[i]);
-                return bad(r, path, "%s is required with the other q/k/v_proj_weight", path);
-            }
-        r->packed = pval[APIP_P_IN_W] != NULL;
-        const size_t e = r->e;
-        const size_t want[APIP_P_COUNT][2] = {{3 * e, e}, {3 * e, 0},   {e, e},      {e, 0},
-                                              {e, e},     {e, r->kdim}, {e, r->vdim}};
-        for (int i = 0; i < APIP_P_COUNT; i++) {
-            if (!pval[i])
-                continue;
-            snprintf(path, sizeof path, "params.%s", apip_param_names[i]);
-            size_t rank = want[i][1] ? 2 : 1;
-            if (probe(r, &r->p[i], path, pval[i], rank))
-                return -1;
-            r->has_p[i] = true;
-            const apip_tensor_in *t = &r->p[i];
-            if (t->rank != rank || t->dims[0] != want[i][0] ||
-                (rank == 2 && t->dims[1] != want[i][1])) {
-                char got[96], exp[96];
-                shape_of(got, sizeof got, t);
-                apip_dims_str(exp, sizeof exp, want[i], rank);
-                return bad(r, path, "%s has shape %s; with query width E=%zu it must be %s", path,
-                           got, e, exp);
-            }
-        }
-        if (r->packed && (r->kdim != e || r->vdim != e))
-            return bad(r, r->kdim != e ? "key" : "value",
-                       "%s has width %zu, but in_proj_weight needs key and value of width E=%zu; "
-                       "give q_proj_weight, k_proj_weight and v_proj_weight for other widths",
-                       r->kdim != e ? "key" : "value", r->kdim != e ? r->kdim : r->vdim, e);
-    }
+    if (init ? params_init(r, init, seed, pval) : params_tensors(r, seed, pval))
+        return -1;
     if (r->e % r->h != 0)
         return bad(r, "params.num_heads",
                    "the embedding width E=%zu is not divisible by params.num_heads=%zu", r->e,
@@ -531,6 +547,83 @@ static int cell_mask(apip_req *r, int field, apip_tensor_in *t, size_t *mn, size
     return 0;
 }
 
+/* key_lengths (value v): N integers from 0 to S, in a JSON array or (given->key_lengths) raw
+ * int32. n_is says how N follows from the query's shape, for messages. 0, or -1 with r->err. */
+static int key_lengths_field(apip_req *r, const char *v, const char *n_is) {
+    if (r->given && r->given->key_lengths) {
+        /* Raw int32 values. */
+        const uint8_t *b = r->given->key_lengths;
+        if (r->given->n_key_lengths != r->n)
+            return bad(r, "key_lengths", "key_lengths holds %zu integers; it must hold N=%zu%s",
+                       r->given->n_key_lengths, r->n, n_is);
+        for (size_t i = 0; i < r->n; i++) {
+            int32_t x = (int32_t)((uint32_t)b[4 * i] | (uint32_t)b[4 * i + 1] << 8 |
+                                  (uint32_t)b[4 * i + 2] << 16 | (uint32_t)b[4 * i + 3] << 24);
+            if (x < 0 || (size_t)x > r->s)
+                return bad(r, "key_lengths", "key_lengths[%zu] is %d; it must be from 0 to S=%zu",
+                           i, (int)x, r->s);
+        }
+        r->n_key_lengths = r->n;
+    } else {
+        if (apip_jv_kind(v) != '[')
+            return bad(r, "key_lengths", "key_lengths must be an array of N=%zu integers%s", r->n,
+                       n_is);
+        const char *it = v, *el = NULL;
+        size_t i = 0;
+        char path[48];
+        while (apip_jv_arr_next(&it, &el)) {
+            snprintf(path, sizeof path, "key_lengths[%zu]", i);
+            long long x = 0;
+            if (i == r->n)
+                return bad(r, "key_lengths", "key_lengths must hold N=%zu integers, not more%s",
+                           r->n, n_is);
+            if (get_int(r, el, path, 0, (long long)r->s, &x))
+                return -1;
+            i++;
+        }
+        if (i != r->n)
+            return bad(r, "key_lengths", "key_lengths holds %zu integers; it must hold N=%zu%s", i,
+                       r->n, n_is);
+        r->n_key_lengths = r->n;
+    }
+    return 0;
+}
+
+/* heads (value v): distinct head indices from 0 to H-1, at least one, with per-head weights; a
+ * JSON array, or (given->heads_csv) a string of comma-separated indices. Counts them into
+ * r->n_heads. 0, or -1 with r->err. */
+static int heads_field(apip_req *r, const char *v) {
+    if (r->weights != ATTN_WEIGHTS_PER_HEAD)
+        return bad(r, "heads", "heads goes only with need_weights \"per_head\"");
+    if (apip_jv_kind(v) != '[' && !(r->given && r->given->heads_csv))
+        return bad(r, "heads", "heads must be a list of head indices from 0 to %zu", r->h - 1);
+    const char *it = v, *el = NULL;
+    char path[48];
+    /* One bit per head; h <= max_heads <= API_MAX_HEADS (8 KiB of stack at most). */
+    uint64_t seen[API_MAX_HEADS / 64];
+    if (r->h > API_MAX_HEADS) /* cannot happen: api_job_parse caps max_heads */
+        return api_fail(r->err, 500, "internal", "heads", "%zu heads are too many", r->h);
+    memset(seen, 0, (r->h + 63) / 64 * sizeof seen[0]);
+    int more;
+    while ((more = apip_req_heads_next(r, &it, &el)) > 0) {
+        snprintf(path, sizeof path, "heads[%zu]", r->n_heads);
+        long long x = 0;
+        if (get_int(r, el, path, 0, (long long)r->h - 1, &x))
+            return -1;
+        if (seen[x / 64] >> (x % 64) & 1)
+            return bad(r, path, "%s repeats head %lld; list each head once", path, x);
+        seen[x / 64] |= 1ull << (x % 64);
+        r->n_heads++;
+    }
+    if (more < 0)
+        return -1;
+    if (r->n_heads == 0)
+        return bad(r, "heads", "heads must list at least one head");
+    return 0;
+}
+
+/* causal, key_lengths, key_mask, attn_mask, attn_bias, need_weights, heads, weights_top_k and
+ * encoding, checked against the shapes learnt before them. 0, or -1 with r->err. */
 static int masks_and_options(apip_req *r) {
     bool sdpa = r->op == API_OP_SDPA;
     const char *v;
@@ -555,42 +648,8 @@ static int masks_and_options(apip_req *r) {
                        : sdpa ? r->rank == 3 ? " (q (H, L, D) is one batch element: N = 1)"
                                              : " (q (L, D) is one batch element: N = 1)"
                               : " (query (L, E) is one batch element: N = 1)";
-    if ((v = r->f[APIP_F_KEY_LENGTHS]) && r->given && r->given->key_lengths) {
-        /* Raw int32 values. */
-        const uint8_t *b = r->given->key_lengths;
-        if (r->given->n_key_lengths != r->n)
-            return bad(r, "key_lengths", "key_lengths holds %zu integers; it must hold N=%zu%s",
-                       r->given->n_key_lengths, r->n, n_is);
-        for (size_t i = 0; i < r->n; i++) {
-            int32_t x = (int32_t)((uint32_t)b[4 * i] | (uint32_t)b[4 * i + 1] << 8 |
-                                  (uint32_t)b[4 * i + 2] << 16 | (uint32_t)b[4 * i + 3] << 24);
-            if (x < 0 || (size_t)x > r->s)
-                return bad(r, "key_lengths", "key_lengths[%zu] is %d; it must be from 0 to S=%zu",
-                           i, (int)x, r->s);
-        }
-        r->n_key_lengths = r->n;
-    } else if (v) {
-        if (apip_jv_kind(v) != '[')
-            return bad(r, "key_lengths", "key_lengths must be an array of N=%zu integers%s", r->n,
-                       n_is);
-        const char *it = v, *el = NULL;
-        size_t i = 0;
-        char path[48];
-        while (apip_jv_arr_next(&it, &el)) {
-            snprintf(path, sizeof path, "key_lengths[%zu]", i);
-            long long x = 0;
-            if (i == r->n)
-                return bad(r, "key_lengths", "key_lengths must hold N=%zu integers, not more%s",
-                           r->n, n_is);
-            if (get_int(r, el, path, 0, (long long)r->s, &x))
-                return -1;
-            i++;
-        }
-        if (i != r->n)
-            return bad(r, "key_lengths", "key_lengths holds %zu integers; it must hold N=%zu%s", i,
-                       r->n, n_is);
-        r->n_key_lengths = r->n;
-    }
+    if ((v = r->f[APIP_F_KEY_LENGTHS]) && key_lengths_field(r, v, n_is))
+        return -1;
     if ((v = r->f[APIP_F_KEY_MASK])) {
         if (probe(r, &r->km, "key_mask", v, 2))
             return -1;
@@ -632,34 +691,8 @@ static int masks_and_options(apip_req *r) {
             return bad(r, "need_weights", "need_weights must be false, \"per_head\" or \"mean\"");
         }
     }
-    if ((v = r->f[APIP_F_HEADS])) {
-        if (r->weights != ATTN_WEIGHTS_PER_HEAD)
-            return bad(r, "heads", "heads goes only with need_weights \"per_head\"");
-        if (apip_jv_kind(v) != '[' && !(r->given && r->given->heads_csv))
-            return bad(r, "heads", "heads must be a list of head indices from 0 to %zu", r->h - 1);
-        const char *it = v, *el = NULL;
-        char path[48];
-        /* One bit per head; h <= max_heads <= API_MAX_HEADS (8 KiB of stack at most). */
-        uint64_t seen[API_MAX_HEADS / 64];
-        if (r->h > API_MAX_HEADS) /* cannot happen: api_job_parse caps max_heads */
-            return api_fail(r->err, 500, "internal", "heads", "%zu heads are too many", r->h);
-        memset(seen, 0, (r->h + 63) / 64 * sizeof seen[0]);
-        int more;
-        while ((more = apip_req_heads_next(r, &it, &el)) > 0) {
-            snprintf(path, sizeof path, "heads[%zu]", r->n_heads);
-            long long x = 0;
-            if (get_int(r, el, path, 0, (long long)r->h - 1, &x))
-                return -1;
-            if (seen[x / 64] >> (x % 64) & 1)
-                return bad(r, path, "%s repeats head %lld; list each head once", path, x);
-            seen[x / 64] |= 1ull << (x % 64);
-            r->n_heads++;
-        }
-        if (more < 0)
-            return -1;
-        if (r->n_heads == 0)
-            return bad(r, "heads", "heads must list at least one head");
-    }
+    if ((v = r->f[APIP_F_HEADS]) && heads_field(r, v))
+        return -1;
     if ((v = r->f[APIP_F_TOP_K])) {
         if (r->weights == ATTN_WEIGHTS_NONE)
             return bad(r, "weights_top_k", "weights_top_k needs need_weights to be %s",
