@@ -247,40 +247,45 @@ static int read_lists(st_ctx *c, const char *vocab_val, const char *names_val, s
     return 0;
 }
 
-static api_model *parse(const char *label, const char *name, const uint8_t *bytes, size_t len,
-                        api_error *err) {
-    st_ctx cx = {.label = label, .err = err}, *c = &cx;
+/* What a file's header says, and where its data is. */
+typedef struct st_file {
+    st_tensor t[T_COUNT];              /* by APIP_P_* and T_* */
+    size_t h;                          /* num_heads */
+    const char *vocab_val, *names_val; /* the metadata lists' JSON values; NULL when absent */
+    const uint8_t *data;               /* the data section, data_len bytes */
+    size_t data_len;
+} st_file;
+
+/* Reads the header of the file bytes (len): its length, its JSON, every tensor entry and
+ * __metadata__ into *f. 0, or -1 with c->err. */
+static int read_header(st_ctx *c, const uint8_t *bytes, size_t len, st_file *f) {
     if (!bytes || len < 8)
-        return st_fail(c, "the file is %zu bytes, too short for a safetensors header", len), NULL;
+        return st_fail(c, "the file is %zu bytes, too short for a safetensors header", len);
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--)
         hlen = hlen << 8 | bytes[i];
     if (hlen > len - 8)
         return st_fail(c, "the header length %llu runs past the end of the file (%zu bytes)",
-                       (unsigned long long)hlen, len),
-               NULL;
+                       (unsigned long long)hlen, len);
     if (hlen > MAX_HEADER)
         return st_fail(c, "the header length %llu is over the limit of %u bytes",
-                       (unsigned long long)hlen, MAX_HEADER),
-               NULL;
+                       (unsigned long long)hlen, MAX_HEADER);
     const char *hdr = (const char *)bytes + 8;
     api_error jerr = {0};
     if (apip_json_check(hdr, (size_t)hlen, "the header", NULL, &jerr))
-        return st_fail(c, "%s", jerr.message), NULL;
+        return st_fail(c, "%s", jerr.message);
 
-    st_tensor t[T_COUNT] = {0};
-    size_t h = 0;
+    st_tensor *t = f->t;
     bool have_meta = false;
-    const char *vocab_val = NULL, *names_val = NULL;
     const char *it = hdr, *val = NULL;
     apip_span key;
     while (apip_jv_obj_next(&it, &key, &val)) {
         if (apip_jv_streq(key, "__metadata__")) {
             if (have_meta)
-                return st_fail(c, "__metadata__ appears twice"), NULL;
+                return st_fail(c, "__metadata__ appears twice");
             have_meta = true;
-            if (read_num_heads(c, val, &h, &vocab_val, &names_val))
-                return NULL;
+            if (read_num_heads(c, val, &f->h, &f->vocab_val, &f->names_val))
+                return -1;
             continue;
         }
         int which = -1;
@@ -294,20 +299,25 @@ static api_model *parse(const char *label, const char *name, const uint8_t *byte
                            "unexpected tensor \"%s\"; expected nn.MultiheadAttention state_dict "
                            "names (in_proj_weight, out_proj.weight, ...), token_embeddings or "
                            "position_embeddings",
-                           k),
-                   NULL;
+                           k);
         }
         if (t[which].present)
-            return st_fail(c, "tensor %s appears twice", tensor_name(which)), NULL;
+            return st_fail(c, "tensor %s appears twice", tensor_name(which));
         if (read_entry(c, tensor_name(which), val, &t[which]))
-            return NULL;
+            return -1;
     }
     if (!have_meta)
-        return st_fail(c, "the header lacks __metadata__ with num_heads"), NULL;
+        return st_fail(c, "the header lacks __metadata__ with num_heads");
+    f->data = bytes + 8 + hlen;
+    f->data_len = len - 8 - (size_t)hlen;
+    return 0;
+}
 
-    /* Byte ranges: inside the data, the size of the shape, covering it exactly. */
-    const uint8_t *data = bytes + 8 + hlen;
-    const size_t data_len = len - 8 - (size_t)hlen;
+/* Byte ranges: inside the data, the size of the shape, covering it exactly. 0, or -1 with
+ * c->err. */
+static int check_ranges(st_ctx *c, st_file *f) {
+    st_tensor *t = f->t;
+    const size_t data_len = f->data_len;
     st_tensor *order[T_COUNT];
     size_t n = 0;
     for (int i = 0; i < T_COUNT; i++) {
@@ -316,21 +326,19 @@ static api_model *parse(const char *label, const char *name, const uint8_t *byte
         size_t count = 1, bytes_needed = 0;
         for (size_t d = 0; d < t[i].rank; d++)
             if (!apip_mul(count, t[i].dims[d], &count))
-                return st_fail(c, "tensor %s is too large", tensor_name(i)), NULL;
+                return st_fail(c, "tensor %s is too large", tensor_name(i));
         if (!apip_mul(count, (size_t)t[i].dtype, &bytes_needed))
-            return st_fail(c, "tensor %s is too large", tensor_name(i)), NULL;
+            return st_fail(c, "tensor %s is too large", tensor_name(i));
         if (t[i].begin > t[i].end || t[i].end > data_len)
             return st_fail(c,
                            "tensor %s has data_offsets [%llu, %llu] outside the %zu bytes of "
                            "data",
                            tensor_name(i), (unsigned long long)t[i].begin,
-                           (unsigned long long)t[i].end, data_len),
-                   NULL;
+                           (unsigned long long)t[i].end, data_len);
         if (t[i].end - t[i].begin != bytes_needed)
             return st_fail(c, "tensor %s spans %llu bytes, but its shape and dtype need %zu",
                            tensor_name(i), (unsigned long long)(t[i].end - t[i].begin),
-                           bytes_needed),
-                   NULL;
+                           bytes_needed);
         order[n++] = &t[i];
     }
     qsort(order, n, sizeof *order, cmp_begin);
@@ -338,43 +346,53 @@ static api_model *parse(const char *label, const char *name, const uint8_t *byte
     for (size_t i = 0; i < n; i++) {
         const char *nm = tensor_name((int)(order[i] - t));
         if (order[i]->begin < at)
-            return st_fail(c, "tensor %s overlaps the tensor before it in the data", nm), NULL;
+            return st_fail(c, "tensor %s overlaps the tensor before it in the data", nm);
         if (order[i]->begin > at)
             return st_fail(c, "bytes %llu to %llu of the data belong to no tensor",
-                           (unsigned long long)at, (unsigned long long)order[i]->begin),
-                   NULL;
+                           (unsigned long long)at, (unsigned long long)order[i]->begin);
         at = order[i]->end;
     }
     if (at != data_len)
         return st_fail(c, "bytes %llu to %zu of the data belong to no tensor",
-                       (unsigned long long)at, data_len),
-               NULL;
+                       (unsigned long long)at, data_len);
+    return 0;
+}
 
-    /* Shapes: E from out_proj.weight, then the rest against it. */
+/* The widths of the projections: E from out_proj.weight, kdim and vdim from k_proj_weight and
+ * v_proj_weight (E when packed, with in_proj_weight). 0, or -1 with c->err. */
+static int projection_dims(st_ctx *c, const st_file *f, size_t *e, size_t *kdim, size_t *vdim,
+                           bool *packed) {
+    const st_tensor *t = f->t;
     if (!t[APIP_P_OUT_W].present)
-        return st_fail(c, "tensor out_proj.weight is missing"), NULL;
-    bool packed = t[APIP_P_IN_W].present;
+        return st_fail(c, "tensor out_proj.weight is missing");
+    *packed = t[APIP_P_IN_W].present;
     bool split = t[APIP_P_Q_W].present || t[APIP_P_K_W].present || t[APIP_P_V_W].present;
-    if (packed && split)
-        return st_fail(c, "give in_proj_weight or q/k/v_proj_weight, not both"), NULL;
-    if (!packed && !split)
-        return st_fail(c, "tensor in_proj_weight (or q/k/v_proj_weight) is missing"), NULL;
+    if (*packed && split)
+        return st_fail(c, "give in_proj_weight or q/k/v_proj_weight, not both");
+    if (!*packed && !split)
+        return st_fail(c, "tensor in_proj_weight (or q/k/v_proj_weight) is missing");
     for (int i = APIP_P_Q_W; split && i <= APIP_P_V_W; i++)
         if (!t[i].present)
-            return st_fail(c, "tensor %s is missing", tensor_name(i)), NULL;
+            return st_fail(c, "tensor %s is missing", tensor_name(i));
     const st_tensor *ow = &t[APIP_P_OUT_W];
     if (ow->rank != 2 || ow->dims[0] != ow->dims[1] || ow->dims[0] == 0)
-        return st_fail(c, "tensor out_proj.weight must be (E, E) with E >= 1"), NULL;
-    size_t e = ow->dims[0], kdim = e, vdim = e;
+        return st_fail(c, "tensor out_proj.weight must be (E, E) with E >= 1");
+    *e = *kdim = *vdim = ow->dims[0];
     if (split) {
-        kdim = t[APIP_P_K_W].rank == 2 ? t[APIP_P_K_W].dims[1] : 0;
-        vdim = t[APIP_P_V_W].rank == 2 ? t[APIP_P_V_W].dims[1] : 0;
+        *kdim = t[APIP_P_K_W].rank == 2 ? t[APIP_P_K_W].dims[1] : 0;
+        *vdim = t[APIP_P_V_W].rank == 2 ? t[APIP_P_V_W].dims[1] : 0;
     }
-    /* The vocabulary: its lists first, then the shapes of its tables. */
-    apip_strlist *vocab = NULL, *names = NULL;
-    if (read_lists(c, vocab_val, names_val, h, &vocab, &names))
-        return NULL;
-    size_t v = vocab ? vocab->n : 0, npos = t[T_POS].rank == 2 ? t[T_POS].dims[0] : 0;
+    return 0;
+}
+
+/* The vocabulary's tables against its list (vocab, NULL when none), then every tensor's shape
+ * against E, kdim, vdim and the vocabulary, and E against num_heads; *npos gets the rows of
+ * position_embeddings (0 when absent). 0, or -1 with c->err. */
+static int check_shapes(st_ctx *c, const st_file *f, size_t e, size_t kdim, size_t vdim,
+                        const apip_strlist *vocab, size_t *npos) {
+    const st_tensor *t = f->t;
+    size_t v = vocab ? vocab->n : 0;
+    *npos = t[T_POS].rank == 2 ? t[T_POS].dims[0] : 0;
     const char *problem = vocab && !t[T_TOK].present ? "__metadata__.vocab needs the tensor "
                                                        "token_embeddings (V, E)"
                           : !vocab && t[T_TOK].present
@@ -387,12 +405,11 @@ static api_model *parse(const char *label, const char *name, const uint8_t *byte
                               ? "a model with a vocabulary does self-attention: kdim and vdim must "
                                 "equal E"
                               : NULL;
-    if (problem || (t[T_POS].present && npos == 0)) {
-        st_fail(c, "%s", problem ? problem : "tensor position_embeddings must be (P, E), P >= 1");
-        goto fail_lists;
-    }
-    const size_t want[T_COUNT][2] = {{3 * e, e}, {3 * e, 0}, {e, e}, {e, 0},   {e, e},
-                                     {e, kdim},  {e, vdim},  {v, e}, {npos, e}};
+    if (problem || (t[T_POS].present && *npos == 0))
+        return st_fail(c, "%s",
+                       problem ? problem : "tensor position_embeddings must be (P, E), P >= 1");
+    const size_t want[T_COUNT][2] = {{3 * e, e}, {3 * e, 0}, {e, e}, {e, 0},    {e, e},
+                                     {e, kdim},  {e, vdim},  {v, e}, {*npos, e}};
     const size_t want_rank[T_COUNT] = {2, 1, 2, 1, 2, 2, 2, 2, 2};
     for (int i = 0; i < T_COUNT; i++) {
         if (!t[i].present)
@@ -404,30 +421,29 @@ static api_model *parse(const char *label, const char *name, const uint8_t *byte
             apip_dims_str(got, sizeof got, t[i].dims, t[i].rank);
             apip_dims_str(exp, sizeof exp, want[i], rank);
             if (i == T_TOK)
-                st_fail(c,
-                        "tensor %s has shape %s; with E=%zu and the %zu tokens of "
-                        "__metadata__.vocab it must be %s",
-                        tensor_name(i), got, e, v, exp);
-            else
-                st_fail(c, "tensor %s has shape %s; with E=%zu it must be %s", tensor_name(i), got,
-                        e, exp);
-            goto fail_lists;
+                return st_fail(c,
+                               "tensor %s has shape %s; with E=%zu and the %zu tokens of "
+                               "__metadata__.vocab it must be %s",
+                               tensor_name(i), got, e, v, exp);
+            return st_fail(c, "tensor %s has shape %s; with E=%zu it must be %s", tensor_name(i),
+                           got, e, exp);
         }
     }
-    if (e % h != 0) {
-        st_fail(c, "the embedding width E=%zu is not divisible by num_heads=%zu", e, h);
-        goto fail_lists;
-    }
+    if (e % f->h != 0)
+        return st_fail(c, "the embedding width E=%zu is not divisible by num_heads=%zu", e, f->h);
+    return 0;
+}
 
-    api_model *m = apip_model_alloc(name, "file", e, h, kdim, vdim, packed, t[APIP_P_IN_B].present,
-                                    t[APIP_P_OUT_B].present, err);
-    if (!m)
-        goto fail_lists;
+/* Gives m its head names and vocabulary (taking names and vocab) and converts every tensor of
+ * the file into it. m, or NULL with c->err (m destroyed). */
+static api_model *fill_model(st_ctx *c, api_model *m, const st_file *f, apip_strlist *vocab,
+                             apip_strlist *names, size_t npos) {
+    const st_tensor *t = f->t;
     const attn_mha_params *pp = apip_model_params(m);
     float *tok = NULL, *pos = NULL;
     if (names)
         apip_model_set_head_names(m, names);
-    if (vocab && apip_model_set_vocab(m, vocab, npos, &tok, &pos, err)) {
+    if (vocab && apip_model_set_vocab(m, vocab, npos, &tok, &pos, c->err)) {
         api_model_destroy(m);
         return NULL;
     }
@@ -444,16 +460,37 @@ static api_model *parse(const char *label, const char *name, const uint8_t *byte
         if (!t[i].present)
             continue;
         size_t count = (size_t)(t[i].end - t[i].begin) / (size_t)t[i].dtype;
-        if (convert(c, tensor_name(i), &t[i], data, count, dst[i])) {
+        if (convert(c, tensor_name(i), &t[i], f->data, count, dst[i])) {
             api_model_destroy(m);
             return NULL;
         }
     }
     return m;
-fail_lists:
-    apip_strlist_free(vocab);
-    apip_strlist_free(names);
-    return NULL;
+}
+
+static api_model *parse(const char *label, const char *name, const uint8_t *bytes, size_t len,
+                        api_error *err) {
+    st_ctx cx = {.label = label, .err = err}, *c = &cx;
+    st_file f = {0};
+    size_t e = 0, kdim = 0, vdim = 0, npos = 0;
+    bool packed = false;
+    if (read_header(c, bytes, len, &f) || check_ranges(c, &f) ||
+        projection_dims(c, &f, &e, &kdim, &vdim, &packed))
+        return NULL;
+    /* The vocabulary: its lists first, then the shapes of its tables. */
+    apip_strlist *vocab = NULL, *names = NULL;
+    if (read_lists(c, f.vocab_val, f.names_val, f.h, &vocab, &names))
+        return NULL;
+    api_model *m = NULL;
+    if (!check_shapes(c, &f, e, kdim, vdim, vocab, &npos))
+        m = apip_model_alloc(name, "file", e, f.h, kdim, vdim, packed, f.t[APIP_P_IN_B].present,
+                             f.t[APIP_P_OUT_B].present, err);
+    if (!m) {
+        apip_strlist_free(vocab);
+        apip_strlist_free(names);
+        return NULL;
+    }
+    return fill_model(c, m, &f, vocab, names, npos);
 }
 
 api_model *api_model_from_safetensors(const char *name, const uint8_t *bytes, size_t len,
