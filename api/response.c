@@ -9,7 +9,6 @@
  * Legend: N batch, H heads, L query length, S key length, E embedding width, K top-k count. */
 #include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "api_internal.h"

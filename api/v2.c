@@ -16,7 +16,6 @@
  * (v2_reply.c).
  *
  * Legend: N batch, L query length, S key length, E embedding width, H heads, K top-k count. */
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
