@@ -309,7 +309,7 @@ size_t api_job_bytes(const api_job *job); /* the arena's capacity (the response 
 api_op api_job_op(const api_job *job);    /* attention or SDPA (API_OP_ATTENTION for NULL) */
 void api_job_destroy(api_job *job);       /* NULL does nothing */
 
-/* ---- The Open Inference Protocol (KServe v2, v2.c) ---------------------------------------- */
+/* ---- The Open Inference Protocol (KServe v2: v2.c, v2_reply.c) ---------------------------- */
 
 /* The REST routes of the Open Inference Protocol ("KServe v2"), beside API v1, as Triton and
  * KServe serve them: server and model metadata, readiness, and inference on the registry's

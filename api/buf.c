@@ -21,7 +21,7 @@ void api_buf_free(api_buf *b) {
  * block buffer's own cache) is given, else realloc. false (nothing changed) when out of memory. */
 static bool buf_move(api_buf *b, size_t cap, api_mem *mem) {
     if (!mem && b->block)
-        mem = api_mem_owner(b->data);
+        mem = apip_mem_owner(b->data);
     if (!mem && !b->block) {
         char *d = realloc(b->data, cap);
         if (!d)
@@ -50,11 +50,11 @@ void api_buf_reset(api_buf *b) {
     b->len = 0;
 }
 
-char *api_buf_reserve(api_buf *b, size_t n) {
+char *apip_buf_reserve(api_buf *b, size_t n) {
     if (b->failed)
         return NULL;
     size_t need = 0;
-    if (!api_add(b->len, n, &need)) {
+    if (!apip_add(b->len, n, &need)) {
         b->failed = true;
         return NULL;
     }
@@ -70,9 +70,9 @@ char *api_buf_reserve(api_buf *b, size_t n) {
     return b->data + b->len;
 }
 
-bool api_buf_reserve_exact(api_buf *b, size_t n) {
+bool apip_buf_reserve_exact(api_buf *b, size_t n) {
     size_t need = 0;
-    if (b->failed || !api_add(b->len, n, &need)) {
+    if (b->failed || !apip_add(b->len, n, &need)) {
         b->failed = true;
         return false;
     }
@@ -85,9 +85,9 @@ bool api_buf_reserve_exact(api_buf *b, size_t n) {
     return true;
 }
 
-bool api_buf_reserve_block(api_buf *b, size_t n, api_mem *mem) {
+bool apip_buf_reserve_block(api_buf *b, size_t n, api_mem *mem) {
     size_t need = 0;
-    if (b->failed || !api_add(b->len, n, &need)) {
+    if (b->failed || !apip_add(b->len, n, &need)) {
         b->failed = true;
         return false;
     }
@@ -101,7 +101,7 @@ bool api_buf_reserve_block(api_buf *b, size_t n, api_mem *mem) {
 }
 
 void api_buf_append(api_buf *b, const void *bytes, size_t n) {
-    char *at = api_buf_reserve(b, n);
+    char *at = apip_buf_reserve(b, n);
     if (!at)
         return;
     if (n)
@@ -109,11 +109,11 @@ void api_buf_append(api_buf *b, const void *bytes, size_t n) {
     b->len += n;
 }
 
-void api_buf_puts(api_buf *b, const char *s) {
+void apip_buf_puts(api_buf *b, const char *s) {
     api_buf_append(b, s, strlen(s));
 }
 
-void api_buf_put_u64(api_buf *b, uint64_t v) {
+void apip_buf_put_u64(api_buf *b, uint64_t v) {
     char tmp[24];
     size_t n = 0;
     do {
@@ -158,11 +158,11 @@ void api_buf_json_string(api_buf *b, const char *s, size_t n) {
     static const char hex[] = "0123456789abcdef";
     /* Worst case: every byte becomes "\ufffd" (6 bytes). */
     size_t room = 0;
-    if (!api_mul(n, 6, &room) || !api_add(room, 2, &room)) {
+    if (!apip_mul(n, 6, &room) || !apip_add(room, 2, &room)) {
         b->failed = true;
         return;
     }
-    char *o = api_buf_reserve(b, room);
+    char *o = apip_buf_reserve(b, room);
     if (!o)
         return;
     char *start = o;
@@ -228,15 +228,15 @@ void api_error_body(const api_error *err, api_buf *out) {
         .status = 500, .code = "internal", .message = "unknown error", .field = ""};
     if (!err || err->status == 0)
         err = &unknown;
-    api_buf_puts(out, "{\"error\":{\"code\":");
+    apip_buf_puts(out, "{\"error\":{\"code\":");
     api_buf_json_string(out, err->code, strnlen(err->code, sizeof err->code));
-    api_buf_puts(out, ",\"message\":");
+    apip_buf_puts(out, ",\"message\":");
     api_buf_json_string(out, err->message, strnlen(err->message, sizeof err->message));
-    api_buf_puts(out, ",\"field\":");
+    apip_buf_puts(out, ",\"field\":");
     size_t fl = strnlen(err->field, sizeof err->field);
     if (fl)
         api_buf_json_string(out, err->field, fl);
     else
-        api_buf_puts(out, "null");
-    api_buf_puts(out, "}}");
+        apip_buf_puts(out, "null");
+    apip_buf_puts(out, "}}");
 }

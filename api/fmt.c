@@ -26,7 +26,7 @@
  * [2^-30, 2^24) (what attention produces) from one 64-bit product c 5^K, and the choice is made
  * without branches; otherwise in 128-bit integers (a division for f >= 2^24). Below 2^-119, y
  * loses its last bits to fit, and candidates within a small window of an edge are decided by
- * strtod. Rows (api_floats_write) run that fast path 8 floats at a time with AVX-512 on CPUs
+ * strtod. Rows (apip_floats_write) run that fast path 8 floats at a time with AVX-512 on CPUs
  * that have it. tests/float_ref.c keeps the previous writer (which searched digit counts from 9
  * down); `make check-floats-exhaustive` checks that both write every finite float32 alike,
  * alone and in rows.
@@ -346,7 +346,7 @@ size_t api_float_write(char *buf, float f) {
 }
 
 #ifdef FMT_AVX512
-/* api_floats_write for 8 floats at a time with AVX-512 (F, DQ, CD): the fast path of shortest
+/* apip_floats_write for 8 floats at a time with AVX-512 (F, DQ, CD): the fast path of shortest
  * and the digits of put_dec in 64-bit lanes, the same operations as the scalar code, then the
  * layout (put_digits) lane by lane. Lanes off the fast path (zeros, powers of two, values
  * outside [2^-30, 2^24), non-finite) are written by put_float. */
@@ -468,7 +468,7 @@ static bool have_avx512(void) {
 }
 #endif
 
-char *api_floats_write(char *o, const float *v, size_t n) {
+char *apip_floats_write(char *o, const float *v, size_t n) {
 #ifdef FMT_AVX512
     if (n >= 8 && have_avx512())
         return floats_write_avx512(o, v, n);

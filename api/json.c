@@ -22,10 +22,10 @@
 typedef struct jp {
     const char *s, *p, *e;
     const char *why; /* what is wrong, set at the first error */
-    api_json_root *root;
+    apip_json_root *root;
     size_t max_depth; /* containers may nest this deep (the root object is level 1) */
     bool too_deep;    /* the first error is the nesting limit */
-    /* checks a row of numbers whole (api_num_row_check); NULL: number by number */
+    /* checks a row of numbers whole (apip_num_row_check); NULL: number by number */
     const char *(*row_check)(const char *p, const char *e);
 } jp;
 
@@ -246,14 +246,14 @@ static bool jp_container(jp *j, int depth, bool object) {
         }
     }
     for (;;) {
-        api_json_member m = {{NULL, NULL}, NULL, NULL};
+        apip_json_member m = {{NULL, NULL}, NULL, NULL};
         if (object) {
             if (j->p >= j->e || *j->p != '"')
                 return jp_fail(j, "expected a member name in double quotes");
             const char *k = j->p;
             if (!jp_string(j))
                 return false;
-            m.key = (api_span){k + 1, j->p - 1};
+            m.key = (apip_span){k + 1, j->p - 1};
             jp_ws(j);
             if (j->p >= j->e || *j->p != ':')
                 return jp_fail(j, "expected ':' after a member name");
@@ -265,7 +265,7 @@ static bool jp_container(jp *j, int depth, bool object) {
             return false;
         m.val_end = j->p;
         if (object && depth == 0 && j->root) {
-            if (j->root->n < API_JSON_MAX_MEMBERS)
+            if (j->root->n < APIP_JSON_MAX_MEMBERS)
                 j->root->m[j->root->n++] = m;
             else
                 j->root->overflow = true;
@@ -307,21 +307,21 @@ static bool jp_value(jp *j, int depth) {
     }
 }
 
-int api_json_check(const char *s, size_t len, const char *what, api_json_root *root,
-                   api_error *err) {
-    return api_json_check_depth(s, len, what, API_JSON_MAX_DEPTH, root, err);
+int apip_json_check(const char *s, size_t len, const char *what, apip_json_root *root,
+                    api_error *err) {
+    return apip_json_check_depth(s, len, what, APIP_JSON_MAX_DEPTH, root, err);
 }
 
-int api_json_check_depth(const char *s, size_t len, const char *what, size_t max_depth,
-                         api_json_root *root, api_error *err) {
-    return api_json_check_with(s, len, what, max_depth, api_num_row_check, root, err);
+int apip_json_check_depth(const char *s, size_t len, const char *what, size_t max_depth,
+                          apip_json_root *root, api_error *err) {
+    return apip_json_check_with(s, len, what, max_depth, apip_num_row_check, root, err);
 }
 
-int api_json_check_with(const char *s, size_t len, const char *what, size_t max_depth,
-                        const char *(*row_check)(const char *p, const char *e), api_json_root *root,
-                        api_error *err) {
-    if (max_depth == 0 || max_depth > API_JSON_DEPTH_CAP)
-        max_depth = max_depth ? API_JSON_DEPTH_CAP : API_JSON_MAX_DEPTH;
+int apip_json_check_with(const char *s, size_t len, const char *what, size_t max_depth,
+                         const char *(*row_check)(const char *p, const char *e),
+                         apip_json_root *root, api_error *err) {
+    if (max_depth == 0 || max_depth > APIP_JSON_DEPTH_CAP)
+        max_depth = max_depth ? APIP_JSON_DEPTH_CAP : APIP_JSON_MAX_DEPTH;
     jp j = {
         .s = s, .p = s, .e = s + len, .root = root, .max_depth = max_depth, .row_check = row_check};
     if (root) {
@@ -377,11 +377,11 @@ static const char *skip_ws(const char *p) {
     return p;
 }
 
-const char *api_jv_ws(const char *p) {
+const char *apip_jv_ws(const char *p) {
     return skip_ws(p);
 }
 
-char api_jv_kind(const char *p) {
+char apip_jv_kind(const char *p) {
     char c = *p;
     if (c == '{' || c == '[' || c == '"' || c == 't' || c == 'f' || c == 'n')
         return c;
@@ -405,7 +405,7 @@ static const char *string_end(const char *p) {
     }
 }
 
-/* The bytes api_jv_end must stop at inside a container. */
+/* The bytes apip_jv_end must stop at inside a container. */
 static const bool structural[256] = {
     ['['] = true, [']'] = true, ['{'] = true, ['}'] = true, ['"'] = true};
 
@@ -413,15 +413,15 @@ static const bool structural[256] = {
  * first ']' at or after p, found once and kept while p has not passed it) when nothing
  * structural comes before it, as in a row of numbers; else p (the caller goes byte by byte).
  * memchr stops at the first match (C11 7.24.5.1) and scans 16 or more bytes at a time, as
- * api_num_row_commas does in [p, close); each byte is scanned a bounded number of times,
+ * apip_num_row_commas does in [p, close); each byte is scanned a bounded number of times,
  * whatever the nesting. */
 static const char *leaf_row_end(const char *p, const char **close) {
     if (!*close || *close < p)
         *close = memchr(p, ']', (size_t)(UINTPTR_MAX - (uintptr_t)p)); /* validated: one exists */
-    return api_num_row_commas(p, *close) < 0 ? p : *close;
+    return apip_num_row_commas(p, *close) < 0 ? p : *close;
 }
 
-const char *api_jv_end(const char *p) {
+const char *apip_jv_end(const char *p) {
     switch (*p) {
     case '"':
         return string_end(p);
@@ -461,34 +461,34 @@ const char *api_jv_end(const char *p) {
     }
 }
 
-bool api_jv_obj_next(const char **it, api_span *key, const char **val) {
+bool apip_jv_obj_next(const char **it, apip_span *key, const char **val) {
     const char *p = skip_ws(*it);
     if (*p == '{' || *p == ',')
         p = skip_ws(p + 1);
     if (*p == '}')
         return false;
     const char *ke = string_end(p);
-    *key = (api_span){p + 1, ke - 1};
+    *key = (apip_span){p + 1, ke - 1};
     p = skip_ws(skip_ws(ke) + 1); /* past ':' */
     *val = p;
-    *it = api_jv_end(p);
+    *it = apip_jv_end(p);
     return true;
 }
 
-bool api_jv_arr_next(const char **it, const char **val) {
+bool apip_jv_arr_next(const char **it, const char **val) {
     const char *p = skip_ws(*it);
     if (*p == '[' || *p == ',')
         p = skip_ws(p + 1);
     if (*p == ']')
         return false;
     *val = p;
-    *it = api_jv_end(p);
+    *it = apip_jv_end(p);
     return true;
 }
 
-api_span api_jv_string(const char *p) {
+apip_span apip_jv_string(const char *p) {
     const char *e = string_end(p);
-    return (api_span){p + 1, e - 1};
+    return (apip_span){p + 1, e - 1};
 }
 
 /* Decodes one character of raw string content at *p into its code point. */
@@ -558,7 +558,7 @@ static size_t put_utf8(char *o, unsigned long c) {
     return 4;
 }
 
-size_t api_jv_decode(api_span s, char *out, size_t cap) {
+size_t apip_jv_decode(apip_span s, char *out, size_t cap) {
     size_t n = 0, w = 0;
     bool cut = false;
     for (const char *p = s.p; p < s.e;) {
@@ -576,7 +576,7 @@ size_t api_jv_decode(api_span s, char *out, size_t cap) {
     return n;
 }
 
-size_t api_jv_decode_some(const char **p, const char *e, char *out, size_t cap) {
+size_t apip_jv_decode_some(const char **p, const char *e, char *out, size_t cap) {
     size_t w = 0;
     while (*p < e) {
         const char *q = *p;
@@ -591,7 +591,7 @@ size_t api_jv_decode_some(const char **p, const char *e, char *out, size_t cap) 
     return w;
 }
 
-bool api_jv_streq(api_span s, const char *lit) {
+bool apip_jv_streq(apip_span s, const char *lit) {
     size_t n = strlen(lit);
     if (!memchr(s.p, '\\', (size_t)(s.e - s.p)))
         return (size_t)(s.e - s.p) == n && memcmp(s.p, lit, n) == 0;
@@ -612,7 +612,7 @@ static const double pow10_exact[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6, 
                                        1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
                                        1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
-double api_jv_number(const char *p, const char **end) {
+double apip_jv_number(const char *p, const char **end) {
     const char *q = p;
     bool neg = *q == '-';
     if (neg)
@@ -662,7 +662,7 @@ double api_jv_number(const char *p, const char **end) {
     return v;
 }
 
-int api_jv_int(const char *p, bool *neg, uint64_t *mag) {
+int apip_jv_int(const char *p, bool *neg, uint64_t *mag) {
     *neg = false;
     *mag = 0;
     const char *q = p;
@@ -670,7 +670,7 @@ int api_jv_int(const char *p, bool *neg, uint64_t *mag) {
     if (minus)
         q++;
     if (!is_digit(*q))
-        return API_INT_NOT_INTEGER;
+        return APIP_INT_NOT_INTEGER;
     /* The digits are those of the integer part, then of the fraction: the value is their
      * string D times 10^(x - nfrac). */
     const char *ib = q;
@@ -705,32 +705,32 @@ int api_jv_int(const char *p, bool *neg, uint64_t *mag) {
         }
     }
     if (first == total) /* 0, -0, 0.000, 0e7 */
-        return API_INT_OK;
+        return APIP_INT_OK;
     /* D = S 10^t with S = digits first..last (its last digit nonzero) and t trailing zeros, so
      * the value is S 10^e, an integer exactly when e >= 0. */
     long long e = x - (long long)nfrac + (long long)(total - 1 - last);
     if (e < 0)
-        return API_INT_NOT_INTEGER;
+        return APIP_INT_NOT_INTEGER;
     *neg = minus;
     if ((long long)(last - first + 1) + e > 20)
-        return API_INT_TOO_BIG;
+        return APIP_INT_TOO_BIG;
     uint64_t v = 0;
     for (size_t k = first; k <= last; k++) {
         uint64_t d = (uint64_t)((k < nint ? ib[k] : fb[k - nint]) - '0');
         if (v > (UINT64_MAX - d) / 10)
-            return API_INT_TOO_BIG;
+            return APIP_INT_TOO_BIG;
         v = v * 10 + d;
     }
     for (long long i = 0; i < e; i++) {
         if (v > UINT64_MAX / 10)
-            return API_INT_TOO_BIG;
+            return APIP_INT_TOO_BIG;
         v *= 10;
     }
     *mag = v;
-    return API_INT_OK;
+    return APIP_INT_OK;
 }
 
-bool api_jv_u64(const char *p, uint64_t *out) {
+bool apip_jv_u64(const char *p, uint64_t *out) {
     uint64_t v = 0;
     const char *q = p;
     for (; is_digit(*q); q++) {

@@ -111,7 +111,7 @@ static size_t size_class(size_t n) {
         return n;
     int top = 63 - __builtin_clzll((unsigned long long)n);
     size_t unit = (size_t)1 << (top - 3), r = 0;
-    if (!api_add(n, unit - 1, &r))
+    if (!apip_add(n, unit - 1, &r))
         return n;
     return r / unit * unit;
 }
@@ -286,7 +286,7 @@ void api_mem_destroy(api_mem *m) {
 /* A block from aligned_alloc, not cached: for small sizes, and when there is no cache. */
 static void *heap_block(size_t bytes, size_t *cap) {
     size_t total = 0;
-    if (!api_add(bytes, HDR + 63, &total))
+    if (!apip_add(bytes, HDR + 63, &total))
         return NULL;
     blk *b = aligned_alloc(64, total / 64 * 64);
     if (!b)
@@ -306,7 +306,7 @@ void *api_mem_alloc(api_mem *m, size_t bytes, size_t most, size_t *cap) {
         return heap_block(bytes, cap);
     /* Reuse: the smallest cached block of at least bytes and at most a quarter more. */
     size_t reuse_max = 0;
-    if (!api_add(bytes, bytes / 4, &reuse_max) || reuse_max > most)
+    if (!apip_add(bytes, bytes / 4, &reuse_max) || reuse_max > most)
         reuse_max = most;
     pthread_mutex_lock(&m->mu);
     blk **best = NULL;
@@ -330,7 +330,7 @@ void *api_mem_alloc(api_mem *m, size_t bytes, size_t most, size_t *cap) {
     size_t want = size_class(bytes), page = (size_t)sysconf(_SC_PAGESIZE), mapped = 0;
     if (want > most)
         want = most;
-    if (!api_add(want, HDR + page - 1, &mapped)) {
+    if (!apip_add(want, HDR + page - 1, &mapped)) {
         pthread_mutex_unlock(&m->mu);
         return NULL;
     }
@@ -390,11 +390,11 @@ void api_mem_free(void *block) {
         mem_free_struct(m);
 }
 
-size_t api_mem_capacity(const void *block) {
+size_t apip_mem_capacity(const void *block) {
     return block ? hdr_of(block)->cap : 0;
 }
 
-api_mem *api_mem_owner(const void *block) {
+api_mem *apip_mem_owner(const void *block) {
     if (!block)
         return NULL;
     const blk *b = hdr_of(block);

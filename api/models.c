@@ -11,6 +11,10 @@
 
 #define DEMO_SEED 24301u /* 0x5EED; documented in api.h and api/openapi.yaml */
 
+const char *const apip_param_names[APIP_P_COUNT] = {
+    "in_proj_weight", "in_proj_bias",  "out_proj.weight", "out_proj.bias",
+    "q_proj_weight",  "k_proj_weight", "v_proj_weight"};
+
 struct api_model {
     char *name;
     const char *source; /* "builtin" or "file" */
@@ -20,17 +24,17 @@ struct api_model {
     attn_mha_params params;
     /* A vocabulary (vocab.c): its tokens, token_embeddings tok (V, E) and position_embeddings
      * pos (P, E) in one allocation tables; NULL when the model takes only embeddings. */
-    api_strlist *vocab;
+    apip_strlist *vocab;
     float *tables, *tok, *pos;
-    size_t p;                /* 0 when there is no position table */
-    api_strlist *head_names; /* (H) or NULL */
+    size_t p;                 /* 0 when there is no position table */
+    apip_strlist *head_names; /* (H) or NULL */
 };
 
 /* Allocates a model whose tensors are zeroed: in_proj_weight (3E, E) when packed, else
  * q_proj_weight (E, E), k_proj_weight (E, kdim), v_proj_weight (E, vdim); in_proj_bias (3E)
  * and out_proj.bias (E) when bias; out_proj.weight (E, E). */
-api_model *api_model_alloc(const char *name, const char *source, size_t e, size_t h, size_t kdim,
-                           size_t vdim, bool packed, bool in_bias, bool out_bias, api_error *err) {
+api_model *apip_model_alloc(const char *name, const char *source, size_t e, size_t h, size_t kdim,
+                            size_t vdim, bool packed, bool in_bias, bool out_bias, api_error *err) {
     if (!name || e == 0 || h == 0 || kdim == 0 || vdim == 0)
         return api_fail(err, 400, "invalid_model", NULL,
                         "a model needs a name and nonzero E, H, kdim and vdim"),
@@ -45,10 +49,10 @@ api_model *api_model_alloc(const char *name, const char *source, size_t e, size_
                         "model %s: in_proj_weight needs kdim = vdim = E", name),
                NULL;
     size_t ee = 0, ek = 0, ev = 0, total = 0;
-    bool ok = api_mul(e, e, &ee) && api_mul(e, kdim, &ek) && api_mul(e, vdim, &ev) &&
-              api_add(ee, ek, &total) && api_add(total, ev, &total) && api_add(total, ee, &total) &&
-              api_add(total, in_bias ? 3 * e : 0, &total) &&
-              api_add(total, out_bias ? e : 0, &total) && api_mul(total, sizeof(float), &total) &&
+    bool ok = apip_mul(e, e, &ee) && apip_mul(e, kdim, &ek) && apip_mul(e, vdim, &ev) &&
+              apip_add(ee, ek, &total) && apip_add(total, ev, &total) &&
+              apip_add(total, ee, &total) && apip_add(total, in_bias ? 3 * e : 0, &total) &&
+              apip_add(total, out_bias ? e : 0, &total) && apip_mul(total, sizeof(float), &total) &&
               e <= SIZE_MAX / 4;
     if (!ok)
         return api_fail(err, 400, "invalid_model", NULL, "model %s is too large", name), NULL;
@@ -99,27 +103,27 @@ void api_model_destroy(api_model *m) {
         return;
     free(m->data);
     free(m->name);
-    api_strlist_free(m->vocab);
+    apip_strlist_free(m->vocab);
     free(m->tables);
-    api_strlist_free(m->head_names);
+    apip_strlist_free(m->head_names);
     free(m);
 }
 
-int api_model_set_vocab(api_model *m, api_strlist *tokens, size_t p, float **tok, float **pos,
-                        api_error *err) {
+int apip_model_set_vocab(api_model *m, apip_strlist *tokens, size_t p, float **tok, float **pos,
+                         api_error *err) {
     size_t rows = 0, count = 0, bytes = 0;
-    if (!m || !tokens || !api_add(tokens->n, p, &rows) || !api_mul(rows, m->e, &count) ||
-        !api_mul(count, sizeof(float), &bytes)) {
-        api_strlist_free(tokens);
+    if (!m || !tokens || !apip_add(tokens->n, p, &rows) || !apip_mul(rows, m->e, &count) ||
+        !apip_mul(count, sizeof(float), &bytes)) {
+        apip_strlist_free(tokens);
         return api_fail(err, 400, "invalid_model", NULL, "the vocabulary's tables are too large");
     }
     float *tables = calloc(1, bytes ? bytes : 1);
     if (!tables) {
-        api_strlist_free(tokens);
+        apip_strlist_free(tokens);
         return api_fail(err, 500, "out_of_memory", NULL, "out of memory for model %s's vocabulary",
                         m->name);
     }
-    api_strlist_free(m->vocab);
+    apip_strlist_free(m->vocab);
     free(m->tables);
     m->vocab = tokens;
     m->tables = m->tok = tables;
@@ -130,29 +134,29 @@ int api_model_set_vocab(api_model *m, api_strlist *tokens, size_t p, float **tok
     return 0;
 }
 
-void api_model_set_head_names(api_model *m, api_strlist *names) {
-    api_strlist_free(m->head_names);
+void apip_model_set_head_names(api_model *m, apip_strlist *names) {
+    apip_strlist_free(m->head_names);
     m->head_names = names;
 }
 
-void api_model_set_source(api_model *m, const char *source) {
+void apip_model_set_source(api_model *m, const char *source) {
     m->source = source;
 }
 
-const api_strlist *api_model_vocab(const api_model *m) {
+const apip_strlist *apip_model_vocab(const api_model *m) {
     return m->vocab;
 }
 
-const float *api_model_token_embeddings(const api_model *m) {
+const float *apip_model_token_embeddings(const api_model *m) {
     return m->tok;
 }
 
-const float *api_model_position_embeddings(const api_model *m, size_t *p) {
+const float *apip_model_position_embeddings(const api_model *m, size_t *p) {
     *p = m->p;
     return m->pos;
 }
 
-const api_strlist *api_model_head_names(const api_model *m) {
+const apip_strlist *apip_model_head_names(const api_model *m) {
     return m->head_names;
 }
 
@@ -172,14 +176,14 @@ static void fill_uniform(float *w, size_t n, double a, uint64_t *state) {
     }
 }
 
-void api_init_random(float *in_proj, float *out_proj, size_t e, uint64_t seed) {
+void apip_init_random(float *in_proj, float *out_proj, size_t e, uint64_t seed) {
     uint64_t state = seed;
     double ed = (double)e;
     fill_uniform(in_proj, 3 * e * e, sqrt(6.0 / (ed + 3.0 * ed)), &state);
     fill_uniform(out_proj, e * e, sqrt(6.0 / (ed + ed)), &state);
 }
 
-void api_init_identity(float *in_proj, float *out_proj, size_t e) {
+void apip_init_identity(float *in_proj, float *out_proj, size_t e) {
     memset(in_proj, 0, 3 * e * e * sizeof *in_proj);
     memset(out_proj, 0, e * e * sizeof *out_proj);
     for (size_t i = 0; i < e; i++) {
@@ -191,17 +195,18 @@ void api_init_identity(float *in_proj, float *out_proj, size_t e) {
 
 api_model *api_model_init_random(const char *name, size_t e, size_t h, uint64_t seed,
                                  api_error *err) {
-    api_model *m = api_model_alloc(name, "builtin", e, h, e, e, true, false, false, err);
+    api_model *m = apip_model_alloc(name, "builtin", e, h, e, e, true, false, false, err);
     if (m)
-        api_init_random((float *)m->params.in_proj_weight, (float *)m->params.out_proj_weight, e,
-                        seed);
+        apip_init_random((float *)m->params.in_proj_weight, (float *)m->params.out_proj_weight, e,
+                         seed);
     return m;
 }
 
 api_model *api_model_init_identity(const char *name, size_t e, size_t h, api_error *err) {
-    api_model *m = api_model_alloc(name, "builtin", e, h, e, e, true, false, false, err);
+    api_model *m = apip_model_alloc(name, "builtin", e, h, e, e, true, false, false, err);
     if (m)
-        api_init_identity((float *)m->params.in_proj_weight, (float *)m->params.out_proj_weight, e);
+        apip_init_identity((float *)m->params.in_proj_weight, (float *)m->params.out_proj_weight,
+                           e);
     return m;
 }
 
@@ -223,11 +228,11 @@ api_model_info api_model_describe(const api_model *m) {
                             .max_tokens = m->p};
 }
 
-const attn_mha_params *api_model_params(const api_model *m) {
+const attn_mha_params *apip_model_params(const api_model *m) {
     return &m->params;
 }
 
-const char *api_model_name(const api_model *m) {
+const char *apip_model_name(const api_model *m) {
     return m->name;
 }
 
@@ -305,9 +310,9 @@ const api_model *api_registry_find(const api_registry *r, const char *name) {
     return NULL;
 }
 
-const api_model *api_registry_find_json(const api_registry *r, api_span name) {
+const api_model *apip_registry_find_json(const api_registry *r, apip_span name) {
     for (size_t i = 0; r && i < r->n; i++)
-        if (api_jv_streq(name, r->m[i]->name))
+        if (apip_jv_streq(name, r->m[i]->name))
             return r->m[i];
     return NULL;
 }
@@ -326,53 +331,53 @@ const api_model *api_registry_at(const api_registry *r, size_t i) {
 
 /* One model's description; with full, its vocabulary too and whether it is the default. */
 static void model_json(const api_registry *r, const api_model *m, bool full, api_buf *out) {
-    api_buf_puts(out, "{\"name\":");
+    apip_buf_puts(out, "{\"name\":");
     api_buf_json_string(out, m->name, strlen(m->name));
     if (full)
-        api_buf_puts(out,
-                     m == api_registry_default(r) ? ",\"default\":true" : ",\"default\":false");
-    api_buf_puts(out, ",\"embed_dim\":");
-    api_buf_put_u64(out, m->e);
-    api_buf_puts(out, ",\"num_heads\":");
-    api_buf_put_u64(out, m->h);
-    api_buf_puts(out, ",\"kdim\":");
-    api_buf_put_u64(out, m->kdim);
-    api_buf_puts(out, ",\"vdim\":");
-    api_buf_put_u64(out, m->vdim);
-    api_buf_puts(out, ",\"source\":");
+        apip_buf_puts(out,
+                      m == api_registry_default(r) ? ",\"default\":true" : ",\"default\":false");
+    apip_buf_puts(out, ",\"embed_dim\":");
+    apip_buf_put_u64(out, m->e);
+    apip_buf_puts(out, ",\"num_heads\":");
+    apip_buf_put_u64(out, m->h);
+    apip_buf_puts(out, ",\"kdim\":");
+    apip_buf_put_u64(out, m->kdim);
+    apip_buf_puts(out, ",\"vdim\":");
+    apip_buf_put_u64(out, m->vdim);
+    apip_buf_puts(out, ",\"source\":");
     api_buf_json_string(out, m->source, strlen(m->source));
-    api_buf_puts(out, m->has_bias ? ",\"has_bias\":true" : ",\"has_bias\":false");
-    api_buf_puts(out, ",\"vocab_size\":");
-    api_buf_put_u64(out, m->vocab ? m->vocab->n : 0);
+    apip_buf_puts(out, m->has_bias ? ",\"has_bias\":true" : ",\"has_bias\":false");
+    apip_buf_puts(out, ",\"vocab_size\":");
+    apip_buf_put_u64(out, m->vocab ? m->vocab->n : 0);
     if (m->vocab && m->p) {
-        api_buf_puts(out, ",\"max_tokens\":");
-        api_buf_put_u64(out, m->p);
+        apip_buf_puts(out, ",\"max_tokens\":");
+        apip_buf_put_u64(out, m->p);
     }
     if (m->head_names) {
-        api_buf_puts(out, ",\"head_names\":");
-        api_strlist_json(m->head_names, out);
+        apip_buf_puts(out, ",\"head_names\":");
+        apip_strlist_json(m->head_names, out);
     }
     if (full) {
-        api_buf_puts(out, ",\"vocab\":");
-        api_strlist_json(m->vocab, out);
+        apip_buf_puts(out, ",\"vocab\":");
+        apip_strlist_json(m->vocab, out);
     }
-    api_buf_puts(out, "}");
+    apip_buf_puts(out, "}");
 }
 
 void api_registry_list_json(const api_registry *r, api_buf *out) {
     const api_model *d = api_registry_default(r);
-    api_buf_puts(out, "{\"default\":");
+    apip_buf_puts(out, "{\"default\":");
     if (d)
         api_buf_json_string(out, d->name, strlen(d->name));
     else
-        api_buf_puts(out, "null");
-    api_buf_puts(out, ",\"models\":[");
+        apip_buf_puts(out, "null");
+    apip_buf_puts(out, ",\"models\":[");
     for (size_t i = 0; i < api_registry_count(r); i++) {
         if (i)
-            api_buf_puts(out, ",");
+            apip_buf_puts(out, ",");
         model_json(r, r->m[i], false, out);
     }
-    api_buf_puts(out, "]}");
+    apip_buf_puts(out, "]}");
 }
 
 int api_registry_model_json(const api_registry *r, const char *name, api_buf *out, api_error *err) {

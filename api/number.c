@@ -5,7 +5,7 @@
  * Digits: one pass over the number into an integer w (19 digits always fit; more go to
  * strtod), so the value is D = w 10^e; runs of 8 digits at once (as the 17-digit numbers of
  * Python's and JavaScript's JSON writers have) where the caller says the text goes on. A row of
- * numbers is read in one loop (api_jv_float_row), with no call per number.
+ * numbers is read in one loop (apip_jv_float_row), with no call per number.
  *
  * Conversion: w <= 2^53 and |e| <= 22 is Clinger's exact case (one correctly rounded division
  * or product of doubles). Otherwise (the idea of Eisel and Lemire's fast path, worked out here
@@ -200,18 +200,18 @@ __attribute__((always_inline)) static inline const char *number(const char *p, c
     return q;
 }
 
-float api_jv_float(const char *p, const char **end) {
+float apip_jv_float(const char *p, const char **end) {
     float v;
     *end = number(p, p, &v);
     return v;
 }
 
-float api_num_read(const char *p, const char *lim, const char **end) {
+float apip_num_read(const char *p, const char *lim, const char **end) {
     float v;
     *end = number(p, lim, &v);
     return v;
 }
 
-float api_num_decimal(bool neg, uint64_t w, long e, const char *p, const char *q) {
+float apip_num_decimal(bool neg, uint64_t w, long e, const char *p, const char *q) {
     return decimal_to_float(neg, w, e, p, q);
 }

@@ -1,4 +1,5 @@
-/* response.c - runs a parsed job on libattn and writes its 200 response body.
+/* response.c - writes the 200 response body of a job that has run (api_job_respond), and the
+ * most bytes it can take (apip_response_bound), known from the job's shapes before it runs.
  *
  * Tensors are written by hand into the api_buf, not through a JSON library: as nested arrays of
  * shortest round-trip decimals (api_float_write), or with "encoding": "base64" as
@@ -8,170 +9,13 @@
  * Legend: N batch, H heads, L query length, S key length, E embedding width, K top-k count. */
 #include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "api_internal.h"
 
-/* Makes the weights of a job on params.init in its arena, once. */
-static void params_make(api_job *job) {
-    if (job->params_ready)
-        return;
-    float *in = (float *)job->params.in_proj_weight, *out = (float *)job->params.out_proj_weight;
-    if (job->init == API_INIT_RANDOM)
-        api_init_random(in, out, job->e, job->seed);
-    else
-        api_init_identity(in, out, job->e);
-    job->params_ready = true;
-}
-
-/* The API error of a failed libattn run. */
-static int run_fail(api_error *err, int rc, const attn_error *ae) {
-    if (rc == ATTN_ERR_NUMERIC)
-        return api_fail(err, 400, "numeric_overflow", NULL,
-                        "the result overflows float32 (%s); scale the inputs down", ae->msg);
-    return api_fail(err, 500, "internal", NULL, "the computation failed: %s", ae->msg);
-}
-
-int api_job_run(api_job *job, attn_pool *pool, api_error *err) {
-    if (!job)
-        return api_fail(err, 500, "internal", NULL, "no job to run");
-    if (job->ran)
-        return api_fail(err, 500, "internal", NULL, "the job has already run");
-    if (job->op == API_OP_ATTENTION)
-        params_make(job);
-    attn_error ae = {0};
-    attn_weights_out *wo = job->plan.weights_elems ? &job->wout : NULL;
-    int rc = job->op == API_OP_SDPA
-                 ? attn_sdpa_forward(&job->plan, job->workspace, job->out, wo, job->q, job->k,
-                                     job->v, pool, &ae)
-                 : attn_mha_forward(&job->plan, job->workspace, job->out, wo, job->q, job->k,
-                                    job->v, &job->params, pool, &ae);
-    if (rc != ATTN_OK)
-        return run_fail(err, rc, &ae);
-    job->ran = true;
-    return 0;
-}
-
-size_t api_job_rows(const api_job *job) {
-    return job ? job->n * job->l : 0;
-}
-
-api_op api_job_op(const api_job *job) {
-    return job ? job->op : API_OP_ATTENTION;
-}
-
-bool api_jobs_batchable(const api_job *a, const api_job *b) {
-    if (!a || !b || a->op != API_OP_ATTENTION || b->op != API_OP_ATTENTION || a->ran || b->ran)
-        return false;
-    if (a->e != b->e || a->h != b->h || a->plan.mha.kdim != b->plan.mha.kdim ||
-        a->plan.mha.vdim != b->plan.mha.vdim || a->plan.nslots != b->plan.nslots)
-        return false;
-    if (a->model_name || b->model_name) /* registry models: the same borrowed tensors */
-        return a->model_name == b->model_name && !memcmp(&a->params, &b->params, sizeof a->params);
-    return a->init != API_INIT_NONE && a->init == b->init &&
-           (a->init == API_INIT_IDENTITY || a->seed == b->seed);
-}
-
-/* Batches of up to this many jobs share one stack array of libattn job records; a larger
- * batch runs in chunks. */
-#define BATCH_CHUNK 256
-
-/* Runs jobs[0, count) (all batchable with jobs[0], count <= BATCH_CHUNK) as one batch on
- * jobs[0]'s parameters; a failed job's error goes to *errs[i]. Returns how many failed; -1 when
- * the batch could not be planned or its workspace not allocated, and then no job has run. */
-static long run_chunk(api_job *const *jobs, api_error *const *errs, size_t count, attn_pool *pool,
-                      size_t max_bytes) {
-    attn_mha_batch_job bj[BATCH_CHUNK];
-    attn_error ae[BATCH_CHUNK];
-    for (size_t i = 0; i < count; i++) {
-        api_job *j = jobs[i];
-        ae[i] = (attn_error){0};
-        bj[i] = (attn_mha_batch_job){.plan = &j->plan,
-                                     .out = j->out,
-                                     .weights = j->plan.weights_elems ? &j->wout : NULL,
-                                     .query = j->q,
-                                     .key = j->k,
-                                     .value = j->v,
-                                     .err = &ae[i]};
-    }
-    params_make(jobs[0]);
-    const attn_mha_params *params = &jobs[0]->params;
-    attn_batch_plan bp;
-    attn_error perr = {0};
-    if (attn_mha_batch_plan(&bp, bj, count, params, max_bytes, &perr) != ATTN_OK)
-        return -1;
-    size_t ws_bytes = bp.workspace_bytes ? bp.workspace_bytes : 1;
-    void *ws = api_mem_alloc(jobs[0]->mem, ws_bytes, max_bytes, NULL);
-    if (!ws)
-        return -1;
-    int rc = attn_mha_batch_forward(&bp, ws, bj, count, params, pool, &perr);
-    api_mem_free(ws);
-    long failed = 0;
-    for (size_t i = 0; i < count; i++) {
-        int st = rc != ATTN_OK ? rc : bj[i].status;
-        if (st == ATTN_OK) {
-            jobs[i]->ran = true;
-        } else {
-            run_fail(errs[i], st, rc != ATTN_OK ? &perr : &ae[i]);
-            failed++;
-        }
-    }
-    return failed;
-}
-
-/* Runs a chunk: as one batch when it holds several jobs and the batch can be made, else one by
- * one. Returns how many failed. */
-static size_t run_jobs(api_job *const *jobs, api_error *const *errs, size_t count, attn_pool *pool,
-                       size_t max_bytes) {
-    long f = count > 1 ? run_chunk(jobs, errs, count, pool, max_bytes) : -1;
-    if (f >= 0)
-        return (size_t)f;
-    size_t failed = 0;
-    for (size_t i = 0; i < count; i++)
-        failed += api_job_run(jobs[i], pool, errs[i]) != 0;
-    return failed;
-}
-
-size_t api_jobs_run(api_job *const *jobs, size_t count, attn_pool *pool, size_t max_bytes,
-                    api_error *errs) {
-    if (!jobs || !errs)
-        return count;
-    api_job *chunk[BATCH_CHUNK];
-    api_error *chunk_errs[BATCH_CHUNK];
-    size_t n = 0, failed = 0;
-    for (size_t i = 0; i < count; i++) {
-        bool with = i == 0 ? jobs[0] && jobs[0]->op == API_OP_ATTENTION && !jobs[0]->ran
-                           : api_jobs_batchable(jobs[0], jobs[i]);
-        if (!with) {
-            failed += api_job_run(jobs[i], pool, &errs[i]) != 0;
-            continue;
-        }
-        chunk[n] = jobs[i];
-        chunk_errs[n++] = &errs[i];
-        if (n == BATCH_CHUNK) {
-            failed += run_jobs(chunk, chunk_errs, n, pool, max_bytes);
-            n = 0;
-        }
-    }
-    return failed + run_jobs(chunk, chunk_errs, n, pool, max_bytes);
-}
-
-double api_job_flops(const api_job *job) {
-    return job ? job->plan.flops : 0.0;
-}
-
-size_t api_job_bytes(const api_job *job) {
-    return job ? job->arena_bytes : 0;
-}
-
-void api_job_destroy(api_job *job) {
-    api_mem_free(job); /* the job is the start of its arena */
-}
-
 /* ---- Writers ------------------------------------------------------------------------------ */
 
-/* The fixed text of a response, shared by the writers and api_response_bound. */
+/* The fixed text of a response, shared by the writers and apip_response_bound. */
 #define T_OUTPUT     "{\"output\":"
 #define T_WEIGHTS    ",\"weights\":"
 #define T_INDICES    "{\"indices\":"
@@ -196,32 +40,32 @@ void api_job_destroy(api_job *job) {
 #define U64_MAX_DIGITS 20 /* 18446744073709551615 */
 #define I32_MAX_DIGITS 10 /* 2147483647: a top-k index */
 #define MS_MAX         17 /* put_ms: "1000000000000.000" */
-#define FLOAT_CHARS    (API_FLOAT_MAX - 1)
+#define FLOAT_CHARS    (APIP_FLOAT_MAX - 1)
 
 static void put_shape(api_buf *b, const size_t *dims, size_t rank) {
-    api_buf_puts(b, "[");
+    apip_buf_puts(b, "[");
     for (size_t i = 0; i < rank; i++) {
         if (i)
-            api_buf_puts(b, ",");
-        api_buf_put_u64(b, dims[i]);
+            apip_buf_puts(b, ",");
+        apip_buf_put_u64(b, dims[i]);
     }
-    api_buf_puts(b, "]");
+    apip_buf_puts(b, "]");
 }
 
 /* Nested arrays of floats: data is (dims) row-major. */
 static void json_floats(api_buf *b, const float *data, const size_t *dims, size_t rank) {
     if (rank == 1) {
         size_t n = dims[0], room = 0;
-        if (!api_mul(n, API_FLOAT_MAX, &room) || !api_add(room, 40, &room)) {
+        if (!apip_mul(n, APIP_FLOAT_MAX, &room) || !apip_add(room, 40, &room)) {
             b->failed = true;
             return;
         }
-        char *o = api_buf_reserve(b, room);
+        char *o = apip_buf_reserve(b, room);
         if (!o)
             return;
         char *s = o;
         *o++ = '[';
-        o = api_floats_write(o, data, n);
+        o = apip_floats_write(o, data, n);
         *o++ = ']';
         b->len += (size_t)(o - s);
         return;
@@ -229,30 +73,30 @@ static void json_floats(api_buf *b, const float *data, const size_t *dims, size_
     size_t inner = 1;
     for (size_t i = 1; i < rank; i++)
         inner *= dims[i];
-    api_buf_puts(b, "[");
+    apip_buf_puts(b, "[");
     for (size_t i = 0; i < dims[0] && !b->failed; i++) {
         if (i)
-            api_buf_puts(b, ",");
+            apip_buf_puts(b, ",");
         json_floats(b, data + i * inner, dims + 1, rank - 1);
     }
-    api_buf_puts(b, "]");
+    apip_buf_puts(b, "]");
 }
 
 static void json_ints(api_buf *b, const int32_t *data, const size_t *dims, size_t rank) {
     size_t inner = 1;
     for (size_t i = 1; i < rank; i++)
         inner *= dims[i];
-    api_buf_puts(b, "[");
+    apip_buf_puts(b, "[");
     for (size_t i = 0; i < dims[0] && !b->failed; i++) {
         if (i)
-            api_buf_puts(b, ",");
+            apip_buf_puts(b, ",");
         if (rank == 1)
-            api_buf_put_u64(b,
-                            (uint64_t)(data[i] < 0 ? 0 : data[i])); /* indices are never negative */
+            apip_buf_put_u64(
+                b, (uint64_t)(data[i] < 0 ? 0 : data[i])); /* indices are never negative */
         else
             json_ints(b, data + i * inner, dims + 1, rank - 1);
     }
-    api_buf_puts(b, "]");
+    apip_buf_puts(b, "]");
 }
 
 /* {"dtype": dtype, "shape": [..], "data": "<base64 of the little-endian 4-byte values>"} */
@@ -261,17 +105,17 @@ static void b64_tensor(api_buf *b, const char *dtype, const void *data, const si
     size_t count = 1, bytes = 0;
     for (size_t i = 0; i < rank; i++)
         count *= dims[i];
-    if (!api_mul(count, 4, &bytes) || bytes > SIZE_MAX / 4 * 3 - 3) {
+    if (!apip_mul(count, 4, &bytes) || bytes > SIZE_MAX / 4 * 3 - 3) {
         b->failed = true;
         return;
     }
-    api_buf_puts(b, T_B64_DTYPE);
-    api_buf_puts(b, dtype);
-    api_buf_puts(b, T_B64_SHAPE);
+    apip_buf_puts(b, T_B64_DTYPE);
+    apip_buf_puts(b, dtype);
+    apip_buf_puts(b, T_B64_SHAPE);
     put_shape(b, dims, rank);
-    api_buf_puts(b, T_B64_DATA);
+    apip_buf_puts(b, T_B64_DATA);
     size_t enc = api_base64_encoded_len(bytes);
-    char *o = api_buf_reserve(b, enc);
+    char *o = apip_buf_reserve(b, enc);
     if (!o)
         return;
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
@@ -289,7 +133,7 @@ static void b64_tensor(api_buf *b, const char *dtype, const void *data, const si
     }
 #endif
     b->len += enc;
-    api_buf_puts(b, T_B64_END);
+    apip_buf_puts(b, T_B64_END);
 }
 
 static void put_floats(api_buf *b, bool base64, const float *data, const size_t *dims,
@@ -313,7 +157,7 @@ static void put_ms(api_buf *b, double ms) {
 /* *acc += a * b + c; false on overflow. */
 static bool acc_mad(size_t *acc, size_t a, size_t b, size_t c) {
     size_t t = 0;
-    return api_mul(a, b, &t) && api_add(t, c, &t) && api_add(*acc, t, acc);
+    return apip_mul(a, b, &t) && apip_add(t, c, &t) && apip_add(*acc, t, acc);
 }
 
 static size_t digits(uint64_t v) {
@@ -329,7 +173,7 @@ static bool nested_bound(const size_t *dims, size_t rank, size_t leaf, size_t *b
     size_t c = leaf;
     for (size_t i = rank; i-- > 0;) {
         size_t level = 0;
-        if (!api_add(c, 1, &c) || !acc_mad(&level, dims[i], c, 1))
+        if (!apip_add(c, 1, &c) || !acc_mad(&level, dims[i], c, 1))
             return false;
         c = level;
     }
@@ -341,11 +185,11 @@ static bool nested_bound(const size_t *dims, size_t rank, size_t leaf, size_t *b
 static bool b64_bound(const size_t *dims, size_t rank, const char *dtype, size_t *bytes) {
     size_t count = 1, n = LIT(T_B64_DTYPE T_B64_SHAPE T_B64_DATA T_B64_END) + strlen(dtype) + 2;
     for (size_t i = 0; i < rank; i++)
-        if (!api_mul(count, dims[i], &count) || !api_add(n, digits(dims[i]) + (i > 0), &n))
+        if (!apip_mul(count, dims[i], &count) || !apip_add(n, digits(dims[i]) + (i > 0), &n))
             return false;
-    if (!api_mul(count, 4, &count) || count > SIZE_MAX / 4 * 3 - 3)
+    if (!apip_mul(count, 4, &count) || count > SIZE_MAX / 4 * 3 - 3)
         return false;
-    return api_add(n, api_base64_encoded_len(count), bytes);
+    return apip_add(n, api_base64_encoded_len(count), bytes);
 }
 
 static bool tensor_bound(const size_t *dims, size_t rank, bool base64, bool ints, size_t *bytes) {
@@ -354,18 +198,18 @@ static bool tensor_bound(const size_t *dims, size_t rank, bool base64, bool ints
     return nested_bound(dims, rank, ints ? I32_MAX_DIGITS : FLOAT_CHARS, bytes);
 }
 
-bool api_response_bound(const api_resp_shape *rs, size_t *bytes) {
+bool apip_response_bound(const apip_resp_shape *rs, size_t *bytes) {
     size_t n = LIT(T_OUTPUT) + LIT(T_USAGE T_QUEUE_MS T_COMPUTE_MS) + U64_MAX_DIGITS + 2 * MS_MAX +
                2, /* "}}" */
         t = 0;
-    if (!tensor_bound(rs->out_dims, rs->out_rank, rs->base64, false, &t) || !api_add(n, t, &n))
+    if (!tensor_bound(rs->out_dims, rs->out_rank, rs->base64, false, &t) || !apip_add(n, t, &n))
         return false;
     if (rs->w_rank) {
         if (!tensor_bound(rs->w_dims, rs->w_rank, rs->base64, false, &t) ||
-            !api_add(n, LIT(T_WEIGHTS) + t, &n))
+            !apip_add(n, LIT(T_WEIGHTS) + t, &n))
             return false;
         if (rs->indices && (!tensor_bound(rs->w_dims, rs->w_rank, rs->base64, true, &t) ||
-                            !api_add(n, LIT(T_INDICES T_VALUES) + 1 + t, &n)))
+                            !apip_add(n, LIT(T_INDICES T_VALUES) + 1 + t, &n)))
             return false;
     }
     if (rs->op == API_OP_ATTENTION) {
@@ -374,28 +218,28 @@ bool api_response_bound(const api_resp_shape *rs, size_t *bytes) {
         if (rs->model_len && !acc_mad(&name, rs->model_len, 6, 2))
             return false;
         /* head_names and the words echoed: rs->words_bytes, from the parser. */
-        if (!api_add(n, name, &n) || !api_add(n, rs->words_bytes, &n) ||
-            !api_add(n,
-                     LIT(T_MODEL T_NUM_HEADS T_SHAPE_N T_SHAPE_L T_SHAPE_S T_SHAPE_E "}") +
-                         5 * U64_MAX_DIGITS,
-                     &n))
+        if (!apip_add(n, name, &n) || !apip_add(n, rs->words_bytes, &n) ||
+            !apip_add(n,
+                      LIT(T_MODEL T_NUM_HEADS T_SHAPE_N T_SHAPE_L T_SHAPE_S T_SHAPE_E "}") +
+                          5 * U64_MAX_DIGITS,
+                      &n))
             return false;
     }
     *bytes = n;
     return true;
 }
 
-bool api_words_json_bound(const api_model *m, size_t nwords, size_t *bytes) {
+bool apip_words_json_bound(const api_model *m, size_t nwords, size_t *bytes) {
     /* A string as api_buf_json_string writes it: at most 6 bytes per byte, quoted; a comma. */
     size_t n = 0;
-    const api_strlist *names = api_model_head_names(m);
+    const apip_strlist *names = apip_model_head_names(m);
     if (names) {
         n = LIT(T_HEAD_NAMES) + 2;
         for (size_t i = 0; i < names->n; i++)
             if (!acc_mad(&n, names->len[i], 6, 3))
                 return false;
     }
-    if (nwords && !acc_mad(&n, nwords, 6 * API_TOKEN_MAX_BYTES + 3, LIT(T_TOKENS) + 1))
+    if (nwords && !acc_mad(&n, nwords, 6 * APIP_TOKEN_MAX_BYTES + 3, LIT(T_TOKENS) + 1))
         return false;
     *bytes = n;
     return true;
@@ -414,75 +258,75 @@ int api_job_respond(const api_job *job, double queue_ms, double compute_ms, api_
     if (!job || !out || !job->ran)
         return api_fail(err, 500, "internal", NULL, "the job has not run");
     if (job->v2) /* the Open Inference Protocol's response */
-        return api_v2_respond(job, queue_ms, compute_ms, out, err);
+        return apip_v2_respond(job, queue_ms, compute_ms, out, err);
     size_t start = out->len;
     /* All the room the response can take, at once and exactly: the buffer never grows past
      * start + response_bytes + API_RESPOND_SLACK, and never reallocates while writing. */
     size_t room = 0;
-    if (!api_add(job->response_bytes, API_RESPOND_SLACK, &room) ||
-        !api_buf_reserve_block(out, room, job->mem)) {
+    if (!apip_add(job->response_bytes, API_RESPOND_SLACK, &room) ||
+        !apip_buf_reserve_block(out, room, job->mem)) {
         return api_fail(err, 500, "out_of_memory", NULL,
                         "out of memory reserving %zu bytes for the response", job->response_bytes);
     }
-    api_buf_puts(out, T_OUTPUT);
+    apip_buf_puts(out, T_OUTPUT);
     put_floats(out, job->base64, job->out, job->out_dims, job->out_rank);
     if (job->w_rank) {
-        api_buf_puts(out, T_WEIGHTS);
+        apip_buf_puts(out, T_WEIGHTS);
         if (job->wout.indices) {
-            api_buf_puts(out, T_INDICES);
+            apip_buf_puts(out, T_INDICES);
             if (job->base64)
                 b64_tensor(out, "int32", job->wout.indices, job->w_dims, job->w_rank);
             else
                 json_ints(out, job->wout.indices, job->w_dims, job->w_rank);
-            api_buf_puts(out, T_VALUES);
+            apip_buf_puts(out, T_VALUES);
             put_floats(out, job->base64, job->wout.values, job->w_dims, job->w_rank);
-            api_buf_puts(out, "}");
+            apip_buf_puts(out, "}");
         } else {
             put_floats(out, job->base64, job->wout.values, job->w_dims, job->w_rank);
         }
     }
     if (job->op == API_OP_ATTENTION) {
-        api_buf_puts(out, T_MODEL);
+        apip_buf_puts(out, T_MODEL);
         if (job->model_name)
             api_buf_json_string(out, job->model_name, strlen(job->model_name));
         else
-            api_buf_puts(out, "null");
-        if (job->model && api_model_head_names(job->model)) {
-            api_buf_puts(out, T_HEAD_NAMES);
-            api_strlist_json(api_model_head_names(job->model), out);
+            apip_buf_puts(out, "null");
+        if (job->model && apip_model_head_names(job->model)) {
+            apip_buf_puts(out, T_HEAD_NAMES);
+            apip_strlist_json(apip_model_head_names(job->model), out);
         }
         if (job->tokens) { /* the words of "tokens" or "text", as the vocabulary spells them */
-            const api_strlist *v = api_model_vocab(job->model);
-            api_buf_puts(out, T_TOKENS);
+            const apip_strlist *v = apip_model_vocab(job->model);
+            apip_buf_puts(out, T_TOKENS);
             for (size_t i = 0; i < job->l; i++) {
                 if (i)
-                    api_buf_puts(out, ",");
+                    apip_buf_puts(out, ",");
                 api_buf_json_string(out, v->s[job->tokens[i]], v->len[job->tokens[i]]);
             }
-            api_buf_puts(out, "]");
+            apip_buf_puts(out, "]");
         }
-        api_buf_puts(out, T_NUM_HEADS);
-        api_buf_put_u64(out, job->h);
-        api_buf_puts(out, T_SHAPE_N);
-        api_buf_put_u64(out, job->n);
-        api_buf_puts(out, T_SHAPE_L);
-        api_buf_put_u64(out, job->l);
-        api_buf_puts(out, T_SHAPE_S);
-        api_buf_put_u64(out, job->s);
-        api_buf_puts(out, T_SHAPE_E);
-        api_buf_put_u64(out, job->e);
-        api_buf_puts(out, "}");
+        apip_buf_puts(out, T_NUM_HEADS);
+        apip_buf_put_u64(out, job->h);
+        apip_buf_puts(out, T_SHAPE_N);
+        apip_buf_put_u64(out, job->n);
+        apip_buf_puts(out, T_SHAPE_L);
+        apip_buf_put_u64(out, job->l);
+        apip_buf_puts(out, T_SHAPE_S);
+        apip_buf_put_u64(out, job->s);
+        apip_buf_puts(out, T_SHAPE_E);
+        apip_buf_put_u64(out, job->e);
+        apip_buf_puts(out, "}");
     }
-    api_buf_puts(out, T_USAGE);
+    apip_buf_puts(out, T_USAGE);
     /* Rounded to the nearest integer (round is exact and stays below 2^64 for f below it);
      * from 2^64 on, UINT64_MAX. llround would overflow from 2^63 on. */
     double f = job->plan.flops;
-    api_buf_put_u64(out, !(f > 0) ? 0 : f < 0x1p64 ? (uint64_t)round(f) : UINT64_MAX);
-    api_buf_puts(out, T_QUEUE_MS);
+    apip_buf_put_u64(out, !(f > 0) ? 0 : f < 0x1p64 ? (uint64_t)round(f) : UINT64_MAX);
+    apip_buf_puts(out, T_QUEUE_MS);
     put_ms(out, queue_ms);
-    api_buf_puts(out, T_COMPUTE_MS);
+    apip_buf_puts(out, T_COMPUTE_MS);
     put_ms(out, compute_ms);
-    api_buf_puts(out, "}}");
+    apip_buf_puts(out, "}}");
     if (out->failed) {
         out->len = start;
         return api_fail(err, 500, "out_of_memory", NULL, "out of memory writing the response");

@@ -1,6 +1,6 @@
 /* rows.c - rows of JSON numbers, the bulk of a request's nested float arrays, 64 bytes at a
- * time: checked for api_json_check (api_num_row_check) and read as float32 for the tensor
- * reader (api_jv_float_row), each number read exactly as api_jv_float reads it (correctly
+ * time: checked for apip_json_check (apip_num_row_check) and read as float32 for the tensor
+ * reader (apip_jv_float_row), each number read exactly as apip_jv_float reads it (correctly
  * rounded to a double, then that double rounded to float32).
  *
  * Checking: every byte of a 64-byte block is classified (digit, '0', '-', '+', '.', 'e' or 'E',
@@ -230,7 +230,7 @@ static size_t row_bytewise(const char *p, const char *lim, float *dst, size_t n,
     float *d = dst, *stop = dst + n;
     while (d < stop && (*p == '-' || is_digit(*p))) {
         const char *e;
-        float v = api_num_read(p, lim, &e);
+        float v = apip_num_read(p, lim, &e);
         if (!isfinite(v))
             break;
         *d++ = v;
@@ -331,7 +331,7 @@ static inline bool number16(const char *s, const char *lo, const char *lim, floa
     const char *q = s + m; /* the exact path needs the number's end */
     while (*q == 'e' || *q == 'E' || *q == '+' || *q == '-' || is_digit(*q))
         q++;
-    *out = api_num_decimal(neg, w, e10, s, q);
+    *out = apip_num_decimal(neg, w, e10, s, q);
     return true;
 }
 
@@ -339,7 +339,7 @@ static inline bool number16(const char *s, const char *lo, const char *lim, floa
 static inline bool one_number(const char *s, const char *lo, const char *lim, float *out) {
     const char *e;
     if (!number16(s, lo, lim, out))
-        *out = api_num_read(s, lim, &e);
+        *out = apip_num_read(s, lim, &e);
     return isfinite(*out);
 }
 
@@ -511,7 +511,7 @@ AVX512_TARGET static size_t row_avx512(const char *p, const char *lim, float *ds
             for (uint64_t ts = TS; ts; ts &= ts - 1) { /* number by number */
                 const char *s = q + __builtin_ctzll(ts);
                 const char *e;
-                if (k == n || !isfinite(dst[k] = api_num_read(s, lim, &e))) {
+                if (k == n || !isfinite(dst[k] = apip_num_read(s, lim, &e))) {
                     *end = s;
                     return k;
                 }
@@ -543,7 +543,7 @@ AVX512_TARGET static size_t row_avx512(const char *p, const char *lim, float *ds
                 for (uint64_t ts = TS; ts; ts &= ts - 1) {
                     const char *s = q + __builtin_ctzll(ts);
                     const char *e;
-                    if (k == n || !isfinite(dst[k] = api_num_read(s, lim, &e))) {
+                    if (k == n || !isfinite(dst[k] = apip_num_read(s, lim, &e))) {
                         *end = s;
                         return k;
                     }
@@ -560,7 +560,7 @@ AVX512_TARGET static size_t row_avx512(const char *p, const char *lim, float *ds
                         unsigned i = (unsigned)__builtin_ctz(doubt), t = i / 2 + (i & 1) * 4;
                         const char *e;
                         if (t < cnt)
-                            dst[k + t] = api_num_read(
+                            dst[k + t] = apip_num_read(
                                 q + __builtin_ctzll(_pdep_u64((uint64_t)1 << (g + t), TS)), lim,
                                 &e);
                     }
@@ -647,7 +647,7 @@ AVX512BW_TARGET static long commas_avx512(const char *p, const char *e) {
 
 /* ---- Choosing ----------------------------------------------------------------------------- */
 
-static const api_rows_impl impls[] = {
+static const apip_rows_impl impls[] = {
 #ifdef ROWS_AVX512
     {"avx512", check_avx512, row_avx512, commas_avx512},
 #endif
@@ -677,22 +677,22 @@ static size_t best_impl(void) {
     return (size_t)k - 1;
 }
 
-const api_rows_impl *api_rows_impls(size_t *n) {
+const apip_rows_impl *apip_rows_impls(size_t *n) {
     size_t b = best_impl();
     *n = sizeof impls / sizeof impls[0] - b;
     return impls + b;
 }
 
-const char *api_num_row_check(const char *p, const char *e) {
-    const api_rows_impl *r = &impls[best_impl()];
+const char *apip_num_row_check(const char *p, const char *e) {
+    const apip_rows_impl *r = &impls[best_impl()];
     return r->check ? r->check(p, e) : NULL;
 }
 
-long api_num_row_commas(const char *p, const char *e) {
+long apip_num_row_commas(const char *p, const char *e) {
     return impls[best_impl()].commas(p, e);
 }
 
-size_t api_jv_float_row(const char *p, const char *lim, float *dst, size_t n, const char **end) {
+size_t apip_jv_float_row(const char *p, const char *lim, float *dst, size_t n, const char **end) {
     if (lim - p < 64 || n < 4)
         return row_bytewise(p, lim, dst, n, end);
     return impls[best_impl()].read(p, lim, dst, n, end);

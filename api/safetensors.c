@@ -24,11 +24,15 @@
 
 #define MAX_HEADER (100u << 20) /* the reference implementation's limit */
 
-enum { T_IN_W, T_IN_B, T_OUT_W, T_OUT_B, T_Q_W, T_K_W, T_V_W, T_TOK, T_POS, T_COUNT };
+/* The tensors of a file: the state_dict's (APIP_P_*), then the vocabulary's. */
+enum { T_TOK = APIP_P_COUNT, T_POS, T_COUNT };
 
-static const char *const tensor_names[T_COUNT] = {
-    "in_proj_weight", "in_proj_bias",  "out_proj.weight",  "out_proj.bias",      "q_proj_weight",
-    "k_proj_weight",  "v_proj_weight", "token_embeddings", "position_embeddings"};
+/* The name of tensor i (APIP_P_* or T_*). */
+static const char *tensor_name(int i) {
+    return i < APIP_P_COUNT ? apip_param_names[i]
+           : i == T_TOK     ? "token_embeddings"
+                            : "position_embeddings";
+}
 
 typedef struct st_tensor {
     bool present;
@@ -53,23 +57,23 @@ __attribute__((format(printf, 2, 3))) static int st_fail(st_ctx *c, const char *
 }
 
 static bool parse_u64(const char *v, uint64_t *out) {
-    return api_jv_kind(v) == '0' && api_jv_u64(v, out);
+    return apip_jv_kind(v) == '0' && apip_jv_u64(v, out);
 }
 
 /* Reads one tensor entry {"dtype", "shape", "data_offsets"}. */
 static int read_entry(st_ctx *c, const char *name, const char *obj, st_tensor *t) {
-    if (api_jv_kind(obj) != '{')
+    if (apip_jv_kind(obj) != '{')
         return st_fail(c, "the header entry of %s is not an object", name);
     const char *it = obj, *val = NULL, *dtype = NULL, *shape = NULL, *offs = NULL;
-    api_span key;
-    while (api_jv_obj_next(&it, &key, &val)) {
-        const char **slot = api_jv_streq(key, "dtype")          ? &dtype
-                            : api_jv_streq(key, "shape")        ? &shape
-                            : api_jv_streq(key, "data_offsets") ? &offs
-                                                                : NULL;
+    apip_span key;
+    while (apip_jv_obj_next(&it, &key, &val)) {
+        const char **slot = apip_jv_streq(key, "dtype")          ? &dtype
+                            : apip_jv_streq(key, "shape")        ? &shape
+                            : apip_jv_streq(key, "data_offsets") ? &offs
+                                                                 : NULL;
         if (!slot) {
             char k[48];
-            api_jv_decode(key, k, sizeof k);
+            apip_jv_decode(key, k, sizeof k);
             return st_fail(c, "tensor %s has an unknown header field \"%s\"", name, k);
         }
         if (*slot)
@@ -81,25 +85,25 @@ static int read_entry(st_ctx *c, const char *name, const char *obj, st_tensor *t
                        !dtype   ? "dtype"
                        : !shape ? "shape"
                                 : "data_offsets");
-    if (api_jv_kind(dtype) != '"')
+    if (apip_jv_kind(dtype) != '"')
         return st_fail(c, "tensor %s: dtype is not a string", name);
-    api_span ds = api_jv_string(dtype);
-    if (api_jv_streq(ds, "F32"))
+    apip_span ds = apip_jv_string(dtype);
+    if (apip_jv_streq(ds, "F32"))
         t->dtype = 4;
-    else if (api_jv_streq(ds, "F16"))
+    else if (apip_jv_streq(ds, "F16"))
         t->dtype = 2;
-    else if (api_jv_streq(ds, "BF16")) {
+    else if (apip_jv_streq(ds, "BF16")) {
         t->dtype = 2;
         t->bf16 = true;
     } else {
         char d[24];
-        api_jv_decode(ds, d, sizeof d);
+        apip_jv_decode(ds, d, sizeof d);
         return st_fail(c, "tensor %s has dtype %s; only F32, F16 and BF16 are supported", name, d);
     }
-    if (api_jv_kind(shape) != '[')
+    if (apip_jv_kind(shape) != '[')
         return st_fail(c, "tensor %s: shape is not an array", name);
     it = shape;
-    while (api_jv_arr_next(&it, &val)) {
+    while (apip_jv_arr_next(&it, &val)) {
         uint64_t d = 0;
         if (t->rank == 2)
             return st_fail(c, "tensor %s has more than 2 dimensions", name);
@@ -107,12 +111,12 @@ static int read_entry(st_ctx *c, const char *name, const char *obj, st_tensor *t
             return st_fail(c, "tensor %s: shape holds something other than a dimension", name);
         t->dims[t->rank++] = (size_t)d;
     }
-    if (api_jv_kind(offs) != '[')
+    if (apip_jv_kind(offs) != '[')
         return st_fail(c, "tensor %s: data_offsets is not an array", name);
     it = offs;
     size_t n = 0;
     uint64_t o[2] = {0, 0};
-    while (api_jv_arr_next(&it, &val)) {
+    while (apip_jv_arr_next(&it, &val)) {
         if (n == 2 || !parse_u64(val, &o[n]))
             return st_fail(c, "tensor %s: data_offsets must be two integers [begin, end]", name);
         n++;
@@ -128,17 +132,17 @@ static int read_entry(st_ctx *c, const char *name, const char *obj, st_tensor *t
 /* Reads num_heads into *h, and the values of vocab and head_names (NULL when absent). */
 static int read_num_heads(st_ctx *c, const char *meta, size_t *h, const char **vocab,
                           const char **names) {
-    if (api_jv_kind(meta) != '{')
+    if (apip_jv_kind(meta) != '{')
         return st_fail(c, "__metadata__ is not an object");
     const char *it = meta, *val = NULL;
-    api_span key;
+    apip_span key;
     bool found = false;
-    while (api_jv_obj_next(&it, &key, &val)) {
-        if (api_jv_kind(val) != '"')
+    while (apip_jv_obj_next(&it, &key, &val)) {
+        if (apip_jv_kind(val) != '"')
             return st_fail(c, "__metadata__ values must be strings");
-        const char **list = api_jv_streq(key, "vocab")        ? vocab
-                            : api_jv_streq(key, "head_names") ? names
-                                                              : NULL;
+        const char **list = apip_jv_streq(key, "vocab")        ? vocab
+                            : apip_jv_streq(key, "head_names") ? names
+                                                               : NULL;
         if (list) {
             if (*list)
                 return st_fail(c, "__metadata__.%s appears twice",
@@ -146,10 +150,10 @@ static int read_num_heads(st_ctx *c, const char *meta, size_t *h, const char **v
             *list = val;
             continue;
         }
-        if (!api_jv_streq(key, "num_heads"))
+        if (!apip_jv_streq(key, "num_heads"))
             continue;
         char s[24];
-        size_t n = api_jv_decode(api_jv_string(val), s, sizeof s);
+        size_t n = apip_jv_decode(apip_jv_string(val), s, sizeof s);
         uint64_t v = 0;
         bool digits = n > 0 && n <= 9;
         for (size_t i = 0; digits && i < n; i++) {
@@ -207,16 +211,16 @@ static int convert(st_ctx *c, const char *name, const st_tensor *t, const uint8_
 }
 
 /* Reads one list of __metadata__ (val: its JSON string) into *out. */
-static int read_list(st_ctx *c, const char *val, const char *what, int kind, api_strlist **out) {
-    api_span raw = api_jv_string(val);
+static int read_list(st_ctx *c, const char *val, const char *what, int kind, apip_strlist **out) {
+    apip_span raw = apip_jv_string(val);
     size_t cap = (size_t)(raw.e - raw.p) + 1; /* decoding never makes text longer */
     char *text = malloc(cap);
     if (!text)
         return api_fail(c->err, 500, "out_of_memory", NULL, "%s: out of memory reading %s",
                         c->label, what);
-    size_t n = api_jv_decode(raw, text, cap);
+    size_t n = apip_jv_decode(raw, text, cap);
     char msg[200];
-    *out = api_strlist_parse(text, n, what, kind, msg, sizeof msg);
+    *out = apip_strlist_parse(text, n, what, kind, msg, sizeof msg);
     free(text);
     if (!*out && !strncmp(msg, "out of memory", 13))
         return api_fail(c->err, 500, "out_of_memory", NULL, "%s: %s", c->label, msg);
@@ -226,84 +230,94 @@ static int read_list(st_ctx *c, const char *val, const char *what, int kind, api
 /* The lists vocab and head_names of __metadata__ (values vocab_val and names_val, NULL when
  * absent): *vocab and *names, or -1 with nothing allocated. There must be h head names. */
 static int read_lists(st_ctx *c, const char *vocab_val, const char *names_val, size_t h,
-                      api_strlist **vocab, api_strlist **names) {
+                      apip_strlist **vocab, apip_strlist **names) {
     *vocab = *names = NULL;
-    if (vocab_val && read_list(c, vocab_val, "__metadata__.vocab", API_LIST_TOKENS, vocab))
+    if (vocab_val && read_list(c, vocab_val, "__metadata__.vocab", APIP_LIST_TOKENS, vocab))
         return -1;
-    if (names_val && read_list(c, names_val, "__metadata__.head_names", API_LIST_NAMES, names)) {
-        api_strlist_free(*vocab);
+    if (names_val && read_list(c, names_val, "__metadata__.head_names", APIP_LIST_NAMES, names)) {
+        apip_strlist_free(*vocab);
         return -1;
     }
     if (*names && (*names)->n != h) {
         st_fail(c, "__metadata__.head_names lists %zu names for num_heads=%zu", (*names)->n, h);
-        api_strlist_free(*vocab);
-        api_strlist_free(*names);
+        apip_strlist_free(*vocab);
+        apip_strlist_free(*names);
         return -1;
     }
     return 0;
 }
 
-static api_model *parse(const char *label, const char *name, const uint8_t *bytes, size_t len,
-                        api_error *err) {
-    st_ctx cx = {.label = label, .err = err}, *c = &cx;
+/* What a file's header says, and where its data is. */
+typedef struct st_file {
+    st_tensor t[T_COUNT];              /* by APIP_P_* and T_* */
+    size_t h;                          /* num_heads */
+    const char *vocab_val, *names_val; /* the metadata lists' JSON values; NULL when absent */
+    const uint8_t *data;               /* the data section, data_len bytes */
+    size_t data_len;
+} st_file;
+
+/* Reads the header of the file bytes (len): its length, its JSON, every tensor entry and
+ * __metadata__ into *f. 0, or -1 with c->err. */
+static int read_header(st_ctx *c, const uint8_t *bytes, size_t len, st_file *f) {
     if (!bytes || len < 8)
-        return st_fail(c, "the file is %zu bytes, too short for a safetensors header", len), NULL;
+        return st_fail(c, "the file is %zu bytes, too short for a safetensors header", len);
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--)
         hlen = hlen << 8 | bytes[i];
     if (hlen > len - 8)
         return st_fail(c, "the header length %llu runs past the end of the file (%zu bytes)",
-                       (unsigned long long)hlen, len),
-               NULL;
+                       (unsigned long long)hlen, len);
     if (hlen > MAX_HEADER)
         return st_fail(c, "the header length %llu is over the limit of %u bytes",
-                       (unsigned long long)hlen, MAX_HEADER),
-               NULL;
+                       (unsigned long long)hlen, MAX_HEADER);
     const char *hdr = (const char *)bytes + 8;
     api_error jerr = {0};
-    if (api_json_check(hdr, (size_t)hlen, "the header", NULL, &jerr))
-        return st_fail(c, "%s", jerr.message), NULL;
+    if (apip_json_check(hdr, (size_t)hlen, "the header", NULL, &jerr))
+        return st_fail(c, "%s", jerr.message);
 
-    st_tensor t[T_COUNT] = {0};
-    size_t h = 0;
+    st_tensor *t = f->t;
     bool have_meta = false;
-    const char *vocab_val = NULL, *names_val = NULL;
     const char *it = hdr, *val = NULL;
-    api_span key;
-    while (api_jv_obj_next(&it, &key, &val)) {
-        if (api_jv_streq(key, "__metadata__")) {
+    apip_span key;
+    while (apip_jv_obj_next(&it, &key, &val)) {
+        if (apip_jv_streq(key, "__metadata__")) {
             if (have_meta)
-                return st_fail(c, "__metadata__ appears twice"), NULL;
+                return st_fail(c, "__metadata__ appears twice");
             have_meta = true;
-            if (read_num_heads(c, val, &h, &vocab_val, &names_val))
-                return NULL;
+            if (read_num_heads(c, val, &f->h, &f->vocab_val, &f->names_val))
+                return -1;
             continue;
         }
         int which = -1;
         for (int i = 0; i < T_COUNT; i++)
-            if (api_jv_streq(key, tensor_names[i]))
+            if (apip_jv_streq(key, tensor_name(i)))
                 which = i;
         if (which < 0) {
             char k[64];
-            api_jv_decode(key, k, sizeof k);
+            apip_jv_decode(key, k, sizeof k);
             return st_fail(c,
                            "unexpected tensor \"%s\"; expected nn.MultiheadAttention state_dict "
                            "names (in_proj_weight, out_proj.weight, ...), token_embeddings or "
                            "position_embeddings",
-                           k),
-                   NULL;
+                           k);
         }
         if (t[which].present)
-            return st_fail(c, "tensor %s appears twice", tensor_names[which]), NULL;
-        if (read_entry(c, tensor_names[which], val, &t[which]))
-            return NULL;
+            return st_fail(c, "tensor %s appears twice", tensor_name(which));
+        if (read_entry(c, tensor_name(which), val, &t[which]))
+            return -1;
     }
     if (!have_meta)
-        return st_fail(c, "the header lacks __metadata__ with num_heads"), NULL;
+        return st_fail(c, "the header lacks __metadata__ with num_heads");
+    f->data = bytes + 8 + hlen;
+    f->data_len = len - 8 - (size_t)hlen;
+    return 0;
+}
 
-    /* Byte ranges: inside the data, the size of the shape, covering it exactly. */
-    const uint8_t *data = bytes + 8 + hlen;
-    const size_t data_len = len - 8 - (size_t)hlen;
+/* Byte ranges: inside the data, the size of the shape, covering it exactly. 0, or -1 with
+ * c->err. */
+static int check_ranges(st_ctx *c, st_file *f) {
+    st_tensor *t = f->t;
+    const size_t data_len = f->data_len;
     st_tensor *order[T_COUNT];
     size_t n = 0;
     for (int i = 0; i < T_COUNT; i++) {
@@ -311,66 +325,74 @@ static api_model *parse(const char *label, const char *name, const uint8_t *byte
             continue;
         size_t count = 1, bytes_needed = 0;
         for (size_t d = 0; d < t[i].rank; d++)
-            if (!api_mul(count, t[i].dims[d], &count))
-                return st_fail(c, "tensor %s is too large", tensor_names[i]), NULL;
-        if (!api_mul(count, (size_t)t[i].dtype, &bytes_needed))
-            return st_fail(c, "tensor %s is too large", tensor_names[i]), NULL;
+            if (!apip_mul(count, t[i].dims[d], &count))
+                return st_fail(c, "tensor %s is too large", tensor_name(i));
+        if (!apip_mul(count, (size_t)t[i].dtype, &bytes_needed))
+            return st_fail(c, "tensor %s is too large", tensor_name(i));
         if (t[i].begin > t[i].end || t[i].end > data_len)
             return st_fail(c,
                            "tensor %s has data_offsets [%llu, %llu] outside the %zu bytes of "
                            "data",
-                           tensor_names[i], (unsigned long long)t[i].begin,
-                           (unsigned long long)t[i].end, data_len),
-                   NULL;
+                           tensor_name(i), (unsigned long long)t[i].begin,
+                           (unsigned long long)t[i].end, data_len);
         if (t[i].end - t[i].begin != bytes_needed)
             return st_fail(c, "tensor %s spans %llu bytes, but its shape and dtype need %zu",
-                           tensor_names[i], (unsigned long long)(t[i].end - t[i].begin),
-                           bytes_needed),
-                   NULL;
+                           tensor_name(i), (unsigned long long)(t[i].end - t[i].begin),
+                           bytes_needed);
         order[n++] = &t[i];
     }
     qsort(order, n, sizeof *order, cmp_begin);
     uint64_t at = 0;
     for (size_t i = 0; i < n; i++) {
-        const char *nm = tensor_names[order[i] - t];
+        const char *nm = tensor_name((int)(order[i] - t));
         if (order[i]->begin < at)
-            return st_fail(c, "tensor %s overlaps the tensor before it in the data", nm), NULL;
+            return st_fail(c, "tensor %s overlaps the tensor before it in the data", nm);
         if (order[i]->begin > at)
             return st_fail(c, "bytes %llu to %llu of the data belong to no tensor",
-                           (unsigned long long)at, (unsigned long long)order[i]->begin),
-                   NULL;
+                           (unsigned long long)at, (unsigned long long)order[i]->begin);
         at = order[i]->end;
     }
     if (at != data_len)
         return st_fail(c, "bytes %llu to %zu of the data belong to no tensor",
-                       (unsigned long long)at, data_len),
-               NULL;
+                       (unsigned long long)at, data_len);
+    return 0;
+}
 
-    /* Shapes: E from out_proj.weight, then the rest against it. */
-    if (!t[T_OUT_W].present)
-        return st_fail(c, "tensor out_proj.weight is missing"), NULL;
-    bool packed = t[T_IN_W].present;
-    bool split = t[T_Q_W].present || t[T_K_W].present || t[T_V_W].present;
-    if (packed && split)
-        return st_fail(c, "give in_proj_weight or q/k/v_proj_weight, not both"), NULL;
-    if (!packed && !split)
-        return st_fail(c, "tensor in_proj_weight (or q/k/v_proj_weight) is missing"), NULL;
-    for (int i = T_Q_W; split && i <= T_V_W; i++)
+/* The widths of the projections: E from out_proj.weight, kdim and vdim from k_proj_weight and
+ * v_proj_weight (E when packed, with in_proj_weight). 0, or -1 with c->err. */
+static int projection_dims(st_ctx *c, const st_file *f, size_t *e, size_t *kdim, size_t *vdim,
+                           bool *packed) {
+    const st_tensor *t = f->t;
+    if (!t[APIP_P_OUT_W].present)
+        return st_fail(c, "tensor out_proj.weight is missing");
+    *packed = t[APIP_P_IN_W].present;
+    bool split = t[APIP_P_Q_W].present || t[APIP_P_K_W].present || t[APIP_P_V_W].present;
+    if (*packed && split)
+        return st_fail(c, "give in_proj_weight or q/k/v_proj_weight, not both");
+    if (!*packed && !split)
+        return st_fail(c, "tensor in_proj_weight (or q/k/v_proj_weight) is missing");
+    for (int i = APIP_P_Q_W; split && i <= APIP_P_V_W; i++)
         if (!t[i].present)
-            return st_fail(c, "tensor %s is missing", tensor_names[i]), NULL;
-    const st_tensor *ow = &t[T_OUT_W];
+            return st_fail(c, "tensor %s is missing", tensor_name(i));
+    const st_tensor *ow = &t[APIP_P_OUT_W];
     if (ow->rank != 2 || ow->dims[0] != ow->dims[1] || ow->dims[0] == 0)
-        return st_fail(c, "tensor out_proj.weight must be (E, E) with E >= 1"), NULL;
-    size_t e = ow->dims[0], kdim = e, vdim = e;
+        return st_fail(c, "tensor out_proj.weight must be (E, E) with E >= 1");
+    *e = *kdim = *vdim = ow->dims[0];
     if (split) {
-        kdim = t[T_K_W].rank == 2 ? t[T_K_W].dims[1] : 0;
-        vdim = t[T_V_W].rank == 2 ? t[T_V_W].dims[1] : 0;
+        *kdim = t[APIP_P_K_W].rank == 2 ? t[APIP_P_K_W].dims[1] : 0;
+        *vdim = t[APIP_P_V_W].rank == 2 ? t[APIP_P_V_W].dims[1] : 0;
     }
-    /* The vocabulary: its lists first, then the shapes of its tables. */
-    api_strlist *vocab = NULL, *names = NULL;
-    if (read_lists(c, vocab_val, names_val, h, &vocab, &names))
-        return NULL;
-    size_t v = vocab ? vocab->n : 0, npos = t[T_POS].rank == 2 ? t[T_POS].dims[0] : 0;
+    return 0;
+}
+
+/* The vocabulary's tables against its list (vocab, NULL when none), then every tensor's shape
+ * against E, kdim, vdim and the vocabulary, and E against num_heads; *npos gets the rows of
+ * position_embeddings (0 when absent). 0, or -1 with c->err. */
+static int check_shapes(st_ctx *c, const st_file *f, size_t e, size_t kdim, size_t vdim,
+                        const apip_strlist *vocab, size_t *npos) {
+    const st_tensor *t = f->t;
+    size_t v = vocab ? vocab->n : 0;
+    *npos = t[T_POS].rank == 2 ? t[T_POS].dims[0] : 0;
     const char *problem = vocab && !t[T_TOK].present ? "__metadata__.vocab needs the tensor "
                                                        "token_embeddings (V, E)"
                           : !vocab && t[T_TOK].present
@@ -383,12 +405,11 @@ static api_model *parse(const char *label, const char *name, const uint8_t *byte
                               ? "a model with a vocabulary does self-attention: kdim and vdim must "
                                 "equal E"
                               : NULL;
-    if (problem || (t[T_POS].present && npos == 0)) {
-        st_fail(c, "%s", problem ? problem : "tensor position_embeddings must be (P, E), P >= 1");
-        goto fail_lists;
-    }
-    const size_t want[T_COUNT][2] = {{3 * e, e}, {3 * e, 0}, {e, e}, {e, 0},   {e, e},
-                                     {e, kdim},  {e, vdim},  {v, e}, {npos, e}};
+    if (problem || (t[T_POS].present && *npos == 0))
+        return st_fail(c, "%s",
+                       problem ? problem : "tensor position_embeddings must be (P, E), P >= 1");
+    const size_t want[T_COUNT][2] = {{3 * e, e}, {3 * e, 0}, {e, e}, {e, 0},    {e, e},
+                                     {e, kdim},  {e, vdim},  {v, e}, {*npos, e}};
     const size_t want_rank[T_COUNT] = {2, 1, 2, 1, 2, 2, 2, 2, 2};
     for (int i = 0; i < T_COUNT; i++) {
         if (!t[i].present)
@@ -397,33 +418,32 @@ static api_model *parse(const char *label, const char *name, const uint8_t *byte
         if (t[i].rank != rank || t[i].dims[0] != want[i][0] ||
             (rank == 2 && (t[i].dims[1] != want[i][1] || want[i][1] == 0))) {
             char got[64], exp[64];
-            api_dims_str(got, sizeof got, t[i].dims, t[i].rank);
-            api_dims_str(exp, sizeof exp, want[i], rank);
+            apip_dims_str(got, sizeof got, t[i].dims, t[i].rank);
+            apip_dims_str(exp, sizeof exp, want[i], rank);
             if (i == T_TOK)
-                st_fail(c,
-                        "tensor %s has shape %s; with E=%zu and the %zu tokens of "
-                        "__metadata__.vocab it must be %s",
-                        tensor_names[i], got, e, v, exp);
-            else
-                st_fail(c, "tensor %s has shape %s; with E=%zu it must be %s", tensor_names[i], got,
-                        e, exp);
-            goto fail_lists;
+                return st_fail(c,
+                               "tensor %s has shape %s; with E=%zu and the %zu tokens of "
+                               "__metadata__.vocab it must be %s",
+                               tensor_name(i), got, e, v, exp);
+            return st_fail(c, "tensor %s has shape %s; with E=%zu it must be %s", tensor_name(i),
+                           got, e, exp);
         }
     }
-    if (e % h != 0) {
-        st_fail(c, "the embedding width E=%zu is not divisible by num_heads=%zu", e, h);
-        goto fail_lists;
-    }
+    if (e % f->h != 0)
+        return st_fail(c, "the embedding width E=%zu is not divisible by num_heads=%zu", e, f->h);
+    return 0;
+}
 
-    api_model *m = api_model_alloc(name, "file", e, h, kdim, vdim, packed, t[T_IN_B].present,
-                                   t[T_OUT_B].present, err);
-    if (!m)
-        goto fail_lists;
-    const attn_mha_params *pp = api_model_params(m);
+/* Gives m its head names and vocabulary (taking names and vocab) and converts every tensor of
+ * the file into it. m, or NULL with c->err (m destroyed). */
+static api_model *fill_model(st_ctx *c, api_model *m, const st_file *f, apip_strlist *vocab,
+                             apip_strlist *names, size_t npos) {
+    const st_tensor *t = f->t;
+    const attn_mha_params *pp = apip_model_params(m);
     float *tok = NULL, *pos = NULL;
     if (names)
-        api_model_set_head_names(m, names);
-    if (vocab && api_model_set_vocab(m, vocab, npos, &tok, &pos, err)) {
+        apip_model_set_head_names(m, names);
+    if (vocab && apip_model_set_vocab(m, vocab, npos, &tok, &pos, c->err)) {
         api_model_destroy(m);
         return NULL;
     }
@@ -440,16 +460,37 @@ static api_model *parse(const char *label, const char *name, const uint8_t *byte
         if (!t[i].present)
             continue;
         size_t count = (size_t)(t[i].end - t[i].begin) / (size_t)t[i].dtype;
-        if (convert(c, tensor_names[i], &t[i], data, count, dst[i])) {
+        if (convert(c, tensor_name(i), &t[i], f->data, count, dst[i])) {
             api_model_destroy(m);
             return NULL;
         }
     }
     return m;
-fail_lists:
-    api_strlist_free(vocab);
-    api_strlist_free(names);
-    return NULL;
+}
+
+static api_model *parse(const char *label, const char *name, const uint8_t *bytes, size_t len,
+                        api_error *err) {
+    st_ctx cx = {.label = label, .err = err}, *c = &cx;
+    st_file f = {0};
+    size_t e = 0, kdim = 0, vdim = 0, npos = 0;
+    bool packed = false;
+    if (read_header(c, bytes, len, &f) || check_ranges(c, &f) ||
+        projection_dims(c, &f, &e, &kdim, &vdim, &packed))
+        return NULL;
+    /* The vocabulary: its lists first, then the shapes of its tables. */
+    apip_strlist *vocab = NULL, *names = NULL;
+    if (read_lists(c, f.vocab_val, f.names_val, f.h, &vocab, &names))
+        return NULL;
+    api_model *m = NULL;
+    if (!check_shapes(c, &f, e, kdim, vdim, vocab, &npos))
+        m = apip_model_alloc(name, "file", e, f.h, kdim, vdim, packed, f.t[APIP_P_IN_B].present,
+                             f.t[APIP_P_OUT_B].present, err);
+    if (!m) {
+        apip_strlist_free(vocab);
+        apip_strlist_free(names);
+        return NULL;
+    }
+    return fill_model(c, m, &f, vocab, names, npos);
 }
 
 api_model *api_model_from_safetensors(const char *name, const uint8_t *bytes, size_t len,

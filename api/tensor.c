@@ -10,7 +10,7 @@
 
 #include "api_internal.h"
 
-void api_dims_str(char *out, size_t cap, const size_t *dims, size_t rank) {
+void apip_dims_str(char *out, size_t cap, const size_t *dims, size_t rank) {
     size_t w = 0;
     int n = snprintf(out, cap, "(");
     w = n > 0 ? (size_t)n : 0;
@@ -35,31 +35,31 @@ static void elem_path(char *out, size_t cap, const char *name, const size_t *idx
 
 /* ---- Probing ------------------------------------------------------------------------------ */
 
-static int probe_nested(api_tensor_in *t, size_t max_rank, size_t max_dim, api_error *err) {
+static int probe_nested(apip_tensor_in *t, size_t max_rank, size_t max_dim, api_error *err) {
     const char *p = t->val;
-    size_t idx[API_MAX_RANK + 1] = {0};
+    size_t idx[APIP_MAX_RANK + 1] = {0};
     char path[160];
-    while (api_jv_kind(p) == '[') {
+    while (apip_jv_kind(p) == '[') {
         elem_path(path, sizeof path, t->name, idx, t->rank);
         if (t->rank == max_rank)
             return api_fail(err, 400, "invalid_field", path,
                             "%s nests deeper than the %zu dimensions it may have", t->name,
                             max_rank);
         size_t n = 0;
-        const char *it = p, *el = NULL, *first = api_jv_ws(p + 1);
+        const char *it = p, *el = NULL, *first = apip_jv_ws(p + 1);
         const char *close = *first == '-' || (*first >= '0' && *first <= '9')
                                 ? memchr(first, ']', (size_t)(UINTPTR_MAX - (uintptr_t)first))
                                 : NULL; /* validated text: a ']' closes the row */
-        long commas = close ? api_num_row_commas(first, close) : -1;
+        long commas = close ? apip_num_row_commas(first, close) : -1;
         if (commas >= 0) { /* a row of numbers (and literals): its commas tell its length */
             n = (size_t)commas + 1;
             it = close;
         } else {
-            while (api_jv_arr_next(&it, &el))
+            while (apip_jv_arr_next(&it, &el))
                 n++;
         }
         if (t->rank == 0) /* it is at the outer array's closing bracket */
-            t->end = api_jv_ws(it) + 1;
+            t->end = apip_jv_ws(it) + 1;
         if (n == 0)
             return api_fail(err, 400, "invalid_field", path,
                             "%s is an empty array; every dimension of a tensor must be at least 1",
@@ -79,27 +79,27 @@ static int probe_nested(api_tensor_in *t, size_t max_rank, size_t max_dim, api_e
     return 0;
 }
 
-static int probe_binary(api_tensor_in *t, size_t max_rank, size_t max_dim, api_error *err) {
+static int probe_binary(apip_tensor_in *t, size_t max_rank, size_t max_dim, api_error *err) {
     char path[160];
     const char *it = t->val, *val = NULL, *shape = NULL, *data = NULL;
     bool dtype = false;
-    api_span key;
-    while (api_jv_obj_next(&it, &key, &val)) {
+    apip_span key;
+    while (apip_jv_obj_next(&it, &key, &val)) {
         char k[32];
-        api_jv_decode(key, k, sizeof k);
+        apip_jv_decode(key, k, sizeof k);
         snprintf(path, sizeof path, "%s.%s", t->name, k);
         const char **slot = NULL;
-        if (api_jv_streq(key, "dtype")) {
+        if (apip_jv_streq(key, "dtype")) {
             if (dtype)
                 return api_fail(err, 400, "invalid_field", path, "%s appears twice", path);
             dtype = true;
-            if (api_jv_kind(val) != '"' || !api_jv_streq(api_jv_string(val), "float32"))
+            if (apip_jv_kind(val) != '"' || !apip_jv_streq(apip_jv_string(val), "float32"))
                 return api_fail(err, 400, "invalid_field", path,
                                 "%s must be \"float32\" (little-endian IEEE 754 binary32)", path);
             continue;
-        } else if (api_jv_streq(key, "shape")) {
+        } else if (apip_jv_streq(key, "shape")) {
             slot = &shape;
-        } else if (api_jv_streq(key, "data")) {
+        } else if (apip_jv_streq(key, "data")) {
             slot = &data;
         } else {
             return api_fail(err, 400, "invalid_field", path,
@@ -120,10 +120,10 @@ static int probe_binary(api_tensor_in *t, size_t max_rank, size_t max_dim, api_e
     }
 
     snprintf(path, sizeof path, "%s.shape", t->name);
-    if (api_jv_kind(shape) != '[')
+    if (apip_jv_kind(shape) != '[')
         return api_fail(err, 400, "invalid_field", path, "%s must be an array of integers", path);
     it = shape;
-    while (api_jv_arr_next(&it, &val)) {
+    while (apip_jv_arr_next(&it, &val)) {
         snprintf(path, sizeof path, "%s.shape[%zu]", t->name, t->rank);
         if (t->rank == max_rank)
             return api_fail(err, 400, "invalid_field", path,
@@ -131,11 +131,11 @@ static int probe_binary(api_tensor_in *t, size_t max_rank, size_t max_dim, api_e
                             max_rank, t->name);
         uint64_t d = 0;
         bool neg = false;
-        int kind = api_jv_kind(val) == '0' ? api_jv_int(val, &neg, &d) : API_INT_NOT_INTEGER;
-        if (kind == API_INT_NOT_INTEGER || neg || (kind == API_INT_OK && d == 0))
+        int kind = apip_jv_kind(val) == '0' ? apip_jv_int(val, &neg, &d) : APIP_INT_NOT_INTEGER;
+        if (kind == APIP_INT_NOT_INTEGER || neg || (kind == APIP_INT_OK && d == 0))
             return api_fail(err, 400, "invalid_field", path,
                             "%s must be a positive integer (a dimension)", path);
-        if (kind == API_INT_TOO_BIG)
+        if (kind == APIP_INT_TOO_BIG)
             return api_fail(err, 413, "job_too_large", path,
                             "%s is over 2^64, and over the max_dim limit of %zu per dimension",
                             path, max_dim);
@@ -150,9 +150,9 @@ static int probe_binary(api_tensor_in *t, size_t max_rank, size_t max_dim, api_e
         return api_fail(err, 400, "invalid_field", path, "%s must not be empty", path);
 
     snprintf(path, sizeof path, "%s.data", t->name);
-    if (api_jv_kind(data) != '"')
+    if (apip_jv_kind(data) != '"')
         return api_fail(err, 400, "invalid_field", path, "%s must be a base64 string", path);
-    t->b64 = api_jv_string(data);
+    t->b64 = apip_jv_string(data);
     t->b64_escaped = memchr(t->b64.p, '\\', (size_t)(t->b64.e - t->b64.p)) != NULL;
     t->binary = true;
     return 0;
@@ -180,7 +180,7 @@ static unsigned b64_val(unsigned char c) {
  * URL-safe '-' or '_', ...), '=' padding before the end or more of it than a group allows, or
  * nonzero bits left over by the padding. Writes the reason into why (cap bytes) and returns
  * true; false when every character is fine (the length is then what is wrong). One pass. */
-static bool b64_diagnose(const api_tensor_in *t, char *why, size_t cap) {
+static bool b64_diagnose(const apip_tensor_in *t, char *why, size_t cap) {
     const char *p = t->b64.p, *e = t->b64.e;
     char buf[256];
     size_t off = 0, pad_at = SIZE_MAX;
@@ -189,7 +189,7 @@ static bool b64_diagnose(const api_tensor_in *t, char *why, size_t cap) {
         size_t n;
         const char *c;
         if (t->b64_escaped) {
-            n = api_jv_decode_some(&p, e, buf, sizeof buf);
+            n = apip_jv_decode_some(&p, e, buf, sizeof buf);
             c = buf;
             if (n == 0) /* cannot happen: a character is at most 4 bytes */
                 break;
@@ -262,14 +262,14 @@ static bool b64_diagnose(const api_tensor_in *t, char *why, size_t cap) {
     return false;
 }
 
-int api_tensor_probe(api_tensor_in *t, const char *name, const char *val, size_t max_rank,
-                     size_t max_dim, size_t max_job_bytes, api_error *err) {
+int apip_tensor_probe(apip_tensor_in *t, const char *name, const char *val, size_t max_rank,
+                      size_t max_dim, size_t max_job_bytes, api_error *err) {
     memset(t, 0, sizeof *t);
     snprintf(t->name, sizeof t->name, "%s", name);
     t->val = val;
-    if (max_rank > API_MAX_RANK)
-        max_rank = API_MAX_RANK;
-    char k = api_jv_kind(val);
+    if (max_rank > APIP_MAX_RANK)
+        max_rank = APIP_MAX_RANK;
+    char k = apip_jv_kind(val);
     int rc;
     if (k == '[')
         rc = probe_nested(t, max_rank, max_dim, err);
@@ -285,13 +285,13 @@ int api_tensor_probe(api_tensor_in *t, const char *name, const char *val, size_t
     size_t count = 1, bytes = 0;
     bool fits = true;
     for (size_t i = 0; i < t->rank; i++)
-        fits = fits && api_mul(count, t->dims[i], &count);
-    if (!fits || !api_mul(count, sizeof(float), &bytes)) {
+        fits = fits && apip_mul(count, t->dims[i], &count);
+    if (!fits || !apip_mul(count, sizeof(float), &bytes)) {
         char shape[96];
         double elems = 1.0;
         for (size_t i = 0; i < t->rank; i++)
             elems *= (double)t->dims[i];
-        api_dims_str(shape, sizeof shape, t->dims, t->rank);
+        apip_dims_str(shape, sizeof shape, t->dims, t->rank);
         return api_fail(err, 413, "job_too_large", name,
                         "%s has shape %s: %.3g elements, %.3g bytes as float32 (more than size_t "
                         "holds), over the max_job_bytes limit of %zu bytes (%.1f MiB)",
@@ -305,7 +305,7 @@ int api_tensor_probe(api_tensor_in *t, const char *name, const char *val, size_t
     /* The data must decode to exactly count float32 values. */
     char path[160], shape[96];
     snprintf(path, sizeof path, "%s.data", name);
-    api_dims_str(shape, sizeof shape, t->dims, t->rank);
+    apip_dims_str(shape, sizeof shape, t->dims, t->rank);
     /* The length and the last two characters, after JSON escapes ("\u003d" is a '='). */
     size_t chars = (size_t)(t->b64.e - t->b64.p);
     char last[2] = {chars >= 2 ? t->b64.e[-2] : 0, chars >= 1 ? t->b64.e[-1] : 0};
@@ -314,7 +314,7 @@ int api_tensor_probe(api_tensor_in *t, const char *name, const char *val, size_t
         last[0] = last[1] = 0;
         char buf[256];
         for (const char *p = t->b64.p; p < t->b64.e;) {
-            size_t n = api_jv_decode_some(&p, t->b64.e, buf, sizeof buf);
+            size_t n = apip_jv_decode_some(&p, t->b64.e, buf, sizeof buf);
             if (n == 0) /* cannot happen: a character is at most 4 bytes */
                 break;
             chars += n;
@@ -340,12 +340,12 @@ int api_tensor_probe(api_tensor_in *t, const char *name, const char *val, size_t
 /* ---- Reading ------------------------------------------------------------------------------ */
 
 typedef struct reader {
-    const api_tensor_in *t;
-    api_tensor_kind kind;
+    const apip_tensor_in *t;
+    apip_tensor_kind kind;
     float *f;    /* float kinds */
     uint8_t *u8; /* masks */
     size_t at;   /* elements written */
-    size_t idx[API_MAX_RANK];
+    size_t idx[APIP_MAX_RANK];
     api_error *err;
 } reader;
 
@@ -357,22 +357,22 @@ static int elem_fail(reader *r, size_t depth, int status, const char *code, cons
 
 /* Reads the leaf element at p; *end gets its end. */
 static int read_elem(reader *r, const char *p, const char **end) {
-    char k = api_jv_kind(p);
+    char k = apip_jv_kind(p);
     size_t depth = r->t->rank;
-    if (r->kind == API_TENSOR_MASK) {
+    if (r->kind == APIP_TENSOR_MASK) {
         if (k == 't' || k == 'f') {
             r->u8[r->at++] = k == 't';
             *end = p + (k == 't' ? 4 : 5);
             return 0;
         }
-        double v = k == '0' ? api_jv_number(p, end) : 2.0;
+        double v = k == '0' ? apip_jv_number(p, end) : 2.0;
         if (v != 0.0 && v != 1.0)
             return elem_fail(r, depth, 400, "invalid_field", "must be 0, 1, false or true");
         r->u8[r->at++] = v == 1.0;
         return 0;
     }
     if (k == '0') {
-        float v = api_jv_float(p, end);
+        float v = apip_jv_float(p, end);
         if (!isfinite(v))
             return elem_fail(r, depth, 400, "non_finite",
                              "is not a finite float32: it overflows the float32 range "
@@ -380,17 +380,17 @@ static int read_elem(reader *r, const char *p, const char **end) {
         r->f[r->at++] = v;
         return 0;
     }
-    if (r->kind == API_TENSOR_BIAS && k == '"' && api_jv_streq(api_jv_string(p), "-inf")) {
+    if (r->kind == APIP_TENSOR_BIAS && k == '"' && apip_jv_streq(apip_jv_string(p), "-inf")) {
         r->f[r->at++] = -INFINITY;
-        *end = api_jv_end(p);
+        *end = apip_jv_end(p);
         return 0;
     }
-    if (r->kind == API_TENSOR_BIAS)
+    if (r->kind == APIP_TENSOR_BIAS)
         return elem_fail(r, depth, 400, "invalid_field", "must be a number or the string \"-inf\"");
     return elem_fail(r, depth, 400, "invalid_field", "must be a number");
 }
 
-/* The first byte at or after p that is not JSON whitespace (api_jv_ws, inlined). */
+/* The first byte at or after p that is not JSON whitespace (apip_jv_ws, inlined). */
 static inline const char *skip_ws(const char *p) {
     while (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')
         p++;
@@ -399,20 +399,20 @@ static inline const char *skip_ws(const char *p) {
 
 /* Reads the array at p as level lvl; *end_out gets its end. */
 static int read_level(reader *r, const char *p, size_t lvl, const char **end_out) {
-    const api_tensor_in *t = r->t;
+    const apip_tensor_in *t = r->t;
     char msg[128];
-    if (api_jv_kind(p) != '[') {
+    if (apip_jv_kind(p) != '[') {
         snprintf(msg, sizeof msg, "must be an array of %zu %s", t->dims[lvl],
                  lvl + 1 < t->rank ? "arrays" : "elements");
         return elem_fail(r, lvl, 400, "invalid_field", msg);
     }
     /* Elements in turn: each read (or recursed into) tells where it ends, so the text is
-     * walked once. A row of floats goes first to api_jv_float_row, which reads the numbers in
+     * walked once. A row of floats goes first to apip_jv_float_row, which reads the numbers in
      * one loop and leaves the rest ("-inf", an infinity, an error) to read_elem. */
     size_t n = 0;
     const char *q = skip_ws(p + 1);
-    if (lvl + 1 == t->rank && r->kind != API_TENSOR_MASK) {
-        n = api_jv_float_row(q, t->end, r->f + r->at, t->dims[lvl], &q);
+    if (lvl + 1 == t->rank && r->kind != APIP_TENSOR_MASK) {
+        n = apip_jv_float_row(q, t->end, r->f + r->at, t->dims[lvl], &q);
         r->at += n;
     }
     while (*q != ']') {
@@ -455,27 +455,27 @@ static int check_values(reader *r, const uint8_t *bytes, size_t n) {
         float v;
         memcpy(&v, &u, sizeof v);
         bool bad;
-        if (r->kind == API_TENSOR_MASK) {
+        if (r->kind == APIP_TENSOR_MASK) {
             bad = v != 0.0f && v != 1.0f;
             if (!bad)
                 r->u8[r->at] = v == 1.0f;
         } else {
             bad = (u & 0x7F800000u) == 0x7F800000u &&
-                  !(r->kind == API_TENSOR_BIAS && u == 0xFF800000u);
+                  !(r->kind == APIP_TENSOR_BIAS && u == 0xFF800000u);
             if (!bad)
                 r->f[r->at] = v;
         }
         if (bad) {
             char path[160], index[96];
             size_t rem = r->at;
-            size_t idx[API_MAX_RANK];
+            size_t idx[APIP_MAX_RANK];
             for (size_t d = r->t->rank; d-- > 0;) {
                 idx[d] = rem % r->t->dims[d];
                 rem /= r->t->dims[d];
             }
             elem_path(index, sizeof index, "", idx, r->t->rank);
             snprintf(path, sizeof path, "%s.data", r->t->name);
-            if (r->kind == API_TENSOR_MASK)
+            if (r->kind == APIP_TENSOR_MASK)
                 return api_fail(r->err, 400, "invalid_field", path,
                                 "%s holds %g at %s; a mask holds only 0 and 1", path, (double)v,
                                 index);
@@ -484,7 +484,7 @@ static int check_values(reader *r, const uint8_t *bytes, size_t n) {
                             isnan(v) ? "NaN"
                             : v > 0  ? "+infinity"
                                      : "-infinity",
-                            index, r->kind == API_TENSOR_BIAS ? " (and -infinity)" : "");
+                            index, r->kind == APIP_TENSOR_BIAS ? " (and -infinity)" : "");
         }
         r->at++;
     }
@@ -502,12 +502,12 @@ static int b64_fail(reader *r, const char *path) {
 }
 
 static int read_binary(reader *r) {
-    const api_tensor_in *t = r->t;
+    const apip_tensor_in *t = r->t;
     char path[160];
     snprintf(path, sizeof path, "%s.data", t->name);
     const size_t total = t->count * 4;
     bool little = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
-    if (r->kind != API_TENSOR_MASK && !t->b64_escaped && little) {
+    if (r->kind != APIP_TENSOR_MASK && !t->b64_escaped && little) {
         /* The fast path: decode straight into place, then check. */
         size_t got = 0;
         if (!api_base64_decode((uint8_t *)r->f, &got, t->b64.p, (size_t)(t->b64.e - t->b64.p)) ||
@@ -515,7 +515,7 @@ static int read_binary(reader *r) {
             return b64_fail(r, path);
         /* One branch-free pass (it vectorises), then a search only when something is wrong. */
         const uint8_t *b = (const uint8_t *)r->f;
-        const uint32_t allowed = r->kind == API_TENSOR_BIAS ? 0xFF800000u : 0; /* -inf */
+        const uint32_t allowed = r->kind == APIP_TENSOR_BIAS ? 0xFF800000u : 0; /* -inf */
         uint32_t bad = 0;
         for (size_t i = 0; i < t->count; i++) {
             uint32_t u;
@@ -536,7 +536,7 @@ static int read_binary(reader *r) {
         size_t n;
         const char *c;
         if (t->b64_escaped) {
-            n = api_jv_decode_some(&p, e, chars, 1024);
+            n = apip_jv_decode_some(&p, e, chars, 1024);
             c = chars;
         } else {
             n = (size_t)(e - p) < 1024 ? (size_t)(e - p) : 1024;
@@ -560,13 +560,13 @@ static int read_binary(reader *r) {
 /* Raw little-endian elements (the Open Inference Protocol's binary data): FP32 copied, then
  * checked as read_binary checks base64's; BOOL bytes and INT32 values of a mask must be 0 or 1. */
 static int read_raw(reader *r) {
-    const api_tensor_in *t = r->t;
+    const apip_tensor_in *t = r->t;
     const uint8_t *b = t->raw;
-    if (t->dtype == API_DT_FP32) {
-        if (r->kind == API_TENSOR_MASK || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__)
+    if (t->dtype == APIP_DT_FP32) {
+        if (r->kind == APIP_TENSOR_MASK || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__)
             return check_values(r, b, t->count);
         memcpy(r->f, b, t->count * sizeof(float));
-        const uint32_t allowed = r->kind == API_TENSOR_BIAS ? 0xFF800000u : 0; /* -inf */
+        const uint32_t allowed = r->kind == APIP_TENSOR_BIAS ? 0xFF800000u : 0; /* -inf */
         uint32_t bad = 0;
         for (size_t i = 0; i < t->count; i++) {
             uint32_t u;
@@ -578,14 +578,14 @@ static int read_raw(reader *r) {
         r->at = t->count;
         return 0;
     }
-    if (r->kind != API_TENSOR_MASK)
+    if (r->kind != APIP_TENSOR_MASK)
         return api_fail(r->err, 400, "invalid_field", t->name, "%s must hold FP32 values", t->name);
-    size_t width = t->dtype == API_DT_BOOL ? 1 : 4;
+    size_t width = t->dtype == APIP_DT_BOOL ? 1 : 4;
     for (size_t i = 0; i < t->count; i++) {
         uint32_t v = width == 1 ? b[i] : load_le32(b + 4 * i);
         if (v > 1) {
             char path[192], index[96];
-            size_t rem = i, idx[API_MAX_RANK];
+            size_t rem = i, idx[APIP_MAX_RANK];
             for (size_t d = t->rank; d-- > 0;) {
                 idx[d] = rem % t->dims[d];
                 rem /= t->dims[d];
@@ -602,9 +602,9 @@ static int read_raw(reader *r) {
     return 0;
 }
 
-int api_tensor_read(const api_tensor_in *t, api_tensor_kind kind, void *dst, api_error *err) {
+int apip_tensor_read(const apip_tensor_in *t, apip_tensor_kind kind, void *dst, api_error *err) {
     reader r = {.t = t, .kind = kind, .err = err};
-    if (kind == API_TENSOR_MASK)
+    if (kind == APIP_TENSOR_MASK)
         r.u8 = dst;
     else
         r.f = dst;
@@ -613,7 +613,7 @@ int api_tensor_read(const api_tensor_in *t, api_tensor_kind kind, void *dst, api
     if (t->raw) {
         rc = read_raw(&r);
     } else if (t->flat) { /* one row of count elements, whatever the declared shape */
-        api_tensor_in row = *t;
+        apip_tensor_in row = *t;
         row.rank = 1;
         row.dims[0] = t->count;
         r.t = &row;

@@ -3,20 +3,19 @@
  * the protocol's form.
  *
  * An infer request's JSON (the whole body, or its first Inference-Header-Content-Length bytes)
- * is checked once by api_json_check, then read member by member. Each input becomes a tensor
+ * is checked once by apip_json_check, then read member by member. Each input becomes a tensor
  * whose shape it declares and whose data is a flat JSON array (read as one row of count
  * elements) or raw little-endian bytes after the JSON, decoded from where they lie, never
  * through text or base64; nested arrays matching the shape are read as v1 reads them. The
  * request's parameters keep their JSON values: causal, need_weights, weights_top_k and scale
  * read as v1 reads them; heads is a string "0,2". All of it is laid out as the members of a v1
- * request and handed to api_job_parse_given, so every check of v1 (the shapes against each
+ * request and handed to apip_job_parse_given, so every check of v1 (the shapes against each
  * other and the model, the masks, the limits) applies unchanged, and the job is planned, sized
  * and batched as v1's. The response's form (which outputs, each JSON or binary) rides in the
- * job's arena, counted with it against max_job_bytes, and api_job_respond writes it here: JSON
- * data as flat arrays of v1's shortest decimals, binary outputs as their bytes after the JSON.
+ * job's arena, counted with it against max_job_bytes, and api_job_respond writes it
+ * (v2_reply.c).
  *
  * Legend: N batch, L query length, S key length, E embedding width, H heads, K top-k count. */
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -26,8 +25,8 @@
 /* ---- Names -------------------------------------------------------------------------------- */
 
 static const char *const DT_NAMES[] = {
-    [API_DT_FP32] = "FP32", [API_DT_INT32] = "INT32", [API_DT_BOOL] = "BOOL"};
-static const size_t DT_BYTES[] = {[API_DT_FP32] = 4, [API_DT_INT32] = 4, [API_DT_BOOL] = 1};
+    [APIP_DT_FP32] = "FP32", [APIP_DT_INT32] = "INT32", [APIP_DT_BOOL] = "BOOL"};
+static const size_t DT_BYTES[] = {[APIP_DT_FP32] = 4, [APIP_DT_INT32] = 4, [APIP_DT_BOOL] = 1};
 
 #define DT(x) (1u << (x))
 
@@ -39,23 +38,23 @@ typedef struct v2_input {
 
 enum { IN_KEY_LENGTHS = 3, IN_COUNT = 7 };
 
-static const v2_input MHA_INPUTS[IN_COUNT] = {{"query", DT(API_DT_FP32)},
-                                              {"key", DT(API_DT_FP32)},
-                                              {"value", DT(API_DT_FP32)},
-                                              {"key_lengths", DT(API_DT_INT32)},
-                                              {"key_mask", DT(API_DT_BOOL) | DT(API_DT_INT32)},
-                                              {"attn_mask", DT(API_DT_BOOL)},
-                                              {"attn_bias", DT(API_DT_FP32)}};
+static const v2_input MHA_INPUTS[IN_COUNT] = {{"query", DT(APIP_DT_FP32)},
+                                              {"key", DT(APIP_DT_FP32)},
+                                              {"value", DT(APIP_DT_FP32)},
+                                              {"key_lengths", DT(APIP_DT_INT32)},
+                                              {"key_mask", DT(APIP_DT_BOOL) | DT(APIP_DT_INT32)},
+                                              {"attn_mask", DT(APIP_DT_BOOL)},
+                                              {"attn_bias", DT(APIP_DT_FP32)}};
 
-static const v2_input SDPA_INPUTS[IN_COUNT] = {{"q", DT(API_DT_FP32)},
-                                               {"k", DT(API_DT_FP32)},
-                                               {"v", DT(API_DT_FP32)},
-                                               {"key_lengths", DT(API_DT_INT32)},
-                                               {"key_mask", DT(API_DT_BOOL) | DT(API_DT_INT32)},
-                                               {"attn_mask", DT(API_DT_BOOL)},
-                                               {"attn_bias", DT(API_DT_FP32)}};
+static const v2_input SDPA_INPUTS[IN_COUNT] = {{"q", DT(APIP_DT_FP32)},
+                                               {"k", DT(APIP_DT_FP32)},
+                                               {"v", DT(APIP_DT_FP32)},
+                                               {"key_lengths", DT(APIP_DT_INT32)},
+                                               {"key_mask", DT(APIP_DT_BOOL) | DT(APIP_DT_INT32)},
+                                               {"attn_mask", DT(APIP_DT_BOOL)},
+                                               {"attn_bias", DT(APIP_DT_FP32)}};
 
-static const char *const OUT_NAMES[API_V2_NOUTS] = {"output", "weights", "weights_indices"};
+const char *const apip_v2_out_names[APIP_V2_NOUTS] = {"output", "weights", "weights_indices"};
 
 /* The request parameters taken (besides binary_data_output), each a v1 field of that name. */
 enum { P_CAUSAL, P_NEED_WEIGHTS, P_HEADS, P_TOP_K, P_SCALE, P_COUNT };
@@ -70,15 +69,15 @@ static bool is_sdpa(const char *name) {
 
 void api_v2_error_body(const api_error *err, api_buf *out) {
     const char *msg = err && err->status ? err->message : "unknown error";
-    api_buf_puts(out, "{\"error\":");
+    apip_buf_puts(out, "{\"error\":");
     api_buf_json_string(out, msg, strnlen(msg, sizeof err->message));
-    api_buf_puts(out, "}");
+    apip_buf_puts(out, "}");
 }
 
 void api_v2_server_json(const char *version, api_buf *out) {
-    api_buf_puts(out, "{\"name\":\"attnd\",\"version\":");
+    apip_buf_puts(out, "{\"name\":\"attnd\",\"version\":");
     api_buf_json_string(out, version, strlen(version));
-    api_buf_puts(out, ",\"extensions\":[\"binary_tensor_data\"]}");
+    apip_buf_puts(out, ",\"extensions\":[\"binary_tensor_data\"]}");
 }
 
 /* The registry model of name, or NULL for "sdpa" (*sdpa true); -1 with err when neither. */
@@ -95,7 +94,7 @@ static int find_model(const api_registry *r, const char *name, const char *versi
         size_t vn = strlen(version);
         return api_fail(err, 404, "unknown_model", NULL,
                         "model %s has no version \"%.*s%s\"; its one version is " API_V2_VERSION,
-                        *sdpa ? API_V2_SDPA_MODEL : api_model_name(*m), (int)(vn < 40 ? vn : 40),
+                        *sdpa ? API_V2_SDPA_MODEL : apip_model_name(*m), (int)(vn < 40 ? vn : 40),
                         version, vn > 40 ? "..." : "");
     }
     return 0;
@@ -111,20 +110,20 @@ int api_v2_model_check(const api_registry *r, const char *name, const char *vers
 /* {"name": name, "datatype": dt, "shape": [dims, -1 for a negative entry]} */
 static void meta_tensor(api_buf *out, bool comma, const char *name, const char *dt,
                         const long long *dims, size_t rank) {
-    api_buf_puts(out, comma ? ",{\"name\":\"" : "{\"name\":\"");
-    api_buf_puts(out, name);
-    api_buf_puts(out, "\",\"datatype\":\"");
-    api_buf_puts(out, dt);
-    api_buf_puts(out, "\",\"shape\":[");
+    apip_buf_puts(out, comma ? ",{\"name\":\"" : "{\"name\":\"");
+    apip_buf_puts(out, name);
+    apip_buf_puts(out, "\",\"datatype\":\"");
+    apip_buf_puts(out, dt);
+    apip_buf_puts(out, "\",\"shape\":[");
     for (size_t i = 0; i < rank; i++) {
         if (i)
-            api_buf_puts(out, ",");
+            apip_buf_puts(out, ",");
         if (dims[i] < 0)
-            api_buf_puts(out, "-1");
+            apip_buf_puts(out, "-1");
         else
-            api_buf_put_u64(out, (uint64_t)dims[i]);
+            apip_buf_put_u64(out, (uint64_t)dims[i]);
     }
-    api_buf_puts(out, "]}");
+    apip_buf_puts(out, "]}");
 }
 
 int api_v2_model_json(const api_registry *r, const char *name, const char *version, api_buf *out,
@@ -142,14 +141,15 @@ int api_v2_model_json(const api_registry *r, const char *name, const char *versi
      * output as the query, weights (N, H, L, S) or (N, L, S), or with top-k (.., K). */
     const long long any4[4] = {-1, -1, -1, -1};
     const long long widths[3] = {e, sdpa ? -1 : (long long)mi.kdim, sdpa ? -1 : (long long)mi.vdim};
-    api_buf_puts(out, "{\"name\":");
+    apip_buf_puts(out, "{\"name\":");
     api_buf_json_string(out, sdpa ? API_V2_SDPA_MODEL : mi.name,
                         strlen(sdpa ? API_V2_SDPA_MODEL : mi.name));
-    api_buf_puts(out, ",\"versions\":[\"" API_V2_VERSION "\"],\"platform\":\"attnd\",\"inputs\":[");
+    apip_buf_puts(out,
+                  ",\"versions\":[\"" API_V2_VERSION "\"],\"platform\":\"attnd\",\"inputs\":[");
     for (size_t i = 0; i < IN_COUNT; i++) {
-        const char *dt = in[i].dtypes & DT(API_DT_FP32)   ? "FP32"
-                         : in[i].dtypes & DT(API_DT_BOOL) ? "BOOL"
-                                                          : "INT32";
+        const char *dt = in[i].dtypes & DT(APIP_DT_FP32)   ? "FP32"
+                         : in[i].dtypes & DT(APIP_DT_BOOL) ? "BOOL"
+                                                           : "INT32";
         if (i < 3) {
             long long d[4] = {-1, -1, -1, widths[i]};
             meta_tensor(out, i > 0, in[i].name, dt, sdpa ? any4 : d + 1, sdpa ? 4 : 3);
@@ -158,12 +158,13 @@ int api_v2_model_json(const api_registry *r, const char *name, const char *versi
             meta_tensor(out, true, in[i].name, dt, any4, rank);
         }
     }
-    api_buf_puts(out, "],\"outputs\":[");
+    apip_buf_puts(out, "],\"outputs\":[");
     long long od[3] = {-1, -1, e};
-    meta_tensor(out, false, OUT_NAMES[API_V2_OUTPUT], "FP32", sdpa ? any4 : od, sdpa ? 4 : 3);
-    meta_tensor(out, true, OUT_NAMES[API_V2_WEIGHTS], "FP32", any4, 4);
-    meta_tensor(out, true, OUT_NAMES[API_V2_INDICES], "INT32", any4, 4);
-    api_buf_puts(out, "]}");
+    meta_tensor(out, false, apip_v2_out_names[APIP_V2_OUTPUT], "FP32", sdpa ? any4 : od,
+                sdpa ? 4 : 3);
+    meta_tensor(out, true, apip_v2_out_names[APIP_V2_WEIGHTS], "FP32", any4, 4);
+    meta_tensor(out, true, apip_v2_out_names[APIP_V2_INDICES], "INT32", any4, 4);
+    apip_buf_puts(out, "]}");
     if (out->failed)
         return api_fail(err, 500, "out_of_memory", NULL, "out of memory describing a model");
     return 0;
@@ -175,26 +176,26 @@ int api_v2_model_ready_json(const api_registry *r, const char *name, const char 
     bool sdpa;
     if (find_model(r, name, version, &m, &sdpa, err))
         return -1;
-    const char *n = sdpa ? API_V2_SDPA_MODEL : api_model_name(m);
-    api_buf_puts(out, "{\"name\":");
+    const char *n = sdpa ? API_V2_SDPA_MODEL : apip_model_name(m);
+    apip_buf_puts(out, "{\"name\":");
     api_buf_json_string(out, n, strlen(n));
-    api_buf_puts(out, ",\"ready\":true}");
+    apip_buf_puts(out, ",\"ready\":true}");
     return 0;
 }
 
 static void index_entry(api_buf *out, bool comma, const char *name) {
-    api_buf_puts(out, comma ? ",{\"name\":" : "{\"name\":");
+    apip_buf_puts(out, comma ? ",{\"name\":" : "{\"name\":");
     api_buf_json_string(out, name, strlen(name));
-    api_buf_puts(out, ",\"version\":\"" API_V2_VERSION "\",\"state\":\"READY\"}");
+    apip_buf_puts(out, ",\"version\":\"" API_V2_VERSION "\",\"state\":\"READY\"}");
 }
 
 void api_v2_index_json(const api_registry *r, api_buf *out) {
-    api_buf_puts(out, "[");
+    apip_buf_puts(out, "[");
     size_t n = api_registry_count(r);
     for (size_t i = 0; i < n; i++)
-        index_entry(out, i > 0, api_model_name(api_registry_at(r, i)));
+        index_entry(out, i > 0, apip_model_name(api_registry_at(r, i)));
     index_entry(out, n > 0, API_V2_SDPA_MODEL);
-    api_buf_puts(out, "]");
+    apip_buf_puts(out, "]");
 }
 
 /* ---- Parsing an infer request ------------------------------------------------------------- */
@@ -212,8 +213,8 @@ typedef struct v2p {
     const char *in_val[IN_COUNT]; /* the v1 field value of each input given, else NULL */
     const char *param[P_COUNT];   /* each parameter's JSON value, else NULL */
     bool binary_output;           /* binary_data_output */
-    api_job_given given;
-    api_v2_reply reply;
+    apip_job_given given;
+    apip_v2_reply reply;
 } v2p;
 
 static int bad(v2p *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -228,8 +229,8 @@ static int bad(v2p *c, const char *fmt, ...) {
 }
 
 /* The decoded key of a member, cut to fit, for messages. */
-static void key_str(api_span key, char *out, size_t cap) {
-    api_jv_decode(key, out, cap);
+static void key_str(apip_span key, char *out, size_t cap) {
+    apip_jv_decode(key, out, cap);
 }
 
 /* Elements of the flat JSON array [p, end) (validated text): commas plus one, or 0 for an empty
@@ -240,7 +241,7 @@ static void key_str(api_span key, char *out, size_t cap) {
  * those add up per byte over 31 words (8 x 31 < 256), then the 8 byte sums are added by a
  * multiply into the top byte. */
 static size_t flat_count(const char *p, const char *end) {
-    const char *q = api_jv_ws(p + 1);
+    const char *q = apip_jv_ws(p + 1);
     if (*q == ']')
         return 0;
     const uint64_t low7 = 0x7F7F7F7F7F7F7F7Full, ones = 0x0101010101010101ull;
@@ -261,34 +262,34 @@ static size_t flat_count(const char *p, const char *end) {
     return n;
 }
 
-/* The declared shape of an input: 1 to API_MAX_RANK dimensions, each at least 1 and at most
+/* The declared shape of an input: 1 to APIP_MAX_RANK dimensions, each at least 1 and at most
  * max_dim, their elements' float32 bytes within size_t. */
-static int read_shape(v2p *c, const char *name, const char *shape, api_tensor_in *t) {
-    if (!shape || api_jv_kind(shape) != '[')
+static int read_shape(v2p *c, const char *name, const char *shape, apip_tensor_in *t) {
+    if (!shape || apip_jv_kind(shape) != '[')
         return bad(c, "input %s needs a shape: an array of its dimensions", name);
     const char *it = shape, *el = NULL;
     size_t count = 1;
     bool fits = true;
-    while (api_jv_arr_next(&it, &el)) {
-        if (t->rank == API_MAX_RANK)
-            return bad(c, "input %s has a shape of more than %d dimensions", name, API_MAX_RANK);
+    while (apip_jv_arr_next(&it, &el)) {
+        if (t->rank == APIP_MAX_RANK)
+            return bad(c, "input %s has a shape of more than %d dimensions", name, APIP_MAX_RANK);
         bool neg = false;
         uint64_t d = 0;
-        int kind = api_jv_kind(el) == '0' ? api_jv_int(el, &neg, &d) : API_INT_NOT_INTEGER;
-        if (kind == API_INT_NOT_INTEGER || neg || (kind == API_INT_OK && d == 0))
+        int kind = apip_jv_kind(el) == '0' ? apip_jv_int(el, &neg, &d) : APIP_INT_NOT_INTEGER;
+        if (kind == APIP_INT_NOT_INTEGER || neg || (kind == APIP_INT_OK && d == 0))
             return bad(c, "input %s: shape[%zu] must be a positive integer (a dimension)", name,
                        t->rank);
-        if (kind == API_INT_TOO_BIG || d > c->lim->max_dim)
+        if (kind == APIP_INT_TOO_BIG || d > c->lim->max_dim)
             return api_fail(c->err, 413, "job_too_large", NULL,
                             "input %s: shape[%zu] is over the max_dim limit of %zu per dimension",
                             name, t->rank, c->lim->max_dim);
         t->dims[t->rank++] = (size_t)d;
-        fits = fits && api_mul(count, (size_t)d, &count);
+        fits = fits && apip_mul(count, (size_t)d, &count);
     }
     if (t->rank == 0)
         return bad(c, "input %s has an empty shape; it needs at least one dimension", name);
     size_t bytes = 0;
-    if (!fits || !api_mul(count, sizeof(float), &bytes))
+    if (!fits || !apip_mul(count, sizeof(float), &bytes))
         return api_fail(c->err, 413, "job_too_large", NULL,
                         "input %s has more elements than size_t holds, over the max_job_bytes "
                         "limit of %zu bytes",
@@ -297,7 +298,7 @@ static int read_shape(v2p *c, const char *name, const char *shape, api_tensor_in
     return 0;
 }
 
-static void shape_text(char *out, size_t cap, const api_tensor_in *t) {
+static void shape_text(char *out, size_t cap, const apip_tensor_in *t) {
     size_t w = 0;
     int n = snprintf(out, cap, "[");
     w = n > 0 ? (size_t)n : 0;
@@ -311,7 +312,7 @@ static void shape_text(char *out, size_t cap, const api_tensor_in *t) {
 
 /* The data of an input: raw bytes after the JSON (binary_data_size) or its JSON data [data,
  * data_end). */
-static int read_data(v2p *c, int which, api_tensor_in *t, const char *data, const char *data_end,
+static int read_data(v2p *c, int which, apip_tensor_in *t, const char *data, const char *data_end,
                      bool binary, uint64_t binary_size, const char *obj) {
     const char *name = c->inputs[which].name;
     char shape[96];
@@ -345,14 +346,14 @@ static int read_data(v2p *c, int which, api_tensor_in *t, const char *data, cons
                    "input %s needs data, or the binary_data_size parameter with its bytes after "
                    "the JSON",
                    name);
-    if (api_jv_kind(data) != '[')
+    if (apip_jv_kind(data) != '[')
         return bad(c, "input %s: data must be an array of the tensor's elements in row-major order",
                    name);
-    const char *first = api_jv_ws(data + 1);
+    const char *first = apip_jv_ws(data + 1);
     if (*first == '[') { /* nested arrays: their shape must be the declared one */
-        api_tensor_in nested;
-        if (api_tensor_probe(&nested, name, data, API_MAX_RANK, c->lim->max_dim,
-                             c->lim->max_job_bytes, c->err))
+        apip_tensor_in nested;
+        if (apip_tensor_probe(&nested, name, data, APIP_MAX_RANK, c->lim->max_dim,
+                              c->lim->max_job_bytes, c->err))
             return -1;
         if (nested.rank != t->rank || memcmp(nested.dims, t->dims, t->rank * sizeof t->dims[0])) {
             char got[96];
@@ -377,21 +378,21 @@ static int read_data(v2p *c, int which, api_tensor_in *t, const char *data, cons
 
 /* One element of "inputs". */
 static int read_input(v2p *c, size_t index, const char *obj) {
-    if (api_jv_kind(obj) != '{')
+    if (apip_jv_kind(obj) != '{')
         return bad(c,
                    "inputs[%zu] must be an object: {\"name\", \"shape\", \"datatype\", \"data\"}",
                    index);
     const char *it = obj, *val = NULL, *name = NULL, *shape = NULL, *dtype = NULL, *params = NULL,
                *data = NULL, *data_end = NULL;
-    api_span key;
+    apip_span key;
     char k[48];
-    while (api_jv_obj_next(&it, &key, &val)) {
-        const char **slot = api_jv_streq(key, "name")         ? &name
-                            : api_jv_streq(key, "shape")      ? &shape
-                            : api_jv_streq(key, "datatype")   ? &dtype
-                            : api_jv_streq(key, "parameters") ? &params
-                            : api_jv_streq(key, "data")       ? &data
-                                                              : NULL;
+    while (apip_jv_obj_next(&it, &key, &val)) {
+        const char **slot = apip_jv_streq(key, "name")         ? &name
+                            : apip_jv_streq(key, "shape")      ? &shape
+                            : apip_jv_streq(key, "datatype")   ? &dtype
+                            : apip_jv_streq(key, "parameters") ? &params
+                            : apip_jv_streq(key, "data")       ? &data
+                                                               : NULL;
         key_str(key, k, sizeof k);
         if (!slot)
             return bad(c,
@@ -400,20 +401,20 @@ static int read_input(v2p *c, size_t index, const char *obj) {
                        index, k);
         if (*slot)
             return bad(c, "inputs[%zu] has %s twice", index, k);
-        *slot = api_jv_kind(val) == 'n' ? NULL : val;
+        *slot = apip_jv_kind(val) == 'n' ? NULL : val;
         if (slot == &data)
-            data_end = it; /* api_jv_obj_next left it at the value's end */
+            data_end = it; /* apip_jv_obj_next left it at the value's end */
     }
-    if (!name || api_jv_kind(name) != '"')
+    if (!name || apip_jv_kind(name) != '"')
         return bad(c, "inputs[%zu] needs a name (a string)", index);
-    api_span ns = api_jv_string(name);
+    apip_span ns = apip_jv_string(name);
     int which = -1;
     for (int i = 0; i < IN_COUNT && which < 0; i++)
-        if (api_jv_streq(ns, c->inputs[i].name))
+        if (apip_jv_streq(ns, c->inputs[i].name))
             which = i;
     if (which < 0) {
         char n[64];
-        api_jv_decode(ns, n, sizeof n);
+        apip_jv_decode(ns, n, sizeof n);
         return bad(c, "inputs[%zu] is named \"%s\"; %s takes %s", index, n,
                    c->sdpa ? "sdpa" : "a model",
                    c->sdpa ? "q, k, v, key_lengths, key_mask, attn_mask and attn_bias"
@@ -423,25 +424,25 @@ static int read_input(v2p *c, size_t index, const char *obj) {
     if (c->in_val[which])
         return bad(c, "input %s is given twice", in);
 
-    api_tensor_in *t = &c->given.tensors[c->given.ntensors];
+    apip_tensor_in *t = &c->given.tensors[c->given.ntensors];
     memset(t, 0, sizeof *t);
     snprintf(t->name, sizeof t->name, "%s", in);
     int dt = -1;
-    if (dtype && api_jv_kind(dtype) == '"')
+    if (dtype && apip_jv_kind(dtype) == '"')
         for (int i = 0; i < 3 && dt < 0; i++)
-            if (api_jv_streq(api_jv_string(dtype), DT_NAMES[i]))
+            if (apip_jv_streq(apip_jv_string(dtype), DT_NAMES[i]))
                 dt = i;
     if (dt < 0 || !(c->inputs[which].dtypes & DT(dt))) {
         char got[32] = "none";
-        if (dtype && api_jv_kind(dtype) == '"')
-            api_jv_decode(api_jv_string(dtype), got, sizeof got);
+        if (dtype && apip_jv_kind(dtype) == '"')
+            apip_jv_decode(apip_jv_string(dtype), got, sizeof got);
         unsigned ok = c->inputs[which].dtypes;
         return bad(c, "input %s has datatype %s; it must be %s%s%s", in, got,
-                   ok & DT(API_DT_BOOL)   ? "BOOL"
-                   : ok & DT(API_DT_FP32) ? "FP32"
-                                          : "INT32",
-                   ok & DT(API_DT_BOOL) && ok & DT(API_DT_INT32) ? " or " : "",
-                   ok & DT(API_DT_BOOL) && ok & DT(API_DT_INT32) ? "INT32" : "");
+                   ok & DT(APIP_DT_BOOL)   ? "BOOL"
+                   : ok & DT(APIP_DT_FP32) ? "FP32"
+                                           : "INT32",
+                   ok & DT(APIP_DT_BOOL) && ok & DT(APIP_DT_INT32) ? " or " : "",
+                   ok & DT(APIP_DT_BOOL) && ok & DT(APIP_DT_INT32) ? "INT32" : "");
     }
     t->dtype = dt;
     if (read_shape(c, in, shape, t))
@@ -452,20 +453,21 @@ static int read_input(v2p *c, size_t index, const char *obj) {
     bool binary = false;
     uint64_t size = 0;
     if (params) {
-        if (api_jv_kind(params) != '{')
+        if (apip_jv_kind(params) != '{')
             return bad(c, "the parameters of input %s must be an object", in);
         const char *pit = params, *pv = NULL;
-        while (api_jv_obj_next(&pit, &key, &pv)) {
+        while (apip_jv_obj_next(&pit, &key, &pv)) {
             key_str(key, k, sizeof k);
-            if (!api_jv_streq(key, "binary_data_size"))
+            if (!apip_jv_streq(key, "binary_data_size"))
                 return bad(c,
                            "input %s has the parameter \"%s\"; an input takes only "
                            "binary_data_size%s",
                            in, k,
                            !strncmp(k, "shared_memory", 13) ? " (attnd has no shared memory)" : "");
             bool neg = false;
-            int kind = api_jv_kind(pv) == '0' ? api_jv_int(pv, &neg, &size) : API_INT_NOT_INTEGER;
-            if (binary || kind != API_INT_OK || neg)
+            int kind =
+                apip_jv_kind(pv) == '0' ? apip_jv_int(pv, &neg, &size) : APIP_INT_NOT_INTEGER;
+            if (binary || kind != APIP_INT_OK || neg)
                 return bad(c,
                            binary ? "input %s has binary_data_size twice"
                                   : "input %s: binary_data_size must be a number of bytes",
@@ -488,16 +490,16 @@ static int read_input(v2p *c, size_t index, const char *obj) {
 
 /* The request's "parameters". */
 static int read_params(v2p *c, const char *params) {
-    if (api_jv_kind(params) != '{')
+    if (apip_jv_kind(params) != '{')
         return bad(c, "parameters must be an object");
     const char *it = params, *val = NULL;
-    api_span key;
+    apip_span key;
     char k[48];
     bool seen_bdo = false;
-    while (api_jv_obj_next(&it, &key, &val)) {
+    while (apip_jv_obj_next(&it, &key, &val)) {
         key_str(key, k, sizeof k);
-        if (api_jv_streq(key, "binary_data_output")) {
-            char kind = api_jv_kind(val);
+        if (apip_jv_streq(key, "binary_data_output")) {
+            char kind = apip_jv_kind(val);
             if (seen_bdo || (kind != 't' && kind != 'f'))
                 return bad(c, seen_bdo ? "parameters has binary_data_output twice"
                                        : "the parameter binary_data_output must be true or false");
@@ -507,7 +509,7 @@ static int read_params(v2p *c, const char *params) {
         }
         int which = -1;
         for (int i = 0; i < P_COUNT && which < 0; i++)
-            if (api_jv_streq(key, PARAM_NAMES[i]))
+            if (apip_jv_streq(key, PARAM_NAMES[i]))
                 which = i;
         if (which < 0 || (which == P_SCALE && !c->sdpa) || (which == P_HEADS && c->sdpa))
             return bad(c, "the parameter \"%s\" is not one %s takes: %s, and binary_data_output", k,
@@ -516,7 +518,7 @@ static int read_params(v2p *c, const char *params) {
                                : "causal, need_weights, heads, weights_top_k");
         if (c->param[which])
             return bad(c, "parameters has %s twice", k);
-        char kind = api_jv_kind(val);
+        char kind = apip_jv_kind(val);
         if (kind == 'n')
             continue; /* null: as if absent */
         if (which == P_HEADS) {
@@ -526,7 +528,7 @@ static int read_params(v2p *c, const char *params) {
             c->given.heads_csv = true;
         } else if (which == P_NEED_WEIGHTS && c->sdpa && kind == '"') {
             /* SDPA's weights are per head: "per_head" is v1's true. */
-            if (!api_jv_streq(api_jv_string(val), "per_head"))
+            if (!apip_jv_streq(apip_jv_string(val), "per_head"))
                 return bad(c, "need_weights of sdpa is true, false or \"per_head\" (the weights "
                               "of every head)");
             val = "true";
@@ -538,24 +540,24 @@ static int read_params(v2p *c, const char *params) {
 
 /* The request's "outputs": [{"name", "parameters": {"binary_data": bool}}]. */
 static int read_outputs(v2p *c, const char *outputs) {
-    if (api_jv_kind(outputs) != '[')
+    if (apip_jv_kind(outputs) != '[')
         return bad(c, "outputs must be an array of {\"name\", \"parameters\"} objects");
-    api_v2_reply *rp = &c->reply;
+    apip_v2_reply *rp = &c->reply;
     rp->listed = true;
-    bool seen[API_V2_NOUTS] = {false};
+    bool seen[APIP_V2_NOUTS] = {false};
     const char *it = outputs, *obj = NULL;
     size_t index = 0;
-    for (; api_jv_arr_next(&it, &obj); index++) {
-        if (api_jv_kind(obj) != '{')
+    for (; apip_jv_arr_next(&it, &obj); index++) {
+        if (apip_jv_kind(obj) != '{')
             return bad(c, "outputs[%zu] must be an object: {\"name\", \"parameters\"}", index);
         const char *oit = obj, *val = NULL, *name = NULL, *params = NULL;
-        api_span key;
+        apip_span key;
         char k[48];
-        while (api_jv_obj_next(&oit, &key, &val)) {
+        while (apip_jv_obj_next(&oit, &key, &val)) {
             key_str(key, k, sizeof k);
-            const char **slot = api_jv_streq(key, "name")         ? &name
-                                : api_jv_streq(key, "parameters") ? &params
-                                                                  : NULL;
+            const char **slot = apip_jv_streq(key, "name")         ? &name
+                                : apip_jv_streq(key, "parameters") ? &params
+                                                                   : NULL;
             if (!slot)
                 return bad(c, "outputs[%zu] has a member \"%s\"; an output has name and parameters",
                            index, k);
@@ -563,41 +565,42 @@ static int read_outputs(v2p *c, const char *outputs) {
                 return bad(c, "outputs[%zu] has %s twice", index, k);
             *slot = val;
         }
-        if (!name || api_jv_kind(name) != '"')
+        if (!name || apip_jv_kind(name) != '"')
             return bad(c, "outputs[%zu] needs a name (a string)", index);
         int which = -1;
-        for (int i = 0; i < API_V2_NOUTS && which < 0; i++)
-            if (api_jv_streq(api_jv_string(name), OUT_NAMES[i]))
+        for (int i = 0; i < APIP_V2_NOUTS && which < 0; i++)
+            if (apip_jv_streq(apip_jv_string(name), apip_v2_out_names[i]))
                 which = i;
         if (which < 0) {
             char n[64];
-            api_jv_decode(api_jv_string(name), n, sizeof n);
+            apip_jv_decode(apip_jv_string(name), n, sizeof n);
             return bad(c,
                        "outputs[%zu] is named \"%s\"; the outputs are output, weights and "
                        "weights_indices",
                        index, n);
         }
         if (seen[which])
-            return bad(c, "output %s is listed twice", OUT_NAMES[which]);
+            return bad(c, "output %s is listed twice", apip_v2_out_names[which]);
         seen[which] = true;
         bool binary = c->binary_output;
-        if (params && api_jv_kind(params) != 'n') {
-            if (api_jv_kind(params) != '{')
-                return bad(c, "the parameters of output %s must be an object", OUT_NAMES[which]);
+        if (params && apip_jv_kind(params) != 'n') {
+            if (apip_jv_kind(params) != '{')
+                return bad(c, "the parameters of output %s must be an object",
+                           apip_v2_out_names[which]);
             const char *pit = params, *pv = NULL;
             bool seen_bd = false;
-            while (api_jv_obj_next(&pit, &key, &pv)) {
+            while (apip_jv_obj_next(&pit, &key, &pv)) {
                 key_str(key, k, sizeof k);
-                char kind = api_jv_kind(pv);
-                if (!api_jv_streq(key, "binary_data"))
+                char kind = apip_jv_kind(pv);
+                if (!apip_jv_streq(key, "binary_data"))
                     return bad(c,
                                "output %s has the parameter \"%s\"; an output takes only "
                                "binary_data%s",
-                               OUT_NAMES[which], k,
+                               apip_v2_out_names[which], k,
                                !strcmp(k, "classification") ? " (attnd does not classify)" : "");
                 if (seen_bd || (kind != 't' && kind != 'f'))
                     return bad(c, "output %s: binary_data must be true or false, once",
-                               OUT_NAMES[which]);
+                               apip_v2_out_names[which]);
                 seen_bd = true;
                 binary = kind == 't';
             }
@@ -611,18 +614,18 @@ static int read_outputs(v2p *c, const char *outputs) {
 }
 
 /* The v1 request the v2 one stands for: fields in v1's names, pointing into the v2 JSON. */
-static void v1_root(const v2p *c, api_json_root *root) {
+static void v1_root(const v2p *c, apip_json_root *root) {
     root->n = 0;
     root->overflow = false;
     for (int i = 0; i < IN_COUNT; i++)
         if (c->in_val[i]) {
             const char *n = c->inputs[i].name;
-            root->m[root->n++] = (api_json_member){{n, n + strlen(n)}, c->in_val[i], NULL};
+            root->m[root->n++] = (apip_json_member){{n, n + strlen(n)}, c->in_val[i], NULL};
         }
     for (int i = 0; i < P_COUNT; i++)
         if (c->param[i]) {
             const char *n = PARAM_NAMES[i];
-            root->m[root->n++] = (api_json_member){{n, n + strlen(n)}, c->param[i], NULL};
+            root->m[root->n++] = (apip_json_member){{n, n + strlen(n)}, c->param[i], NULL};
         }
 }
 
@@ -650,23 +653,24 @@ api_job *api_v2_parse(const char *body, size_t len, size_t header_len, const cha
                    header_len, len),
                NULL;
 
-    api_json_root root;
-    if (api_json_check_depth(body, c->header_len, "the request's JSON", lim->max_depth, &root, err))
+    apip_json_root root;
+    if (apip_json_check_depth(body, c->header_len, "the request's JSON", lim->max_depth, &root,
+                              err))
         return NULL;
     if (root.overflow)
         return bad(c,
                    "the request has more than %d members; it takes id, parameters, inputs and "
                    "outputs",
-                   API_JSON_MAX_MEMBERS),
+                   APIP_JSON_MAX_MEMBERS),
                NULL;
     const char *id = NULL, *params = NULL, *inputs = NULL, *outputs = NULL;
     for (size_t i = 0; i < root.n; i++) {
-        const api_json_member *m = &root.m[i];
-        const char **slot = api_jv_streq(m->key, "id")           ? &id
-                            : api_jv_streq(m->key, "parameters") ? &params
-                            : api_jv_streq(m->key, "inputs")     ? &inputs
-                            : api_jv_streq(m->key, "outputs")    ? &outputs
-                                                                 : NULL;
+        const apip_json_member *m = &root.m[i];
+        const char **slot = apip_jv_streq(m->key, "id")           ? &id
+                            : apip_jv_streq(m->key, "parameters") ? &params
+                            : apip_jv_streq(m->key, "inputs")     ? &inputs
+                            : apip_jv_streq(m->key, "outputs")    ? &outputs
+                                                                  : NULL;
         char k[48];
         key_str(m->key, k, sizeof k);
         if (!slot)
@@ -677,23 +681,23 @@ api_job *api_v2_parse(const char *body, size_t len, size_t header_len, const cha
                    NULL;
         if (*slot)
             return bad(c, "the request has %s twice", k), NULL;
-        *slot = api_jv_kind(m->val) == 'n' ? NULL : m->val;
+        *slot = apip_jv_kind(m->val) == 'n' ? NULL : m->val;
     }
     if (id) {
-        if (api_jv_kind(id) != '"')
+        if (apip_jv_kind(id) != '"')
             return bad(c, "id must be a string"), NULL;
-        api_span s = api_jv_string(id);
+        apip_span s = apip_jv_string(id);
         c->reply.id = s.p;
         c->reply.id_len = (size_t)(s.e - s.p);
     }
     if (params && read_params(c, params))
         return NULL;
-    if (!inputs || api_jv_kind(inputs) != '[')
+    if (!inputs || apip_jv_kind(inputs) != '[')
         return bad(c, "inputs is required: an array of {\"name\", \"shape\", \"datatype\", "
                       "\"data\"} objects"),
                NULL;
     const char *it = inputs, *obj = NULL;
-    for (size_t i = 0; api_jv_arr_next(&it, &obj); i++)
+    for (size_t i = 0; apip_jv_arr_next(&it, &obj); i++)
         if (i >= IN_COUNT ? bad(c, "inputs lists more than %d inputs", IN_COUNT)
                           : read_input(c, i, obj))
             return NULL;
@@ -705,219 +709,13 @@ api_job *api_v2_parse(const char *body, size_t len, size_t header_len, const cha
                NULL;
     if (outputs && read_outputs(c, outputs))
         return NULL;
-    for (int o = 0; o < API_V2_NOUTS && !c->reply.listed; o++)
+    for (int o = 0; o < APIP_V2_NOUTS && !c->reply.listed; o++)
         c->reply.binary[o] = c->binary_output;
 
-    c->reply.model = c->sdpa ? API_V2_SDPA_MODEL : api_model_name(model);
+    c->reply.model = c->sdpa ? API_V2_SDPA_MODEL : apip_model_name(model);
     c->given.model = model;
     c->given.reply = &c->reply;
     v1_root(c, &root);
-    return api_job_parse_given(c->sdpa ? API_OP_SDPA : API_OP_ATTENTION, &root, &c->given, models,
-                               lim, err);
-}
-
-/* ---- The response ------------------------------------------------------------------------- */
-
-/* The fixed text of a response, shared by the writer and the bound. */
-#define T_MODEL    "{\"model_name\":"
-#define T_VERSION  ",\"model_version\":\"" API_V2_VERSION "\""
-#define T_ID       ",\"id\":\""
-#define T_FLOPS    ",\"parameters\":{\"flops\":"
-#define T_QUEUE    ",\"queue_ms\":"
-#define T_COMPUTE  ",\"compute_ms\":"
-#define T_OUTPUTS  "},\"outputs\":["
-#define T_NAME     "{\"name\":\""
-#define T_DATATYPE "\",\"datatype\":\""
-#define T_SHAPE    "\",\"shape\":["
-#define T_BINARY   "],\"parameters\":{\"binary_data_size\":"
-#define T_DATA     "],\"data\":["
-#define LIT(s)     (sizeof s - 1)
-
-#define U64_DIGITS 20 /* 18446744073709551615 */
-#define I32_DIGITS 10 /* a top-k index */
-#define MS_MAX     17 /* "1000000000000.000" */
-
-/* The shape (dims) and datatype of output o of a job of response shape rs. */
-static const size_t *out_dims(const api_resp_shape *rs, int o, size_t *rank) {
-    *rank = o == API_V2_OUTPUT ? rs->out_rank : rs->w_rank;
-    return o == API_V2_OUTPUT ? rs->out_dims : rs->w_dims;
-}
-
-int api_v2_reply_plan(api_v2_reply *rp, const api_resp_shape *rs, size_t *bytes, size_t *place,
-                      api_error *err) {
-    bool there[API_V2_NOUTS] = {true, rs->w_rank > 0, rs->w_rank > 0 && rs->indices};
-    if (rp->listed) {
-        for (size_t i = 0; i < rp->nout; i++)
-            if (!there[rp->out[i]])
-                return api_fail(err, 400, "invalid_field", NULL,
-                                rp->out[i] == API_V2_WEIGHTS
-                                    ? "output weights needs the parameter need_weights "
-                                      "(\"per_head\" or \"mean\"; true for sdpa)"
-                                    : "output weights_indices needs the parameters need_weights "
-                                      "and weights_top_k");
-    } else { /* all there are, as binary_data_output says (rp->binary) */
-        rp->nout = 0;
-        for (int o = 0; o < API_V2_NOUTS; o++)
-            if (there[o])
-                rp->out[rp->nout++] = (uint8_t)o;
-    }
-    /* The most bytes: the fixed text, the model's name and the id as JSON strings (the id is
-     * copied as it came, escapes and all), the numbers at their widest, and per output its
-     * header and either its raw bytes or its data at 17 bytes a float, 11 an index. */
-    size_t n = LIT(T_MODEL T_VERSION T_FLOPS T_QUEUE T_COMPUTE T_OUTPUTS "]}") + U64_DIGITS +
-               2 * MS_MAX,
-           t = 0, binary = 0;
-    bool ok = api_mul(strlen(rp->model), 6, &t) && api_add(n, t + 2, &n);
-    if (rp->id)
-        ok = ok && api_add(n, LIT(T_ID "\"") + rp->id_len, &n);
-    for (size_t i = 0; ok && i < rp->nout; i++) {
-        int o = rp->out[i];
-        size_t rank, count = 1, elem = 0;
-        const size_t *d = out_dims(rs, o, &rank);
-        ok = api_add(n, LIT("," T_NAME T_DATATYPE T_SHAPE "}") + strlen(OUT_NAMES[o]) + 5, &n);
-        for (size_t k = 0; ok && k < rank; k++)
-            ok = api_mul(count, d[k], &count) && api_add(n, U64_DIGITS + 1, &n);
-        if (rp->binary[o]) {
-            ok = ok && api_mul(count, 4, &elem) && api_add(binary, elem, &binary) &&
-                 api_add(n, LIT(T_BINARY "}") + U64_DIGITS, &n);
-        } else {
-            size_t leaf = o == API_V2_INDICES ? I32_DIGITS + 1 : API_FLOAT_MAX;
-            ok = ok && api_mul(count, leaf, &elem) && api_add(n, LIT(T_DATA "]") + elem, &n);
-        }
-    }
-    *place = (sizeof *rp + 7) / 8 * 8 + rp->id_len;
-    if (!ok || !api_add(n, binary, bytes))
-        return api_fail(err, 413, "job_too_large", NULL,
-                        "the job's response does not fit in size_t");
-    rp->binary_bytes = binary;
-    return 0;
-}
-
-const api_v2_reply *api_v2_reply_place(const api_v2_reply *rp, void *dst) {
-    api_v2_reply *copy = dst;
-    *copy = *rp;
-    if (rp->id) {
-        char *id = (char *)dst + (sizeof *rp + 7) / 8 * 8;
-        memcpy(id, rp->id, rp->id_len);
-        copy->id = id;
-    }
-    return copy;
-}
-
-size_t api_job_binary_bytes(const api_job *job) {
-    return job && job->v2 ? job->v2->binary_bytes : 0;
-}
-
-static void put_ms(api_buf *b, double ms) {
-    char tmp[48];
-    if (!(ms >= 0.0) || ms > 1e12)
-        ms = 0.0;
-    int n = snprintf(tmp, sizeof tmp, "%.3f", ms);
-    api_buf_append(b, tmp, n > 0 ? (size_t)n : 0);
-}
-
-/* Appends the (count) values at data as raw little-endian 4-byte values. */
-static void put_raw(api_buf *b, const void *data, size_t count) {
-    size_t bytes = count * 4;
-    char *o = api_buf_reserve(b, bytes);
-    if (!o)
-        return;
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    memcpy(o, data, bytes);
-#else
-    const uint8_t *s = data;
-    for (size_t i = 0; i < bytes; i += 4)
-        for (size_t j = 0; j < 4; j++)
-            o[i + j] = (char)s[i + 3 - j];
-#endif
-    b->len += bytes;
-}
-
-int api_v2_respond(const api_job *job, double queue_ms, double compute_ms, api_buf *out,
-                   api_error *err) {
-    const api_v2_reply *rp = job->v2;
-    size_t start = out->len, room = 0;
-    /* As api_job_respond: all the room at once (API_RESPOND_SLACK for the float writer's
-     * scribbling), a block of the job memory cache when the job has one. */
-    if (!api_add(job->response_bytes, API_RESPOND_SLACK, &room) ||
-        !api_buf_reserve_block(out, room, job->mem))
-        return api_fail(err, 500, "out_of_memory", NULL,
-                        "out of memory reserving %zu bytes for the response", job->response_bytes);
-    api_buf_puts(out, T_MODEL);
-    api_buf_json_string(out, rp->model, strlen(rp->model));
-    api_buf_puts(out, T_VERSION);
-    if (rp->id) { /* raw JSON string content: valid as it stands */
-        api_buf_puts(out, T_ID);
-        api_buf_append(out, rp->id, rp->id_len);
-        api_buf_puts(out, "\"");
-    }
-    api_buf_puts(out, T_FLOPS);
-    double f = job->plan.flops;
-    api_buf_put_u64(out, !(f > 0) ? 0 : f < 0x1p64 ? (uint64_t)round(f) : UINT64_MAX);
-    api_buf_puts(out, T_QUEUE);
-    put_ms(out, queue_ms);
-    api_buf_puts(out, T_COMPUTE);
-    put_ms(out, compute_ms);
-    api_buf_puts(out, T_OUTPUTS);
-    for (size_t i = 0; i < rp->nout; i++) {
-        int o = rp->out[i];
-        const size_t *d = o == API_V2_OUTPUT ? job->out_dims : job->w_dims;
-        size_t rank = o == API_V2_OUTPUT ? job->out_rank : job->w_rank, count = 1;
-        api_buf_puts(out, i ? "," T_NAME : T_NAME);
-        api_buf_puts(out, OUT_NAMES[o]);
-        api_buf_puts(out, T_DATATYPE);
-        api_buf_puts(out, o == API_V2_INDICES ? "INT32" : "FP32");
-        api_buf_puts(out, T_SHAPE);
-        for (size_t k = 0; k < rank; k++) {
-            if (k)
-                api_buf_puts(out, ",");
-            api_buf_put_u64(out, d[k]);
-            count *= d[k];
-        }
-        if (rp->binary[o]) {
-            api_buf_puts(out, T_BINARY);
-            api_buf_put_u64(out, (uint64_t)count * 4);
-            api_buf_puts(out, "}}");
-            continue;
-        }
-        api_buf_puts(out, T_DATA);
-        if (o == API_V2_INDICES) {
-            for (size_t k = 0; k < count; k++) {
-                if (k)
-                    api_buf_puts(out, ",");
-                int32_t x = job->wout.indices[k];
-                api_buf_put_u64(out, (uint64_t)(x < 0 ? 0 : x)); /* never negative */
-            }
-        } else {
-            const float *v = o == API_V2_OUTPUT ? job->out : job->wout.values;
-            char *p = api_buf_reserve(out, count * API_FLOAT_MAX + 40);
-            if (p) {
-                char *e = api_floats_write(p, v, count);
-                out->len += (size_t)(e - p);
-            }
-        }
-        api_buf_puts(out, "]}");
-    }
-    api_buf_puts(out, "]}");
-    /* The binary tensor data, in the order of the outputs above. */
-    for (size_t i = 0; i < rp->nout; i++) {
-        int o = rp->out[i];
-        if (!rp->binary[o])
-            continue;
-        size_t count = 1;
-        const size_t *d = o == API_V2_OUTPUT ? job->out_dims : job->w_dims;
-        size_t rank = o == API_V2_OUTPUT ? job->out_rank : job->w_rank;
-        for (size_t k = 0; k < rank; k++)
-            count *= d[k];
-        put_raw(out,
-                o == API_V2_OUTPUT    ? (const void *)job->out
-                : o == API_V2_WEIGHTS ? (const void *)job->wout.values
-                                      : (const void *)job->wout.indices,
-                count);
-    }
-    if (out->failed) {
-        out->len = start;
-        return api_fail(err, 500, "out_of_memory", NULL, "out of memory writing the response");
-    }
-    return 0;
+    return apip_job_parse_given(c->sdpa ? API_OP_SDPA : API_OP_ATTENTION, &root, &c->given, models,
+                                lim, err);
 }

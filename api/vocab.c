@@ -5,7 +5,7 @@
  * Text has no spaces to split on in Chinese, so it is split by longest match: at each point the
  * longest token of the vocabulary that the text starts with there is taken. A binary search over
  * the tokens in byte order narrows, byte by byte, the range of tokens that start with what has
- * been read; the cost per word is at most API_TOKEN_MAX_BYTES steps of two binary searches,
+ * been read; the cost per word is at most APIP_TOKEN_MAX_BYTES steps of two binary searches,
  * whatever the text. Whitespace (space, tab, CR, LF, U+3000 ideographic space) separates words
  * and is dropped.
  *
@@ -20,11 +20,11 @@
 
 /* The list and its arrays, in one allocation. */
 typedef struct strlist_mem {
-    api_strlist l;
+    apip_strlist l;
     /* then: s (n pointers), len (n), order (n), the strings */
 } strlist_mem;
 
-void api_strlist_free(api_strlist *l) {
+void apip_strlist_free(apip_strlist *l) {
     free(l); /* l is the start of its strlist_mem */
 }
 
@@ -94,7 +94,7 @@ static int cmp_bytes(const char *a, size_t na, const char *b, size_t nb) {
 
 /* Orders indices of the list ctx by their strings (qsort_r, glibc's argument order). */
 static int cmp_order(const void *x, const void *y, void *ctx) {
-    const api_strlist *l = ctx;
+    const apip_strlist *l = ctx;
     uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
     return cmp_bytes(l->s[a], l->len[a], l->s[b], l->len[b]);
 }
@@ -117,8 +117,8 @@ static void quote(char *out, size_t cap, const char *s, size_t n) {
     snprintf(out, cap, "\"%.*s%s\"", (int)k, s, k < n ? "..." : "");
 }
 
-api_strlist *api_strlist_parse(const char *text, size_t n, const char *what, int kind, char *msg,
-                               size_t cap) {
+apip_strlist *apip_strlist_parse(const char *text, size_t n, const char *what, int kind, char *msg,
+                                 size_t cap) {
     const char *p = text, *e = text + n, *why = NULL;
     size_t count = 0, bytes = 0;
     /* First pass: the syntax, the number of strings and an upper bound of their bytes. */
@@ -167,8 +167,8 @@ api_strlist *api_strlist_parse(const char *text, size_t n, const char *what, int
 
     /* One allocation: the record, s, len, order, the strings. */
     size_t total = sizeof(strlist_mem), arrays = 0;
-    bool ok = api_mul(count, sizeof(char *) + sizeof(size_t) + sizeof(uint32_t), &arrays) &&
-              api_add(total, arrays, &total) && api_add(total, bytes, &total);
+    bool ok = apip_mul(count, sizeof(char *) + sizeof(size_t) + sizeof(uint32_t), &arrays) &&
+              apip_add(total, arrays, &total) && apip_add(total, bytes, &total);
     strlist_mem *mem = ok ? malloc(total) : NULL;
     if (!mem)
         return snprintf(msg, cap, "out of memory reading %s", what), NULL;
@@ -176,16 +176,16 @@ api_strlist *api_strlist_parse(const char *text, size_t n, const char *what, int
     size_t *len = (size_t *)(void *)(s + count);
     uint32_t *order = (uint32_t *)(void *)(len + count);
     char *at = (char *)(order + count);
-    mem->l = (api_strlist){.n = count, .s = s, .len = len, .order = order};
+    mem->l = (apip_strlist){.n = count, .s = s, .len = len, .order = order};
 
     /* Second pass: decode, check each string, sort, look for repeats. */
-    size_t max = kind == API_LIST_TOKENS ? API_TOKEN_MAX_BYTES : API_NAME_MAX_BYTES;
+    size_t max = kind == APIP_LIST_TOKENS ? APIP_TOKEN_MAX_BYTES : APIP_NAME_MAX_BYTES;
     char shown[64];
     p = skip_space(text, e) + 1;
     for (size_t i = 0; i < count; i++) {
         p = skip_space(p, e);
         const char *q = string_end(p, e, &why);
-        size_t k = api_jv_decode((api_span){p + 1, q - 1}, at, (size_t)(q - p));
+        size_t k = apip_jv_decode((apip_span){p + 1, q - 1}, at, (size_t)(q - p));
         s[i] = at;
         len[i] = k;
         order[i] = (uint32_t)i;
@@ -207,7 +207,7 @@ api_strlist *api_strlist_parse(const char *text, size_t n, const char *what, int
                 snprintf(msg, cap, "%s entry %zu holds a control character", what, i);
                 goto fail;
             }
-            if (kind == API_LIST_TOKENS && is_space(s[i] + b, k - b, &sp)) {
+            if (kind == APIP_LIST_TOKENS && is_space(s[i] + b, k - b, &sp)) {
                 snprintf(msg, cap,
                          "%s entry %zu %s holds whitespace, which text splitting drops: split it "
                          "into two tokens",
@@ -232,20 +232,20 @@ fail:
     return NULL;
 }
 
-void api_strlist_json(const api_strlist *l, api_buf *out) {
-    api_buf_puts(out, "[");
+void apip_strlist_json(const apip_strlist *l, api_buf *out) {
+    apip_buf_puts(out, "[");
     for (size_t i = 0; l && i < l->n; i++) {
         if (i)
-            api_buf_puts(out, ",");
+            apip_buf_puts(out, ",");
         api_buf_json_string(out, l->s[i], l->len[i]);
     }
-    api_buf_puts(out, "]");
+    apip_buf_puts(out, "]");
 }
 
 /* ---- Lookup ------------------------------------------------------------------------------- */
 
 /* The token that is exactly s (n bytes): true with *id. */
-static bool find_exact(const api_strlist *v, const char *s, size_t n, uint32_t *id) {
+static bool find_exact(const apip_strlist *v, const char *s, size_t n, uint32_t *id) {
     size_t lo = 0, hi = v->n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
@@ -262,10 +262,11 @@ static bool find_exact(const api_strlist *v, const char *s, size_t n, uint32_t *
 }
 
 /* The longest token that s (n bytes) starts with: true with *id and its length *len. */
-static bool find_longest(const api_strlist *v, const char *s, size_t n, uint32_t *id, size_t *len) {
+static bool find_longest(const apip_strlist *v, const char *s, size_t n, uint32_t *id,
+                         size_t *len) {
     size_t lo = 0, hi = v->n;
     bool found = false;
-    for (size_t k = 0; k < n && k < API_TOKEN_MAX_BYTES && lo < hi; k++) {
+    for (size_t k = 0; k < n && k < APIP_TOKEN_MAX_BYTES && lo < hi; k++) {
         /* [lo, hi) holds the tokens that start with s[0, k); one exactly s[0, k) sorts first. */
         if (v->len[v->order[lo]] == k)
             lo++;
@@ -300,21 +301,21 @@ static bool find_longest(const api_strlist *v, const char *s, size_t n, uint32_t
 /* ---- Text --------------------------------------------------------------------------------- */
 
 /* Reads the raw content of a JSON string (escapes and all) as decoded UTF-8, keeping at least
- * API_TOKEN_MAX_BYTES decoded bytes ahead of the reading point while there are any. */
+ * APIP_TOKEN_MAX_BYTES decoded bytes ahead of the reading point while there are any. */
 typedef struct text_rd {
-    const char *p, *e;                     /* raw content not yet decoded */
-    char buf[2 * API_TOKEN_MAX_BYTES + 8]; /* decoded: [at, len) not yet consumed */
+    const char *p, *e;                      /* raw content not yet decoded */
+    char buf[2 * APIP_TOKEN_MAX_BYTES + 8]; /* decoded: [at, len) not yet consumed */
     size_t at, len;
     size_t chars; /* characters (code points) consumed */
 } text_rd;
 
 static void rd_fill(text_rd *r) {
-    if (r->len - r->at >= API_TOKEN_MAX_BYTES || r->p >= r->e)
+    if (r->len - r->at >= APIP_TOKEN_MAX_BYTES || r->p >= r->e)
         return;
     memmove(r->buf, r->buf + r->at, r->len - r->at);
     r->len -= r->at;
     r->at = 0;
-    r->len += api_jv_decode_some(&r->p, r->e, r->buf + r->len, sizeof r->buf - r->len);
+    r->len += apip_jv_decode_some(&r->p, r->e, r->buf + r->len, sizeof r->buf - r->len);
 }
 
 static void rd_take(text_rd *r, size_t n) {
@@ -332,7 +333,7 @@ static size_t rd_char_len(const text_rd *r) {
 
 /* The next word: 1 with *id, 0 at the end of the text, -1 when the text there starts with no
  * token (the reader is left at that point). Whitespace before a word is skipped. */
-static int rd_next(text_rd *r, const api_strlist *v, uint32_t *id) {
+static int rd_next(text_rd *r, const apip_strlist *v, uint32_t *id) {
     for (;;) {
         rd_fill(r);
         size_t sp = 0;
@@ -352,7 +353,7 @@ static int rd_next(text_rd *r, const api_strlist *v, uint32_t *id) {
 
 /* At an unknown word: copies it (up to the next whitespace, or the next point where a token
  * starts, at most 12 characters) into out, quoted. */
-static void rd_unknown(text_rd *r, const api_strlist *v, char *out, size_t cap) {
+static void rd_unknown(text_rd *r, const apip_strlist *v, char *out, size_t cap) {
     char word[64];
     size_t w = 0, chars = 0;
     bool more = false;
@@ -379,13 +380,13 @@ static void rd_unknown(text_rd *r, const api_strlist *v, char *out, size_t cap) 
 
 /* ---- Words of a request ------------------------------------------------------------------- */
 
-int api_words_count(const api_model *m, const char *tokens_val, const char *text_val,
-                    size_t max_words, size_t *count, api_error *err) {
-    const api_strlist *v = api_model_vocab(m);
-    const char *name = api_model_name(m);
+int apip_words_count(const api_model *m, const char *tokens_val, const char *text_val,
+                     size_t max_words, size_t *count, api_error *err) {
+    const apip_strlist *v = apip_model_vocab(m);
+    const char *name = apip_model_name(m);
     const char *field = tokens_val ? "tokens" : "text";
     size_t p = 0;
-    api_model_position_embeddings(m, &p);
+    apip_model_position_embeddings(m, &p);
     char shown[80];
     size_t n = 0;
     if (!v)
@@ -394,19 +395,19 @@ int api_words_count(const api_model *m, const char *tokens_val, const char *text
                         "E), or use a model with a vocabulary (GET /v1/models shows vocab_size)",
                         name, field);
     if (tokens_val) {
-        if (api_jv_kind(tokens_val) != '[')
+        if (apip_jv_kind(tokens_val) != '[')
             return api_fail(err, 400, "invalid_field", "tokens",
                             "tokens must be a list of strings, the words of one text");
         const char *it = tokens_val, *el = NULL;
-        char path[48], word[API_TOKEN_MAX_BYTES + 1];
-        while (api_jv_arr_next(&it, &el)) {
+        char path[48], word[APIP_TOKEN_MAX_BYTES + 1];
+        while (apip_jv_arr_next(&it, &el)) {
             snprintf(path, sizeof path, "tokens[%zu]", n);
-            if (api_jv_kind(el) != '"')
+            if (apip_jv_kind(el) != '"')
                 return api_fail(err, 400, "invalid_field", path,
                                 "%s is not a string: tokens is the list of words of one text (it "
                                 "has no batch dimension)",
                                 path);
-            size_t k = api_jv_decode(api_jv_string(el), word, sizeof word);
+            size_t k = apip_jv_decode(apip_jv_string(el), word, sizeof word);
             uint32_t id;
             if (k >= sizeof word || !find_exact(v, word, k, &id)) {
                 quote(shown, sizeof shown, word, k < sizeof word ? k : strlen(word));
@@ -419,9 +420,9 @@ int api_words_count(const api_model *m, const char *tokens_val, const char *text
                 break;
         }
     } else {
-        if (api_jv_kind(text_val) != '"')
+        if (apip_jv_kind(text_val) != '"')
             return api_fail(err, 400, "invalid_field", "text", "text must be a string");
-        api_span raw = api_jv_string(text_val);
+        apip_span raw = apip_jv_string(text_val);
         text_rd rd = {.p = raw.p, .e = raw.e};
         uint32_t id;
         int got;
@@ -451,21 +452,21 @@ int api_words_count(const api_model *m, const char *tokens_val, const char *text
     return 0;
 }
 
-void api_words_embed(const api_model *m, const char *tokens_val, const char *text_val,
-                     uint32_t *ids, float *x) {
-    const api_strlist *v = api_model_vocab(m);
-    const float *tok = api_model_token_embeddings(m);
+void apip_words_embed(const api_model *m, const char *tokens_val, const char *text_val,
+                      uint32_t *ids, float *x) {
+    const apip_strlist *v = apip_model_vocab(m);
+    const float *tok = apip_model_token_embeddings(m);
     size_t p = 0, e = api_model_describe(m).embed_dim, n = 0;
-    const float *pos = api_model_position_embeddings(m, &p);
+    const float *pos = apip_model_position_embeddings(m, &p);
     if (tokens_val) {
         const char *it = tokens_val, *el = NULL;
-        char word[API_TOKEN_MAX_BYTES + 1];
-        while (api_jv_arr_next(&it, &el)) {
-            size_t k = api_jv_decode(api_jv_string(el), word, sizeof word);
+        char word[APIP_TOKEN_MAX_BYTES + 1];
+        while (apip_jv_arr_next(&it, &el)) {
+            size_t k = apip_jv_decode(apip_jv_string(el), word, sizeof word);
             find_exact(v, word, k, &ids[n++]);
         }
     } else {
-        api_span raw = api_jv_string(text_val);
+        apip_span raw = apip_jv_string(text_val);
         text_rd rd = {.p = raw.p, .e = raw.e};
         while (rd_next(&rd, v, &ids[n]) == 1)
             n++;

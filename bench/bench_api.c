@@ -203,9 +203,9 @@ static int run(const workload *w, const api_registry *models, attn_pool *pool, a
  *
  * Distinct values, a million of each kind, so that the branch predictor cannot learn them (a
  * request repeated in a loop lets it learn a few thousand: W1's floats write about twice as
- * fast that way, old writer included). Written by api_floats_write and by the previous writer
- * (tests/float_ref.c); read by api_jv_float_row and by the previous conversion, a loop of
- * (float)api_jv_number (the previous tensor reader called it per element, with more around).
+ * fast that way, old writer included). Written by apip_floats_write and by the previous writer
+ * (tests/float_ref.c); read by apip_jv_float_row and by the previous conversion, a loop of
+ * (float)apip_jv_number (the previous tensor reader called it per element, with more around).
  * Runs alternate, 7 each; medians. */
 
 enum { FLOATS_N = 1 << 20, FLOATS_RUNS = 7 };
@@ -252,10 +252,10 @@ static void print_floats(const char *op, const char *data, double new_ns, double
     fflush(stdout);
 }
 
-/* The previous reading of a row: (float)api_jv_number per number. */
+/* The previous reading of a row: (float)apip_jv_number per number. */
 static size_t old_row(const char *p, float *dst, size_t n) {
     for (size_t i = 0; i < n; i++) {
-        dst[i] = (float)api_jv_number(p, &p);
+        dst[i] = (float)apip_jv_number(p, &p);
         p++; /* the comma */
     }
     return n;
@@ -279,7 +279,7 @@ static int bench_floats(void) {
         if (kind < 2) {
             for (int r = 0; r < FLOATS_RUNS; r++) {
                 double t0 = now_ns();
-                char *ea = api_floats_write(a, v, FLOATS_N);
+                char *ea = apip_floats_write(a, v, FLOATS_N);
                 double t1 = now_ns();
                 char *eb = ref_floats_write(b, v, FLOATS_N);
                 double t2 = now_ns();
@@ -299,7 +299,7 @@ static int bench_floats(void) {
         for (int r = 0; r < FLOATS_RUNS; r++) {
             const char *end = NULL;
             double t0 = now_ns();
-            size_t n1 = api_jv_float_row(a, a + strlen(a), got, FLOATS_N, &end);
+            size_t n1 = apip_jv_float_row(a, a + strlen(a), got, FLOATS_N, &end);
             double t1 = now_ns();
             size_t n2 = old_row(a, want, FLOATS_N);
             double t2 = now_ns();
@@ -308,25 +308,25 @@ static int bench_floats(void) {
             same = same && n1 == n2 && !memcmp(got, want, n1 * sizeof *got);
         }
         print_floats("read", kinds[kind], median(tn, FLOATS_RUNS), median(to, FLOATS_RUNS), same);
-        /* The row as a request body {"x":[...]}, checked (api_json_check) and read, against the
+        /* The row as a request body {"x":[...]}, checked (apip_json_check) and read, against the
          * code before api/rows.c: the check byte by byte and the row number by number (the
-         * last of api_rows_impls). */
+         * last of apip_rows_impls). */
         size_t nimpl = 0, rl = (size_t)(strchr(a, ']') - a) + 1, bl = rl + 7;
-        const api_rows_impl *before = &api_rows_impls(&nimpl)[nimpl - 1];
+        const apip_rows_impl *before = &apip_rows_impls(&nimpl)[nimpl - 1];
         memcpy(b, "{\"x\":[", 6);
         memcpy(b + 6, a, rl);
         b[bl - 1] = '}';
         double cn[FLOATS_RUNS], co[FLOATS_RUNS];
         for (int r = 0; r < FLOATS_RUNS; r++) {
-            api_json_root root;
+            apip_json_root root;
             api_error err = {0};
             const char *end = NULL;
             double t0 = now_ns();
-            int c1 = api_json_check(b, bl, "x", &root, &err);
+            int c1 = apip_json_check(b, bl, "x", &root, &err);
             double t1 = now_ns();
-            size_t n1 = api_jv_float_row(b + 6, b + bl, got, FLOATS_N, &end);
+            size_t n1 = apip_jv_float_row(b + 6, b + bl, got, FLOATS_N, &end);
             double t2 = now_ns();
-            int c2 = api_json_check_with(b, bl, "x", 0, NULL, &root, &err);
+            int c2 = apip_json_check_with(b, bl, "x", 0, NULL, &root, &err);
             double t3 = now_ns();
             size_t n2 = before->read(b + 6, b + bl, want, FLOATS_N, &end);
             double t4 = now_ns();

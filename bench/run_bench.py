@@ -440,9 +440,9 @@ def main():
         L.append("")
         L.append("`bench_api`: a million distinct values of each kind, so that the branch "
                  "predictor cannot learn them (a request repeated in a loop lets it learn W1's "
-                 "few thousand). Written by api_floats_write and by the previous writer "
-                 "(tests/float_ref.c); read by api_jv_float_row, the tensor reader's row loop, and "
-                 "by the previous conversion, (float)api_jv_number per number. Runs alternate; "
+                 "few thousand). Written by apip_floats_write and by the previous writer "
+                 "(tests/float_ref.c); read by apip_jv_float_row, the tensor reader's row loop, and "
+                 "by the previous conversion, (float)apip_jv_number per number. Runs alternate; "
                  "medians of 7. Both give the same bytes and floats (checked).")
         L.append("")
         L.append("| op | values | attnd ns/float | previous ns/float | previous / attnd |")

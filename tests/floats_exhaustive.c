@@ -2,7 +2,7 @@
  * but the infinities and NaNs, both signs, zeros and denormals included): its output reads
  * back as the same float (strtod, then rounded to float, compared bit for bit, so -0 stays
  * -0), is no longer than the reference writer's (tests/float_ref.c, the writer attnd used
- * before), and equals it byte for byte. The same for api_floats_write, which writes rows (with
+ * before), and equals it byte for byte. The same for apip_floats_write, which writes rows (with
  * AVX-512 where the CPU has it): each float is also written in a row of 1024 consecutive ones,
  * which must equal the reference's outputs joined by commas. `make check-floats-exhaustive`;
  * one thread per core.
@@ -38,7 +38,7 @@ static void report(uint32_t u, const char *what, const char *got, const char *re
     pthread_mutex_unlock(&print_lock);
 }
 
-#define ROW 1024 /* floats per api_floats_write call */
+#define ROW 1024 /* floats per apip_floats_write call */
 
 static void *work(void *arg) {
     (void)arg;
@@ -57,7 +57,7 @@ static void *work(void *arg) {
                 if ((u & 0x7F800000u) != 0x7F800000u) /* not infinities and NaNs */
                     memcpy(&row[k++], &u, sizeof u);
             }
-            char *e = api_floats_write(out, row, k), *at = out;
+            char *e = apip_floats_write(out, row, k), *at = out;
             *e = '\0';
             for (size_t i = 0; i < k; i++) {
                 float f = row[i];
@@ -74,7 +74,7 @@ static void *work(void *arg) {
                 else if (gn != rn || memcmp(got, ref, gn) != 0)
                     report(u, "differs from the reference", got, ref);
                 else if (memcmp(at, ref, rn) != 0 || at[rn] != (i + 1 < k ? ',' : '\0'))
-                    report(u, "differs from the reference in a row (api_floats_write)", got, ref);
+                    report(u, "differs from the reference in a row (apip_floats_write)", got, ref);
                 at += rn + 1;
             }
             n += k;

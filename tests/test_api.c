@@ -432,14 +432,14 @@ static void test_float_write(void) {
     CHECK(bad == 0, "%zu floats were written wrong", bad);
     /* The row writer joins with commas and writes what api_float_write writes. */
     float row[4] = {1.0f, -0.5f, 0.1f, 3e-7f};
-    char buf[4 * API_FLOAT_MAX + 32];
-    char *e = api_floats_write(buf, row, 4);
+    char buf[4 * APIP_FLOAT_MAX + 32];
+    char *e = apip_floats_write(buf, row, 4);
     *e = '\0';
-    CHECK(strcmp(buf, "1,-0.5,0.1,3e-7") == 0, "api_floats_write gave %s", buf);
+    CHECK(strcmp(buf, "1,-0.5,0.1,3e-7") == 0, "apip_floats_write gave %s", buf);
     /* A long row of every kind of float, against the previous writer's. */
     enum { ROW = 4096 };
     float *v = malloc(ROW * sizeof *v);
-    char *got = malloc(ROW * API_FLOAT_MAX + 32), *want = malloc(ROW * API_FLOAT_MAX + 32);
+    char *got = malloc(ROW * APIP_FLOAT_MAX + 32), *want = malloc(ROW * APIP_FLOAT_MAX + 32);
     for (size_t i = 0; i < ROW; i++) {
         uint32_t u = (uint32_t)(rnd64() >> 32);
         if (i % 2 == 0 || (u & 0x7F800000u) == 0x7F800000u)
@@ -449,9 +449,9 @@ static void test_float_write(void) {
     }
     v[0] = -0.0f;
     v[1] = 0.0f;
-    char *ge = api_floats_write(got, v, ROW), *we = ref_floats_write(want, v, ROW);
+    char *ge = apip_floats_write(got, v, ROW), *we = ref_floats_write(want, v, ROW);
     CHECK(ge - got == we - want && memcmp(got, want, (size_t)(ge - got)) == 0,
-          "api_floats_write differs from the previous writer on a row of %d floats", ROW);
+          "apip_floats_write differs from the previous writer on a row of %d floats", ROW);
     free(v), free(got), free(want);
 }
 
@@ -518,7 +518,7 @@ static void dec_string(char *t, int k) {
     }
 }
 
-/* Reads t with api_jv_float, api_jv_float_row and api_jv_number; all must give
+/* Reads t with apip_jv_float, apip_jv_float_row and apip_jv_number; all must give
  * (float)strtod(t) bit for bit and end where t ends. */
 static bool read_ok(const char *t) {
     char buf[160];
@@ -527,16 +527,16 @@ static bool read_ok(const char *t) {
     memcpy(buf + n, "]       ", 9);
     float want = (float)strtod(t, NULL), b = 0.0f;
     const char *e1 = NULL, *e2 = NULL, *e3 = NULL;
-    float a = api_jv_float(buf, &e1);
-    size_t got = api_jv_float_row(buf, buf + n + 9, &b, 1, &e2);
-    float c = (float)api_jv_number(buf, &e3);
+    float a = apip_jv_float(buf, &e1);
+    size_t got = apip_jv_float_row(buf, buf + n + 9, &b, 1, &e2);
+    float c = (float)apip_jv_number(buf, &e3);
     if (got == 0 && !isfinite(want)) { /* the row reader leaves infinities to its caller */
         b = want;
         e2 = buf + n;
     }
     if (memcmp(&a, &want, sizeof a) || memcmp(&b, &want, sizeof b) || memcmp(&c, &want, sizeof c) ||
         e1 != buf + n || e2 != buf + n || e3 != buf + n) {
-        CHECK(false, "reading %s: strtod %a, api_jv_float %a, _row %a, api_jv_number %a", t,
+        CHECK(false, "reading %s: strtod %a, apip_jv_float %a, _row %a, apip_jv_number %a", t,
               (double)want, (double)a, (double)b, (double)c);
         return false;
     }
@@ -637,12 +637,12 @@ static void test_float_read(void) {
         sb_add(&body, "]");
     }
     sb_add(&body, "]}");
-    api_json_root root;
+    apip_json_root root;
     api_error err = {0};
-    api_tensor_in tin;
-    CHECK(api_json_check(body.s, body.n, "body", &root, &err) == 0 &&
-              api_tensor_probe(&tin, "x", root.m[0].val, 4, 100000, SIZE_MAX, &err) == 0 &&
-              api_tensor_read(&tin, API_TENSOR_FLOAT, got, &err) == 0,
+    apip_tensor_in tin;
+    CHECK(apip_json_check(body.s, body.n, "body", &root, &err) == 0 &&
+              apip_tensor_probe(&tin, "x", root.m[0].val, 4, 100000, SIZE_MAX, &err) == 0 &&
+              apip_tensor_read(&tin, APIP_TENSOR_FLOAT, got, &err) == 0,
           "reading the tensor: %s", err.message);
     size_t at = 0;
     CHECK(tin.rank == 2 && tin.dims[0] == R && tin.dims[1] == C && same_bits(got, want, R * C, &at),
@@ -695,7 +695,7 @@ static bool row_ws(char c) {
     return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
-/* The reference reading of a row (api_jv_float_row's contract): (float)strtod per number, up to
+/* The reference reading of a row (apip_jv_float_row's contract): (float)strtod per number, up to
  * n of them, stopping at a number that is not finite or an element that is not a number; *end
  * where it stopped (the next element, or the ']'). */
 static size_t ref_row_read(const char *p, float *dst, size_t n, const char **end) {
@@ -748,7 +748,7 @@ static const char *ref_number(const char *p, const char *e) {
     return p;
 }
 
-/* The reference check of a row (api_num_row_check's contract): one past the ']' when [p, e)
+/* The reference check of a row (apip_num_row_check's contract): one past the ']' when [p, e)
  * starts with numbers separated by commas, whitespace around them, up to a ']'; else NULL. */
 static const char *ref_row_check(const char *p, const char *e) {
     for (;;) {
@@ -798,7 +798,7 @@ static void sb_row(sb *b, size_t count, unsigned kinds, unsigned odd) {
  * an allocation of its exact size (so that ASan sees any read past it). */
 static void test_rows_read(void) {
     size_t nimpl = 0;
-    const api_rows_impl *impls = api_rows_impls(&nimpl);
+    const apip_rows_impl *impls = apip_rows_impls(&nimpl);
     CHECK(nimpl >= 1 && !strcmp(impls[nimpl - 1].name, "portable"),
           "the implementations end with the portable one");
     size_t bad = 0, rows = 0;
@@ -841,11 +841,11 @@ static void test_rows_read(void) {
 }
 
 /* Every implementation's check of a row gives the reference grammar's verdict (and end) on
- * valid rows and on rows with one to three random edits; and api_json_check gives the same
+ * valid rows and on rows with one to three random edits; and apip_json_check gives the same
  * result and message with each implementation as byte by byte, for documents with such rows. */
 static void test_rows_check(void) {
     size_t nimpl = 0;
-    const api_rows_impl *impls = api_rows_impls(&nimpl);
+    const apip_rows_impl *impls = apip_rows_impls(&nimpl);
     const char alphabet[] = "0123456789.eE+-, \t\n]x[\"}";
     size_t bad = 0, accepted = 0, total = 0;
     for (int it = 0; it < 150000 && bad < 10; it++) {
@@ -898,15 +898,15 @@ static void test_rows_check(void) {
         sb_add(&doc, "]}");
         char *d = malloc(doc.n);
         memcpy(d, doc.s, doc.n);
-        api_json_root r0;
+        apip_json_root r0;
         api_error e0 = {0};
-        int rc0 = api_json_check_with(d, doc.n, "the body", 64, NULL, &r0, &e0);
+        int rc0 = apip_json_check_with(d, doc.n, "the body", 64, NULL, &r0, &e0);
         for (size_t m = 0; m < nimpl; m++) {
-            api_json_root r1;
+            apip_json_root r1;
             api_error e1 = {0};
-            int rc1 = api_json_check_with(d, doc.n, "the body", 64, impls[m].check, &r1, &e1);
+            int rc1 = apip_json_check_with(d, doc.n, "the body", 64, impls[m].check, &r1, &e1);
             if ((rc0 != rc1 || strcmp(e0.message, e1.message) || r0.n != r1.n) && bad++ < 10)
-                CHECK(false, "%s: api_json_check says \"%s\", byte by byte \"%s\": %.*s",
+                CHECK(false, "%s: apip_json_check says \"%s\", byte by byte \"%s\": %.*s",
                       impls[m].name, e1.message, e0.message, (int)doc.n, d);
         }
         free(d), free(doc.s), free(row.s);
@@ -936,18 +936,18 @@ static void sb_value(sb *b, int depth) {
 }
 
 /* The shape of the nested arrays at val from the first element of each level, counting the
- * elements one by one (as api_tensor_probe did before it counted rows of numbers by their
+ * elements one by one (as apip_tensor_probe did before it counted rows of numbers by their
  * commas): rank, dims and where the outer array ends. 1 when a level is empty. */
 static int ref_probe(const char *val, size_t *rank, size_t *dims, const char **end) {
     *rank = 0;
-    for (const char *p = val; api_jv_kind(p) == '[' && *rank < API_MAX_RANK;) {
+    for (const char *p = val; apip_jv_kind(p) == '[' && *rank < APIP_MAX_RANK;) {
         size_t n = 0;
         const char *it = p, *el = NULL, *first = NULL;
-        while (api_jv_arr_next(&it, &el))
+        while (apip_jv_arr_next(&it, &el))
             if (n++ == 0)
                 first = el;
         if (*rank == 0)
-            *end = api_jv_ws(it) + 1;
+            *end = apip_jv_ws(it) + 1;
         if (n == 0)
             return 1;
         dims[(*rank)++] = n;
@@ -956,11 +956,11 @@ static int ref_probe(const char *val, size_t *rank, size_t *dims, const char **e
     return 0;
 }
 
-/* api_num_row_commas (every implementation) against a byte loop, and api_tensor_probe's shapes
+/* apip_num_row_commas (every implementation) against a byte loop, and apip_tensor_probe's shapes
  * against counting elements one by one, on random values. */
 static void test_rows_count(void) {
     size_t nimpl = 0;
-    const api_rows_impl *impls = api_rows_impls(&nimpl);
+    const apip_rows_impl *impls = apip_rows_impls(&nimpl);
     const char alphabet[] = "0123456789.,- e,,,,[{}\"]";
     size_t bad = 0;
     for (int it = 0; it < 20000 && bad < 10; it++) {
@@ -985,18 +985,18 @@ static void test_rows_count(void) {
         sb_add(&doc, "{\"x\": ");
         sb_value(&doc, 1 + (int)(rnd64() % 4));
         sb_add(&doc, "}");
-        api_json_root root;
+        apip_json_root root;
         api_error err = {0};
-        api_tensor_in tin;
-        if (api_json_check(doc.s, doc.n, "body", &root, &err) != 0) {
+        apip_tensor_in tin;
+        if (apip_json_check(doc.s, doc.n, "body", &root, &err) != 0) {
             CHECK(false, "the probe test made invalid JSON: %s", doc.s);
             free(doc.s);
             continue;
         }
-        size_t rank = 0, dims[API_MAX_RANK] = {0};
+        size_t rank = 0, dims[APIP_MAX_RANK] = {0};
         const char *end = NULL;
         int empty = ref_probe(root.m[0].val, &rank, dims, &end);
-        int rc = api_tensor_probe(&tin, "x", root.m[0].val, API_MAX_RANK, 100, SIZE_MAX, &err);
+        int rc = apip_tensor_probe(&tin, "x", root.m[0].val, APIP_MAX_RANK, 100, SIZE_MAX, &err);
         bool same = empty       ? rc != 0 && strstr(err.message, "is an empty array")
                     : rank == 0 ? rc != 0
                                 : rc == 0 && tin.rank == rank && tin.end == end &&
@@ -1057,9 +1057,9 @@ static void test_base64(void) {
 /* ---- JSON reader -------------------------------------------------------------------------- */
 
 static bool json_ok(const char *s, size_t n) {
-    api_json_root root;
+    apip_json_root root;
     api_error e = {0};
-    return api_json_check(s, n, "the text", &root, &e) == 0;
+    return apip_json_check(s, n, "the text", &root, &e) == 0;
 }
 
 static void test_json(void) {
@@ -1159,10 +1159,10 @@ static void test_json(void) {
         bool theirs = j && json_is_object(j), mine = json_ok(s, n);
         json_decref(j);
         if (mine) { /* navigation: the object ends where the text does, but for whitespace */
-            const char *start = api_jv_ws(s), *end = api_jv_end(start), *last = s + n;
+            const char *start = apip_jv_ws(s), *end = apip_jv_end(start), *last = s + n;
             while (last > s && strchr(" \t\r\n", last[-1]))
                 last--;
-            CHECK(end == last, "api_jv_end stops at byte %td of %.*s", end - s, (int)n, s);
+            CHECK(end == last, "apip_jv_end stops at byte %td of %.*s", end - s, (int)n, s);
         }
         if (!j && strstr(je.text, "overflow"))
             continue; /* jansson refuses numbers beyond double; for us that is non_finite later */
@@ -1200,15 +1200,15 @@ static void test_json(void) {
 
     /* Strings: decoding, comparison. */
     const char *doc = "{\"k\\u0065y\":\"a\\u00e9\\ud83d\\ude00\\n\\/\"}";
-    api_json_root root;
+    apip_json_root root;
     api_error e = {0};
-    CHECK(api_json_check(doc, strlen(doc), "doc", &root, &e) == 0 && root.n == 1, "doc");
-    CHECK(api_jv_streq(root.m[0].key, "key"), "escaped key compares equal");
-    CHECK(!api_jv_streq(root.m[0].key, "ke"), "prefix is not equal");
+    CHECK(apip_json_check(doc, strlen(doc), "doc", &root, &e) == 0 && root.n == 1, "doc");
+    CHECK(apip_jv_streq(root.m[0].key, "key"), "escaped key compares equal");
+    CHECK(!apip_jv_streq(root.m[0].key, "ke"), "prefix is not equal");
     char out[32];
-    size_t n = api_jv_decode(api_jv_string(root.m[0].val), out, sizeof out);
+    size_t n = apip_jv_decode(apip_jv_string(root.m[0].val), out, sizeof out);
     CHECK(n == 9 && strcmp(out, "a\xc3\xa9\xf0\x9f\x98\x80\n/") == 0, "decode gave %zu %s", n, out);
-    n = api_jv_decode(api_jv_string(root.m[0].val), out, 4); /* cut at a character boundary */
+    n = apip_jv_decode(apip_jv_string(root.m[0].val), out, 4); /* cut at a character boundary */
     CHECK(n == 9 && strcmp(out, "a\xc3\xa9") == 0, "cut decode gave %s", out);
 
     /* Numbers: the fast path agrees with strtod on random decimals. */
@@ -1227,20 +1227,20 @@ static void test_json(void) {
         }
         k += sprintf(t + k, "e%d,", ex);
         const char *end = NULL;
-        double mine = api_jv_number(t, &end), ref = strtod(t, NULL);
+        double mine = apip_jv_number(t, &end), ref = strtod(t, NULL);
         if (memcmp(&mine, &ref, sizeof mine) != 0 || *end != ',')
             nbad += 1;
         if (nbad && nbad < 3 && memcmp(&mine, &ref, sizeof mine) != 0)
-            CHECK(false, "api_jv_number(%s) = %.17g, strtod = %.17g", t, mine, ref);
+            CHECK(false, "apip_jv_number(%s) = %.17g, strtod = %.17g", t, mine, ref);
     }
     CHECK(nbad == 0, "%zu numbers parsed differently from strtod", nbad);
     const char *ints = "18446744073709551615,18446744073709551616,0,007,1.0,";
     uint64_t u = 0;
-    CHECK(api_jv_u64(ints, &u) && u == UINT64_MAX, "u64 max");
-    CHECK(!api_jv_u64(ints + 21, &u), "u64 overflow");
-    CHECK(api_jv_u64(ints + 42, &u) && u == 0, "u64 zero");
-    CHECK(!api_jv_u64(ints + 44, &u), "leading zero");
-    CHECK(!api_jv_u64(ints + 48, &u), "fraction");
+    CHECK(apip_jv_u64(ints, &u) && u == UINT64_MAX, "u64 max");
+    CHECK(!apip_jv_u64(ints + 21, &u), "u64 overflow");
+    CHECK(apip_jv_u64(ints + 42, &u) && u == 0, "u64 zero");
+    CHECK(!apip_jv_u64(ints + 44, &u), "leading zero");
+    CHECK(!apip_jv_u64(ints + 48, &u), "fraction");
 }
 
 /* ---- Request cases from data files -------------------------------------------------------- */
@@ -1626,7 +1626,7 @@ static void test_init_models(void) {
     const uint64_t seed = 12345;
     api_model *m = api_model_init_random("r", E, H, seed, &e);
     CHECK(m != NULL, "init_random: %s", e.message);
-    const attn_mha_params *pp = api_model_params(m);
+    const attn_mha_params *pp = apip_model_params(m);
     sm_state = seed;
     size_t bad = 0;
     double a_in = sqrt(6.0 / (double)(4 * E)), a_out = sqrt(6.0 / (double)(2 * E));
@@ -1711,10 +1711,10 @@ static void test_init_models(void) {
         json_decref(id);
     }
     api_model *idm = api_model_init_identity("i", 6, 3, &e);
-    CHECK(idm && api_model_params(idm)->in_proj_weight[0] == 1.0f &&
-              api_model_params(idm)->in_proj_weight[1] == 0.0f &&
-              api_model_params(idm)->in_proj_weight[(2 * 6 + 5) * 6 + 5] == 1.0f &&
-              api_model_params(idm)->out_proj_weight[7] == 1.0f,
+    CHECK(idm && apip_model_params(idm)->in_proj_weight[0] == 1.0f &&
+              apip_model_params(idm)->in_proj_weight[1] == 0.0f &&
+              apip_model_params(idm)->in_proj_weight[(2 * 6 + 5) * 6 + 5] == 1.0f &&
+              apip_model_params(idm)->out_proj_weight[7] == 1.0f,
           "identity weights");
     api_model_destroy(idm);
     api_error e2 = {0};
@@ -1725,10 +1725,10 @@ static void test_init_models(void) {
     mi = api_model_describe(demo);
     CHECK(mi.embed_dim == 64 && mi.num_heads == 4 && strcmp(mi.name, "demo") == 0,
           "demo is E=64 H=4");
-    CHECK(memcmp(api_model_params(demo)->in_proj_weight, api_model_params(same)->in_proj_weight,
+    CHECK(memcmp(apip_model_params(demo)->in_proj_weight, apip_model_params(same)->in_proj_weight,
                  3 * 64 * 64 * 4) == 0 &&
-              memcmp(api_model_params(demo)->out_proj_weight,
-                     api_model_params(same)->out_proj_weight, 64 * 64 * 4) == 0,
+              memcmp(apip_model_params(demo)->out_proj_weight,
+                     apip_model_params(same)->out_proj_weight, 64 * 64 * 4) == 0,
           "demo weights = init_random seed 24301");
     api_model_destroy(demo);
     api_model_destroy(same);
@@ -2112,7 +2112,7 @@ static void test_declared_shapes(void) {
         for (size_t l = 0; l < 2; l++) {
             double t0 = thread_cpu_ms();
             api_error je = {0};
-            CHECK(api_json_check(cases[c].body->s, cases[c].body->n, "b", NULL, &je) == 0, "%s",
+            CHECK(apip_json_check(cases[c].body->s, cases[c].body->n, "b", NULL, &je) == 0, "%s",
                   je.message);
             double t1 = thread_cpu_ms();
             api_error e = {0};
@@ -2239,7 +2239,7 @@ static void test_response_bound(void) {
                     job->wout.values[i] = -1.23456791e-05f;
             }
             api_buf out = {0};
-            api_buf_puts(&out, "prefix");
+            apip_buf_puts(&out, "prefix");
             CHECK(api_job_respond(job, 1e12, 123456.789, &out, &e) == 0, "job %zu: %s", t,
                   e.message);
             size_t len = out.len - 6, bound = api_job_response_bytes(job);
@@ -2289,13 +2289,13 @@ static void test_response_bound_words(void) {
         size_t bound = api_job_response_bytes(job), echo = 0;
         CHECK(out.len <= bound, "words job %d: response %zu bytes over its bound %zu", i, out.len,
               bound);
-        api_resp_shape rs = {.op = API_OP_ATTENTION,
-                             .out_rank = job->out_rank,
-                             .w_rank = job->w_rank,
-                             .model_len = strlen("lesson")};
+        apip_resp_shape rs = {.op = API_OP_ATTENTION,
+                              .out_rank = job->out_rank,
+                              .w_rank = job->w_rank,
+                              .model_len = strlen("lesson")};
         memcpy(rs.out_dims, job->out_dims, sizeof rs.out_dims);
         memcpy(rs.w_dims, job->w_dims, sizeof rs.w_dims);
-        CHECK(api_response_bound(&rs, &echo) &&
+        CHECK(apip_response_bound(&rs, &echo) &&
                   bound - echo >=
                       (size_t)(strchr(words + 11, ']') - words) + strlen(",\"head_names\":"),
               "words job %d: the bound %zu leaves %zu for the words", i, bound, bound - echo);
@@ -2371,42 +2371,42 @@ static void test_integer_rule(void) {
         const char *text;
         int kind;
         uint64_t value;
-    } t[] = {{"2", API_INT_OK, 2},
-             {"2.0", API_INT_OK, 2},
-             {"2e0", API_INT_OK, 2},
-             {"2E+0", API_INT_OK, 2},
-             {"0.2e1", API_INT_OK, 2},
-             {"200e-2", API_INT_OK, 2},
-             {"-0", API_INT_OK, 0},
-             {"-0.0e-7", API_INT_OK, 0},
-             {"0e99999999999999999999", API_INT_OK, 0},
-             {"1e19", API_INT_OK, 10000000000000000000u},
-             {"18446744073709551615", API_INT_OK, UINT64_MAX},
-             {"18446744073709551615.000", API_INT_OK, UINT64_MAX},
-             {"1.8446744073709551615e19", API_INT_OK, UINT64_MAX},
-             {"18446744073709551616", API_INT_TOO_BIG, 0},
-             {"1e20", API_INT_TOO_BIG, 0},
-             {"1e400", API_INT_TOO_BIG, 0},
-             {"1234567890123456789012345678900000000000e-10", API_INT_TOO_BIG, 0},
-             {"123456789012345678901234567890e-10", API_INT_NOT_INTEGER, 0},
-             {"2.5", API_INT_NOT_INTEGER, 0},
-             {"1.0000000000000000001", API_INT_NOT_INTEGER, 0}, /* a double would say 1 */
-             {"25e-1", API_INT_NOT_INTEGER, 0},
-             {"1e-400", API_INT_NOT_INTEGER, 0},
-             {"-3.5", API_INT_NOT_INTEGER, 0}};
+    } t[] = {{"2", APIP_INT_OK, 2},
+             {"2.0", APIP_INT_OK, 2},
+             {"2e0", APIP_INT_OK, 2},
+             {"2E+0", APIP_INT_OK, 2},
+             {"0.2e1", APIP_INT_OK, 2},
+             {"200e-2", APIP_INT_OK, 2},
+             {"-0", APIP_INT_OK, 0},
+             {"-0.0e-7", APIP_INT_OK, 0},
+             {"0e99999999999999999999", APIP_INT_OK, 0},
+             {"1e19", APIP_INT_OK, 10000000000000000000u},
+             {"18446744073709551615", APIP_INT_OK, UINT64_MAX},
+             {"18446744073709551615.000", APIP_INT_OK, UINT64_MAX},
+             {"1.8446744073709551615e19", APIP_INT_OK, UINT64_MAX},
+             {"18446744073709551616", APIP_INT_TOO_BIG, 0},
+             {"1e20", APIP_INT_TOO_BIG, 0},
+             {"1e400", APIP_INT_TOO_BIG, 0},
+             {"1234567890123456789012345678900000000000e-10", APIP_INT_TOO_BIG, 0},
+             {"123456789012345678901234567890e-10", APIP_INT_NOT_INTEGER, 0},
+             {"2.5", APIP_INT_NOT_INTEGER, 0},
+             {"1.0000000000000000001", APIP_INT_NOT_INTEGER, 0}, /* a double would say 1 */
+             {"25e-1", APIP_INT_NOT_INTEGER, 0},
+             {"1e-400", APIP_INT_NOT_INTEGER, 0},
+             {"-3.5", APIP_INT_NOT_INTEGER, 0}};
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
         char buf[64];
         snprintf(buf, sizeof buf, "%s,", t[i].text); /* a delimiter after, as in a body */
         bool neg = false;
         uint64_t v = 0;
-        int kind = api_jv_int(buf, &neg, &v);
-        CHECK(kind == t[i].kind && (kind != API_INT_OK || v == t[i].value),
-              "api_jv_int(%s): kind %d value %llu, want %d %llu", t[i].text, kind,
+        int kind = apip_jv_int(buf, &neg, &v);
+        CHECK(kind == t[i].kind && (kind != APIP_INT_OK || v == t[i].value),
+              "apip_jv_int(%s): kind %d value %llu, want %d %llu", t[i].text, kind,
               (unsigned long long)v, t[i].kind, (unsigned long long)t[i].value);
     }
     bool neg = false;
     uint64_t v = 0;
-    CHECK(api_jv_int("-7,", &neg, &v) == API_INT_OK && neg && v == 7, "-7");
+    CHECK(apip_jv_int("-7,", &neg, &v) == APIP_INT_OK && neg && v == 7, "-7");
 
     /* Every integer field takes 2.0 as it takes 2, and refuses 2.5 (or 0.5). */
     static const struct {
@@ -2548,8 +2548,8 @@ static void check_vocab_model(const char *name, api_registry *reg, const json_t 
                               json_t *query_resp) {
     const api_model *m = api_registry_find(reg, "model");
     size_t p = 0;
-    const float *pos = api_model_position_embeddings(m, &p);
-    const float *tables[2] = {api_model_token_embeddings(m), pos};
+    const float *pos = apip_model_position_embeddings(m, &p);
+    const float *tables[2] = {apip_model_token_embeddings(m), pos};
     const char *tn[2] = {"token_embeddings", "position_embeddings"};
     json_t *wj = json_object_get(ref, "weights");
     for (int i = 0; i < 2; i++) {
@@ -2664,7 +2664,7 @@ static void test_safetensors_valid(const char *dir, const char *name) {
               mi.has_bias == json_is_true(json_object_get(ref, "has_bias")),
           "%s: model info", name);
     /* Weights: bit-exact after the dtype conversion. */
-    const attn_mha_params *pp = api_model_params(m);
+    const attn_mha_params *pp = apip_model_params(m);
     const char *tn[] = {"in_proj_weight", "in_proj_bias",  "out_proj.weight", "out_proj.bias",
                         "q_proj_weight",  "k_proj_weight", "v_proj_weight"};
     const float *tp[] = {pp->in_proj_weight, pp->in_proj_bias,  pp->out_proj_weight,
@@ -3471,7 +3471,7 @@ static size_t run_v2_cases(const api_registry *models) {
 /* One tensor of a v2/v1 pair of requests. */
 typedef struct pair_in {
     const char *v1, *v2; /* the field's names (sdpa: q/k/v in both) */
-    int dt;              /* API_DT_* */
+    int dt;              /* APIP_DT_* */
     size_t rank, dims[4];
     const float *f;   /* FP32 (may hold -inf in attn_bias) */
     const int32_t *i; /* INT32 (key_lengths, an INT32 key_mask) */
@@ -3505,7 +3505,7 @@ static void pair_v1(sb *b, const pair_in *in, size_t n, const char *extra) {
     for (size_t k = 0; k < n; k++) {
         sb_add(b, ",\"%s\":", in[k].v1);
         size_t at = 0;
-        if (in[k].dt == API_DT_FP32)
+        if (in[k].dt == APIP_DT_FP32)
             sb_tensor_b64(b, in[k].f, in[k].dims, in[k].rank);
         else
             sb_ints(b, &in[k], 0, &at);
@@ -3528,17 +3528,17 @@ static size_t pair_v2(sb *b, const pair_in *in, size_t n, const char *params, bo
             sb_add(b, "%s%zu", d ? "," : "", t->dims[d]);
         if (binary) {
             sb_add(b, "],\"parameters\":{\"binary_data_size\":%zu}}",
-                   c * (t->dt == API_DT_BOOL ? 1 : 4));
+                   c * (t->dt == APIP_DT_BOOL ? 1 : 4));
             continue;
         }
         sb_add(b, "],\"data\":[");
         for (size_t e = 0; e < c; e++) {
             char num[40];
-            if (t->dt == API_DT_FP32 && isinf(t->f[e]))
+            if (t->dt == APIP_DT_FP32 && isinf(t->f[e]))
                 snprintf(num, sizeof num, "\"-inf\"");
-            else if (t->dt == API_DT_FP32)
+            else if (t->dt == APIP_DT_FP32)
                 num[api_float_write(num, t->f[e])] = '\0';
-            else if (t->dt == API_DT_BOOL)
+            else if (t->dt == APIP_DT_BOOL)
                 snprintf(num, sizeof num, "%s", t->b[e] ? "true" : "false");
             else
                 snprintf(num, sizeof num, "%d", (int)t->i[e]);
@@ -3553,9 +3553,9 @@ static size_t pair_v2(sb *b, const pair_in *in, size_t n, const char *params, bo
     for (size_t k = 0; k < n; k++) {
         const pair_in *t = &in[k];
         size_t c = pair_count(t);
-        if (t->dt == API_DT_FP32)
+        if (t->dt == APIP_DT_FP32)
             sb_bytes(b, t->f, c * 4);
-        else if (t->dt == API_DT_INT32)
+        else if (t->dt == APIP_DT_INT32)
             sb_bytes(b, t->i, c * 4);
         else
             sb_bytes(b, t->b, c);
@@ -3642,15 +3642,15 @@ static void test_v2(void) {
     uint8_t am[N * H * L * L];
     for (size_t i = 0; i < sizeof am; i++)
         am[i] = (uint8_t)(rnd64() % 4 != 0);
-    pair_in qin = {"query", "query", API_DT_FP32, 3, {N, L, E}, .f = q};
-    pair_in q2in = {"query", "query", API_DT_FP32, 2, {L, E}, .f = q};
-    pair_in kin = {"key", "key", API_DT_FP32, 3, {N, S, E}, .f = kv};
-    pair_in vin = {"value", "value", API_DT_FP32, 3, {N, S, E}, .f = kv};
-    pair_in klin = {"key_lengths", "key_lengths", API_DT_INT32, 1, {N}, .i = kl};
-    pair_in kmin = {"key_mask", "key_mask", API_DT_INT32, 2, {N, L}, .i = km};
-    pair_in amin = {"attn_mask", "attn_mask", API_DT_BOOL, 4, {N, H, L, L}, .b = am};
-    pair_in abin = {"attn_bias", "attn_bias", API_DT_FP32, 2, {L, L}, .f = bias};
-    pair_in lin = {"query", "query", API_DT_FP32, 3, {1, 6, 256}, .f = lq};
+    pair_in qin = {"query", "query", APIP_DT_FP32, 3, {N, L, E}, .f = q};
+    pair_in q2in = {"query", "query", APIP_DT_FP32, 2, {L, E}, .f = q};
+    pair_in kin = {"key", "key", APIP_DT_FP32, 3, {N, S, E}, .f = kv};
+    pair_in vin = {"value", "value", APIP_DT_FP32, 3, {N, S, E}, .f = kv};
+    pair_in klin = {"key_lengths", "key_lengths", APIP_DT_INT32, 1, {N}, .i = kl};
+    pair_in kmin = {"key_mask", "key_mask", APIP_DT_INT32, 2, {N, L}, .i = km};
+    pair_in amin = {"attn_mask", "attn_mask", APIP_DT_BOOL, 4, {N, H, L, L}, .b = am};
+    pair_in abin = {"attn_bias", "attn_bias", APIP_DT_FP32, 2, {L, L}, .f = bias};
+    pair_in lin = {"query", "query", APIP_DT_FP32, 3, {1, 6, 256}, .f = lq};
 
     pair_check("self", "demo", (pair_in[]){qin}, 1, "", "", models);
     pair_check("causal per-head", "demo", (pair_in[]){qin}, 1,
@@ -3675,10 +3675,10 @@ static void test_v2(void) {
     float *sq = frand_new(2 * 3 * 4 * 8), *sk = frand_new(2 * 3 * 6 * 8),
           *sv = frand_new(2 * 3 * 6 * 5);
     int32_t skm[2 * 6] = {1, 1, 0, 1, 1, 1, 1, 0, 1, 1, 0, 1};
-    pair_in sdpa[4] = {{"q", "q", API_DT_FP32, 4, {2, 3, 4, 8}, .f = sq},
-                       {"k", "k", API_DT_FP32, 4, {2, 3, 6, 8}, .f = sk},
-                       {"v", "v", API_DT_FP32, 4, {2, 3, 6, 5}, .f = sv},
-                       {"key_mask", "key_mask", API_DT_INT32, 2, {2, 6}, .i = skm}};
+    pair_in sdpa[4] = {{"q", "q", APIP_DT_FP32, 4, {2, 3, 4, 8}, .f = sq},
+                       {"k", "k", APIP_DT_FP32, 4, {2, 3, 6, 8}, .f = sk},
+                       {"v", "v", APIP_DT_FP32, 4, {2, 3, 6, 5}, .f = sv},
+                       {"key_mask", "key_mask", APIP_DT_INT32, 2, {2, 6}, .i = skm}};
     pair_check("sdpa", "sdpa", sdpa, 4,
                ",\"scale\":0.3,\"causal\":\"bottom_right\",\"need_weights\":true",
                "\"scale\":0.3,\"causal\":\"bottom_right\",\"need_weights\":\"per_head\"", models);

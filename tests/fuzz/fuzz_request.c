@@ -32,9 +32,9 @@ static api_limits roomy, tight, wide;
 /* A model of E = 4, H = 2, kdim 3, vdim 2 with biases and small fixed weights. */
 static api_model *tiny_model(void) {
     api_error e = {0};
-    api_model *m = api_model_alloc("tiny", "builtin", 4, 2, 3, 2, false, true, true, &e);
+    api_model *m = apip_model_alloc("tiny", "builtin", 4, 2, 3, 2, false, true, true, &e);
     FUZZ_CHECK(m != NULL, "tiny model: %s", e.message);
-    const attn_mha_params *p = api_model_params(m);
+    const attn_mha_params *p = apip_model_params(m);
     float *w[] = {(float *)p->q_proj_weight,   (float *)p->k_proj_weight,
                   (float *)p->v_proj_weight,   (float *)p->in_proj_bias,
                   (float *)p->out_proj_weight, (float *)p->out_proj_bias};
@@ -78,7 +78,7 @@ static void check_refusal(const api_error *e) {
     api_buf b = {0};
     api_error_body(e, &b);
     api_error je = {0};
-    FUZZ_CHECK(!b.failed && api_json_check(b.data, b.len, "the error body", NULL, &je) == 0,
+    FUZZ_CHECK(!b.failed && apip_json_check(b.data, b.len, "the error body", NULL, &je) == 0,
                "error body is not JSON: %s", je.message);
     api_buf_free(&b);
 }
@@ -108,7 +108,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         api_buf out = {0};
         FUZZ_CHECK(api_job_respond(job, 1.5, 2.5, &out, &e) == 0, "respond: %s", e.message);
         api_error je = {0};
-        FUZZ_CHECK(api_json_check(out.data, out.len, "the response", NULL, &je) == 0,
+        FUZZ_CHECK(apip_json_check(out.data, out.len, "the response", NULL, &je) == 0,
                    "the response is not JSON: %s", je.message);
         FUZZ_CHECK(out.len <= api_job_response_bytes(job),
                    "a response of %zu bytes over its bound %zu", out.len,

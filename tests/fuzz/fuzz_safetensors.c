@@ -15,17 +15,17 @@
 
 /* Appends a (rows, cols) JSON matrix of small values. */
 static void matrix(api_buf *b, size_t rows, size_t cols) {
-    api_buf_puts(b, "[");
+    apip_buf_puts(b, "[");
     for (size_t i = 0; i < rows; i++) {
-        api_buf_puts(b, i ? ",[" : "[");
+        apip_buf_puts(b, i ? ",[" : "[");
         for (size_t j = 0; j < cols; j++) {
             char num[32];
             snprintf(num, sizeof num, "%s%.2f", j ? "," : "", (double)((i + 3 * j) % 5) * 0.25);
-            api_buf_puts(b, num);
+            apip_buf_puts(b, num);
         }
-        api_buf_puts(b, "]");
+        apip_buf_puts(b, "]");
     }
-    api_buf_puts(b, "]");
+    apip_buf_puts(b, "]");
 }
 
 static void run_model(api_model *m) {
@@ -35,13 +35,13 @@ static void run_model(api_model *m) {
     FUZZ_CHECK(reg != NULL, "no registry");
     FUZZ_CHECK(api_registry_add(reg, m, &e) == 0, "registry: %s", e.message);
     api_buf body = {0};
-    api_buf_puts(&body, "{\"model\": \"fuzz\", \"need_weights\": \"per_head\", \"query\": ");
+    apip_buf_puts(&body, "{\"model\": \"fuzz\", \"need_weights\": \"per_head\", \"query\": ");
     matrix(&body, 2, info.embed_dim);
-    api_buf_puts(&body, ", \"key\": ");
+    apip_buf_puts(&body, ", \"key\": ");
     matrix(&body, 2, info.kdim);
-    api_buf_puts(&body, ", \"value\": ");
+    apip_buf_puts(&body, ", \"value\": ");
     matrix(&body, 2, info.vdim);
-    api_buf_puts(&body, "}");
+    apip_buf_puts(&body, "}");
     FUZZ_CHECK(!body.failed, "out of memory");
     api_limits lim = api_limits_default();
     lim.max_job_bytes = (size_t)16 << 20;
@@ -52,7 +52,7 @@ static void run_model(api_model *m) {
         api_buf out = {0};
         FUZZ_CHECK(api_job_respond(job, 0, 0, &out, &e) == 0, "respond: %s", e.message);
         api_error je = {0};
-        FUZZ_CHECK(api_json_check(out.data, out.len, "the response", NULL, &je) == 0,
+        FUZZ_CHECK(apip_json_check(out.data, out.len, "the response", NULL, &je) == 0,
                    "the response is not JSON: %s", je.message);
         api_buf_free(&out);
     } else {

@@ -28,9 +28,9 @@ static api_limits roomy, tight;
 
 static api_model *tiny_model(void) {
     api_error e = {0};
-    api_model *m = api_model_alloc("tiny", "builtin", 4, 2, 3, 2, false, true, true, &e);
+    api_model *m = apip_model_alloc("tiny", "builtin", 4, 2, 3, 2, false, true, true, &e);
     FUZZ_CHECK(m != NULL, "tiny model: %s", e.message);
-    const attn_mha_params *p = api_model_params(m);
+    const attn_mha_params *p = apip_model_params(m);
     float *w[] = {(float *)p->q_proj_weight,   (float *)p->k_proj_weight,
                   (float *)p->v_proj_weight,   (float *)p->in_proj_bias,
                   (float *)p->out_proj_weight, (float *)p->out_proj_bias};
@@ -70,7 +70,7 @@ static void check_refusal(const api_error *e) {
     api_buf b = {0};
     api_v2_error_body(e, &b);
     api_error je = {0};
-    FUZZ_CHECK(!b.failed && api_json_check(b.data, b.len, "the error body", NULL, &je) == 0,
+    FUZZ_CHECK(!b.failed && apip_json_check(b.data, b.len, "the error body", NULL, &je) == 0,
                "error body is not JSON: %s", je.message);
     api_buf_free(&b);
 }
@@ -107,7 +107,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         size_t binary = api_job_binary_bytes(job);
         FUZZ_CHECK(binary <= out.len, "%zu binary bytes in a response of %zu", binary, out.len);
         api_error je = {0};
-        FUZZ_CHECK(api_json_check(out.data, out.len - binary, "the response", NULL, &je) == 0,
+        FUZZ_CHECK(apip_json_check(out.data, out.len - binary, "the response", NULL, &je) == 0,
                    "the response's JSON is not JSON: %s", je.message);
         FUZZ_CHECK(out.len <= api_job_response_bytes(job),
                    "a response of %zu bytes over its bound %zu", out.len,

@@ -1,0 +1,164 @@
+/* job.c - runs parsed jobs on libattn: one at a time (api_job_run), or as batches of jobs on the
+ * same parameters (api_jobs_run), whose projections libattn computes as one GEMM; and the job's
+ * accessors and release.
+ *
+ * Legend: N batch, L query length, E embedding width. */
+#include <string.h>
+
+#include "api_internal.h"
+
+/* Makes the weights of a job on params.init in its arena, once. */
+static void params_make(api_job *job) {
+    if (job->params_ready)
+        return;
+    float *in = (float *)job->params.in_proj_weight, *out = (float *)job->params.out_proj_weight;
+    if (job->init == APIP_INIT_RANDOM)
+        apip_init_random(in, out, job->e, job->seed);
+    else
+        apip_init_identity(in, out, job->e);
+    job->params_ready = true;
+}
+
+/* The API error of a failed libattn run. */
+static int run_fail(api_error *err, int rc, const attn_error *ae) {
+    if (rc == ATTN_ERR_NUMERIC)
+        return api_fail(err, 400, "numeric_overflow", NULL,
+                        "the result overflows float32 (%s); scale the inputs down", ae->msg);
+    return api_fail(err, 500, "internal", NULL, "the computation failed: %s", ae->msg);
+}
+
+int api_job_run(api_job *job, attn_pool *pool, api_error *err) {
+    if (!job)
+        return api_fail(err, 500, "internal", NULL, "no job to run");
+    if (job->ran)
+        return api_fail(err, 500, "internal", NULL, "the job has already run");
+    if (job->op == API_OP_ATTENTION)
+        params_make(job);
+    attn_error ae = {0};
+    attn_weights_out *wo = job->plan.weights_elems ? &job->wout : NULL;
+    int rc = job->op == API_OP_SDPA
+                 ? attn_sdpa_forward(&job->plan, job->workspace, job->out, wo, job->q, job->k,
+                                     job->v, pool, &ae)
+                 : attn_mha_forward(&job->plan, job->workspace, job->out, wo, job->q, job->k,
+                                    job->v, &job->params, pool, &ae);
+    if (rc != ATTN_OK)
+        return run_fail(err, rc, &ae);
+    job->ran = true;
+    return 0;
+}
+
+size_t api_job_rows(const api_job *job) {
+    return job ? job->n * job->l : 0;
+}
+
+api_op api_job_op(const api_job *job) {
+    return job ? job->op : API_OP_ATTENTION;
+}
+
+bool api_jobs_batchable(const api_job *a, const api_job *b) {
+    if (!a || !b || a->op != API_OP_ATTENTION || b->op != API_OP_ATTENTION || a->ran || b->ran)
+        return false;
+    if (a->e != b->e || a->h != b->h || a->plan.mha.kdim != b->plan.mha.kdim ||
+        a->plan.mha.vdim != b->plan.mha.vdim || a->plan.nslots != b->plan.nslots)
+        return false;
+    if (a->model_name || b->model_name) /* registry models: the same borrowed tensors */
+        return a->model_name == b->model_name && !memcmp(&a->params, &b->params, sizeof a->params);
+    return a->init != APIP_INIT_NONE && a->init == b->init &&
+           (a->init == APIP_INIT_IDENTITY || a->seed == b->seed);
+}
+
+/* Batches of up to this many jobs share one stack array of libattn job records; a larger
+ * batch runs in chunks. */
+#define BATCH_CHUNK 256
+
+/* Runs jobs[0, count) (all batchable with jobs[0], count <= BATCH_CHUNK) as one batch on
+ * jobs[0]'s parameters; a failed job's error goes to *errs[i]. Returns how many failed; -1 when
+ * the batch could not be planned or its workspace not allocated, and then no job has run. */
+static long run_chunk(api_job *const *jobs, api_error *const *errs, size_t count, attn_pool *pool,
+                      size_t max_bytes) {
+    attn_mha_batch_job bj[BATCH_CHUNK];
+    attn_error ae[BATCH_CHUNK];
+    for (size_t i = 0; i < count; i++) {
+        api_job *j = jobs[i];
+        ae[i] = (attn_error){0};
+        bj[i] = (attn_mha_batch_job){.plan = &j->plan,
+                                     .out = j->out,
+                                     .weights = j->plan.weights_elems ? &j->wout : NULL,
+                                     .query = j->q,
+                                     .key = j->k,
+                                     .value = j->v,
+                                     .err = &ae[i]};
+    }
+    params_make(jobs[0]);
+    const attn_mha_params *params = &jobs[0]->params;
+    attn_batch_plan bp;
+    attn_error perr = {0};
+    if (attn_mha_batch_plan(&bp, bj, count, params, max_bytes, &perr) != ATTN_OK)
+        return -1;
+    size_t ws_bytes = bp.workspace_bytes ? bp.workspace_bytes : 1;
+    void *ws = api_mem_alloc(jobs[0]->mem, ws_bytes, max_bytes, NULL);
+    if (!ws)
+        return -1;
+    int rc = attn_mha_batch_forward(&bp, ws, bj, count, params, pool, &perr);
+    api_mem_free(ws);
+    long failed = 0;
+    for (size_t i = 0; i < count; i++) {
+        int st = rc != ATTN_OK ? rc : bj[i].status;
+        if (st == ATTN_OK) {
+            jobs[i]->ran = true;
+        } else {
+            run_fail(errs[i], st, rc != ATTN_OK ? &perr : &ae[i]);
+            failed++;
+        }
+    }
+    return failed;
+}
+
+/* Runs a chunk: as one batch when it holds several jobs and the batch can be made, else one by
+ * one. Returns how many failed. */
+static size_t run_jobs(api_job *const *jobs, api_error *const *errs, size_t count, attn_pool *pool,
+                       size_t max_bytes) {
+    long f = count > 1 ? run_chunk(jobs, errs, count, pool, max_bytes) : -1;
+    if (f >= 0)
+        return (size_t)f;
+    size_t failed = 0;
+    for (size_t i = 0; i < count; i++)
+        failed += api_job_run(jobs[i], pool, errs[i]) != 0;
+    return failed;
+}
+
+size_t api_jobs_run(api_job *const *jobs, size_t count, attn_pool *pool, size_t max_bytes,
+                    api_error *errs) {
+    if (!jobs || !errs)
+        return count;
+    api_job *chunk[BATCH_CHUNK];
+    api_error *chunk_errs[BATCH_CHUNK];
+    size_t n = 0, failed = 0;
+    for (size_t i = 0; i < count; i++) {
+        bool with = i == 0 ? jobs[0] && jobs[0]->op == API_OP_ATTENTION && !jobs[0]->ran
+                           : api_jobs_batchable(jobs[0], jobs[i]);
+        if (!with) {
+            failed += api_job_run(jobs[i], pool, &errs[i]) != 0;
+            continue;
+        }
+        chunk[n] = jobs[i];
+        chunk_errs[n++] = &errs[i];
+        if (n == BATCH_CHUNK) {
+            failed += run_jobs(chunk, chunk_errs, n, pool, max_bytes);
+            n = 0;
+        }
+    }
+    return failed + run_jobs(chunk, chunk_errs, n, pool, max_bytes);
+}
+
+double api_job_flops(const api_job *job) {
+    return job ? job->plan.flops : 0.0;
+}
+
+size_t api_job_bytes(const api_job *job) {
+    return job ? job->arena_bytes : 0;
+}
+
+void api_job_destroy(api_job *job) {
+    api_mem_free(job); /* the job is the start of its arena */
+}

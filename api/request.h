@@ -1,0 +1,86 @@
+/* request.h - the record of an API v1 request (or of what another codec maps onto one) on its
+ * way to a job: shared by fields.c, which fills it from the request's fields, and request.c,
+ * which lays out the job's arena, decodes the tensors into it and plans the job. Private to
+ * those two files.
+ *
+ * Legend: N batch, L query length, S key length, E embedding width, H heads, kdim/vdim key and
+ * value widths, D/Dv the SDPA query-key and value widths, K the top-k count. */
+#ifndef ATTND_API_REQUEST_H
+#define ATTND_API_REQUEST_H
+
+#include "api_internal.h"
+
+/* The fields of a request (fields.c names them per endpoint). */
+enum {
+    APIP_F_QUERY, /* "query" or "q" */
+    APIP_F_KEY,   /* "key" or "k" */
+    APIP_F_VALUE, /* "value" or "v" */
+    APIP_F_MODEL,
+    APIP_F_PARAMS,
+    APIP_F_SCALE,
+    APIP_F_CAUSAL,
+    APIP_F_KEY_LENGTHS,
+    APIP_F_KEY_MASK,
+    APIP_F_ATTN_MASK,
+    APIP_F_ATTN_BIAS,
+    APIP_F_NEED_WEIGHTS,
+    APIP_F_HEADS,
+    APIP_F_TOP_K,
+    APIP_F_ENCODING,
+    APIP_F_TOKENS, /* attention on a model with a vocabulary: words instead of query */
+    APIP_F_TEXT,
+    APIP_F_COUNT
+};
+
+/* Everything learnt from a request before its arena exists. */
+typedef struct apip_req {
+    api_op op;
+    const api_limits *lim;
+    api_error *err;
+    const char *const *names;
+    const char *f[APIP_F_COUNT]; /* each field's value, NULL when absent or null */
+
+    apip_tensor_in x[3]; /* query, key, value (or q, k, v) */
+    bool has_k, has_v;
+    size_t rank; /* of query / q */
+    size_t n, h, l, s, e, kdim, vdim, d, dv;
+
+    const api_model *model; /* attention with a registry model */
+    int init;               /* APIP_INIT_* for inline params */
+    uint64_t seed;
+    apip_tensor_in p[APIP_P_COUNT];
+    bool has_p[APIP_P_COUNT];
+    bool packed; /* in_proj_weight (or init) rather than q/k/v_proj_weight */
+
+    attn_causal causal;
+    size_t n_key_lengths; /* 0 or N */
+    apip_tensor_in km, am, ab;
+    bool has_km, has_am, has_ab;
+    size_t km_n, am_n, am_h, ab_n, ab_h;
+
+    attn_weights_mode weights;
+    size_t n_heads; /* 0 = all */
+    size_t top_k;
+    bool has_scale;
+    float scale;
+    bool base64;
+    bool words;            /* "tokens" or "text": query is made from them (L words, N = 1) */
+    apip_job_given *given; /* what another codec adds (apip_job_parse_given); NULL for v1 */
+} apip_req;
+
+/* Reads every field of the request whose root object is root into r (r->op, lim, err and given
+ * set, the rest zeroed): maps the fields (unknown ones are refused), learns every tensor's shape
+ * (and for attention the model and its words) and checks every field and their agreement,
+ * allocating nothing. 0, or -1 with r->err: the first error found, in the order the checks are
+ * written. */
+int apip_req_read(apip_req *r, const apip_json_root *root, const api_registry *models);
+
+/* The value of an integer field that apip_req_read accepted. */
+uint64_t apip_req_int(const char *v);
+
+/* The next index of the heads field: an element of its array, or with given->heads_csv a run
+ * of digits of its string ("0,2", spaces allowed around each). 1 with *el at it, 0 at the end,
+ * -1 with err when the string is not such a list. *it starts at the field's value. */
+int apip_req_heads_next(apip_req *r, const char **it, const char **el);
+
+#endif
