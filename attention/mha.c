@@ -946,6 +946,15 @@ static void in_proj_add(proj_run *pr, attn_view *v, const in_proj *ip, const att
     *v = (attn_view){.q = ip->proj, .ldq = E, .k = ip->kproj, .ldk = E, .v = ip->vproj, .ldv = E};
 }
 
+/* Runs the input projections of ip on pool, and points v's q, k, v (row 0, leading dimensions)
+ * at their results. */
+static void in_proj_run(attn_view *v, const in_proj *ip, const attn_mha_params *prm, size_t nslots,
+                        attn_pool *pool) {
+    proj_run pr = {.ng = 0};
+    in_proj_add(&pr, v, ip, prm, nslots);
+    proj_exec(&pr, pool);
+}
+
 /* Completes v for a job of dims d: head h of batch n is a column slice of width dh in each
  * projection, and the heads write their slices of ob (N*L, E). */
 static void view_strides(attn_view *v, const attn_mha_dims *d, size_t dh, float *ob) {
@@ -1015,9 +1024,7 @@ int attn_mha_forward(const attn_plan *plan, void *workspace, float *out, attn_we
                   .vdim = d->vdim,
                   .self = packed && query == key && key == value && d->l == d->s,
                   .kv_one = key == value};
-    proj_run pr = {.ng = 0};
-    in_proj_add(&pr, &r.view, &ip, params, plan->nslots);
-    proj_exec(&pr, pool);
+    in_proj_run(&r.view, &ip, params, plan->nslots, pool);
 
     view_strides(&r.view, d, plan->sd.d, ws + l.ob);
     rc = run_attention(&r, pool, err);
@@ -1221,9 +1228,7 @@ int attn_mha_batch_forward(const attn_batch_plan *bp, void *workspace, attn_mha_
                   .self = bp->self,
                   .kv_one = bp->kv_one};
     attn_view all;
-    proj_run pr = {.ng = 0};
-    in_proj_add(&pr, &all, &ip, params, bp->nslots);
-    proj_exec(&pr, pool);
+    in_proj_run(&all, &ip, params, bp->nslots, pool);
 
     /* The attention, job by job, each with its own plan (masks, weights, options), on its rows
      * of the projections. */
