@@ -15,13 +15,14 @@
 
 #include "internal.h"
 
-#define WS_ALIGN_FLOATS 16 /* 64 bytes */
-#define DIRECT_BQ       64
-#define TILED_BQ        128
-#define TILED_BK        512
-#define PROJ_MIN_ROWS   32
-#define PROJ_MIN_COLS   64
-#define INLINE_FLOPS    2e6 /* below this a phase runs on the caller: waking helpers costs more */
+#define ATTN_WS_ALIGN_FLOATS 16 /* 64 bytes */
+#define DIRECT_BQ            64
+#define TILED_BQ             128
+#define TILED_BK             512
+#define PROJ_MIN_ROWS        32
+#define PROJ_MIN_COLS        64
+#define ATTN_INLINE_FLOPS    2e6 /* below this a phase runs on the caller: waking helpers costs more \
+                                  */
 
 int attn_fail(attn_error *err, attn_status code, const char *fmt, ...) {
     if (err && err->code == ATTN_OK) {
@@ -60,7 +61,7 @@ const char *attn_status_name(attn_status status) {
 
 /* Offsets, in floats from the workspace start, of each region. Derived from the plan alone, so
  * plan and forward agree. */
-typedef struct ws_layout {
+typedef struct attn_ws_layout {
     size_t proj;  /* MHA projections: (N*L, 3E) packed, or Q (N*L, E) + K (N*S, E) + V (N*S, E) */
     size_t kproj; /* start of K within proj when not packed */
     size_t vproj; /* start of V within proj when not packed */
@@ -68,42 +69,42 @@ typedef struct ws_layout {
     size_t slots; /* nslots x slot_floats of per-thread scratch */
     size_t total; /* floats */
     bool ok;
-} ws_layout;
+} attn_ws_layout;
 
-static size_t align_up(size_t x) {
-    return (x + WS_ALIGN_FLOATS - 1) / WS_ALIGN_FLOATS * WS_ALIGN_FLOATS;
+static size_t attn_align_up(size_t x) {
+    return (x + ATTN_WS_ALIGN_FLOATS - 1) / ATTN_WS_ALIGN_FLOATS * ATTN_WS_ALIGN_FLOATS;
 }
 
 /* Appends a region of a*b*c floats, 64-byte aligned; records overflow in l->ok. */
-static size_t ws_take(ws_layout *l, size_t a, size_t b, size_t c) {
+static size_t attn_ws_take(attn_ws_layout *l, size_t a, size_t b, size_t c) {
     size_t n = 0, at = l->total, end = 0;
     if (!attn_mul(a, b, &n) || !attn_mul(n, c, &n) || !attn_add(at, n, &end) ||
-        !attn_add(end, WS_ALIGN_FLOATS, &end)) {
+        !attn_add(end, ATTN_WS_ALIGN_FLOATS, &end)) {
         l->ok = false;
         return 0;
     }
-    l->total = align_up(end - WS_ALIGN_FLOATS);
+    l->total = attn_align_up(end - ATTN_WS_ALIGN_FLOATS);
     return at;
 }
 
-static ws_layout plan_layout(const attn_plan *p) {
-    ws_layout l = {.ok = true};
+static attn_ws_layout attn_plan_layout(const attn_plan *p) {
+    attn_ws_layout l = {.ok = true};
     if (p->kind == ATTN_PLAN_MHA) {
         const attn_mha_dims *d = &p->mha;
         size_t nl = d->n * d->l, ns = d->n * d->s; /* checked in the plan */
         /* Packed self-attention (L = S) and separate Q, K, V take the same room when L = S. */
-        l.proj = ws_take(&l, nl, d->e, 1);
-        l.kproj = ws_take(&l, ns, d->e, 1);
-        l.vproj = ws_take(&l, ns, d->e, 1);
-        l.ob = ws_take(&l, nl, d->e, 1);
+        l.proj = attn_ws_take(&l, nl, d->e, 1);
+        l.kproj = attn_ws_take(&l, ns, d->e, 1);
+        l.vproj = attn_ws_take(&l, ns, d->e, 1);
+        l.ob = attn_ws_take(&l, nl, d->e, 1);
     }
-    l.slots = ws_take(&l, p->nslots, p->slot_floats, 1);
+    l.slots = attn_ws_take(&l, p->nslots, p->slot_floats, 1);
     return l;
 }
 
 /* ---- Planning ----------------------------------------------------------------------------- */
 
-static bool fits_int(size_t x) {
+static bool attn_fits_int(size_t x) {
     return x <= (size_t)INT_MAX;
 }
 
@@ -142,7 +143,7 @@ static uint64_t row_cells(attn_causal causal, size_t l, size_t s, size_t lim) {
     return (uint64_t)l * lim;
 }
 
-static size_t extent(size_t x) {
+static size_t attn_extent(size_t x) {
     return x == 0 ? 1 : x;
 }
 
@@ -156,7 +157,8 @@ static int plan_attention(attn_plan *p, attn_error *err) {
                          "every dimension must be at least 1 (N=%zu H=%zu L=%zu S=%zu D=%zu "
                          "Dv=%zu)",
                          d->n, d->h, d->l, d->s, d->d, d->dv);
-    if (!fits_int(d->l) || !fits_int(d->s) || !fits_int(d->d) || !fits_int(d->dv))
+    if (!attn_fits_int(d->l) || !attn_fits_int(d->s) || !attn_fits_int(d->d) ||
+        !attn_fits_int(d->dv))
         return attn_fail(err, ATTN_ERR_OVERFLOW, "a dimension exceeds %d, the BLAS limit", INT_MAX);
     if (p->nslots == 0)
         return attn_fail(err, ATTN_ERR_ARG, "nslots must be at least 1");
@@ -170,16 +172,16 @@ static int plan_attention(attn_plan *p, attn_error *err) {
                 return attn_fail(err, ATTN_ERR_ARG,
                                  "key_lengths[%zu] is %ld; it must lie in [0, S=%zu]", n,
                                  (long)m->key_lengths[n], d->s);
-    if (m->key_mask && extent(m->key_mask_n) != 1 && m->key_mask_n != d->n)
+    if (m->key_mask && attn_extent(m->key_mask_n) != 1 && m->key_mask_n != d->n)
         return attn_fail(err, ATTN_ERR_SHAPE, "key_mask has %zu rows; it needs 1 or N=%zu",
                          m->key_mask_n, d->n);
-    if (m->attn_mask && ((extent(m->attn_mask_n) != 1 && m->attn_mask_n != d->n) ||
-                         (extent(m->attn_mask_h) != 1 && m->attn_mask_h != d->h)))
+    if (m->attn_mask && ((attn_extent(m->attn_mask_n) != 1 && m->attn_mask_n != d->n) ||
+                         (attn_extent(m->attn_mask_h) != 1 && m->attn_mask_h != d->h)))
         return attn_fail(err, ATTN_ERR_SHAPE,
                          "attn_mask leading extents (%zu, %zu) must be 1 or (N=%zu, H=%zu)",
                          m->attn_mask_n, m->attn_mask_h, d->n, d->h);
-    if (m->attn_bias && ((extent(m->attn_bias_n) != 1 && m->attn_bias_n != d->n) ||
-                         (extent(m->attn_bias_h) != 1 && m->attn_bias_h != d->h)))
+    if (m->attn_bias && ((attn_extent(m->attn_bias_n) != 1 && m->attn_bias_n != d->n) ||
+                         (attn_extent(m->attn_bias_h) != 1 && m->attn_bias_h != d->h)))
         return attn_fail(err, ATTN_ERR_SHAPE,
                          "attn_bias leading extents (%zu, %zu) must be 1 or (N=%zu, H=%zu)",
                          m->attn_bias_n, m->attn_bias_h, d->n, d->h);
@@ -228,9 +230,9 @@ static int plan_attention(attn_plan *p, attn_error *err) {
         if (ok && o->weights == ATTN_WEIGHTS_MEAN)
             b = a;
     }
-    ok = ok && attn_add(align_up(a), align_up(b), &p->slot_floats) &&
-         attn_add(p->slot_floats, align_up(c), &p->slot_floats);
-    if (!ok || !fits_int(p->bq) || !fits_int(p->bk))
+    ok = ok && attn_add(attn_align_up(a), attn_align_up(b), &p->slot_floats) &&
+         attn_add(p->slot_floats, attn_align_up(c), &p->slot_floats);
+    if (!ok || !attn_fits_int(p->bq) || !attn_fits_int(p->bk))
         return attn_fail(err, ATTN_ERR_OVERFLOW, "the scratch size overflows");
 
     /* Outputs. */
@@ -261,7 +263,7 @@ static int plan_attention(attn_plan *p, attn_error *err) {
 
 /* Sums workspace and outputs into job_bytes and applies the cap. */
 static int plan_finish(attn_plan *p, attn_error *err) {
-    ws_layout l = plan_layout(p);
+    attn_ws_layout l = attn_plan_layout(p);
     size_t bytes = 0, outs = 0;
     if (!l.ok || !attn_mul(l.total, sizeof(float), &p->workspace_bytes) ||
         !attn_add(p->out_elems, p->weights_elems, &outs) ||
@@ -326,7 +328,8 @@ int attn_mha_plan(attn_plan *plan, const attn_mha_dims *dims, const attn_opts *o
                          "the embedding width E=%zu is not divisible by the H=%zu heads", d.e, d.h);
     size_t nl = 0, ns = 0, e3 = 0;
     if (!attn_mul(d.n, d.l, &nl) || !attn_mul(d.n, d.s, &ns) || !attn_mul(d.e, 3, &e3) ||
-        !fits_int(nl) || !fits_int(ns) || !fits_int(e3) || !fits_int(d.kdim) || !fits_int(d.vdim))
+        !attn_fits_int(nl) || !attn_fits_int(ns) || !attn_fits_int(e3) || !attn_fits_int(d.kdim) ||
+        !attn_fits_int(d.vdim))
         return attn_fail(err, ATTN_ERR_OVERFLOW, "the job's dimensions exceed the BLAS limit %d",
                          INT_MAX);
     plan->sd = (attn_sdpa_dims){d.n, d.h, d.l, d.s, d.e / d.h, d.e / d.h};
@@ -381,11 +384,11 @@ static row_masks masks_for_row(const attn_plan *p, size_t n, size_t h, size_t i)
         r.km = m->key_mask + (m->key_mask_n == p->sd.n ? n : 0) * S;
     if (m->attn_mask) {
         size_t mn = m->attn_mask_n == p->sd.n ? n : 0, mh = m->attn_mask_h == p->sd.h ? h : 0;
-        r.am = m->attn_mask + ((mn * extent(m->attn_mask_h) + mh) * L + i) * S;
+        r.am = m->attn_mask + ((mn * attn_extent(m->attn_mask_h) + mh) * L + i) * S;
     }
     if (m->attn_bias) {
         size_t bn = m->attn_bias_n == p->sd.n ? n : 0, bh = m->attn_bias_h == p->sd.h ? h : 0;
-        r.bias = m->attn_bias + ((bn * extent(m->attn_bias_h) + bh) * L + i) * S;
+        r.bias = m->attn_bias + ((bn * attn_extent(m->attn_bias_h) + bh) * L + i) * S;
     }
     return r;
 }
@@ -577,7 +580,7 @@ static void direct_mean_task(void *ctx, size_t task, size_t slot) {
     size_t i0 = qb * p->bq, rows = p->bq < p->sd.l - i0 ? p->bq : p->sd.l - i0;
     float *P = slot_scratch(r, slot);
     float *mean =
-        p->opts.top_k ? P + align_up(p->bq * S) : r->wout.values + weights_row(p, 1, n, 0, i0);
+        p->opts.top_k ? P + attn_align_up(p->bq * S) : r->wout.values + weights_row(p, 1, n, 0, i0);
     const float inv_h = 1.0f / (float)H;
     for (size_t h = 0; h < H; h++) {
         direct_block(r, P, n, h, i0, rows);
@@ -614,10 +617,10 @@ static bool tiled_block(attn_run *r, size_t slot, size_t n, size_t h, size_t qb,
     const size_t bq = p->bq, bk = p->bk, Dv = p->sd.dv;
     size_t i0 = qb * bq, rows = bq < p->sd.l - i0 ? bq : p->sd.l - i0;
 
-    float *P = slot_scratch(r, slot);   /* P is (bq, bk): one tile of logits */
-    float *acc = P + align_up(bq * bk); /* acc is (bq, Dv): the output so far */
-    float *M = acc + align_up(bq * Dv); /* M is (bq): running max */
-    float *Z = M + bq;                  /* Z is (bq): running sum of exp(x - M) */
+    float *P = slot_scratch(r, slot);        /* P is (bq, bk): one tile of logits */
+    float *acc = P + attn_align_up(bq * bk); /* acc is (bq, Dv): the output so far */
+    float *M = acc + attn_align_up(bq * Dv); /* M is (bq): running max */
+    float *Z = M + bq;                       /* Z is (bq): running sum of exp(x - M) */
     memset(acc, 0, rows * Dv * sizeof *acc);
     for (size_t ri = 0; ri < rows; ri++) {
         M[ri] = -INFINITY;
@@ -695,13 +698,13 @@ static void tiled_task(void *ctx, size_t task, size_t slot) {
 }
 
 /* Runs the attention problems of r over the pool. */
-static int run_attention(attn_run *r, attn_pool *pool, attn_error *err) {
+static int attn_run_attention(attn_run *r, attn_pool *pool, attn_error *err) {
     const attn_plan *p = r->p;
     r->ks = attnk_get();
     atomic_init(&r->numeric, 0);
     const attn_sdpa_dims *d = &p->sd;
     if (2.0 * (double)(d->n * d->h) * (double)d->l * (double)d->s * (double)(d->d + d->dv) <
-        INLINE_FLOPS)
+        ATTN_INLINE_FLOPS)
         pool = NULL;
     if (p->tiled)
         attn_pool_run(pool, p->sd.n * p->sd.h * p->nqb, tiled_task, r);
@@ -716,8 +719,8 @@ static int run_attention(attn_run *r, attn_pool *pool, attn_error *err) {
     return ATTN_OK;
 }
 
-static int check_run_args(const attn_plan *p, int kind, void *ws, float *out,
-                          const attn_weights_out *w, attn_pool *pool, attn_error *err) {
+static int attn_check_run_args(const attn_plan *p, int kind, void *ws, float *out,
+                               const attn_weights_out *w, attn_pool *pool, attn_error *err) {
     if (!p || p->kind != kind)
         return attn_fail(err, ATTN_ERR_ARG, "the plan is missing or of another kind");
     if (!ws || !out)
@@ -735,13 +738,13 @@ static int check_run_args(const attn_plan *p, int kind, void *ws, float *out,
 int attn_sdpa_forward(const attn_plan *plan, void *workspace, float *out, attn_weights_out *weights,
                       const float *q, const float *k, const float *v, attn_pool *pool,
                       attn_error *err) {
-    int rc = check_run_args(plan, ATTN_PLAN_SDPA, workspace, out, weights, pool, err);
+    int rc = attn_check_run_args(plan, ATTN_PLAN_SDPA, workspace, out, weights, pool, err);
     if (rc != ATTN_OK)
         return rc;
     if (!q || !k || !v)
         return attn_fail(err, ATTN_ERR_ARG, "q, k and v must not be NULL");
     const attn_sdpa_dims *d = &plan->sd;
-    ws_layout l = plan_layout(plan);
+    attn_ws_layout l = attn_plan_layout(plan);
     attn_run r = {.p = plan, .slots = (float *)workspace + l.slots};
     if (weights)
         r.wout = *weights;
@@ -763,7 +766,7 @@ int attn_sdpa_forward(const attn_plan *plan, void *workspace, float *out, attn_w
         .o_sn = d->h * d->l * d->dv,
         .ldo = d->dv,
     };
-    rc = run_attention(&r, pool, err);
+    rc = attn_run_attention(&r, pool, err);
     if (rc == ATTN_OK && !attnk_get()->all_finite(out, plan->out_elems))
         rc = attn_fail(err, ATTN_ERR_NUMERIC, "the output is not finite: float32 overflowed");
     return rc;
@@ -845,13 +848,13 @@ static void proj_exec(proj_run *pr, attn_pool *pool) {
         total += pr->g[i].ntasks;
         flops += 2.0 * (double)pr->g[i].rows * (double)pr->g[i].outdim * (double)pr->g[i].in;
     }
-    attn_pool_run(flops < INLINE_FLOPS ? NULL : pool, total, proj_task, pr);
+    attn_pool_run(flops < ATTN_INLINE_FLOPS ? NULL : pool, total, proj_task, pr);
 }
 
 /* The input projections of rows query rows and krows key rows, for one job or a gathered batch.
  * self: query = key = value (packed weights), [Q K V] in one GEMM; kv_one: key = value, and
  * with packed weights [K V] in one GEMM. */
-typedef struct in_proj {
+typedef struct attn_in_proj {
     const float *xq; /* (rows, E) */
     const float *xk; /* (krows, kdim) */
     const float *xv; /* (krows, vdim) */
@@ -860,12 +863,12 @@ typedef struct in_proj {
     float *vproj;    /* V (krows, E); must follow kproj (krows * E floats after it) */
     size_t rows, krows, e, kdim, vdim;
     bool self, kv_one;
-} in_proj;
+} attn_in_proj;
 
 /* Adds the input projections of ip to pr, and points v's q, k, v (row 0, leading dimensions) at
  * their results. */
-static void in_proj_add(proj_run *pr, attn_view *v, const in_proj *ip, const attn_mha_params *prm,
-                        size_t nslots) {
+static void in_proj_add(proj_run *pr, attn_view *v, const attn_in_proj *ip,
+                        const attn_mha_params *prm, size_t nslots) {
     const size_t E = ip->e;
     const bool packed = prm->in_proj_weight != NULL;
     const float *bias = prm->in_proj_bias;
@@ -948,8 +951,8 @@ static void in_proj_add(proj_run *pr, attn_view *v, const in_proj *ip, const att
 
 /* Runs the input projections of ip on pool, and points v's q, k, v (row 0, leading dimensions)
  * at their results. */
-static void in_proj_run(attn_view *v, const in_proj *ip, const attn_mha_params *prm, size_t nslots,
-                        attn_pool *pool) {
+static void attn_in_proj_run(attn_view *v, const attn_in_proj *ip, const attn_mha_params *prm,
+                             size_t nslots, attn_pool *pool) {
     proj_run pr = {.ng = 0};
     in_proj_add(&pr, v, ip, prm, nslots);
     proj_exec(&pr, pool);
@@ -957,7 +960,7 @@ static void in_proj_run(attn_view *v, const in_proj *ip, const attn_mha_params *
 
 /* Completes v for a job of dims d: head h of batch n is a column slice of width dh in each
  * projection, and the heads write their slices of ob (N*L, E). */
-static void view_strides(attn_view *v, const attn_mha_dims *d, size_t dh, float *ob) {
+static void attn_view_strides(attn_view *v, const attn_mha_dims *d, size_t dh, float *ob) {
     v->q_sn = d->l * v->ldq;
     v->k_sn = d->s * v->ldk;
     v->v_sn = d->s * v->ldv;
@@ -969,8 +972,8 @@ static void view_strides(attn_view *v, const attn_mha_dims *d, size_t dh, float 
 }
 
 /* out (rows, E) = ob (rows, E) W_out^T + b_out, run on pool. */
-static void out_proj_run(float *out, const float *ob, size_t rows, size_t e,
-                         const attn_mha_params *prm, size_t nslots, attn_pool *pool) {
+static void attn_out_proj_run(float *out, const float *ob, size_t rows, size_t e,
+                              const attn_mha_params *prm, size_t nslots, attn_pool *pool) {
     proj_run po = {.ng = 0};
     proj_add(&po,
              (proj_gemm){.x = ob,
@@ -989,7 +992,7 @@ static void out_proj_run(float *out, const float *ob, size_t rows, size_t e,
 int attn_mha_forward(const attn_plan *plan, void *workspace, float *out, attn_weights_out *weights,
                      const float *query, const float *key, const float *value,
                      const attn_mha_params *params, attn_pool *pool, attn_error *err) {
-    int rc = check_run_args(plan, ATTN_PLAN_MHA, workspace, out, weights, pool, err);
+    int rc = attn_check_run_args(plan, ATTN_PLAN_MHA, workspace, out, weights, pool, err);
     if (rc != ATTN_OK)
         return rc;
     if (!query || !key || !value || !params)
@@ -1007,31 +1010,31 @@ int attn_mha_forward(const attn_plan *plan, void *workspace, float *out, attn_we
                          "in_proj_weight needs kdim = vdim = E; give q/k/v_proj_weight instead");
 
     float *ws = workspace;
-    ws_layout l = plan_layout(plan);
+    attn_ws_layout l = attn_plan_layout(plan);
     attn_run r = {.p = plan, .slots = ws + l.slots};
     if (weights)
         r.wout = *weights;
-    in_proj ip = {.xq = query,
-                  .xk = key,
-                  .xv = value,
-                  .proj = ws + l.proj,
-                  .kproj = ws + l.kproj,
-                  .vproj = ws + l.vproj,
-                  .rows = NL,
-                  .krows = d->n * d->s,
-                  .e = d->e,
-                  .kdim = d->kdim,
-                  .vdim = d->vdim,
-                  .self = packed && query == key && key == value && d->l == d->s,
-                  .kv_one = key == value};
-    in_proj_run(&r.view, &ip, params, plan->nslots, pool);
+    attn_in_proj ip = {.xq = query,
+                       .xk = key,
+                       .xv = value,
+                       .proj = ws + l.proj,
+                       .kproj = ws + l.kproj,
+                       .vproj = ws + l.vproj,
+                       .rows = NL,
+                       .krows = d->n * d->s,
+                       .e = d->e,
+                       .kdim = d->kdim,
+                       .vdim = d->vdim,
+                       .self = packed && query == key && key == value && d->l == d->s,
+                       .kv_one = key == value};
+    attn_in_proj_run(&r.view, &ip, params, plan->nslots, pool);
 
-    view_strides(&r.view, d, plan->sd.d, ws + l.ob);
-    rc = run_attention(&r, pool, err);
+    attn_view_strides(&r.view, d, plan->sd.d, ws + l.ob);
+    rc = attn_run_attention(&r, pool, err);
     if (rc != ATTN_OK)
         return rc;
 
-    out_proj_run(out, ws + l.ob, NL, d->e, params, plan->nslots, pool);
+    attn_out_proj_run(out, ws + l.ob, NL, d->e, params, plan->nslots, pool);
     if (!attnk_get()->all_finite(out, plan->out_elems))
         return attn_fail(err, ATTN_ERR_NUMERIC, "the output is not finite: float32 overflowed");
     return ATTN_OK;
@@ -1055,20 +1058,20 @@ typedef struct batch_layout {
 } batch_layout;
 
 static batch_layout batch_layout_of(const attn_batch_plan *bp) {
-    ws_layout l = {.ok = true};
+    attn_ws_layout l = {.ok = true};
     batch_layout b = {0};
-    b.xq = ws_take(&l, bp->rows, bp->e, 1);
+    b.xq = attn_ws_take(&l, bp->rows, bp->e, 1);
     if (bp->self) {
-        b.proj = ws_take(&l, bp->rows, bp->e, 3);
+        b.proj = attn_ws_take(&l, bp->rows, bp->e, 3);
     } else {
-        b.xk = ws_take(&l, bp->key_rows, bp->kdim, 1);
-        b.xv = bp->kv_one ? b.xk : ws_take(&l, bp->key_rows, bp->vdim, 1);
-        b.proj = ws_take(&l, bp->rows, bp->e, 1);
-        b.kproj = ws_take(&l, bp->key_rows, bp->e, 1);
-        b.vproj = ws_take(&l, bp->key_rows, bp->e, 1);
+        b.xk = attn_ws_take(&l, bp->key_rows, bp->kdim, 1);
+        b.xv = bp->kv_one ? b.xk : attn_ws_take(&l, bp->key_rows, bp->vdim, 1);
+        b.proj = attn_ws_take(&l, bp->rows, bp->e, 1);
+        b.kproj = attn_ws_take(&l, bp->key_rows, bp->e, 1);
+        b.vproj = attn_ws_take(&l, bp->key_rows, bp->e, 1);
     }
-    b.ob = ws_take(&l, bp->rows, bp->e, 1);
-    b.slots = ws_take(&l, bp->nslots, bp->slot_floats, 1);
+    b.ob = attn_ws_take(&l, bp->rows, bp->e, 1);
+    b.slots = attn_ws_take(&l, bp->nslots, bp->slot_floats, 1);
     b.total = l.total;
     b.ok = l.ok;
     return b;
@@ -1131,7 +1134,8 @@ int attn_mha_batch_plan(attn_batch_plan *bp, const attn_mha_batch_job *jobs, siz
     bp->rows = rows;
     bp->key_rows = bp->self ? 0 : key_rows;
     size_t e3 = 0;
-    if (!fits_int(bp->rows) || !fits_int(bp->key_rows) || !attn_mul(bp->e, 3, &e3) || !fits_int(e3))
+    if (!attn_fits_int(bp->rows) || !attn_fits_int(bp->key_rows) || !attn_mul(bp->e, 3, &e3) ||
+        !attn_fits_int(e3))
         return attn_fail(err, ATTN_ERR_OVERFLOW, "the batch's %zu rows exceed the BLAS limit %d",
                          bp->rows > bp->key_rows ? bp->rows : bp->key_rows, INT_MAX);
     batch_layout b = batch_layout_of(bp);
@@ -1214,21 +1218,21 @@ int attn_mha_batch_forward(const attn_batch_plan *bp, void *workspace, attn_mha_
     }
 
     /* The input projections, once over all rows. */
-    in_proj ip = {.xq = ws + b.xq,
-                  .xk = ws + b.xk,
-                  .xv = ws + b.xv,
-                  .proj = ws + b.proj,
-                  .kproj = ws + b.kproj,
-                  .vproj = ws + b.vproj,
-                  .rows = bp->rows,
-                  .krows = bp->key_rows,
-                  .e = E,
-                  .kdim = KD,
-                  .vdim = VD,
-                  .self = bp->self,
-                  .kv_one = bp->kv_one};
+    attn_in_proj ip = {.xq = ws + b.xq,
+                       .xk = ws + b.xk,
+                       .xv = ws + b.xv,
+                       .proj = ws + b.proj,
+                       .kproj = ws + b.kproj,
+                       .vproj = ws + b.vproj,
+                       .rows = bp->rows,
+                       .krows = bp->key_rows,
+                       .e = E,
+                       .kdim = KD,
+                       .vdim = VD,
+                       .self = bp->self,
+                       .kv_one = bp->kv_one};
     attn_view all;
-    in_proj_run(&all, &ip, params, bp->nslots, pool);
+    attn_in_proj_run(&all, &ip, params, bp->nslots, pool);
 
     /* The attention, job by job, each with its own plan (masks, weights, options), on its rows
      * of the projections. */
@@ -1242,14 +1246,14 @@ int attn_mha_batch_forward(const attn_batch_plan *bp, void *workspace, attn_mha_
         run.view.q += r * all.ldq;
         run.view.k += rk * all.ldk;
         run.view.v += rk * all.ldv;
-        view_strides(&run.view, &p->mha, p->sd.d, ws + b.ob + r * E);
-        j->status = run_attention(&run, pool, j->err);
+        attn_view_strides(&run.view, &p->mha, p->sd.d, ws + b.ob + r * E);
+        j->status = attn_run_attention(&run, pool, j->err);
         r += p->mha.n * p->mha.l;
         rk += p->mha.n * p->mha.s;
     }
 
     /* Out-projection once, into the gathered queries' room; then scattered. */
-    out_proj_run(ws + b.xq, ws + b.ob, bp->rows, E, params, bp->nslots, pool);
+    attn_out_proj_run(ws + b.xq, ws + b.ob, bp->rows, E, params, bp->nslots, pool);
     for (size_t i = 0, r = 0; i < count; i++) {
         attn_mha_batch_job *j = &jobs[i];
         const attn_plan *p = j->plan;
