@@ -15,14 +15,11 @@
 
 #include "internal.h"
 
-#define ATTN_WS_ALIGN_FLOATS 16 /* 64 bytes */
-#define DIRECT_BQ            64
-#define TILED_BQ             128
-#define TILED_BK             512
-#define PROJ_MIN_ROWS        32
-#define PROJ_MIN_COLS        64
-#define ATTN_INLINE_FLOPS    2e6 /* below this a phase runs on the caller: waking helpers costs more \
-                                  */
+#define DIRECT_BQ     64
+#define TILED_BQ      128
+#define TILED_BK      512
+#define PROJ_MIN_ROWS 32
+#define PROJ_MIN_COLS 64
 
 int attn_fail(attn_error *err, attn_status code, const char *fmt, ...) {
     if (err && err->code == ATTN_OK) {
@@ -59,24 +56,7 @@ const char *attn_status_name(attn_status status) {
 
 /* ---- Workspace layout --------------------------------------------------------------------- */
 
-/* Offsets, in floats from the workspace start, of each region. Derived from the plan alone, so
- * plan and forward agree. */
-typedef struct attn_ws_layout {
-    size_t proj;  /* MHA projections: (N*L, 3E) packed, or Q (N*L, E) + K (N*S, E) + V (N*S, E) */
-    size_t kproj; /* start of K within proj when not packed */
-    size_t vproj; /* start of V within proj when not packed */
-    size_t ob;    /* (N*L, E): the heads' outputs, concatenated, before out_proj */
-    size_t slots; /* nslots x slot_floats of per-thread scratch */
-    size_t total; /* floats */
-    bool ok;
-} attn_ws_layout;
-
-static size_t attn_align_up(size_t x) {
-    return (x + ATTN_WS_ALIGN_FLOATS - 1) / ATTN_WS_ALIGN_FLOATS * ATTN_WS_ALIGN_FLOATS;
-}
-
-/* Appends a region of a*b*c floats, 64-byte aligned; records overflow in l->ok. */
-static size_t attn_ws_take(attn_ws_layout *l, size_t a, size_t b, size_t c) {
+size_t attn_ws_take(attn_ws_layout *l, size_t a, size_t b, size_t c) {
     size_t n = 0, at = l->total, end = 0;
     if (!attn_mul(a, b, &n) || !attn_mul(n, c, &n) || !attn_add(at, n, &end) ||
         !attn_add(end, ATTN_WS_ALIGN_FLOATS, &end)) {
@@ -87,7 +67,7 @@ static size_t attn_ws_take(attn_ws_layout *l, size_t a, size_t b, size_t c) {
     return at;
 }
 
-static attn_ws_layout attn_plan_layout(const attn_plan *p) {
+attn_ws_layout attn_plan_layout(const attn_plan *p) {
     attn_ws_layout l = {.ok = true};
     if (p->kind == ATTN_PLAN_MHA) {
         const attn_mha_dims *d = &p->mha;
@@ -103,10 +83,6 @@ static attn_ws_layout attn_plan_layout(const attn_plan *p) {
 }
 
 /* ---- Planning ----------------------------------------------------------------------------- */
-
-static bool attn_fits_int(size_t x) {
-    return x <= (size_t)INT_MAX;
-}
 
 /* Keys query row i of batch n may attend before the cell masks: the causal limit and the key
  * length. Nondecreasing in i. */
@@ -141,10 +117,6 @@ static uint64_t row_cells(attn_causal causal, size_t l, size_t s, size_t lim) {
     if (causal == ATTN_CAUSAL_BOTTOM_RIGHT) /* j = i + 1 + S - L runs from S - L + 1 to S */
         return capped_sum(s, lim) - capped_sum(s > l ? s - l : 0, lim);
     return (uint64_t)l * lim;
-}
-
-static size_t attn_extent(size_t x) {
-    return x == 0 ? 1 : x;
 }
 
 /* Checks and completes the attention problem part of a plan (p->sd, opts, masks set). */
@@ -345,26 +317,6 @@ int attn_mha_plan(attn_plan *plan, const attn_mha_dims *dims, const attn_opts *o
 }
 
 /* ---- Running: shared state ---------------------------------------------------------------- */
-
-/* One batch of attention problems: for (n, h) the rows of q start at q + n*q_sn + h*q_sh and are
- * ldq apart; likewise k, v and o. */
-typedef struct attn_view {
-    const float *q, *k, *v;
-    float *o;
-    size_t q_sn, q_sh, ldq;
-    size_t k_sn, k_sh, ldk;
-    size_t v_sn, v_sh, ldv;
-    size_t o_sn, o_sh, ldo;
-} attn_view;
-
-typedef struct attn_run {
-    const attn_plan *p;
-    attn_view view;
-    attn_weights_out wout;
-    float *slots; /* nslots x slot_floats */
-    const attnk_set *ks;
-    atomic_int numeric; /* set when a logit is not finite */
-} attn_run;
 
 static float *slot_scratch(const attn_run *r, size_t slot) {
     return r->slots + slot * r->p->slot_floats;
@@ -697,8 +649,7 @@ static void tiled_task(void *ctx, size_t task, size_t slot) {
         atomic_store(&r->numeric, 1);
 }
 
-/* Runs the attention problems of r over the pool. */
-static int attn_run_attention(attn_run *r, attn_pool *pool, attn_error *err) {
+int attn_run_attention(attn_run *r, attn_pool *pool, attn_error *err) {
     const attn_plan *p = r->p;
     r->ks = attnk_get();
     atomic_init(&r->numeric, 0);
@@ -719,8 +670,8 @@ static int attn_run_attention(attn_run *r, attn_pool *pool, attn_error *err) {
     return ATTN_OK;
 }
 
-static int attn_check_run_args(const attn_plan *p, int kind, void *ws, float *out,
-                               const attn_weights_out *w, attn_pool *pool, attn_error *err) {
+int attn_check_run_args(const attn_plan *p, int kind, void *ws, float *out,
+                        const attn_weights_out *w, attn_pool *pool, attn_error *err) {
     if (!p || p->kind != kind)
         return attn_fail(err, ATTN_ERR_ARG, "the plan is missing or of another kind");
     if (!ws || !out)
@@ -851,20 +802,6 @@ static void proj_exec(proj_run *pr, attn_pool *pool) {
     attn_pool_run(flops < ATTN_INLINE_FLOPS ? NULL : pool, total, proj_task, pr);
 }
 
-/* The input projections of rows query rows and krows key rows, for one job or a gathered batch.
- * self: query = key = value (packed weights), [Q K V] in one GEMM; kv_one: key = value, and
- * with packed weights [K V] in one GEMM. */
-typedef struct attn_in_proj {
-    const float *xq; /* (rows, E) */
-    const float *xk; /* (krows, kdim) */
-    const float *xv; /* (krows, vdim) */
-    float *proj;     /* self: [Q K V] (rows, 3E); else Q (rows, E) */
-    float *kproj;    /* K (krows, E), or [K V] (krows, 2E) over kproj and vproj */
-    float *vproj;    /* V (krows, E); must follow kproj (krows * E floats after it) */
-    size_t rows, krows, e, kdim, vdim;
-    bool self, kv_one;
-} attn_in_proj;
-
 /* Adds the input projections of ip to pr, and points v's q, k, v (row 0, leading dimensions) at
  * their results. */
 static void in_proj_add(proj_run *pr, attn_view *v, const attn_in_proj *ip,
@@ -949,18 +886,14 @@ static void in_proj_add(proj_run *pr, attn_view *v, const attn_in_proj *ip,
     *v = (attn_view){.q = ip->proj, .ldq = E, .k = ip->kproj, .ldk = E, .v = ip->vproj, .ldv = E};
 }
 
-/* Runs the input projections of ip on pool, and points v's q, k, v (row 0, leading dimensions)
- * at their results. */
-static void attn_in_proj_run(attn_view *v, const attn_in_proj *ip, const attn_mha_params *prm,
-                             size_t nslots, attn_pool *pool) {
+void attn_in_proj_run(attn_view *v, const attn_in_proj *ip, const attn_mha_params *prm,
+                      size_t nslots, attn_pool *pool) {
     proj_run pr = {.ng = 0};
     in_proj_add(&pr, v, ip, prm, nslots);
     proj_exec(&pr, pool);
 }
 
-/* Completes v for a job of dims d: head h of batch n is a column slice of width dh in each
- * projection, and the heads write their slices of ob (N*L, E). */
-static void attn_view_strides(attn_view *v, const attn_mha_dims *d, size_t dh, float *ob) {
+void attn_view_strides(attn_view *v, const attn_mha_dims *d, size_t dh, float *ob) {
     v->q_sn = d->l * v->ldq;
     v->k_sn = d->s * v->ldk;
     v->v_sn = d->s * v->ldv;
@@ -971,9 +904,8 @@ static void attn_view_strides(attn_view *v, const attn_mha_dims *d, size_t dh, f
     v->o_sh = dh;
 }
 
-/* out (rows, E) = ob (rows, E) W_out^T + b_out, run on pool. */
-static void attn_out_proj_run(float *out, const float *ob, size_t rows, size_t e,
-                              const attn_mha_params *prm, size_t nslots, attn_pool *pool) {
+void attn_out_proj_run(float *out, const float *ob, size_t rows, size_t e,
+                       const attn_mha_params *prm, size_t nslots, attn_pool *pool) {
     proj_run po = {.ng = 0};
     proj_add(&po,
              (proj_gemm){.x = ob,
