@@ -8,9 +8,7 @@
 #include <cblas.h>
 #include <limits.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "internal.h"
@@ -20,39 +18,6 @@
 #define TILED_BK      512
 #define PROJ_MIN_ROWS 32
 #define PROJ_MIN_COLS 64
-
-int attn_fail(attn_error *err, attn_status code, const char *fmt, ...) {
-    if (err && err->code == ATTN_OK) {
-        err->code = code;
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
-
-const char *attn_status_name(attn_status status) {
-    switch (status) {
-    case ATTN_OK:
-        return "ok";
-    case ATTN_ERR_ARG:
-        return "argument";
-    case ATTN_ERR_SHAPE:
-        return "shape";
-    case ATTN_ERR_OVERFLOW:
-        return "overflow";
-    case ATTN_ERR_LIMIT:
-        return "limit";
-    case ATTN_ERR_NOMEM:
-        return "nomem";
-    case ATTN_ERR_NUMERIC:
-        return "numeric";
-    case ATTN_ERR_SYSTEM:
-        return "system";
-    }
-    return "unknown";
-}
 
 /* ---- Workspace layout --------------------------------------------------------------------- */
 
