@@ -1,14 +1,11 @@
-/* mha.c - plans and runs attention jobs: the MHA projections, the masked softmax attention (a
- * direct path that keeps whole logit rows, and a tiled online-softmax path), and the weights out,
- * all inside one caller-given workspace.
+/* mha.c - runs MHA jobs (PyTorch's nn.MultiheadAttention forward): the input projections, the
+ * attention of sdpa.c on each head's column slice of them, and the out-projection; each GEMM is
+ * split into blocks over the pool. The batches of batch.c run the same projections.
  *
- * Legend: N batch, L query length, S key length, E embedding, H heads, Dh = E / H, D and Dv the
- * query/key and value widths of one attention problem, K the top-k count, bq the query rows of a
- * task, bk the keys of a tile. */
+ * Legend: N batch, L query length, S key length, E embedding, H heads, Dh = E / H, kdim and vdim
+ * the key and value widths before projection. */
 #include <cblas.h>
-#include <limits.h>
-#include <math.h>
-#include <stdatomic.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "internal.h"

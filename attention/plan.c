@@ -53,7 +53,7 @@ static uint64_t capped_sum(uint64_t x, uint64_t lim) {
     return lim * (lim + 1) / 2 + (x - lim) * lim;
 }
 
-/* The sum over the L query rows of one batch element of row_limit: the cells left by the
+/* The sum over the L query rows of one batch element of row_limit (sdpa.c): the cells left by the
  * causal mode and a key length lim <= S. Row i attends min(lim, i + 1) keys top-left,
  * min(lim, max(0, i + 1 + S - L)) bottom-right and lim otherwise; it is below L * S < 2^62. */
 static uint64_t row_cells(attn_causal causal, size_t l, size_t s, size_t lim) {
@@ -165,7 +165,7 @@ static int plan_attention(attn_plan *p, attn_error *err) {
     p->index_elems = o->top_k ? w : 0;
 
     /* FLOPs of the attended cells (the causal limit and key lengths; cell masks not counted):
-     * the sum over n and i of row_limit(n, i), in closed form, so that planning costs O(1)
+     * the sum over n and i of row_limit(n, i) (sdpa.c), in closed form, so that planning costs O(1)
      * (O(N) with key lengths) whatever L and S are. */
     double cells = 0;
     if (m->key_lengths) {

@@ -8,9 +8,12 @@
 #include <cblas.h>
 #include <math.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "internal.h"
+
+/* ---- Running: shared state ---------------------------------------------------------------- */
 
 /* Keys query row i of batch n may attend before the cell masks: the causal limit and the key
  * length. Nondecreasing in i. */
@@ -27,8 +30,6 @@ static size_t row_limit(const attn_plan *p, size_t n, size_t i) {
     }
     return lim;
 }
-
-/* ---- Running: shared state ---------------------------------------------------------------- */
 
 static float *slot_scratch(const attn_run *r, size_t slot) {
     return r->slots + slot * r->p->slot_floats;
