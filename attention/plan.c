@@ -64,10 +64,9 @@ static uint64_t row_cells(attn_causal causal, size_t l, size_t s, size_t lim) {
     return (uint64_t)l * lim;
 }
 
-/* Checks and completes the attention problem part of a plan (p->sd, opts, masks set). */
-static int plan_attention(attn_plan *p, attn_error *err) {
+/* Checks the dimensions of the attention problem p->sd and the masks against them. */
+static int plan_check_shape(const attn_plan *p, attn_error *err) {
     const attn_sdpa_dims *d = &p->sd;
-    const attn_opts *o = &p->opts;
     const attn_masks *m = &p->masks;
     if (d->n == 0 || d->h == 0 || d->l == 0 || d->s == 0 || d->d == 0 || d->dv == 0)
         return attn_fail(err, ATTN_ERR_SHAPE,
@@ -102,8 +101,13 @@ static int plan_attention(attn_plan *p, attn_error *err) {
         return attn_fail(err, ATTN_ERR_SHAPE,
                          "attn_bias leading extents (%zu, %zu) must be 1 or (N=%zu, H=%zu)",
                          m->attn_bias_n, m->attn_bias_h, d->n, d->h);
+    return ATTN_OK;
+}
 
-    /* Weights. */
+/* Checks the options: the weights asked for, top-k, the path and the scale. */
+static int plan_check_opts(const attn_plan *p, attn_error *err) {
+    const attn_sdpa_dims *d = &p->sd;
+    const attn_opts *o = &p->opts;
     if ((unsigned)o->weights > ATTN_WEIGHTS_MEAN)
         return attn_fail(err, ATTN_ERR_ARG, "unknown weights mode %d", (int)o->weights);
     if (o->n_heads && (o->weights != ATTN_WEIGHTS_PER_HEAD || !o->heads))
@@ -123,7 +127,13 @@ static int plan_attention(attn_plan *p, attn_error *err) {
         return attn_fail(err, ATTN_ERR_ARG, "the tiled path cannot return weights");
     if (o->has_scale && !isfinite(o->scale))
         return attn_fail(err, ATTN_ERR_ARG, "the scale must be finite");
+    return ATTN_OK;
+}
 
+/* Chooses the path, the scale and the blocks, and sizes the per-slot scratch. */
+static int plan_blocks(attn_plan *p, attn_error *err) {
+    const attn_sdpa_dims *d = &p->sd;
+    const attn_opts *o = &p->opts;
     p->tiled = o->path == ATTN_PATH_TILED ||
                (o->path == ATTN_PATH_AUTO && o->weights == ATTN_WEIGHTS_NONE);
     p->scale = o->has_scale ? o->scale : (float)(1.0 / sqrt((double)d->d));
@@ -151,8 +161,13 @@ static int plan_attention(attn_plan *p, attn_error *err) {
          attn_add(p->slot_floats, attn_align_up(c), &p->slot_floats);
     if (!ok || !attn_fits_int(p->bq) || !attn_fits_int(p->bk))
         return attn_fail(err, ATTN_ERR_OVERFLOW, "the scratch size overflows");
+    return ATTN_OK;
+}
 
-    /* Outputs. */
+/* Sizes the weights and their indices. */
+static int plan_outputs(attn_plan *p, attn_error *err) {
+    const attn_sdpa_dims *d = &p->sd;
+    const attn_opts *o = &p->opts;
     size_t maps = 0, w = 0;
     if (o->weights == ATTN_WEIGHTS_PER_HEAD)
         maps = o->n_heads ? o->n_heads : d->h;
@@ -163,10 +178,15 @@ static int plan_attention(attn_plan *p, attn_error *err) {
         return attn_fail(err, ATTN_ERR_OVERFLOW, "the weights size overflows");
     p->weights_elems = w;
     p->index_elems = o->top_k ? w : 0;
+    return ATTN_OK;
+}
 
-    /* FLOPs of the attended cells (the causal limit and key lengths; cell masks not counted):
-     * the sum over n and i of row_limit(n, i) (sdpa.c), in closed form, so that planning costs O(1)
-     * (O(N) with key lengths) whatever L and S are. */
+/* Adds the FLOPs of the attended cells (the causal limit and key lengths; cell masks not counted):
+ * the sum over n and i of row_limit(n, i) (sdpa.c), in closed form, so that planning costs O(1)
+ * (O(N) with key lengths) whatever L and S are. */
+static void plan_flops(attn_plan *p) {
+    const attn_sdpa_dims *d = &p->sd;
+    const attn_masks *m = &p->masks;
     double cells = 0;
     if (m->key_lengths) {
         for (size_t n = 0; n < d->n; n++)
@@ -175,7 +195,20 @@ static int plan_attention(attn_plan *p, attn_error *err) {
         cells = (double)d->n * (double)row_cells(m->causal, d->l, d->s, d->s);
     }
     p->flops += 2.0 * cells * (double)d->h * (double)(d->d + d->dv);
-    return ATTN_OK;
+}
+
+/* Checks and completes the attention problem part of a plan (p->sd, opts, masks set). */
+static int plan_attention(attn_plan *p, attn_error *err) {
+    int rc = plan_check_shape(p, err);
+    if (rc == ATTN_OK)
+        rc = plan_check_opts(p, err);
+    if (rc == ATTN_OK)
+        rc = plan_blocks(p, err);
+    if (rc == ATTN_OK)
+        rc = plan_outputs(p, err);
+    if (rc == ATTN_OK)
+        plan_flops(p);
+    return rc;
 }
 
 /* Sums workspace and outputs into job_bytes and applies the cap. */
