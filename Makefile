@@ -24,7 +24,8 @@ PKG_BUILD := gcc make libc6-dev libopenblas-dev libmicrohttpd-dev zlib1g-dev
 PKG_TEST  := $(PKG_BUILD) libjansson-dev python3 python3-torch python3-numpy python3-yaml \
              libcurl4-openssl-dev prometheus curl chromium fonts-wqy-microhei
 
-ATTN_SRC := attention/mha.c attention/kernels.c attention/pool.c attention/blas.c
+ATTN_SRC := attention/error.c attention/plan.c attention/sdpa.c attention/mha.c attention/batch.c \
+            attention/kernels.c attention/pool.c attention/blas.c
 ATTN_OBJ := $(ATTN_SRC:%.c=$(BUILD)/%.o)
 
 .PHONY: all run test test-core check-layers test-web screenshots test-deploy container-test bench deps-build \

@@ -1,9 +1,15 @@
-/* internal.h - what the files of libattn share and nobody else sees: the row kernels and
- * overflow-checked size arithmetic. */
+/* internal.h - what the files of libattn share and nobody else sees: the row kernels,
+ * overflow-checked size arithmetic, the workspace layout, and the running state of the attention
+ * paths that the MHA projections and the batches drive.
+ *
+ * Legend: N batch, L query length, S key length, E embedding, H heads, D and Dv the query/key and
+ * value widths of one attention problem. */
 #ifndef ATTN_INTERNAL_H
 #define ATTN_INTERNAL_H
 
+#include <limits.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -42,5 +48,107 @@ static inline bool attn_mul(size_t a, size_t b, size_t *out) {
 static inline bool attn_add(size_t a, size_t b, size_t *out) {
     return !__builtin_add_overflow(a, b, out);
 }
+
+/* ---- Sizes ------------------------------------------------------------------------------- */
+
+#define ATTN_WS_ALIGN_FLOATS 16 /* 64 bytes */
+
+/* Below this many FLOPs a phase runs on the caller: waking helpers costs more. */
+#define ATTN_INLINE_FLOPS 2e6
+
+/* x rounded up to a multiple of ATTN_WS_ALIGN_FLOATS. */
+static inline size_t attn_align_up(size_t x) {
+    return (x + ATTN_WS_ALIGN_FLOATS - 1) / ATTN_WS_ALIGN_FLOATS * ATTN_WS_ALIGN_FLOATS;
+}
+
+/* True when x fits the int that BLAS takes. */
+static inline bool attn_fits_int(size_t x) {
+    return x <= (size_t)INT_MAX;
+}
+
+/* A mask's leading extent as used: 0 is read as 1. */
+static inline size_t attn_extent(size_t x) {
+    return x == 0 ? 1 : x;
+}
+
+/* ---- Workspace layout (plan.c) ----------------------------------------------------------- */
+
+/* Offsets, in floats from the workspace start, of each region. Derived from the plan alone, so
+ * plan and forward agree. */
+typedef struct attn_ws_layout {
+    size_t proj;  /* MHA projections: (N*L, 3E) packed, or Q (N*L, E) + K (N*S, E) + V (N*S, E) */
+    size_t kproj; /* start of K within proj when not packed */
+    size_t vproj; /* start of V within proj when not packed */
+    size_t ob;    /* (N*L, E): the heads' outputs, concatenated, before out_proj */
+    size_t slots; /* nslots x slot_floats of per-thread scratch */
+    size_t total; /* floats */
+    bool ok;
+} attn_ws_layout;
+
+/* Appends a region of a*b*c floats, 64-byte aligned; records overflow in l->ok. */
+size_t attn_ws_take(attn_ws_layout *l, size_t a, size_t b, size_t c);
+
+/* The workspace layout of plan p (checked when p was planned). */
+attn_ws_layout attn_plan_layout(const attn_plan *p);
+
+/* ---- Running the attention (sdpa.c) ------------------------------------------------------ */
+
+/* One batch of attention problems: for (n, h) the rows of q start at q + n*q_sn + h*q_sh and are
+ * ldq apart; likewise k, v and o. */
+typedef struct attn_view {
+    const float *q, *k, *v;
+    float *o;
+    size_t q_sn, q_sh, ldq;
+    size_t k_sn, k_sh, ldk;
+    size_t v_sn, v_sh, ldv;
+    size_t o_sn, o_sh, ldo;
+} attn_view;
+
+typedef struct attn_run {
+    const attn_plan *p;
+    attn_view view;
+    attn_weights_out wout;
+    float *slots; /* nslots x slot_floats */
+    const attnk_set *ks;
+    atomic_int numeric; /* set when a logit is not finite */
+} attn_run;
+
+/* Runs the attention problems of r (p, view, wout and slots set) over pool, which may be NULL.
+ * Returns ATTN_OK, or ATTN_ERR_NUMERIC (err filled) when a logit or a row was not finite. */
+int attn_run_attention(attn_run *r, attn_pool *pool, attn_error *err);
+
+/* Checks a forward's arguments against plan p of the given kind: the workspace (64-byte aligned),
+ * out, the weights buffers the plan needs, and the pool's slots. ATTN_OK or ATTN_ERR_ARG. */
+int attn_check_run_args(const attn_plan *p, int kind, void *ws, float *out,
+                        const attn_weights_out *w, attn_pool *pool, attn_error *err);
+
+/* ---- MHA projections (mha.c) ------------------------------------------------------------- */
+
+/* The input projections of rows query rows and krows key rows, for one job or a gathered batch.
+ * self: query = key = value (packed weights), [Q K V] in one GEMM; kv_one: key = value, and
+ * with packed weights [K V] in one GEMM. */
+typedef struct attn_in_proj {
+    const float *xq; /* (rows, E) */
+    const float *xk; /* (krows, kdim) */
+    const float *xv; /* (krows, vdim) */
+    float *proj;     /* self: [Q K V] (rows, 3E); else Q (rows, E) */
+    float *kproj;    /* K (krows, E), or [K V] (krows, 2E) over kproj and vproj */
+    float *vproj;    /* V (krows, E); must follow kproj (krows * E floats after it) */
+    size_t rows, krows, e, kdim, vdim;
+    bool self, kv_one;
+} attn_in_proj;
+
+/* Runs the input projections of ip on pool, and points v's q, k, v (row 0, leading dimensions)
+ * at their results. */
+void attn_in_proj_run(attn_view *v, const attn_in_proj *ip, const attn_mha_params *prm,
+                      size_t nslots, attn_pool *pool);
+
+/* Completes v for a job of dims d: head h of batch n is a column slice of width dh in each
+ * projection, and the heads write their slices of ob (N*L, E). */
+void attn_view_strides(attn_view *v, const attn_mha_dims *d, size_t dh, float *ob);
+
+/* out (rows, E) = ob (rows, E) W_out^T + b_out, run on pool. */
+void attn_out_proj_run(float *out, const float *ob, size_t rows, size_t e,
+                       const attn_mha_params *prm, size_t nslots, attn_pool *pool);
 
 #endif

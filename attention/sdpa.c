@@ -1,0 +1,437 @@
+/* sdpa.c - runs the masked softmax attention of a plan: the masks, the top-k weights, a direct
+ * path that keeps whole logit rows (and can return the weights), and a tiled online-softmax path,
+ * all inside the plan's workspace; attn_sdpa_forward on given q, k, v.
+ *
+ * Legend: N batch, L query length, S key length, H heads, D and Dv the query/key and value widths
+ * of one attention problem, K the top-k count, bq the query rows of a task, bk the keys of a
+ * tile. */
+#include <cblas.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* ---- Running: shared state ---------------------------------------------------------------- */
+
+/* Keys query row i of batch n may attend before the cell masks: the causal limit and the key
+ * length. Nondecreasing in i. */
+static size_t row_limit(const attn_plan *p, size_t n, size_t i) {
+    size_t lim = p->sd.s;
+    if (p->masks.key_lengths && (size_t)p->masks.key_lengths[n] < lim)
+        lim = (size_t)p->masks.key_lengths[n];
+    if (p->masks.causal == ATTN_CAUSAL_TOP_LEFT && i + 1 < lim) {
+        lim = i + 1;
+    } else if (p->masks.causal == ATTN_CAUSAL_BOTTOM_RIGHT) {
+        size_t c = i + 1 + p->sd.s > p->sd.l ? i + 1 + p->sd.s - p->sd.l : 0;
+        if (c < lim)
+            lim = c;
+    }
+    return lim;
+}
+
+static float *slot_scratch(const attn_run *r, size_t slot) {
+    return r->slots + slot * r->p->slot_floats;
+}
+
+/* The cell masks of row i of problem (n, h), each NULL when absent. */
+typedef struct row_masks {
+    const uint8_t *km, *am;
+    const float *bias;
+} row_masks;
+
+static row_masks masks_for_row(const attn_plan *p, size_t n, size_t h, size_t i) {
+    const attn_masks *m = &p->masks;
+    const size_t L = p->sd.l, S = p->sd.s;
+    row_masks r = {0};
+    if (m->key_mask)
+        r.km = m->key_mask + (m->key_mask_n == p->sd.n ? n : 0) * S;
+    if (m->attn_mask) {
+        size_t mn = m->attn_mask_n == p->sd.n ? n : 0, mh = m->attn_mask_h == p->sd.h ? h : 0;
+        r.am = m->attn_mask + ((mn * attn_extent(m->attn_mask_h) + mh) * L + i) * S;
+    }
+    if (m->attn_bias) {
+        size_t bn = m->attn_bias_n == p->sd.n ? n : 0, bh = m->attn_bias_h == p->sd.h ? h : 0;
+        r.bias = m->attn_bias + ((bn * attn_extent(m->attn_bias_h) + bh) * L + i) * S;
+    }
+    return r;
+}
+
+/* Masks the logits x[0..cols) of keys j0.. of one row: cells at or past lim (relative to j0) and
+ * cells a mask blocks become -inf; the bias is added. Returns the row max (-inf when every cell
+ * is blocked). Flags r->numeric when an unmasked logit is not finite. */
+static float row_mask_max(attn_run *r, float *x, size_t cols, size_t lim, row_masks rm, size_t j0) {
+    if (lim > cols)
+        lim = cols;
+    if (!r->ks->all_finite(x, lim))
+        atomic_store(&r->numeric, 1);
+    for (size_t j = lim; j < cols; j++)
+        x[j] = -INFINITY;
+    if (rm.km) {
+        const uint8_t *km = rm.km + j0;
+        for (size_t j = 0; j < lim; j++)
+            x[j] = km[j] ? x[j] : -INFINITY;
+    }
+    if (rm.am) {
+        const uint8_t *am = rm.am + j0;
+        for (size_t j = 0; j < lim; j++)
+            x[j] = am[j] ? x[j] : -INFINITY;
+    }
+    if (rm.bias) {
+        const float *b = rm.bias + j0;
+        for (size_t j = 0; j < lim; j++)
+            x[j] += b[j];
+    }
+    float m = r->ks->row_max(x, lim);
+    if (m == INFINITY)
+        atomic_store(&r->numeric, 1);
+    return m;
+}
+
+/* ---- Top-k -------------------------------------------------------------------------------- */
+
+/* True when weight (a, ia) ranks above (b, ib): larger, or equal with a lower key index. */
+static bool ranks_above(float a, int32_t ia, float b, int32_t ib) {
+    return a > b || (a == b && ia < ib);
+}
+
+/* Restores the min-heap (lowest-ranked at 0) of n entries below position i. */
+static void heap_down(float *v, int32_t *ix, size_t n, size_t i) {
+    for (;;) {
+        size_t lo = i, a = 2 * i + 1, b = a + 1;
+        if (a < n && ranks_above(v[lo], ix[lo], v[a], ix[a]))
+            lo = a;
+        if (b < n && ranks_above(v[lo], ix[lo], v[b], ix[b]))
+            lo = b;
+        if (lo == i)
+            return;
+        float tv = v[i];
+        int32_t ti = ix[i];
+        v[i] = v[lo];
+        ix[i] = ix[lo];
+        v[lo] = tv;
+        ix[lo] = ti;
+        i = lo;
+    }
+}
+
+/* The k largest of w[0..s) into vals/idx, largest first, ties by lower index. k <= s. */
+static void topk_row(const float *w, size_t s, size_t k, float *vals, int32_t *idx) {
+    for (size_t j = 0; j < k; j++) {
+        vals[j] = w[j];
+        idx[j] = (int32_t)j;
+    }
+    for (size_t i = k / 2; i-- > 0;)
+        heap_down(vals, idx, k, i);
+    for (size_t j = k; j < s; j++) {
+        if (w[j] > vals[0]) { /* an equal weight has a higher index: it never ranks above */
+            vals[0] = w[j];
+            idx[0] = (int32_t)j;
+            heap_down(vals, idx, k, 0);
+        }
+    }
+    /* Heap sort: move the lowest-ranked to the back. */
+    for (size_t n = k; n > 1; n--) {
+        float tv = vals[0];
+        int32_t ti = idx[0];
+        vals[0] = vals[n - 1];
+        idx[0] = idx[n - 1];
+        vals[n - 1] = tv;
+        idx[n - 1] = ti;
+        heap_down(vals, idx, n - 1, 0);
+    }
+}
+
+/* ---- Direct path -------------------------------------------------------------------------- */
+
+/* Softmax of rows [i0, i0+rows) of problem (n, h) held in P (ldp apart, ncols computed logits
+ * each, the rest of each row up to zero_to is zeroed). */
+static void softmax_rows(attn_run *r, float *P, size_t ldp, size_t rows, size_t ncols,
+                         size_t zero_to, size_t n, size_t h, size_t i0) {
+    for (size_t ri = 0; ri < rows; ri++) {
+        float *x = P + ri * ldp;
+        size_t lim = row_limit(r->p, n, i0 + ri);
+        float m = row_mask_max(r, x, ncols, lim, masks_for_row(r->p, n, h, i0 + ri), 0);
+        if (m == -INFINITY) {
+            memset(x, 0, zero_to * sizeof *x);
+            continue;
+        }
+        float sum = r->ks->exp_sum(x, lim, m);
+        r->ks->scale(x, lim, 1.0f / sum);
+        memset(x + lim, 0, (zero_to - lim) * sizeof *x);
+    }
+}
+
+/* Computes problem (n, h), query rows [i0, i0+rows): softmax rows into P (ld S, whole rows
+ * written) and the attention output rows. */
+static void direct_block(attn_run *r, float *P, size_t n, size_t h, size_t i0, size_t rows) {
+    const attn_plan *p = r->p;
+    const attn_view *v = &r->view;
+    const size_t S = p->sd.s;
+    size_t ncols = row_limit(p, n, i0 + rows - 1); /* the widest row of the block */
+    const float *q = v->q + n * v->q_sn + h * v->q_sh + i0 * v->ldq;
+    const float *k = v->k + n * v->k_sn + h * v->k_sh;
+    const float *vv = v->v + n * v->v_sn + h * v->v_sh;
+    float *o = v->o + n * v->o_sn + h * v->o_sh + i0 * v->ldo;
+    if (ncols == 0) {
+        for (size_t ri = 0; ri < rows; ri++) {
+            memset(P + ri * S, 0, S * sizeof *P);
+            memset(o + ri * v->ldo, 0, p->sd.dv * sizeof *o);
+        }
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)ncols, (int)p->sd.d,
+                p->scale, q, (int)v->ldq, k, (int)v->ldk, 0.0f, P, (int)S);
+    softmax_rows(r, P, S, rows, ncols, S, n, h, i0);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)p->sd.dv, (int)ncols,
+                1.0f, P, (int)S, vv, (int)v->ldv, 0.0f, o, (int)v->ldo);
+}
+
+/* Where map m (a head slot, or 0 for the mean) of batch n, row i, starts in the weights. */
+static size_t weights_row(const attn_plan *p, size_t maps, size_t n, size_t m, size_t i) {
+    size_t width = p->opts.top_k ? p->opts.top_k : p->sd.s;
+    return ((n * maps + m) * p->sd.l + i) * width;
+}
+
+/* Writes rows [i0, i0+rows) of P (ld S) as weights map m of batch n: dense or top-k. */
+static void store_weights(attn_run *r, const float *P, size_t maps, size_t n, size_t m, size_t i0,
+                          size_t rows) {
+    const attn_plan *p = r->p;
+    const size_t S = p->sd.s, K = p->opts.top_k;
+    for (size_t ri = 0; ri < rows; ri++) {
+        size_t at = weights_row(p, maps, n, m, i0 + ri);
+        if (K)
+            topk_row(P + ri * S, S, K, r->wout.values + at, r->wout.indices + at);
+        else if (r->wout.values + at != P + ri * S)
+            memcpy(r->wout.values + at, P + ri * S, S * sizeof *P);
+    }
+}
+
+/* Task of the direct path without mean weights: problem (n, h), query block qb. */
+static void direct_task(void *ctx, size_t task, size_t slot) {
+    attn_run *r = ctx;
+    const attn_plan *p = r->p;
+    size_t qb = task % p->nqb, h = task / p->nqb % p->sd.h, n = task / p->nqb / p->sd.h;
+    size_t i0 = qb * p->bq, rows = p->bq < p->sd.l - i0 ? p->bq : p->sd.l - i0;
+    bool per_head = p->opts.weights == ATTN_WEIGHTS_PER_HEAD;
+    size_t maps = per_head ? (p->opts.n_heads ? p->opts.n_heads : p->sd.h) : 0;
+
+    /* Dense per-head maps are computed in place in the output, at the head's first slot. */
+    float *P = slot_scratch(r, slot);
+    size_t first = SIZE_MAX;
+    if (per_head) {
+        for (size_t m = 0; m < maps && first == SIZE_MAX; m++)
+            if ((p->opts.n_heads ? p->opts.heads[m] : m) == h)
+                first = m;
+        if (first != SIZE_MAX && !p->opts.top_k)
+            P = r->wout.values + weights_row(p, maps, n, first, i0);
+    }
+    direct_block(r, P, n, h, i0, rows);
+    if (first == SIZE_MAX)
+        return;
+    for (size_t m = first; m < maps; m++)
+        if ((p->opts.n_heads ? p->opts.heads[m] : m) == h)
+            store_weights(r, P, maps, n, m, i0, rows);
+}
+
+/* Task of the direct path with mean weights: batch n, query block qb, every head in turn, so
+ * the mean rows have one owner. */
+static void direct_mean_task(void *ctx, size_t task, size_t slot) {
+    attn_run *r = ctx;
+    const attn_plan *p = r->p;
+    const size_t S = p->sd.s, H = p->sd.h;
+    size_t qb = task % p->nqb, n = task / p->nqb;
+    size_t i0 = qb * p->bq, rows = p->bq < p->sd.l - i0 ? p->bq : p->sd.l - i0;
+    float *P = slot_scratch(r, slot);
+    float *mean =
+        p->opts.top_k ? P + attn_align_up(p->bq * S) : r->wout.values + weights_row(p, 1, n, 0, i0);
+    const float inv_h = 1.0f / (float)H;
+    for (size_t h = 0; h < H; h++) {
+        direct_block(r, P, n, h, i0, rows);
+        for (size_t ri = 0; ri < rows; ri++) {
+            float *dst = mean + ri * S;
+            const float *src = P + ri * S;
+            if (h == 0)
+                for (size_t j = 0; j < S; j++)
+                    dst[j] = src[j] * inv_h;
+            else
+                for (size_t j = 0; j < S; j++)
+                    dst[j] += src[j] * inv_h;
+        }
+    }
+    if (p->opts.top_k)
+        store_weights(r, mean, 1, n, 0, i0, rows);
+}
+
+/* ---- Tiled path --------------------------------------------------------------------------- */
+
+/* Problem (n, h), query block qb of the tiled path: keys in tiles of bk with a running max M
+ * and running sum Z per row (online softmax); tiles past the causal limit are skipped.
+ *
+ * The fast form keeps acc unnormalised (the sum of exp(x - M) v over the keys so far) and
+ * divides by Z at the end. That sum can pass FLT_MAX when the values are near it although the
+ * weighted mean cannot (two keys of value 3e38 sum to 6e38 before the division by 2). The
+ * normalised form keeps acc as the weighted mean itself: each tile's exp(x - M) are divided by
+ * the new Z before the PV product, and acc is rescaled by Z_old / Z_new, so acc stays within
+ * the values' range. It costs a pass over each tile, so it runs only when the fast form's acc
+ * is not finite. Returns whether acc stayed finite (then o holds the rows). */
+static bool tiled_block(attn_run *r, size_t slot, size_t n, size_t h, size_t qb, bool normalised) {
+    const attn_plan *p = r->p;
+    const attn_view *v = &r->view;
+    const size_t bq = p->bq, bk = p->bk, Dv = p->sd.dv;
+    size_t i0 = qb * bq, rows = bq < p->sd.l - i0 ? bq : p->sd.l - i0;
+
+    float *P = slot_scratch(r, slot);        /* P is (bq, bk): one tile of logits */
+    float *acc = P + attn_align_up(bq * bk); /* acc is (bq, Dv): the output so far */
+    float *M = acc + attn_align_up(bq * Dv); /* M is (bq): running max */
+    float *Z = M + bq;                       /* Z is (bq): running sum of exp(x - M) */
+    memset(acc, 0, rows * Dv * sizeof *acc);
+    for (size_t ri = 0; ri < rows; ri++) {
+        M[ri] = -INFINITY;
+        Z[ri] = 0.0f;
+    }
+    const float *q = v->q + n * v->q_sn + h * v->q_sh + i0 * v->ldq;
+    const float *k = v->k + n * v->k_sn + h * v->k_sh;
+    const float *vv = v->v + n * v->v_sn + h * v->v_sh;
+    float *o = v->o + n * v->o_sn + h * v->o_sh + i0 * v->ldo;
+    size_t ncols = row_limit(p, n, i0 + rows - 1);
+    size_t r0 = 0; /* rows before r0 have no keys left in this or later tiles */
+
+    for (size_t j0 = 0; j0 < ncols; j0 += bk) {
+        size_t cols = bk < ncols - j0 ? bk : ncols - j0;
+        while (r0 < rows && row_limit(p, n, i0 + r0) <= j0)
+            r0++;
+        size_t nr = rows - r0;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nr, (int)cols, (int)p->sd.d,
+                    p->scale, q + r0 * v->ldq, (int)v->ldq, k + j0 * v->ldk, (int)v->ldk, 0.0f,
+                    P + r0 * bk, (int)bk);
+        for (size_t ri = r0; ri < rows; ri++) {
+            float *x = P + ri * bk;
+            size_t lim = row_limit(p, n, i0 + ri) - j0;
+            if (lim > cols)
+                lim = cols;
+            float m = row_mask_max(r, x, cols, lim, masks_for_row(p, n, h, i0 + ri), j0);
+            if (m == -INFINITY) {
+                memset(x, 0, cols * sizeof *x);
+                continue;
+            }
+            float m_new = m > M[ri] ? m : M[ri];
+            float sum = r->ks->exp_sum(x, lim, m_new);
+            memset(x + lim, 0, (cols - lim) * sizeof *x);
+            float alpha = 1.0f; /* rescales what acc and Z hold to the new max */
+            if (m_new != M[ri]) {
+                alpha = M[ri] == -INFINITY ? 0.0f : expf(M[ri] - m_new);
+                M[ri] = m_new;
+            }
+            if (normalised) {
+                float z_old = Z[ri] * alpha, z_new = z_old + sum;
+                r->ks->scale(x, lim, 1.0f / z_new);
+                r->ks->scale(acc + ri * Dv, Dv, z_old / z_new);
+                Z[ri] = z_new;
+            } else {
+                if (alpha != 1.0f) {
+                    Z[ri] *= alpha;
+                    r->ks->scale(acc + ri * Dv, Dv, alpha);
+                }
+                Z[ri] += sum;
+            }
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, (int)Dv, (int)cols, 1.0f,
+                    P + r0 * bk, (int)bk, vv + j0 * v->ldv, (int)v->ldv, 1.0f, acc + r0 * Dv,
+                    (int)Dv);
+    }
+    if (!r->ks->all_finite(acc, rows * Dv))
+        return false;
+    for (size_t ri = 0; ri < rows; ri++) {
+        float inv = normalised ? 1.0f : Z[ri] > 0.0f ? 1.0f / Z[ri] : 0.0f;
+        for (size_t c = 0; c < Dv; c++)
+            o[ri * v->ldo + c] = acc[ri * Dv + c] * inv;
+    }
+    return true;
+}
+
+/* Task of the tiled path: problem (n, h), query block qb; the normalised form when the fast
+ * one overflows (and the logits themselves did not: then the job fails anyway). */
+static void tiled_task(void *ctx, size_t task, size_t slot) {
+    attn_run *r = ctx;
+    const attn_plan *p = r->p;
+    size_t qb = task % p->nqb, h = task / p->nqb % p->sd.h, n = task / p->nqb / p->sd.h;
+    if (!tiled_block(r, slot, n, h, qb, false) && !atomic_load(&r->numeric) &&
+        !tiled_block(r, slot, n, h, qb, true))
+        atomic_store(&r->numeric, 1);
+}
+
+int attn_run_attention(attn_run *r, attn_pool *pool, attn_error *err) {
+    const attn_plan *p = r->p;
+    r->ks = attnk_get();
+    atomic_init(&r->numeric, 0);
+    const attn_sdpa_dims *d = &p->sd;
+    if (2.0 * (double)(d->n * d->h) * (double)d->l * (double)d->s * (double)(d->d + d->dv) <
+        ATTN_INLINE_FLOPS)
+        pool = NULL;
+    if (p->tiled)
+        attn_pool_run(pool, p->sd.n * p->sd.h * p->nqb, tiled_task, r);
+    else if (p->opts.weights == ATTN_WEIGHTS_MEAN)
+        attn_pool_run(pool, p->sd.n * p->nqb, direct_mean_task, r);
+    else
+        attn_pool_run(pool, p->sd.n * p->sd.h * p->nqb, direct_task, r);
+    if (atomic_load(&r->numeric))
+        return attn_fail(err, ATTN_ERR_NUMERIC,
+                         "a logit or an attention row is not finite: the inputs are too large for "
+                         "float32");
+    return ATTN_OK;
+}
+
+int attn_check_run_args(const attn_plan *p, int kind, void *ws, float *out,
+                        const attn_weights_out *w, attn_pool *pool, attn_error *err) {
+    if (!p || p->kind != kind)
+        return attn_fail(err, ATTN_ERR_ARG, "the plan is missing or of another kind");
+    if (!ws || !out)
+        return attn_fail(err, ATTN_ERR_ARG, "the workspace and output must not be NULL");
+    if ((uintptr_t)ws % 64 != 0)
+        return attn_fail(err, ATTN_ERR_ARG, "the workspace must be 64-byte aligned");
+    if (p->weights_elems && (!w || !w->values || (p->index_elems && !w->indices)))
+        return attn_fail(err, ATTN_ERR_ARG, "the plan requests weights but no buffer was given");
+    if (attn_pool_slots(pool) > p->nslots)
+        return attn_fail(err, ATTN_ERR_ARG, "the pool has %zu slots but the plan allows %zu",
+                         attn_pool_slots(pool), p->nslots);
+    return ATTN_OK;
+}
+
+int attn_sdpa_forward(const attn_plan *plan, void *workspace, float *out, attn_weights_out *weights,
+                      const float *q, const float *k, const float *v, attn_pool *pool,
+                      attn_error *err) {
+    int rc = attn_check_run_args(plan, ATTN_PLAN_SDPA, workspace, out, weights, pool, err);
+    if (rc != ATTN_OK)
+        return rc;
+    if (!q || !k || !v)
+        return attn_fail(err, ATTN_ERR_ARG, "q, k and v must not be NULL");
+    const attn_sdpa_dims *d = &plan->sd;
+    attn_ws_layout l = attn_plan_layout(plan);
+    attn_run r = {.p = plan, .slots = (float *)workspace + l.slots};
+    if (weights)
+        r.wout = *weights;
+    r.view = (attn_view){
+        .q = q,
+        .q_sh = d->l * d->d,
+        .q_sn = d->h * d->l * d->d,
+        .ldq = d->d,
+        .k = k,
+        .k_sh = d->s * d->d,
+        .k_sn = d->h * d->s * d->d,
+        .ldk = d->d,
+        .v = v,
+        .v_sh = d->s * d->dv,
+        .v_sn = d->h * d->s * d->dv,
+        .ldv = d->dv,
+        .o = out,
+        .o_sh = d->l * d->dv,
+        .o_sn = d->h * d->l * d->dv,
+        .ldo = d->dv,
+    };
+    rc = attn_run_attention(&r, pool, err);
+    if (rc == ATTN_OK && !attnk_get()->all_finite(out, plan->out_elems))
+        rc = attn_fail(err, ATTN_ERR_NUMERIC, "the output is not finite: float32 overflowed");
+    return rc;
+}
