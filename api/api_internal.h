@@ -53,6 +53,18 @@ api_mem *apip_mem_owner(const void *block);
 /* Appends v in decimal. */
 void apip_buf_put_u64(api_buf *b, uint64_t v);
 
+/* Appends a job's FLOPs rounded to an integer, as both responses report it: 0 for a count that
+ * is not positive (or NaN), UINT64_MAX past it. At most APIP_U64_DIGITS bytes. */
+void apip_buf_put_flops(api_buf *b, double flops);
+
+/* Appends a duration in milliseconds with 3 decimals ("12.345"); 0 for a negative, NaN or
+ * absurd (> 1e12) value. At most APIP_MS_DIGITS bytes. */
+void apip_buf_put_ms(api_buf *b, double ms);
+
+#define APIP_U64_DIGITS 20 /* 18446744073709551615 */
+#define APIP_I32_DIGITS 10 /* 2147483647: a top-k index */
+#define APIP_MS_DIGITS  17 /* "1000000000000.000" */
+
 /* ---- Numbers out -------------------------------------------------------------------------- */
 
 /* Writes v[0, n) as api_float_write does, separated by commas; returns the end. o must have

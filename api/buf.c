@@ -1,5 +1,6 @@
 /* buf.c - the growable byte buffer responses are written into, the first-error-wins error
  * record, error bodies, and JSON string literals. */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -121,6 +122,19 @@ void apip_buf_put_u64(api_buf *b, uint64_t v) {
         v /= 10;
     } while (v);
     api_buf_append(b, tmp + sizeof tmp - n, n);
+}
+
+void apip_buf_put_flops(api_buf *b, double flops) {
+    /* round is exact and stays below 2^64 for flops below it; llround would overflow from 2^63. */
+    apip_buf_put_u64(b, !(flops > 0) ? 0 : flops < 0x1p64 ? (uint64_t)round(flops) : UINT64_MAX);
+}
+
+void apip_buf_put_ms(api_buf *b, double ms) {
+    char tmp[48];
+    if (!(ms >= 0.0) || ms > 1e12)
+        ms = 0.0;
+    int n = snprintf(tmp, sizeof tmp, "%.3f", ms);
+    api_buf_append(b, tmp, n > 0 ? (size_t)n : 0);
 }
 
 /* Length of the valid UTF-8 sequence at s[0, n), or 0 when it is not one. */

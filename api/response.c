@@ -7,8 +7,6 @@
  * indices as "int32"), which costs about what copying the bytes does.
  *
  * Legend: N batch, H heads, L query length, S key length, E embedding width, K top-k count. */
-#include <math.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "api_internal.h"
@@ -37,9 +35,9 @@
 #define T_B64_END    "\"}"
 #define LIT(s)       (sizeof s - 1)
 
-#define U64_MAX_DIGITS 20 /* 18446744073709551615 */
-#define I32_MAX_DIGITS 10 /* 2147483647: a top-k index */
-#define MS_MAX         17 /* put_ms: "1000000000000.000" */
+#define U64_MAX_DIGITS APIP_U64_DIGITS
+#define I32_MAX_DIGITS APIP_I32_DIGITS
+#define MS_MAX         APIP_MS_DIGITS
 #define FLOAT_CHARS    (APIP_FLOAT_MAX - 1)
 
 static void put_shape(api_buf *b, const size_t *dims, size_t rank) {
@@ -142,14 +140,6 @@ static void put_floats(api_buf *b, bool base64, const float *data, const size_t 
         b64_tensor(b, "float32", data, dims, rank);
     else
         json_floats(b, data, dims, rank);
-}
-
-static void put_ms(api_buf *b, double ms) {
-    char tmp[48];
-    if (!(ms >= 0.0) || ms > 1e12)
-        ms = 0.0;
-    int n = snprintf(tmp, sizeof tmp, "%.3f", ms);
-    api_buf_append(b, tmp, n > 0 ? (size_t)n : 0);
 }
 
 /* ---- Response size ------------------------------------------------------------------------ */
@@ -318,14 +308,11 @@ int api_job_respond(const api_job *job, double queue_ms, double compute_ms, api_
         apip_buf_puts(out, "}");
     }
     apip_buf_puts(out, T_USAGE);
-    /* Rounded to the nearest integer (round is exact and stays below 2^64 for f below it);
-     * from 2^64 on, UINT64_MAX. llround would overflow from 2^63 on. */
-    double f = job->plan.flops;
-    apip_buf_put_u64(out, !(f > 0) ? 0 : f < 0x1p64 ? (uint64_t)round(f) : UINT64_MAX);
+    apip_buf_put_flops(out, job->plan.flops);
     apip_buf_puts(out, T_QUEUE_MS);
-    put_ms(out, queue_ms);
+    apip_buf_put_ms(out, queue_ms);
     apip_buf_puts(out, T_COMPUTE_MS);
-    put_ms(out, compute_ms);
+    apip_buf_put_ms(out, compute_ms);
     apip_buf_puts(out, "}}");
     if (out->failed) {
         out->len = start;

@@ -4,8 +4,6 @@
  * flat arrays of v1's shortest decimals, binary outputs as their bytes after the JSON.
  *
  * Legend: N batch, L query length, S key length, E embedding width, H heads, K top-k count. */
-#include <math.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "api_internal.h"
@@ -27,9 +25,9 @@
 #define T_DATA     "],\"data\":["
 #define LIT(s)     (sizeof s - 1)
 
-#define U64_DIGITS 20 /* 18446744073709551615 */
-#define I32_DIGITS 10 /* a top-k index */
-#define MS_MAX     17 /* "1000000000000.000" */
+#define U64_DIGITS APIP_U64_DIGITS
+#define I32_DIGITS APIP_I32_DIGITS
+#define MS_MAX     APIP_MS_DIGITS
 
 /* The shape (dims) and datatype of output o of a job of response shape rs. */
 static const size_t *out_dims(const apip_resp_shape *rs, int o, size_t *rank) {
@@ -103,14 +101,6 @@ size_t api_job_binary_bytes(const api_job *job) {
     return job && job->v2 ? job->v2->binary_bytes : 0;
 }
 
-static void put_ms(api_buf *b, double ms) {
-    char tmp[48];
-    if (!(ms >= 0.0) || ms > 1e12)
-        ms = 0.0;
-    int n = snprintf(tmp, sizeof tmp, "%.3f", ms);
-    api_buf_append(b, tmp, n > 0 ? (size_t)n : 0);
-}
-
 /* Appends the (count) values at data as raw little-endian 4-byte values. */
 static void put_raw(api_buf *b, const void *data, size_t count) {
     size_t bytes = count * 4;
@@ -147,12 +137,11 @@ int apip_v2_respond(const api_job *job, double queue_ms, double compute_ms, api_
         apip_buf_puts(out, "\"");
     }
     apip_buf_puts(out, T_FLOPS);
-    double f = job->plan.flops;
-    apip_buf_put_u64(out, !(f > 0) ? 0 : f < 0x1p64 ? (uint64_t)round(f) : UINT64_MAX);
+    apip_buf_put_flops(out, job->plan.flops);
     apip_buf_puts(out, T_QUEUE);
-    put_ms(out, queue_ms);
+    apip_buf_put_ms(out, queue_ms);
     apip_buf_puts(out, T_COMPUTE);
-    put_ms(out, compute_ms);
+    apip_buf_put_ms(out, compute_ms);
     apip_buf_puts(out, T_OUTPUTS);
     for (size_t i = 0; i < rp->nout; i++) {
         int o = rp->out[i];
