@@ -6,7 +6,6 @@
  * 8 MiB base64 tensor took 211 ms to load with it, twice the compute of the job it carried.
  * This reader validates that string at memory speed, and the tensor decoder then reads the
  * base64 in place. */
-#include <errno.h>
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
@@ -608,59 +607,7 @@ bool apip_jv_streq(apip_span s, const char *lit) {
 
 /* ---- Numbers ------------------------------------------------------------------------------ */
 
-static const double pow10_exact[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
-                                       1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
-                                       1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
-
-double apip_jv_number(const char *p, const char **end) {
-    const char *q = p;
-    bool neg = *q == '-';
-    if (neg)
-        q++;
-    /* All digits into m (exact while there are at most 19); the point shifts the exponent. */
-    uint64_t m = 0;
-    const char *d0 = q;
-    for (; is_digit(*q); q++)
-        m = m * 10 + (uint64_t)(*q - '0');
-    size_t ndig = (size_t)(q - d0);
-    long exp10 = 0;
-    if (*q == '.') {
-        const char *f0 = ++q;
-        for (; is_digit(*q); q++)
-            m = m * 10 + (uint64_t)(*q - '0');
-        ndig += (size_t)(q - f0);
-        exp10 = -(long)(q - f0);
-    }
-    if (*q == 'e' || *q == 'E') {
-        q++;
-        bool eneg = *q == '-';
-        if (*q == '+' || *q == '-')
-            q++;
-        long x = 0;
-        for (; is_digit(*q); q++)
-            if (x < 100000)
-                x = x * 10 + (*q - '0');
-        exp10 += eneg ? -x : x;
-    }
-    *end = q;
-    if (ndig <= 19) {
-        if (m == 0)
-            return neg ? -0.0 : 0.0;
-        if (m <= (1ull << 53) && exp10 >= -22 && exp10 <= 22) {
-            /* Clinger's fast path: both operands exact, so one rounding, the correct one. */
-            double v = (double)m;
-            v = exp10 < 0 ? v / pow10_exact[-exp10] : v * pow10_exact[exp10];
-            return neg ? -v : v;
-        }
-    }
-    /* The token is a complete JSON number followed by a delimiter, so strtod reads exactly it. */
-    char *se = NULL;
-    errno = 0;
-    double v = strtod(p, &se);
-    if (se != q) /* a locale with another decimal point: never silently misread */
-        return (double)NAN;
-    return v;
-}
+/* apip_jv_number and apip_jv_float: number.c. */
 
 int apip_jv_int(const char *p, bool *neg, uint64_t *mag) {
     *neg = false;

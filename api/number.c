@@ -17,7 +17,10 @@
  * even float. t within 2 units of one of those edges (about once in 10^11), denormal results
  * and 20 or more digits go to strtod, which decides exactly. Exponents beyond the table give 0
  * or infinity outright (10^19 10^-66 is far below the smallest denormal's half, 10^39 above
- * the largest float). */
+ * the largest float).
+ *
+ * apip_jv_number reads a scalar field as a double with the same digit loop, exponent and exact
+ * table (Clinger's case, else strtod). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,6 +117,24 @@ static inline const char *digit_run(const char *q, const char *lim, uint64_t *w)
     return q;
 }
 
+/* The exponent part at *q ('e' or 'E', a sign, digits), or 0 when there is none; *q goes past
+ * it. Its magnitude stops growing at 100000, far past any float's or double's range. */
+static inline long exponent(const char **qp) {
+    const char *q = *qp;
+    if (*q != 'e' && *q != 'E')
+        return 0;
+    q++;
+    bool neg = *q == '-';
+    if (*q == '+' || *q == '-')
+        q++;
+    long x = 0;
+    for (; is_digit(*q); q++)
+        if (x < 100000)
+            x = x * 10 + (*q - '0');
+    *qp = q;
+    return neg ? -x : x;
+}
+
 /* The exact reading: strtod, then float. The token [p, q) is a complete JSON number followed
  * by a delimiter, so strtod reads exactly it; a locale with another decimal point would not,
  * and gives NaN rather than a misread. */
@@ -185,19 +206,46 @@ __attribute__((always_inline)) static inline const char *number(const char *p, c
         frac = q - f0;
         digits += frac;
     }
-    if (*q == 'e' || *q == 'E') {
-        q++;
-        bool eneg = *q == '-';
-        if (*q == '+' || *q == '-')
-            q++;
-        long x = 0;
-        for (; is_digit(*q); q++)
-            if (x < 100000)
-                x = x * 10 + (*q - '0');
-        e10 = eneg ? -x : x;
-    }
+    e10 = exponent(&q);
     *out = digits > 19 ? read_strtod(p, q) : decimal_to_float(neg, w, e10 - frac, p, q);
     return q;
+}
+
+double apip_jv_number(const char *p, const char **end) {
+    const char *q = p;
+    bool neg = *q == '-';
+    if (neg)
+        q++;
+    /* All digits into m (exact while there are at most 19); the point shifts the exponent. */
+    uint64_t m = 0;
+    const char *d0 = q;
+    q = digit_run(q, q, &m);
+    size_t ndig = (size_t)(q - d0);
+    long exp10 = 0;
+    if (*q == '.') {
+        const char *f0 = ++q;
+        q = digit_run(q, q, &m);
+        ndig += (size_t)(q - f0);
+        exp10 = -(long)(q - f0);
+    }
+    exp10 += exponent(&q);
+    *end = q;
+    if (ndig <= 19) {
+        if (m == 0)
+            return neg ? -0.0 : 0.0;
+        if (m <= (1ull << 53) && exp10 >= -22 && exp10 <= 22) {
+            /* Clinger's fast path: both operands exact, so one rounding, the correct one. */
+            double v = (double)m;
+            v = exp10 < 0 ? v / pow10_exact[-exp10] : v * pow10_exact[exp10];
+            return neg ? -v : v;
+        }
+    }
+    /* The token is a complete JSON number followed by a delimiter, so strtod reads exactly it. */
+    char *se = NULL;
+    double v = strtod(p, &se);
+    if (se != q) /* a locale with another decimal point: never silently misread */
+        return (double)NAN;
+    return v;
 }
 
 float apip_jv_float(const char *p, const char **end) {
