@@ -65,7 +65,7 @@ void srv_config_init(srv_config *cfg) {
     cfg->idle_timeout = 60;
     cfg->read_timeout = 30;
     cfg->log_format = SRV_LOG_TEXT;
-    cfg->batch_window_us = 200; /* server/workers.c: the measurements behind both */
+    cfg->batch_window_us = 200; /* bench/RESULTS.md: the measurements behind both */
     cfg->max_batch_tokens = 4096;
 }
 

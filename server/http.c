@@ -49,7 +49,7 @@
 #include "server.h"
 
 /* libmicrohttpd's per-connection buffer (headers and body chunks). It zeroes the whole buffer
- * for each request, so a smaller one is cheaper: 32 KiB served W1 5-10% faster than 128 KiB. */
+ * for each request, so a smaller one is cheaper (bench/RESULTS.md: the connection buffer). */
 #define MHD_MEMORY     (32 << 10)
 #define ID_MAX         64                 /* longest X-Request-Id kept; longer ones are replaced */
 #define BODY_FIRST_CAP ((size_t)1 << 20)  /* most of a body reserved before it arrives */
