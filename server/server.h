@@ -64,6 +64,8 @@ typedef struct srv_error {
     char msg[512];
 } srv_error;
 
+/* ---- Errors and time (common.c) ----------------------------------------------------------- */
+
 /* Fills err (when it is still clear) with a printf-style message; returns SRV_ERR. */
 int srv_fail(srv_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
