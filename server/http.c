@@ -456,12 +456,7 @@ static void *reaper_main(void *arg) {
                            SRV_NUM("read_timeout_s", h->cfg->read_timeout)};
             srv_log_write(h->log, "warn", "read_timeout", kv, 2);
         }
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        long long ns = ts.tv_nsec + (long long)(period * 1e9);
-        ts.tv_sec += (time_t)(ns / 1000000000);
-        ts.tv_nsec = (long)(ns % 1000000000);
-        pthread_cond_timedwait(&h->reaper_cv, &h->conns_mu, &ts);
+        srv_cond_wait_for(&h->reaper_cv, &h->conns_mu, period);
     }
     pthread_mutex_unlock(&h->conns_mu);
     return NULL;
@@ -1501,11 +1496,7 @@ srv_http *srv_http_start(const srv_config *cfg, const srv_log *log, int listen_f
     if (getrandom(&h->id_salt, sizeof h->id_salt, GRND_NONBLOCK) != sizeof h->id_salt)
         h->id_salt = mix64((uint64_t)tv.tv_usec ^ ((uint64_t)getpid() << 32));
     pthread_mutex_init(&h->conns_mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&h->reaper_cv, &ca);
-    pthread_condattr_destroy(&ca);
+    srv_cond_init(&h->reaper_cv);
 
     /* poll(2), not epoll: with epoll, libmicrohttpd 0.9.75 misses a client's FIN that arrives
      * together with its last bytes (a client that sends and closes at once) and holds the

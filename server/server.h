@@ -35,6 +35,7 @@
 #ifndef ATTND_SERVER_H
 #define ATTND_SERVER_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -71,6 +72,13 @@ int srv_fail(srv_error *err, const char *fmt, ...) __attribute__((format(printf,
 
 /* Monotonic seconds. */
 double srv_now(void);
+
+/* Initialises cv for srv_cond_wait_for: its timed waits go by the monotonic clock. */
+void srv_cond_init(pthread_cond_t *cv);
+
+/* With mu held: waits on cv (initialised by srv_cond_init) until it is signalled or seconds
+ * (from 0 to a few days) have passed, as pthread_cond_timedwait does. */
+void srv_cond_wait_for(pthread_cond_t *cv, pthread_mutex_t *mu, double seconds);
 
 /* ---- Configuration (config.c) ------------------------------------------------------------- */
 

@@ -37,7 +37,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "server.h"
 
@@ -239,14 +238,8 @@ static void take_batchable(srv_workers *w, size_t index, batch_item *it, size_t 
 /* Waits on the work condition until the monotonic time t (or a signal). */
 static void wait_until(srv_workers *w, double t) {
     double left = t - srv_now();
-    if (left <= 0)
-        return;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    long ns = ts.tv_nsec + (long)(left * 1e9);
-    ts.tv_sec += ns / 1000000000L;
-    ts.tv_nsec = ns % 1000000000L;
-    pthread_cond_timedwait(&w->work, &w->mu, &ts);
+    if (left > 0)
+        srv_cond_wait_for(&w->work, &w->mu, left);
 }
 
 /* With the lock held: pops the next job and, when batching is on, the jobs that join it.
@@ -356,12 +349,8 @@ srv_workers *srv_workers_create(size_t nworkers, size_t max_queue, attn_pool *po
         goto err;
     }
     pthread_mutex_init(&w->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&w->work, &ca);
-    pthread_cond_init(&w->idle, &ca);
-    pthread_condattr_destroy(&ca);
+    srv_cond_init(&w->work);
+    srv_cond_init(&w->idle);
     w->max_queue = max_queue;
     w->max_tokens = 1;
     w->pool = pool;
@@ -434,13 +423,7 @@ bool srv_workers_wait_idle(srv_workers *w, double deadline) {
         double left = deadline - srv_now();
         if (left <= 0)
             break;
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        double wait = left < 0.1 ? left : 0.1;
-        long ns = ts.tv_nsec + (long)(wait * 1e9);
-        ts.tv_sec += ns / 1000000000L;
-        ts.tv_nsec = ns % 1000000000L;
-        pthread_cond_timedwait(&w->idle, &w->mu, &ts);
+        srv_cond_wait_for(&w->idle, &w->mu, left < 0.1 ? left : 0.1);
     }
     bool idle = !w->queued && !w->running;
     pthread_mutex_unlock(&w->mu);
