@@ -336,6 +336,11 @@ srv_workers *srv_workers_create(size_t nworkers, size_t max_queue, attn_pool *po
         srv_fail(err, "out of memory for the worker pool");
         return NULL;
     }
+    /* From here on srv_workers_destroy undoes whatever is done: it joins the started threads
+     * and frees what was allocated. */
+    pthread_mutex_init(&w->mu, NULL);
+    srv_cond_init(&w->work);
+    srv_cond_init(&w->idle);
     w->nworkers = nworkers;
     w->current = calloc(nworkers, sizeof *w->current);
     w->args = calloc(nworkers, sizeof *w->args);
@@ -348,9 +353,6 @@ srv_workers *srv_workers_create(size_t nworkers, size_t max_queue, attn_pool *po
         srv_fail(err, "out of memory for %zu workers", nworkers);
         goto err;
     }
-    pthread_mutex_init(&w->mu, NULL);
-    srv_cond_init(&w->work);
-    srv_cond_init(&w->idle);
     w->max_queue = max_queue;
     w->max_tokens = 1;
     w->pool = pool;
@@ -362,20 +364,13 @@ srv_workers *srv_workers_create(size_t nworkers, size_t max_queue, attn_pool *po
         if (rc != 0) {
             srv_fail(err, "cannot start worker thread %zu of %zu: %s", i + 1, nworkers,
                      strerror(rc));
-            srv_workers_destroy(w);
-            return NULL;
+            goto err;
         }
         w->started = i + 1;
     }
     return w;
 err:
-    free(w->current);
-    for (size_t i = 0; w->args && i < w->nworkers; i++)
-        free(w->args[i].items);
-    free(w->args);
-    free(w->threads);
-    free(w->leader);
-    free(w);
+    srv_workers_destroy(w);
     return NULL;
 }
 
