@@ -1,19 +1,19 @@
 /* conn.c - the listening socket, and each connection as the read timeout sees it.
  *
- * The read timeout (--read-timeout): each connection is tracked (conn_track). Between requests,
- * and before its first, a connection is idle, and only the idle timeout (--idle-timeout,
- * libmicrohttpd's own: it closes a connection that sends nothing) applies to it. A request
- * begins with its first byte, which the reaper thread sees in the socket's byte count
- * (TCP_INFO), or the access handler when the headers have come; from then on it must arrive,
- * headers and body, within the read timeout. A connection whose request is late is closed: by
- * on_access when a late body byte arrives, else by the reaper (a client still trickling its
- * headers, or stalled mid-request), since libmicrohttpd's idle timeout restarts at every byte.
+ * The read timeout (--read-timeout): each connection is tracked (a srv_conn in the srv_conns).
+ * Between requests, and before its first, a connection is idle, and only the idle timeout
+ * (--idle-timeout, libmicrohttpd's own: it closes a connection that sends nothing) applies to
+ * it. A request begins with its first byte, which the reaper thread sees in the socket's byte
+ * count (TCP_INFO), or the access handler when the headers have come; from then on it must
+ * arrive, headers and body, within the read timeout. A connection whose request is late is
+ * closed: by the access handler when a late body byte arrives (srv_conn_late), else by the
+ * reaper (a client still trickling its headers, or stalled mid-request), since libmicrohttpd's
+ * idle timeout restarts at every byte.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/tcp.h>
-#include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -23,9 +23,36 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "http_internal.h"
+#include "server.h"
 
 /* ---- The read timeout --------------------------------------------------------------------- */
+
+/* A connection as the read timeout sees it. Made when libmicrohttpd opens the connection and
+ * freed when it reports it closed, which it does before it closes the socket: so fd is the
+ * connection's own while the record is listed, and the reaper may read its TCP_INFO and shut
+ * it down. */
+struct srv_conn {
+    int fd;
+    srv_conn_state state;
+    double since;     /* SRV_CONN_READING: when the request began; SRV_CONN_IDLE: when idleness
+                         did */
+    uint64_t rx_mark; /* SRV_CONN_IDLE: bytes the socket had received when idleness began */
+    bool cut;         /* the reaper shut it down */
+    bool head;        /* a request line has come and its headers are not handed over yet */
+    pthread_t thread; /* the libmicrohttpd thread that serves the connection (once head) */
+    srv_conn *prev, *next;
+};
+
+struct srv_conns {
+    double read_timeout; /* --read-timeout; 0 = none (no reaper) */
+    size_t idle_timeout; /* --idle-timeout, only to log the closes it makes */
+    const srv_log *log;
+    pthread_mutex_t mu; /* guards the list and every record in it */
+    pthread_cond_t reaper_cv;
+    srv_conn *list;
+    bool reaper_stop, has_reaper;
+    pthread_t reaper;
+};
 
 /* Bytes the socket fd has received so far (TCP_INFO); 0 when unknown. */
 static uint64_t socket_rx_bytes(int fd) {
@@ -38,124 +65,132 @@ static uint64_t socket_rx_bytes(int fd) {
     return ti.tcpi_bytes_received;
 }
 
-/* With conns_mu held: makes track idle from now (its reply has gone). */
-static void track_idle_locked(conn_track *track) {
-    track->state = TRACK_IDLE;
-    track->since = srv_now();
-    track->rx_mark = socket_rx_bytes(track->fd);
+/* With mu held: makes c idle from now (its reply has gone). */
+static void conn_idle_locked(srv_conn *c) {
+    c->state = SRV_CONN_IDLE;
+    c->since = srv_now();
+    c->rx_mark = socket_rx_bytes(c->fd);
 }
 
-/* Moves track to state: TRACK_READING starts the read timeout unless the request was already
- * seen arriving; TRACK_IDLE starts idleness. NULL does nothing. */
-void track_set(srv_http *h, conn_track *track, track_state state) {
-    if (!track)
+void srv_conn_set(srv_conns *cs, srv_conn *c, srv_conn_state state) {
+    if (!c)
         return;
-    pthread_mutex_lock(&h->conns_mu);
-    track->head = false; /* the headers have been handed over, or the request is done */
-    if (state == TRACK_IDLE) {
-        track_idle_locked(track);
-    } else if (state == TRACK_READING) {
-        if (track->state != TRACK_READING)
-            track->since = srv_now();
-        track->state = TRACK_READING;
+    pthread_mutex_lock(&cs->mu);
+    c->head = false; /* the headers have been handed over, or the request is done */
+    if (state == SRV_CONN_IDLE) {
+        conn_idle_locked(c);
+    } else if (state == SRV_CONN_READING) {
+        if (c->state != SRV_CONN_READING)
+            c->since = srv_now();
+        c->state = SRV_CONN_READING;
     } else {
-        track->state = TRACK_ARRIVED;
+        c->state = SRV_CONN_ARRIVED;
     }
-    pthread_mutex_unlock(&h->conns_mu);
+    pthread_mutex_unlock(&cs->mu);
 }
 
-/* True when the request on track has been arriving for longer than --read-timeout. */
-bool track_late(srv_http *h, conn_track *track) {
-    if (!track || h->cfg->read_timeout <= 0)
+bool srv_conn_late(srv_conns *cs, srv_conn *c) {
+    if (!c || cs->read_timeout <= 0)
         return false;
-    pthread_mutex_lock(&h->conns_mu);
-    bool late = track->state == TRACK_READING && srv_now() - track->since > h->cfg->read_timeout;
-    pthread_mutex_unlock(&h->conns_mu);
+    pthread_mutex_lock(&cs->mu);
+    bool late = c->state == SRV_CONN_READING && srv_now() - c->since > cs->read_timeout;
+    pthread_mutex_unlock(&cs->mu);
     return late;
 }
 
-void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
-                   enum MHD_ConnectionNotificationCode code) {
-    srv_http *h = cls;
-    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
-        conn_track *c = calloc(1, sizeof *c);
-        const union MHD_ConnectionInfo *ci =
-            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-        if (!c) { /* out of memory: every connection must be tracked (see on_mhd_log) */
-            if (ci)
-                shutdown((int)ci->connect_fd, SHUT_RDWR);
-            return;
-        }
-        c->fd = ci ? (int)ci->connect_fd : -1;
-        c->state = TRACK_IDLE;
-        c->since = srv_now();
-        c->rx_mark = 0; /* any byte received is the first request's */
-        pthread_mutex_lock(&h->conns_mu);
-        c->next = h->conns;
-        if (h->conns)
-            h->conns->prev = c;
-        h->conns = c;
-        pthread_mutex_unlock(&h->conns_mu);
-        *socket_context = c;
-    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
-        conn_track *c = *socket_context;
-        if (!c)
-            return;
-        pthread_mutex_lock(&h->conns_mu);
-        if (c->prev)
-            c->prev->next = c->next;
-        else
-            h->conns = c->next;
-        if (c->next)
-            c->next->prev = c->prev;
-        double idle_s = c->state == TRACK_IDLE ? srv_now() - c->since : 0;
-        pthread_mutex_unlock(&h->conns_mu);
-        /* libmicrohttpd closes a connection silent for --idle-timeout; a client that closed
-         * its side, or a shutdown, ends idleness sooner. */
-        if (h->cfg->idle_timeout > 0 && idle_s >= (double)h->cfg->idle_timeout - 0.05) {
-            srv_kv kv[] = {SRV_NUM("idle_s", idle_s),
-                           SRV_INT("idle_timeout_s", h->cfg->idle_timeout)};
-            srv_log_write(h->log, "info", "idle_timeout", kv, 2);
-        }
-        free(c);
-        *socket_context = NULL;
-    }
+bool srv_conn_cut(srv_conns *cs, srv_conn *c) {
+    if (!c)
+        return false;
+    pthread_mutex_lock(&cs->mu);
+    bool cut = c->cut;
+    pthread_mutex_unlock(&cs->mu);
+    return cut;
 }
 
-/* libmicrohttpd has read a request line: until its headers are handed over (on_access), the
- * connection's record says so, and which thread serves it. */
-void *on_request_line(void *cls, const char *uri, struct MHD_Connection *conn) {
-    (void)uri;
-    srv_http *h = cls;
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-    conn_track *track = ci ? ci->socket_context : NULL;
-    if (track) {
-        pthread_mutex_lock(&h->conns_mu);
-        track->head = true;
-        track->thread = pthread_self();
-        pthread_mutex_unlock(&h->conns_mu);
+srv_conn *srv_conn_open(srv_conns *cs, int fd) {
+    srv_conn *c = calloc(1, sizeof *c);
+    if (!c) { /* out of memory: every connection must be tracked (see srv_conns_take_head) */
+        if (fd >= 0)
+            shutdown(fd, SHUT_RDWR);
+        return NULL;
     }
-    return NULL; /* on_access makes the request's object */
+    c->fd = fd;
+    c->state = SRV_CONN_IDLE;
+    c->since = srv_now();
+    c->rx_mark = 0; /* any byte received is the first request's */
+    pthread_mutex_lock(&cs->mu);
+    c->next = cs->list;
+    if (cs->list)
+        cs->list->prev = c;
+    cs->list = c;
+    pthread_mutex_unlock(&cs->mu);
+    return c;
+}
+
+void srv_conn_close(srv_conns *cs, srv_conn *c) {
+    if (!c)
+        return;
+    pthread_mutex_lock(&cs->mu);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        cs->list = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    double idle_s = c->state == SRV_CONN_IDLE ? srv_now() - c->since : 0;
+    pthread_mutex_unlock(&cs->mu);
+    /* libmicrohttpd closes a connection silent for --idle-timeout; a client that closed
+     * its side, or a shutdown, ends idleness sooner. */
+    if (cs->idle_timeout > 0 && idle_s >= (double)cs->idle_timeout - 0.05) {
+        srv_kv kv[] = {SRV_NUM("idle_s", idle_s), SRV_INT("idle_timeout_s", cs->idle_timeout)};
+        srv_log_write(cs->log, "info", "idle_timeout", kv, 2);
+    }
+    free(c);
+}
+
+void srv_conn_request_line(srv_conns *cs, srv_conn *c) {
+    if (!c)
+        return;
+    pthread_mutex_lock(&cs->mu);
+    c->head = true;
+    c->thread = pthread_self();
+    pthread_mutex_unlock(&cs->mu);
+}
+
+int srv_conns_take_head(srv_conns *cs) {
+    int fd = -1;
+    pthread_mutex_lock(&cs->mu);
+    for (srv_conn *c = cs->list; c; c = c->next) {
+        if (!c->head || !pthread_equal(c->thread, pthread_self()))
+            continue;
+        if (fd != -1) { /* a second candidate */
+            fd = -2;
+            break;
+        }
+        fd = c->fd;
+        c->head = false;
+    }
+    pthread_mutex_unlock(&cs->mu);
+    return fd < 0 ? -1 : fd;
 }
 
 /* The reaper: a few times per timeout, marks idle connections that have received a byte as
  * reading a request (from now), and shuts down every connection whose request is late;
  * libmicrohttpd then reads the end of the stream and closes it. */
-void *reaper_main(void *arg) {
-    srv_http *h = arg;
-    double period = h->cfg->read_timeout / 8;
+static void *reaper_main(void *arg) {
+    srv_conns *cs = arg;
+    double period = cs->read_timeout / 8;
     period = period < 0.01 ? 0.01 : period > 0.25 ? 0.25 : period;
-    pthread_mutex_lock(&h->conns_mu);
-    while (!h->reaper_stop) {
+    pthread_mutex_lock(&cs->mu);
+    while (!cs->reaper_stop) {
         double now = srv_now();
         size_t cut = 0;
-        for (conn_track *c = h->conns; c; c = c->next) {
-            if (c->state == TRACK_IDLE && socket_rx_bytes(c->fd) > c->rx_mark) {
-                c->state = TRACK_READING;
+        for (srv_conn *c = cs->list; c; c = c->next) {
+            if (c->state == SRV_CONN_IDLE && socket_rx_bytes(c->fd) > c->rx_mark) {
+                c->state = SRV_CONN_READING;
                 c->since = now;
-            } else if (c->state == TRACK_READING && !c->cut && c->fd >= 0 &&
-                       now - c->since > h->cfg->read_timeout) {
+            } else if (c->state == SRV_CONN_READING && !c->cut && c->fd >= 0 &&
+                       now - c->since > cs->read_timeout) {
                 shutdown(c->fd, SHUT_RDWR);
                 c->cut = true;
                 cut++;
@@ -163,13 +198,56 @@ void *reaper_main(void *arg) {
         }
         if (cut) {
             srv_kv kv[] = {SRV_INT("connections", cut),
-                           SRV_NUM("read_timeout_s", h->cfg->read_timeout)};
-            srv_log_write(h->log, "warn", "read_timeout", kv, 2);
+                           SRV_NUM("read_timeout_s", cs->read_timeout)};
+            srv_log_write(cs->log, "warn", "read_timeout", kv, 2);
         }
-        srv_cond_wait_for(&h->reaper_cv, &h->conns_mu, period);
+        srv_cond_wait_for(&cs->reaper_cv, &cs->mu, period);
     }
-    pthread_mutex_unlock(&h->conns_mu);
+    pthread_mutex_unlock(&cs->mu);
     return NULL;
+}
+
+srv_conns *srv_conns_create(const srv_config *cfg, const srv_log *log, srv_error *err) {
+    srv_conns *cs = calloc(1, sizeof *cs);
+    if (!cs) {
+        srv_fail(err, "out of memory starting HTTP");
+        return NULL;
+    }
+    cs->read_timeout = cfg->read_timeout;
+    cs->idle_timeout = cfg->idle_timeout;
+    cs->log = log;
+    pthread_mutex_init(&cs->mu, NULL);
+    srv_cond_init(&cs->reaper_cv);
+    if (cs->read_timeout > 0) {
+        int rc = pthread_create(&cs->reaper, NULL, reaper_main, cs);
+        if (rc != 0) {
+            srv_conns_destroy(cs);
+            srv_fail(err, "cannot start the read-timeout thread: %s", strerror(rc));
+            return NULL;
+        }
+        cs->has_reaper = true;
+    }
+    return cs;
+}
+
+void srv_conns_stop(srv_conns *cs) {
+    if (!cs || !cs->has_reaper)
+        return;
+    pthread_mutex_lock(&cs->mu);
+    cs->reaper_stop = true;
+    pthread_cond_signal(&cs->reaper_cv);
+    pthread_mutex_unlock(&cs->mu);
+    pthread_join(cs->reaper, NULL);
+    cs->has_reaper = false;
+}
+
+void srv_conns_destroy(srv_conns *cs) {
+    if (!cs)
+        return;
+    srv_conns_stop(cs);
+    pthread_cond_destroy(&cs->reaper_cv);
+    pthread_mutex_destroy(&cs->mu);
+    free(cs);
 }
 
 /* ---- The listening socket ---------------------------------------------------------------- */

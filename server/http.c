@@ -165,7 +165,7 @@ static void on_job_done(srv_job *sj) {
 }
 
 static enum MHD_Result on_body_complete(srv_http *h, http_req *r) {
-    track_set(h, r->track, TRACK_ARRIVED);
+    srv_conn_set(h->conns, r->track, SRV_CONN_ARRIVED);
     switch (srv_body_finish(r->body)) {
     case SRV_BODY_OK:
         break;
@@ -352,8 +352,9 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         if (!r)
             return MHD_NO; /* out of memory: drop the connection */
         *con_cls = r;
-        atomic_fetch_add(&h->outstanding, 1);  /* until on_completed */
-        track_set(h, r->track, TRACK_READING); /* begun, if the reaper has not seen it yet */
+        atomic_fetch_add(&h->outstanding, 1); /* until on_completed */
+        /* begun, if the reaper has not seen it yet */
+        srv_conn_set(h->conns, r->track, SRV_CONN_READING);
         enum MHD_Result rc;
         if (framing_refused(r, version, &rc))
             return rc;
@@ -376,7 +377,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
                 return MHD_NO;
             /* A body still arriving past the read timeout: drop the connection (libmicrohttpd
              * cannot queue a reply before the body has ended). */
-            if (track_late(h, r->track)) {
+            if (srv_conn_late(h->conns, r->track)) {
                 r->late = true;
                 return MHD_NO;
             }
@@ -436,12 +437,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (r->code[0])
         kv[n++] = SRV_STR("code", r->code);
     const char *end = end_name(toe);
-    if (r->track) {
-        pthread_mutex_lock(&h->conns_mu);
-        if (r->track->cut || r->late)
-            end = "read_timeout";
-        pthread_mutex_unlock(&h->conns_mu);
-    }
+    if (r->late || srv_conn_cut(h->conns, r->track))
+        end = "read_timeout";
     if (end)
         kv[n++] = SRV_STR("end", end);
     srv_log_write(h->log, "info", "access", kv, n);
@@ -452,7 +449,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                         sent ? r->bytes_out : 0);
     unsent_release(h, r, r->unsent); /* libmicrohttpd frees the body next: room for a reply */
     atomic_fetch_sub(&h->outstanding, 1);
-    track_set(h, r->track, TRACK_IDLE); /* the connection now waits for its next request */
+    /* the connection now waits for its next request */
+    srv_conn_set(h->conns, r->track, SRV_CONN_IDLE);
     req_unref(r);
 }
 
@@ -465,19 +463,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
  * headers are not handed over: when there are several, they cannot be told apart, and
  * libmicrohttpd's reply goes out as it is. */
 static void answer_bad_length(srv_http *h, bool too_large) {
-    int fd = -1;
-    pthread_mutex_lock(&h->conns_mu);
-    for (conn_track *c = h->conns; c; c = c->next) {
-        if (!c->head || !pthread_equal(c->thread, pthread_self()))
-            continue;
-        if (fd != -1) { /* a second candidate */
-            fd = -2;
-            break;
-        }
-        fd = c->fd;
-        c->head = false;
-    }
-    pthread_mutex_unlock(&h->conns_mu);
+    int fd = srv_conns_take_head(h->conns);
     if (fd < 0)
         return;
     api_error e = {0};
@@ -527,6 +513,32 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
         answer_bad_length(h, true);
 }
 
+/* ---- Connections (conn.c tracks them) ----------------------------------------------------- */
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+    srv_http *h = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        *socket_context = srv_conn_open(h->conns, ci ? (int)ci->connect_fd : -1);
+    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        srv_conn_close(h->conns, *socket_context);
+        *socket_context = NULL;
+    }
+}
+
+/* libmicrohttpd has read a request line: until its headers are handed over (on_access), the
+ * connection's record says so, and which thread serves it. */
+static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *conn) {
+    (void)uri;
+    srv_http *h = cls;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    srv_conn_request_line(h->conns, ci ? ci->socket_context : NULL);
+    return NULL; /* on_access makes the request's object */
+}
+
 /* ---- Life cycle --------------------------------------------------------------------------- */
 
 srv_http *srv_http_start(const srv_config *cfg, const srv_log *log, int listen_fd,
@@ -551,8 +563,11 @@ srv_http *srv_http_start(const srv_config *cfg, const srv_log *log, int listen_f
     h->start_wall = (double)tv.tv_sec + (double)tv.tv_usec * 1e-6;
     if (getrandom(&h->id_salt, sizeof h->id_salt, GRND_NONBLOCK) != sizeof h->id_salt)
         h->id_salt = mix64((uint64_t)tv.tv_usec ^ ((uint64_t)getpid() << 32));
-    pthread_mutex_init(&h->conns_mu, NULL);
-    srv_cond_init(&h->reaper_cv);
+    if (!(h->conns = srv_conns_create(cfg, log, err))) {
+        close(listen_fd);
+        free(h);
+        return NULL;
+    }
 
     /* poll(2), not epoll: with epoll, libmicrohttpd 0.9.75 misses a client's FIN that arrives
      * together with its last bytes (a client that sends and closes at once) and holds the
@@ -569,20 +584,10 @@ srv_http *srv_http_start(const srv_config *cfg, const srv_log *log, int listen_f
         (unsigned)cfg->max_connections, MHD_OPTION_END);
     if (!h->daemon) {
         close(listen_fd);
-        pthread_cond_destroy(&h->reaper_cv);
-        pthread_mutex_destroy(&h->conns_mu);
+        srv_conns_destroy(h->conns);
         free(h);
         srv_fail(err, "libmicrohttpd failed to start (see the lines above)");
         return NULL;
-    }
-    if (cfg->read_timeout > 0) {
-        int rc = pthread_create(&h->reaper, NULL, reaper_main, h);
-        if (rc != 0) {
-            srv_http_stop(h);
-            srv_fail(err, "cannot start the read-timeout thread: %s", strerror(rc));
-            return NULL;
-        }
-        h->has_reaper = true;
     }
     return h;
 }
@@ -612,15 +617,8 @@ bool srv_http_wait_replied(srv_http *h, double deadline) {
 void srv_http_stop(srv_http *h) {
     if (!h)
         return;
-    if (h->has_reaper) {
-        pthread_mutex_lock(&h->conns_mu);
-        h->reaper_stop = true;
-        pthread_cond_signal(&h->reaper_cv);
-        pthread_mutex_unlock(&h->conns_mu);
-        pthread_join(h->reaper, NULL);
-    }
+    srv_conns_stop(h->conns);
     MHD_stop_daemon(h->daemon); /* reports every connection closed: frees their records */
-    pthread_cond_destroy(&h->reaper_cv);
-    pthread_mutex_destroy(&h->conns_mu);
+    srv_conns_destroy(h->conns);
     free(h);
 }

@@ -1,4 +1,4 @@
-/* http_internal.h - private to the HTTP files of server/ (http.c, conn.c, reply.c, routes.c):
+/* http_internal.h - private to the HTTP files of server/ (http.c, reply.c, routes.c):
  * the HTTP daemon's state, a request's state, and the functions these files share. */
 #ifndef ATTND_HTTP_INTERNAL_H
 #define ATTND_HTTP_INTERNAL_H
@@ -10,28 +10,6 @@
 #include "server.h"
 
 #define ID_MAX 64 /* longest X-Request-Id kept; longer ones are replaced */
-
-/* Where a connection is, as the read timeout sees it. */
-typedef enum track_state {
-    TRACK_IDLE = 0, /* between requests (or before the first): no byte of the next yet */
-    TRACK_READING,  /* a request is arriving (headers or body) */
-    TRACK_ARRIVED,  /* the request has arrived: it is computed or its reply is being sent */
-} track_state;
-
-/* A connection as the read timeout sees it. Made when libmicrohttpd opens the connection and
- * freed when it reports it closed, which it does before it closes the socket: so fd is the
- * connection's own while the record is listed, and the reaper may read its TCP_INFO and shut
- * it down. */
-typedef struct conn_track {
-    int fd;
-    track_state state;
-    double since;     /* TRACK_READING: when the request began; TRACK_IDLE: when idleness did */
-    uint64_t rx_mark; /* TRACK_IDLE: bytes the socket had received when idleness began */
-    bool cut;         /* the reaper shut it down */
-    bool head;        /* a request line has come and its headers are not handed over yet */
-    pthread_t thread; /* the libmicrohttpd thread that serves the connection (once head) */
-    struct conn_track *prev, *next;
-} conn_track;
 
 struct srv_http {
     const srv_config *cfg;
@@ -49,12 +27,7 @@ struct srv_http {
     atomic_uint_fast64_t next_id;
     uint64_t id_salt;
     double start_wall;
-    /* The tracked connections (under conns_mu) and the reaper of late ones. */
-    pthread_mutex_t conns_mu;
-    pthread_cond_t reaper_cv;
-    conn_track *conns;
-    bool reaper_stop, has_reaper;
-    pthread_t reaper;
+    srv_conns *conns; /* the connections, as the read timeout sees them */
 };
 
 typedef enum req_state { REQ_NEW = 0, REQ_BODY, REQ_QUEUED, REQ_REPLIED } req_state;
@@ -83,8 +56,8 @@ typedef struct http_req {
     const char *allow;
     const char *preflight; /* the methods an allowed CORS preflight is answered with */
     bool www_auth, bad_token, page;
-    conn_track *track; /* the connection's record; NULL when it could not be made */
-    bool late;         /* dropped for --read-timeout while its body arrived */
+    srv_conn *track; /* the connection's record; NULL when it could not be made */
+    bool late;       /* dropped for --read-timeout while its body arrived */
     /* The Open Inference Protocol (v2) */
     char *model, *version;        /* of a /v2/models/ path (version NULL when it has none) */
     size_t v2_header_len;         /* Inference-Header-Content-Length, or API_V2_NO_HEADER */
@@ -95,14 +68,6 @@ typedef struct http_req {
 } http_req;
 
 /* ---- Shared by the HTTP files ------------------------------------------------------------- */
-
-/* conn.c */
-void track_set(srv_http *h, conn_track *track, track_state state);
-bool track_late(srv_http *h, conn_track *track);
-void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
-                   enum MHD_ConnectionNotificationCode code);
-void *on_request_line(void *cls, const char *uri, struct MHD_Connection *conn);
-void *reaper_main(void *arg);
 
 /* reply.c */
 bool v2_path(const char *path);

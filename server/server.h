@@ -396,11 +396,69 @@ const srv_static_file *srv_static_find(const char *path);
 /* The Content-Type for a path, from its extension. */
 const char *srv_static_mime(const char *path);
 
-/* ---- HTTP (http.c) ------------------------------------------------------------------------ */
+/* ---- Connections (conn.c) ----------------------------------------------------------------- */
 
 /* Creates a listening TCP socket for cfg->host:cfg->port. Writes the bound address
  * ("127.0.0.1:43121", with the actual port) to bound. Returns the fd, or SRV_ERR with err. */
 int srv_listen(const srv_config *cfg, char *bound, size_t bound_len, srv_error *err);
+
+/* Where a connection is, as the read timeout sees it. */
+typedef enum srv_conn_state {
+    SRV_CONN_IDLE = 0, /* between requests (or before the first): no byte of the next yet */
+    SRV_CONN_READING,  /* a request is arriving (headers or body) */
+    SRV_CONN_ARRIVED,  /* the request has arrived: it is computed or its reply is being sent */
+} srv_conn_state;
+
+/* The open connections as --read-timeout and --idle-timeout see them, and the reaper thread that
+ * shuts down those whose request is late. Opaque; every function is thread-safe. */
+typedef struct srv_conns srv_conns;
+
+/* One tracked connection, owned by its srv_conns. Opaque. */
+typedef struct srv_conn srv_conn;
+
+/* Tracks connections by cfg's read and idle timeouts, logging to log (borrowed), with a reaper
+ * thread when the read timeout is on. NULL with err on failure. Free with srv_conns_destroy. */
+srv_conns *srv_conns_create(const srv_config *cfg, const srv_log *log, srv_error *err);
+
+/* Stops the reaper (joins it): from now on no connection is shut down for its read timeout.
+ * Connections may still open and close. NULL does nothing. */
+void srv_conns_stop(srv_conns *cs);
+
+/* Stops the reaper if it still runs and frees cs. Every connection must have been closed
+ * (srv_conn_close). NULL does nothing. */
+void srv_conns_destroy(srv_conns *cs);
+
+/* A connection has opened on socket fd (-1 when unknown): idle, before its first request. NULL
+ * when out of memory; the socket is then shut down, so that every connection that serves is
+ * tracked (srv_conns_take_head relies on it). */
+srv_conn *srv_conn_open(srv_conns *cs, int fd);
+
+/* The connection is closing (its socket is still open): logs idle_timeout when it closes idle
+ * after --idle-timeout, and frees c. NULL does nothing. */
+void srv_conn_close(srv_conns *cs, srv_conn *c);
+
+/* A request line has come on c, served by the calling thread; its headers are not handed over
+ * yet. NULL does nothing. */
+void srv_conn_request_line(srv_conns *cs, srv_conn *c);
+
+/* Moves c to state (its headers have been handed over, or its request is done):
+ * SRV_CONN_READING starts the read timeout unless the request was already seen arriving;
+ * SRV_CONN_IDLE starts idleness. NULL does nothing. */
+void srv_conn_set(srv_conns *cs, srv_conn *c, srv_conn_state state);
+
+/* True when the request on c has been arriving for longer than --read-timeout (never when it is
+ * off, or c is NULL). */
+bool srv_conn_late(srv_conns *cs, srv_conn *c);
+
+/* True when the reaper shut c down for its read timeout (false for NULL). */
+bool srv_conn_cut(srv_conns *cs, srv_conn *c);
+
+/* The socket of the one connection served by the calling thread whose request line has come and
+ * whose headers are not handed over yet, now marked handed over; -1 when there is none, or more
+ * than one (they cannot be told apart). */
+int srv_conns_take_head(srv_conns *cs);
+
+/* ---- HTTP (http.c) ------------------------------------------------------------------------ */
 
 typedef struct srv_http srv_http;
 
