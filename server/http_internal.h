@@ -86,7 +86,6 @@ enum MHD_Result reply_budget_full(srv_http *h, http_req *r);
 
 /* routes.c */
 bool route_of(const char *url, http_req *r);
-bool is_job_route(srv_route r);
 enum MHD_Result on_new(srv_http *h, http_req *r);
 
 #endif

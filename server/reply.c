@@ -208,7 +208,7 @@ enum MHD_Result reply_json(http_req *r, unsigned status, const char *literal) {
 /* 503 draining or not_ready; counted as a rejected job on the job routes. */
 enum MHD_Result reply_unavailable(http_req *r) {
     if (atomic_load(&r->h->draining)) {
-        if (is_job_route(r->route))
+        if (srv_routes[r->route].job)
             srv_metrics_reject(r->h->metrics, SRV_REJECT_DRAINING);
         return reply_error(r, 503, "draining",
                            "attnd is shutting down and takes no new jobs; retry on another "

@@ -100,31 +100,37 @@ static bool v2_model_route(const char *url, srv_route *route, char **name, char 
     return *name && (!v || *version);
 }
 
+const srv_route_info srv_routes[SRV_ROUTE_COUNT] = {
+    [SRV_ROUTE_ATTENTION] = {"/v1/attention", .exact = true, .post = true, .job = true},
+    [SRV_ROUTE_SDPA] = {"/v1/sdpa", .exact = true, .post = true, .job = true},
+    [SRV_ROUTE_MODELS] = {"/v1/models", .exact = true}, /* and /v1/models/{name} */
+    [SRV_ROUTE_HEALTHZ] = {"/healthz", .exact = true, .open = true},
+    [SRV_ROUTE_READYZ] = {"/readyz", .exact = true, .open = true},
+    [SRV_ROUTE_METRICS] = {"/metrics", .exact = true},
+    [SRV_ROUTE_OPENAPI] = {"/openapi.yaml", .exact = true},
+    [SRV_ROUTE_V2_SERVER] = {"/v2", .exact = true}, /* and /v2/ */
+    [SRV_ROUTE_V2_LIVE] = {"/v2/health/live", .exact = true, .open = true},
+    [SRV_ROUTE_V2_READY] = {"/v2/health/ready", .exact = true, .open = true},
+    [SRV_ROUTE_V2_MODEL] = {"/v2/models/{name}"},
+    [SRV_ROUTE_V2_MODEL_READY] = {"/v2/models/{name}/ready"},
+    [SRV_ROUTE_V2_INFER] = {"/v2/models/{name}/infer", .post = true, .job = true},
+    [SRV_ROUTE_V2_INDEX] = {"/v2/repository/index", .exact = true, .post = true},
+    [SRV_ROUTE_STATIC] = {"static"},
+    [SRV_ROUTE_UNKNOWN] = {"unknown"},
+};
+
 /* The route of url; a /v2/models/ path's model name and version go to r. False when out of
  * memory. */
 bool route_of(const char *url, http_req *r) {
-    static const struct {
-        const char *path;
-        srv_route route;
-    } routes[] = {
-        {"/v1/attention", SRV_ROUTE_ATTENTION},
-        {"/v1/sdpa", SRV_ROUTE_SDPA},
-        {"/v1/models", SRV_ROUTE_MODELS},
-        {"/healthz", SRV_ROUTE_HEALTHZ},
-        {"/readyz", SRV_ROUTE_READYZ},
-        {"/metrics", SRV_ROUTE_METRICS},
-        {"/openapi.yaml", SRV_ROUTE_OPENAPI},
-        {"/v2", SRV_ROUTE_V2_SERVER},
-        {"/v2/", SRV_ROUTE_V2_SERVER},
-        {"/v2/health/live", SRV_ROUTE_V2_LIVE},
-        {"/v2/health/ready", SRV_ROUTE_V2_READY},
-        {"/v2/repository/index", SRV_ROUTE_V2_INDEX},
-    };
-    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
-        if (!strcmp(url, routes[i].path)) {
-            r->route = routes[i].route;
+    for (size_t i = 0; i < SRV_ROUTE_COUNT; i++)
+        if (srv_routes[i].exact && !strcmp(url, srv_routes[i].name)) {
+            r->route = (srv_route)i;
             return true;
         }
+    if (!strcmp(url, "/v2/")) {
+        r->route = SRV_ROUTE_V2_SERVER;
+        return true;
+    }
     if (!strncmp(url, "/v1/models/", 11)) { /* GET /v1/models/{name} */
         r->route = SRV_ROUTE_MODELS;
         return true;
@@ -133,22 +139,6 @@ bool route_of(const char *url, http_req *r) {
         return v2_model_route(url, &r->route, &r->model, &r->version);
     r->route = srv_static_find(url) ? SRV_ROUTE_STATIC : SRV_ROUTE_UNKNOWN;
     return true;
-}
-
-/* Routes whose POST is a job for the workers. */
-bool is_job_route(srv_route r) {
-    return r == SRV_ROUTE_ATTENTION || r == SRV_ROUTE_SDPA || r == SRV_ROUTE_V2_INFER;
-}
-
-/* Routes that take POST (and OPTIONS); the others take GET and HEAD (and OPTIONS). */
-static bool takes_post(srv_route r) {
-    return is_job_route(r) || r == SRV_ROUTE_V2_INDEX;
-}
-
-/* Routes open without the API key: the probes. */
-static bool is_open(srv_route r) {
-    return r == SRV_ROUTE_HEALTHZ || r == SRV_ROUTE_READYZ || r == SRV_ROUTE_V2_LIVE ||
-           r == SRV_ROUTE_V2_READY;
 }
 
 /* ---- Routes ------------------------------------------------------------------------------- */
@@ -191,7 +181,7 @@ static enum MHD_Result on_options(srv_http *h, http_req *r) {
     if (r->route == SRV_ROUTE_UNKNOWN)
         return reply_error(r, 404, "not_found", "there is no route %.200s; see /openapi.yaml",
                            r->path);
-    const char *allow = takes_post(r->route) ? ALLOW_JOB : ALLOW_GET;
+    const char *allow = srv_routes[r->route].post ? ALLOW_JOB : ALLOW_GET;
     const char *origin = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Origin");
     const char *want =
         MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Access-Control-Request-Method");
@@ -376,7 +366,7 @@ enum MHD_Result on_new(srv_http *h, http_req *r) {
     if (r->is_options)
         return on_options(h, r);
     bool had_token;
-    if (!is_open(r->route) && !authorized(h, r, &had_token)) {
+    if (!srv_routes[r->route].open && !authorized(h, r, &had_token)) {
         r->www_auth = true;
         r->bad_token = had_token;
         return reply_error(r, 401, "unauthorized",
@@ -387,7 +377,7 @@ enum MHD_Result on_new(srv_http *h, http_req *r) {
     if (r->route == SRV_ROUTE_UNKNOWN)
         return reply_error(r, 404, "not_found", "there is no route %.200s; see /openapi.yaml",
                            r->path);
-    bool post = takes_post(r->route);
+    bool post = srv_routes[r->route].post;
     if ((post && !r->is_post) || (!post && !r->is_get)) {
         r->allow = post ? ALLOW_JOB : ALLOW_GET;
         return reply_error(r, 405, "method_not_allowed", "%s takes %s, not %s", r->path,

@@ -181,9 +181,9 @@ typedef struct srv_kv {
 void srv_log_write(const srv_log *log, const char *level, const char *msg, const srv_kv *kv,
                    size_t n);
 
-/* ---- Metrics (metrics.c) ------------------------------------------------------------------ */
+/* ---- Routes (routes.c) ------------------------------------------------------------------- */
 
-/* The routes, as metrics and logs name them. */
+/* The routes attnd answers. */
 typedef enum srv_route {
     SRV_ROUTE_ATTENTION = 0,  /* POST /v1/attention */
     SRV_ROUTE_SDPA,           /* POST /v1/sdpa */
@@ -204,8 +204,20 @@ typedef enum srv_route {
     SRV_ROUTE_COUNT
 } srv_route;
 
-/* The route's label: "/v1/attention", ..., "/v2/models/{name}/infer", "static", "unknown". */
-const char *srv_route_name(srv_route route);
+/* A route as the route table describes it. */
+typedef struct srv_route_info {
+    const char *name; /* its label in /metrics: the path ("/v1/attention"), the template of its
+                         paths ("/v2/models/{name}/infer"), "static" or "unknown" */
+    bool exact;       /* the path name selects the route (others are found by routes.c) */
+    bool post;        /* takes POST (and OPTIONS); the others take GET and HEAD (and OPTIONS) */
+    bool job;         /* a POST is a job for the workers */
+    bool open;        /* answered without the API key (the probes) */
+} srv_route_info;
+
+/* The route table: every route, indexed by srv_route. */
+extern const srv_route_info srv_routes[SRV_ROUTE_COUNT];
+
+/* ---- Metrics (metrics.c) ------------------------------------------------------------------ */
 
 /* Why a job was refused or dropped with 503. */
 typedef enum srv_reject {
