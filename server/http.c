@@ -98,7 +98,7 @@ static http_req *req_create(srv_http *h, struct MHD_Connection *conn, const char
     r->is_options = !strcmp(method, MHD_HTTP_METHOD_OPTIONS);
     r->v2_header_len = API_V2_NO_HEADER;
     r->sj.owner = r;
-    if (!route_of(url, r)) {
+    if (!http_route_of(url, r)) {
         free(r->model);
         free(r->version);
         pthread_mutex_destroy(&r->mu);
@@ -142,15 +142,15 @@ static void on_job_done(srv_job *sj) {
     }
     size_t held = sj->status == 200 && !sj->body.failed ? sj->body.cap : 0;
     if (held <= r->unsent) {
-        unsent_release(h, r, r->unsent - held);
-    } else if (!unsent_reserve(h, r, held - r->unsent)) {
+        http_unsent_release(h, r, r->unsent - held);
+    } else if (!http_unsent_reserve(h, r, held - r->unsent)) {
         api_error e = {0};
         api_fail(&e, 503, "reply_budget", NULL,
                  "the reply of %zu bytes was computed, but replies waiting for their clients "
                  "fill the budget of %zu bytes (--max-unsent-bytes); retry shortly",
                  sj->body.len, h->cfg->max_unsent_bytes);
         srv_metrics_reject(h->metrics, SRV_REJECT_REPLY_BUDGET);
-        unsent_release(h, r, r->unsent);
+        http_unsent_release(h, r, r->unsent);
         atomic_store(&h->unsent_refused, true); /* held replies exist: they will go */
         api_buf_free(&sj->body);
         api_error_body(&e, &sj->body);
@@ -171,24 +171,26 @@ static enum MHD_Result on_body_complete(srv_http *h, http_req *r) {
         break;
     case SRV_BODY_OVER:
         if (r->coding != SRV_CODING_IDENTITY)
-            return reply_error(r, 413, "body_too_large",
-                               "the %s request body decoded to more than the limit of %zu bytes "
-                               "(--max-body-bytes)",
-                               srv_coding_name(r->coding), h->cfg->max_body_bytes);
-        return reply_error(r, 413, "body_too_large",
-                           "the request body is over the limit of %zu bytes (--max-body-bytes)",
-                           h->cfg->max_body_bytes);
+            return http_reply_error(
+                r, 413, "body_too_large",
+                "the %s request body decoded to more than the limit of %zu bytes "
+                "(--max-body-bytes)",
+                srv_coding_name(r->coding), h->cfg->max_body_bytes);
+        return http_reply_error(
+            r, 413, "body_too_large",
+            "the request body is over the limit of %zu bytes (--max-body-bytes)",
+            h->cfg->max_body_bytes);
     case SRV_BODY_BAD:
-        return reply_error(r, 400, "invalid_encoding", "%s (Content-Encoding: %s)",
-                           srv_body_error(r->body), srv_coding_name(r->coding));
+        return http_reply_error(r, 400, "invalid_encoding", "%s (Content-Encoding: %s)",
+                                srv_body_error(r->body), srv_coding_name(r->coding));
     case SRV_BODY_OOM:
-        return reply_error(r, 503, "out_of_memory",
-                           "no memory to hold the request body now; retry later");
+        return http_reply_error(r, 503, "out_of_memory",
+                                "no memory to hold the request body now; retry later");
     }
     if (atomic_load(&h->draining))
-        return reply_unavailable(r);
-    if (unsent_full(h))
-        return reply_budget_full(h, r);
+        return http_reply_unavailable(r);
+    if (http_unsent_full(h))
+        return http_reply_budget_full(h, r);
     api_op op = r->route == SRV_ROUTE_SDPA ? API_OP_SDPA : API_OP_ATTENTION;
     size_t len;
     const char *text = srv_body_data(r->body, &len);
@@ -206,28 +208,28 @@ static enum MHD_Result on_body_complete(srv_http *h, http_req *r) {
     if (!job) {
         if (!e.status)
             api_fail(&e, 500, "internal", NULL, "the job could not be parsed");
-        return reply_api_error(r, &e);
+        return http_reply_api_error(r, &e);
     }
     /* The reply's room in the budget, before the job is queued and computed. */
     size_t reply_max = api_job_response_bytes(job), max = h->cfg->max_unsent_bytes;
     reply_max = reply_max > SIZE_MAX - API_RESPOND_SLACK ? SIZE_MAX : reply_max + API_RESPOND_SLACK;
     if (reply_max > max) {
         api_job_destroy(job);
-        return reply_error(r, 413, "job_too_large",
-                           "the reply can take up to %zu bytes, over the budget for unsent "
-                           "replies of %zu bytes (--max-unsent-bytes); ask for less "
-                           "(need_weights, \"encoding\": \"base64\")",
-                           reply_max, max);
+        return http_reply_error(r, 413, "job_too_large",
+                                "the reply can take up to %zu bytes, over the budget for unsent "
+                                "replies of %zu bytes (--max-unsent-bytes); ask for less "
+                                "(need_weights, \"encoding\": \"base64\")",
+                                reply_max, max);
     }
-    if (!unsent_reserve(h, r, reply_max)) {
+    if (!http_unsent_reserve(h, r, reply_max)) {
         api_job_destroy(job);
         atomic_store(&h->unsent_refused, true); /* reserved and held replies exist: they go */
         srv_metrics_reject(h->metrics, SRV_REJECT_REPLY_BUDGET);
-        return reply_error(r, 503, "reply_budget",
-                           "the reply can take up to %zu bytes, and the replies reserved or "
-                           "waiting for their clients fill the budget of %zu bytes "
-                           "(--max-unsent-bytes); retry shortly",
-                           reply_max, max);
+        return http_reply_error(r, 503, "reply_budget",
+                                "the reply can take up to %zu bytes, and the replies reserved or "
+                                "waiting for their clients fill the budget of %zu bytes "
+                                "(--max-unsent-bytes); retry shortly",
+                                reply_max, max);
     }
 
     r->sj.job = job;
@@ -249,27 +251,28 @@ static enum MHD_Result on_body_complete(srv_http *h, http_req *r) {
     atomic_fetch_sub(&r->refs, 1);
     api_job_destroy(job);
     r->sj.job = NULL;
-    unsent_release(h, r, r->unsent);
+    http_unsent_release(h, r, r->unsent);
     if (rc == SRV_QUEUE_FULL) {
         srv_metrics_reject(h->metrics, SRV_REJECT_QUEUE_FULL);
-        return reply_error(r, 503, "queue_full",
-                           "all %zu places of the job queue are taken (--max-queue); retry "
-                           "shortly",
-                           h->cfg->max_queue);
+        return http_reply_error(r, 503, "queue_full",
+                                "all %zu places of the job queue are taken (--max-queue); retry "
+                                "shortly",
+                                h->cfg->max_queue);
     }
-    return reply_unavailable(r);
+    return http_reply_unavailable(r);
 }
 
 static enum MHD_Result on_job_result(http_req *r) {
     srv_job *sj = &r->sj;
-    if (sj->status != 200 && v2_path(r->path)) { /* the error in the protocol's form */
+    if (sj->status != 200 && http_v2_path(r->path)) { /* the error in the protocol's form */
         api_buf_free(&sj->body);
-        return reply_api_error(r, &sj->error);
+        return http_reply_api_error(r, &sj->error);
     }
     if (sj->status != 200)
         snprintf(r->code, sizeof r->code, "%s", sj->code);
-    return reply_buf(r, sj->status,
-                     r->binary_bytes ? "application/octet-stream" : "application/json", &sj->body);
+    return http_reply_buf(r, sj->status,
+                          r->binary_bytes ? "application/octet-stream" : "application/json",
+                          &sj->body);
 }
 
 /* ---- Framing (RFC 9112 section 6.3) ------------------------------------------------------ */
@@ -310,22 +313,24 @@ static bool framing_refused(http_req *r, const char *version, enum MHD_Result *r
     MHD_get_connection_values(r->conn, MHD_HEADER_KIND, framing_count, &f);
     r->close = true;
     if (f.cl > 0 && f.te > 0) {
-        *rc = reply_error(r, 400, "invalid_request",
-                          "the request has both Content-Length and Transfer-Encoding; send one");
+        *rc =
+            http_reply_error(r, 400, "invalid_request",
+                             "the request has both Content-Length and Transfer-Encoding; send one");
     } else if (f.cl_differ) {
-        *rc = reply_error(r, 400, "invalid_request",
-                          "the request has Content-Length headers that differ (%.30s, ...); send "
-                          "one",
-                          f.cl1);
+        *rc = http_reply_error(
+            r, 400, "invalid_request",
+            "the request has Content-Length headers that differ (%.30s, ...); send "
+            "one",
+            f.cl1);
     } else if (f.te > 1 || (f.te == 1 && strcasecmp(f.te1, "chunked") != 0)) {
-        *rc = reply_error(r, 501, "not_implemented",
-                          "the Transfer-Encoding %.60s%s is not supported: send the body with "
-                          "Content-Length, or chunked alone",
-                          f.te1, f.te > 1 ? ", ..." : "");
+        *rc = http_reply_error(r, 501, "not_implemented",
+                               "the Transfer-Encoding %.60s%s is not supported: send the body with "
+                               "Content-Length, or chunked alone",
+                               f.te1, f.te > 1 ? ", ..." : "");
     } else if (!strcmp(version, MHD_HTTP_VERSION_1_1) && f.host != 1) {
-        *rc = reply_error(r, 400, "invalid_request",
-                          f.host ? "the request has more than one Host header"
-                                 : "an HTTP/1.1 request needs a Host header");
+        *rc = http_reply_error(r, 400, "invalid_request",
+                               f.host ? "the request has more than one Host header"
+                                      : "an HTTP/1.1 request needs a Host header");
     } else {
         r->close = false;
         return false;
@@ -361,11 +366,11 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         /* A request with a body is judged now, before its body is read (a reply now closes the
          * connection after it). One without waits for the next call: a reply queued then keeps
          * the connection alive. */
-        return has_body(conn) ? on_new(h, r) : MHD_YES;
+        return has_body(conn) ? http_on_new(h, r) : MHD_YES;
     }
     switch (r->state) {
     case REQ_NEW:
-        return on_new(h, r);
+        return http_on_new(h, r);
     case REQ_BODY:
         if (*upload_data_size) {
             r->bytes_in += *upload_data_size;
@@ -447,7 +452,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     bool sent = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK;
     srv_metrics_request(h->metrics, r->route, sent ? r->status : 0, r->bytes_in,
                         sent ? r->bytes_out : 0);
-    unsent_release(h, r, r->unsent); /* libmicrohttpd frees the body next: room for a reply */
+    http_unsent_release(h, r, r->unsent); /* libmicrohttpd frees the body next: room for a reply */
     atomic_fetch_sub(&h->outstanding, 1);
     /* the connection now waits for its next request */
     srv_conn_set(h->conns, r->track, SRV_CONN_IDLE);

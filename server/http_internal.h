@@ -69,23 +69,62 @@ typedef struct http_req {
 
 /* ---- Shared by the HTTP files ------------------------------------------------------------- */
 
-/* reply.c */
-bool v2_path(const char *path);
-enum MHD_Result reply(http_req *r, unsigned status, const char *type, void *body, size_t len,
-                      enum MHD_ResponseMemoryMode mode);
-bool unsent_reserve(srv_http *h, http_req *r, size_t n);
-void unsent_release(srv_http *h, http_req *r, size_t n);
-bool unsent_full(const srv_http *h);
-enum MHD_Result reply_buf(http_req *r, unsigned status, const char *type, api_buf *b);
-enum MHD_Result reply_api_error(http_req *r, const api_error *e);
-enum MHD_Result reply_error(http_req *r, unsigned status, const char *code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-enum MHD_Result reply_json(http_req *r, unsigned status, const char *literal);
-enum MHD_Result reply_unavailable(http_req *r);
-enum MHD_Result reply_budget_full(srv_http *h, http_req *r);
+/* Replies (reply.c). Each queues r's reply with the headers every response carries (r->state
+ * becomes REQ_REPLIED) and returns libmicrohttpd's answer; r->status and r->bytes_out say what
+ * was queued (0 when nothing was). */
 
-/* routes.c */
-bool route_of(const char *url, http_req *r);
-enum MHD_Result on_new(srv_http *h, http_req *r);
+/* Queues body (len bytes). mode says who owns it (MUST_FREE: malloc'd, passed to
+ * libmicrohttpd, which frees it, as this does when it fails). */
+enum MHD_Result http_reply(http_req *r, unsigned status, const char *type, void *body, size_t len,
+                           enum MHD_ResponseMemoryMode mode);
+
+/* Replies with the bytes of *b (moved out of it; a block of the job memory cache goes back when
+ * sent), or 500 out_of_memory when writing b failed. */
+enum MHD_Result http_reply_buf(http_req *r, unsigned status, const char *type, api_buf *b);
+
+/* An error reply: {"error": {"code", "message", "field"}}, or on the Open Inference Protocol's
+ * paths its {"error": "message"}. The code goes to r->code for the access log. */
+enum MHD_Result http_reply_api_error(http_req *r, const api_error *e);
+
+/* An error reply with status, code and a printf-style message (cut at 255 bytes). */
+enum MHD_Result http_reply_error(http_req *r, unsigned status, const char *code, const char *fmt,
+                                 ...) __attribute__((format(printf, 4, 5)));
+
+/* A JSON reply whose body is the static string literal. */
+enum MHD_Result http_reply_json(http_req *r, unsigned status, const char *literal);
+
+/* 503 draining or not_ready; counted as a rejected job on the job routes. */
+enum MHD_Result http_reply_unavailable(http_req *r);
+
+/* 503 reply_budget: the replies not yet sent fill --max-unsent-bytes. */
+enum MHD_Result http_reply_budget_full(srv_http *h, http_req *r);
+
+/* The path is the Open Inference Protocol's (/v2 and below): its errors are {"error": msg}. */
+bool http_v2_path(const char *path);
+
+/* The budget of job replies not yet sent (reply.c says how it counts). */
+
+/* Adds n bytes to r's share of the budget if they fit; false (nothing counted) when they do
+ * not. */
+bool http_unsent_reserve(srv_http *h, http_req *r, size_t n);
+
+/* Gives back n bytes of r's share (at most what it holds): room for other replies, so jobs are
+ * admitted again. */
+void http_unsent_release(srv_http *h, http_req *r, size_t n);
+
+/* True when the replies not yet sent fill the budget (they reach it, or a job's reply did not
+ * fit since room was last given back): new jobs are refused until some is. */
+bool http_unsent_full(const srv_http *h);
+
+/* Routes (routes.c). */
+
+/* The route of url (srv_routes); a /v2/models/ path's model name and version go to r. False when
+ * out of memory. */
+bool http_route_of(const char *url, http_req *r);
+
+/* A request's first handling, from its headers alone (REQ_NEW): a CORS preflight, auth, the
+ * method, then the route's reply, or for a job route its early refusals and, when none applies,
+ * its body's buffer (r->state becomes REQ_BODY). */
+enum MHD_Result http_on_new(srv_http *h, http_req *r);
 
 #endif

@@ -18,8 +18,7 @@
     "connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; "             \
     "form-action 'self'"
 
-/* The path is the Open Inference Protocol's (/v2 and below): its errors are {"error": msg}. */
-bool v2_path(const char *path) {
+bool http_v2_path(const char *path) {
     return !strncmp(path, "/v2", 3) && (path[3] == '\0' || path[3] == '/');
 }
 
@@ -91,10 +90,8 @@ static enum MHD_Result reply_resp(http_req *r, unsigned status, const char *type
     return rc;
 }
 
-/* Queues a reply with the headers every response carries. mode says who owns body (MUST_FREE:
- * malloc'd, passed to libmicrohttpd). */
-enum MHD_Result reply(http_req *r, unsigned status, const char *type, void *body, size_t len,
-                      enum MHD_ResponseMemoryMode mode) {
+enum MHD_Result http_reply(http_req *r, unsigned status, const char *type, void *body, size_t len,
+                           enum MHD_ResponseMemoryMode mode) {
     struct MHD_Response *resp = MHD_create_response_from_buffer(len, body, mode);
     if (!resp) {
         if (mode == MHD_RESPMEM_MUST_FREE)
@@ -115,9 +112,7 @@ enum MHD_Result reply(http_req *r, unsigned status, const char *type, void *body
  * ends in an error. Other replies (errors, /metrics, /v1/models) are small, at most one per
  * connection, and are not counted. */
 
-/* Adds n bytes to r's share of the budget if they fit; false (nothing counted) when they do
- * not. */
-bool unsent_reserve(srv_http *h, http_req *r, size_t n) {
+bool http_unsent_reserve(srv_http *h, http_req *r, size_t n) {
     size_t cur = atomic_load(&h->unsent), max = h->cfg->max_unsent_bytes;
     do {
         if (cur > max || n > max - cur)
@@ -127,9 +122,7 @@ bool unsent_reserve(srv_http *h, http_req *r, size_t n) {
     return true;
 }
 
-/* Gives back n bytes of r's share (at most what it holds): room for other replies, so jobs are
- * admitted again. */
-void unsent_release(srv_http *h, http_req *r, size_t n) {
+void http_unsent_release(srv_http *h, http_req *r, size_t n) {
     if (n > r->unsent)
         n = r->unsent;
     if (n == 0)
@@ -139,34 +132,31 @@ void unsent_release(srv_http *h, http_req *r, size_t n) {
     atomic_store(&h->unsent_refused, false);
 }
 
-/* True when the replies not yet sent fill the budget (they reach it, or a job's reply did not
- * fit since room was last given back): new jobs are refused until some is. */
-bool unsent_full(const srv_http *h) {
+bool http_unsent_full(const srv_http *h) {
     return atomic_load(&h->unsent) >= h->cfg->max_unsent_bytes || atomic_load(&h->unsent_refused);
 }
 
-/* Replies with body (moved out of *b). */
-enum MHD_Result reply_buf(http_req *r, unsigned status, const char *type, api_buf *b) {
+enum MHD_Result http_reply_buf(http_req *r, unsigned status, const char *type, api_buf *b) {
     if (b->failed) {
         api_buf_free(b);
         static const char oom[] = "{\"error\": {\"code\": \"out_of_memory\", \"message\": \"out of "
                                   "memory writing the reply\", \"field\": null}}";
         static const char oom_v2[] = "{\"error\": \"out of memory writing the reply\"}";
-        bool v2 = v2_path(r->path);
+        bool v2 = http_v2_path(r->path);
         snprintf(r->code, sizeof r->code, "out_of_memory");
         r->binary_bytes = 0;
         r->content_encoding = NULL;
-        return reply(r, 500, "application/json", (void *)(v2 ? oom_v2 : oom),
-                     v2 ? sizeof oom_v2 - 1 : sizeof oom - 1, MHD_RESPMEM_PERSISTENT);
+        return http_reply(r, 500, "application/json", (void *)(v2 ? oom_v2 : oom),
+                          v2 ? sizeof oom_v2 - 1 : sizeof oom - 1, MHD_RESPMEM_PERSISTENT);
     }
     void *data = b->data;
     size_t len = b->len;
     bool block = b->block;
     *b = (api_buf){0};
     if (!data)
-        return reply(r, status, type, (void *)"", 0, MHD_RESPMEM_PERSISTENT);
+        return http_reply(r, status, type, (void *)"", 0, MHD_RESPMEM_PERSISTENT);
     if (!block)
-        return reply(r, status, type, data, len, MHD_RESPMEM_MUST_FREE);
+        return http_reply(r, status, type, data, len, MHD_RESPMEM_MUST_FREE);
     /* A block of the job memory cache: libmicrohttpd gives it back once the reply is sent. */
     struct MHD_Response *resp =
         MHD_create_response_from_buffer_with_free_callback_cls(len, data, api_mem_free, data);
@@ -177,19 +167,18 @@ enum MHD_Result reply_buf(http_req *r, unsigned status, const char *type, api_bu
     return reply_resp(r, status, type, resp, len);
 }
 
-/* An error reply: {"error": {"code", "message", "field"}}, or on the Open Inference Protocol's
- * paths its {"error": "message"}. */
-enum MHD_Result reply_api_error(http_req *r, const api_error *e) {
+enum MHD_Result http_reply_api_error(http_req *r, const api_error *e) {
     api_buf b = {0};
-    if (v2_path(r->path))
+    if (http_v2_path(r->path))
         api_v2_error_body(e, &b);
     else
         api_error_body(e, &b);
     snprintf(r->code, sizeof r->code, "%s", e->code);
-    return reply_buf(r, e->status ? (unsigned)e->status : 500, "application/json", &b);
+    return http_reply_buf(r, e->status ? (unsigned)e->status : 500, "application/json", &b);
 }
 
-enum MHD_Result reply_error(http_req *r, unsigned status, const char *code, const char *fmt, ...) {
+enum MHD_Result http_reply_error(http_req *r, unsigned status, const char *code, const char *fmt,
+                                 ...) {
     char msg[256];
     va_list ap;
     va_start(ap, fmt);
@@ -197,31 +186,30 @@ enum MHD_Result reply_error(http_req *r, unsigned status, const char *code, cons
     va_end(ap);
     api_error e = {0};
     api_fail(&e, (int)status, code, NULL, "%s", msg);
-    return reply_api_error(r, &e);
+    return http_reply_api_error(r, &e);
 }
 
-enum MHD_Result reply_json(http_req *r, unsigned status, const char *literal) {
-    return reply(r, status, "application/json", (void *)literal, strlen(literal),
-                 MHD_RESPMEM_PERSISTENT);
+enum MHD_Result http_reply_json(http_req *r, unsigned status, const char *literal) {
+    return http_reply(r, status, "application/json", (void *)literal, strlen(literal),
+                      MHD_RESPMEM_PERSISTENT);
 }
 
-/* 503 draining or not_ready; counted as a rejected job on the job routes. */
-enum MHD_Result reply_unavailable(http_req *r) {
+enum MHD_Result http_reply_unavailable(http_req *r) {
     if (atomic_load(&r->h->draining)) {
         if (srv_routes[r->route].job)
             srv_metrics_reject(r->h->metrics, SRV_REJECT_DRAINING);
-        return reply_error(r, 503, "draining",
-                           "attnd is shutting down and takes no new jobs; retry on another "
-                           "instance");
+        return http_reply_error(r, 503, "draining",
+                                "attnd is shutting down and takes no new jobs; retry on another "
+                                "instance");
     }
-    return reply_error(r, 503, "not_ready", "attnd is starting and not ready yet; retry shortly");
+    return http_reply_error(r, 503, "not_ready",
+                            "attnd is starting and not ready yet; retry shortly");
 }
 
-/* 503 reply_budget: the replies not yet sent fill --max-unsent-bytes. */
-enum MHD_Result reply_budget_full(srv_http *h, http_req *r) {
+enum MHD_Result http_reply_budget_full(srv_http *h, http_req *r) {
     srv_metrics_reject(h->metrics, SRV_REJECT_REPLY_BUDGET);
-    return reply_error(r, 503, "reply_budget",
-                       "replies reserved or waiting for their clients to read them fill the "
-                       "budget of %zu bytes (--max-unsent-bytes); retry shortly",
-                       h->cfg->max_unsent_bytes);
+    return http_reply_error(r, 503, "reply_budget",
+                            "replies reserved or waiting for their clients to read them fill the "
+                            "budget of %zu bytes (--max-unsent-bytes); retry shortly",
+                            h->cfg->max_unsent_bytes);
 }

@@ -119,9 +119,7 @@ const srv_route_info srv_routes[SRV_ROUTE_COUNT] = {
     [SRV_ROUTE_UNKNOWN] = {"unknown"},
 };
 
-/* The route of url; a /v2/models/ path's model name and version go to r. False when out of
- * memory. */
-bool route_of(const char *url, http_req *r) {
+bool http_route_of(const char *url, http_req *r) {
     for (size_t i = 0; i < SRV_ROUTE_COUNT; i++)
         if (srv_routes[i].exact && !strcmp(url, srv_routes[i].name)) {
             r->route = (srv_route)i;
@@ -179,24 +177,25 @@ static bool method_listed(const char *list, const char *method) {
  * that lists the route's methods. Needs no API key: browsers send none with a preflight. */
 static enum MHD_Result on_options(srv_http *h, http_req *r) {
     if (r->route == SRV_ROUTE_UNKNOWN)
-        return reply_error(r, 404, "not_found", "there is no route %.200s; see /openapi.yaml",
-                           r->path);
+        return http_reply_error(r, 404, "not_found", "there is no route %.200s; see /openapi.yaml",
+                                r->path);
     const char *allow = srv_routes[r->route].post ? ALLOW_JOB : ALLOW_GET;
     const char *origin = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Origin");
     const char *want =
         MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Access-Control-Request-Method");
     if (!origin || !want) { /* not a CORS preflight */
         r->allow = allow;
-        return reply(r, 204, NULL, (void *)"", 0, MHD_RESPMEM_PERSISTENT);
+        return http_reply(r, 204, NULL, (void *)"", 0, MHD_RESPMEM_PERSISTENT);
     }
     if (!srv_config_origin_allowed(h->cfg, origin, strlen(origin)))
-        return reply_error(r, 403, "cors_rejected",
-                           "the origin %.100s is not allowed (--cors-origins)", origin);
+        return http_reply_error(r, 403, "cors_rejected",
+                                "the origin %.100s is not allowed (--cors-origins)", origin);
     if (!method_listed(allow, want))
-        return reply_error(r, 403, "cors_rejected", "%s does not take the method %.20s (only %s)",
-                           r->path, want, allow);
-    r->preflight = allow; /* reply() adds the CORS headers: the origin is allowed */
-    return reply(r, 204, NULL, (void *)"", 0, MHD_RESPMEM_PERSISTENT);
+        return http_reply_error(r, 403, "cors_rejected",
+                                "%s does not take the method %.20s (only %s)", r->path, want,
+                                allow);
+    r->preflight = allow; /* http_reply() adds the CORS headers: the origin is allowed */
+    return http_reply(r, 204, NULL, (void *)"", 0, MHD_RESPMEM_PERSISTENT);
 }
 
 /* Content-Type is application/octet-stream, perhaps with parameters. */
@@ -216,16 +215,16 @@ static bool is_octets(const char *ct) {
 static bool v2_infer_refused(srv_http *h, http_req *r, enum MHD_Result *rc) {
     api_error e = {0};
     if (api_v2_model_check(h->models, r->model, r->version, &e) != 0) {
-        *rc = reply_api_error(r, &e);
+        *rc = http_reply_api_error(r, &e);
         return true;
     }
     const char *ct =
         MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
     if (ct && !is_json(ct) && !is_octets(ct)) {
-        *rc = reply_error(r, 415, "unsupported_media_type",
-                          "send the inference request as application/json, or as "
-                          "application/octet-stream with binary tensors (got %.60s)",
-                          ct);
+        *rc = http_reply_error(r, 415, "unsupported_media_type",
+                               "send the inference request as application/json, or as "
+                               "application/octet-stream with binary tensors (got %.60s)",
+                               ct);
         return true;
     }
     const char *hl =
@@ -235,10 +234,10 @@ static bool v2_infer_refused(srv_http *h, http_req *r, enum MHD_Result *rc) {
         char *end;
         unsigned long long v = strtoull(hl, &end, 10);
         if (errno || end == hl || *end || !(*hl >= '0' && *hl <= '9') || v > SIZE_MAX - 1) {
-            *rc = reply_error(r, 400, "invalid_request",
-                              "Inference-Header-Content-Length must be the length in bytes of "
-                              "the request's JSON (got %.40s)",
-                              hl);
+            *rc = http_reply_error(r, 400, "invalid_request",
+                                   "Inference-Header-Content-Length must be the length in bytes of "
+                                   "the request's JSON (got %.40s)",
+                                   hl);
             return true;
         }
         r->v2_header_len = (size_t)v;
@@ -250,7 +249,7 @@ static bool v2_infer_refused(srv_http *h, http_req *r, enum MHD_Result *rc) {
 
 static enum MHD_Result on_job_headers(srv_http *h, http_req *r) {
     if (!atomic_load_explicit(&h->ready, memory_order_acquire) || atomic_load(&h->draining))
-        return reply_unavailable(r);
+        return http_reply_unavailable(r);
     const char *ct =
         MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
     enum MHD_Result refused;
@@ -258,17 +257,19 @@ static enum MHD_Result on_job_headers(srv_http *h, http_req *r) {
         if (v2_infer_refused(h, r, &refused))
             return refused;
     } else if (!is_json(ct)) {
-        return reply_error(r, 415, "unsupported_media_type",
-                           "send the body as JSON with Content-Type: application/json (got %.60s)",
-                           ct ? ct : "none");
+        return http_reply_error(
+            r, 415, "unsupported_media_type",
+            "send the body as JSON with Content-Type: application/json (got %.60s)",
+            ct ? ct : "none");
     }
     const char *ce =
         MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_ENCODING);
     if (ce && !srv_coding_parse(ce, &r->coding))
-        return reply_error(r, 415, "unsupported_media_type",
-                           "the Content-Encoding %.60s is not supported: send the body as it is, "
-                           "or with gzip or deflate",
-                           ce);
+        return http_reply_error(
+            r, 415, "unsupported_media_type",
+            "the Content-Encoding %.60s is not supported: send the body as it is, "
+            "or with gzip or deflate",
+            ce);
     const char *cl =
         MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     size_t expect = 0;
@@ -277,23 +278,23 @@ static enum MHD_Result on_job_headers(srv_http *h, http_req *r) {
         char *end;
         unsigned long long v = strtoull(cl, &end, 10);
         if (!errno && end != cl && !*end && v > h->cfg->max_body_bytes)
-            return reply_error(r, 413, "body_too_large",
-                               "the request body is %llu bytes, over the limit of %zu bytes "
-                               "(--max-body-bytes)",
-                               v, h->cfg->max_body_bytes);
+            return http_reply_error(r, 413, "body_too_large",
+                                    "the request body is %llu bytes, over the limit of %zu bytes "
+                                    "(--max-body-bytes)",
+                                    v, h->cfg->max_body_bytes);
         if (!errno && end != cl && !*end)
             expect = (size_t)v;
     }
-    if (unsent_full(h))
-        return reply_budget_full(h, r);
+    if (http_unsent_full(h))
+        return http_reply_budget_full(h, r);
     size_t queued, running;
     srv_workers_stats(h->workers, &queued, &running);
     if (queued >= h->cfg->max_queue) {
         srv_metrics_reject(h->metrics, SRV_REJECT_QUEUE_FULL);
-        return reply_error(r, 503, "queue_full",
-                           "all %zu places of the job queue are taken (--max-queue); retry "
-                           "shortly",
-                           h->cfg->max_queue);
+        return http_reply_error(r, 503, "queue_full",
+                                "all %zu places of the job queue are taken (--max-queue); retry "
+                                "shortly",
+                                h->cfg->max_queue);
     }
     /* What Content-Length announces is only reserved up to BODY_FIRST_CAP: a client that
      * announces much and sends little holds little; past it, the body grows to the announced
@@ -305,8 +306,8 @@ static enum MHD_Result on_job_headers(srv_http *h, http_req *r) {
         cap = h->cfg->max_body_bytes;
     r->body = srv_body_create(r->coding, h->cfg->max_body_bytes, cap, expect, h->limits.mem);
     if (!r->body)
-        return reply_error(r, 503, "out_of_memory",
-                           "no memory for a body of %zu bytes now; retry later", cap);
+        return http_reply_error(r, 503, "out_of_memory",
+                                "no memory for a body of %zu bytes now; retry later", cap);
     r->state = REQ_BODY;
     return MHD_YES;
 }
@@ -314,14 +315,15 @@ static enum MHD_Result on_job_headers(srv_http *h, http_req *r) {
 static enum MHD_Result on_static(http_req *r) {
     const srv_static_file *f = srv_static_find(r->path);
     if (!f && r->route == SRV_ROUTE_OPENAPI)
-        return reply_error(r, 404, "not_found",
-                           "this build has no OpenAPI description (api/openapi.yaml was missing "
-                           "when attnd was built)");
+        return http_reply_error(
+            r, 404, "not_found",
+            "this build has no OpenAPI description (api/openapi.yaml was missing "
+            "when attnd was built)");
     if (!f)
-        return reply_error(r, 404, "not_found", "there is no file %.200s", r->path);
+        return http_reply_error(r, 404, "not_found", "there is no file %.200s", r->path);
     r->page = true;
-    return reply(r, 200, srv_static_mime(f->path), (void *)f->data, (size_t)(f->end - f->data),
-                 MHD_RESPMEM_PERSISTENT);
+    return http_reply(r, 200, srv_static_mime(f->path), (void *)f->data, (size_t)(f->end - f->data),
+                      MHD_RESPMEM_PERSISTENT);
 }
 
 /* The Open Inference Protocol's routes other than infer: metadata and readiness. */
@@ -334,22 +336,22 @@ static enum MHD_Result on_v2(srv_http *h, http_req *r, bool ready, bool serving)
         api_v2_server_json(SRV_VERSION, &b);
         break;
     case SRV_ROUTE_V2_LIVE: /* as /healthz */
-        return reply_json(r, 200, "{\"live\":true}");
+        return http_reply_json(r, 200, "{\"live\":true}");
     case SRV_ROUTE_V2_READY: /* as /readyz */
-        return serving ? reply_json(r, 200, "{\"ready\":true}") : reply_unavailable(r);
+        return serving ? http_reply_json(r, 200, "{\"ready\":true}") : http_reply_unavailable(r);
     case SRV_ROUTE_V2_MODEL:
         if (!ready)
-            return reply_unavailable(r);
+            return http_reply_unavailable(r);
         rc = api_v2_model_json(h->models, r->model, r->version, &b, &e);
         break;
     case SRV_ROUTE_V2_MODEL_READY: /* ready while the server takes jobs */
         if (!serving)
-            return reply_unavailable(r);
+            return http_reply_unavailable(r);
         rc = api_v2_model_ready_json(h->models, r->model, r->version, &b, &e);
         break;
     case SRV_ROUTE_V2_INDEX:
         if (!ready)
-            return reply_unavailable(r);
+            return http_reply_unavailable(r);
         api_v2_index_json(h->models, &b);
         break;
     default:
@@ -357,31 +359,31 @@ static enum MHD_Result on_v2(srv_http *h, http_req *r, bool ready, bool serving)
     }
     if (rc != 0) {
         api_buf_free(&b);
-        return reply_api_error(r, &e);
+        return http_reply_api_error(r, &e);
     }
-    return reply_buf(r, 200, "application/json", &b);
+    return http_reply_buf(r, 200, "application/json", &b);
 }
 
-enum MHD_Result on_new(srv_http *h, http_req *r) {
+enum MHD_Result http_on_new(srv_http *h, http_req *r) {
     if (r->is_options)
         return on_options(h, r);
     bool had_token;
     if (!srv_routes[r->route].open && !authorized(h, r, &had_token)) {
         r->www_auth = true;
         r->bad_token = had_token;
-        return reply_error(r, 401, "unauthorized",
-                           had_token ? "the API key is wrong"
-                                     : "this server needs an API key: send Authorization: "
-                                       "Bearer <key>");
+        return http_reply_error(r, 401, "unauthorized",
+                                had_token ? "the API key is wrong"
+                                          : "this server needs an API key: send Authorization: "
+                                            "Bearer <key>");
     }
     if (r->route == SRV_ROUTE_UNKNOWN)
-        return reply_error(r, 404, "not_found", "there is no route %.200s; see /openapi.yaml",
-                           r->path);
+        return http_reply_error(r, 404, "not_found", "there is no route %.200s; see /openapi.yaml",
+                                r->path);
     bool post = srv_routes[r->route].post;
     if ((post && !r->is_post) || (!post && !r->is_get)) {
         r->allow = post ? ALLOW_JOB : ALLOW_GET;
-        return reply_error(r, 405, "method_not_allowed", "%s takes %s, not %s", r->path,
-                           post ? "POST" : "GET", r->method);
+        return http_reply_error(r, 405, "method_not_allowed", "%s takes %s, not %s", r->path,
+                                post ? "POST" : "GET", r->method);
     }
     bool ready = atomic_load_explicit(&h->ready, memory_order_acquire);
     bool serving = ready && !atomic_load(&h->draining);
@@ -398,31 +400,31 @@ enum MHD_Result on_new(srv_http *h, http_req *r) {
     case SRV_ROUTE_V2_INDEX:
         return on_v2(h, r, ready, serving);
     case SRV_ROUTE_HEALTHZ:
-        return reply_json(r, 200, "{\"status\": \"ok\"}");
+        return http_reply_json(r, 200, "{\"status\": \"ok\"}");
     case SRV_ROUTE_READYZ:
         if (ready && !atomic_load(&h->draining))
-            return reply_json(r, 200, "{\"status\": \"ready\"}");
-        return reply_unavailable(r);
+            return http_reply_json(r, 200, "{\"status\": \"ready\"}");
+        return http_reply_unavailable(r);
     case SRV_ROUTE_MODELS: {
         if (!ready)
-            return reply_unavailable(r);
+            return http_reply_unavailable(r);
         api_buf b = {0};
         if (r->path[10] == '/') { /* /v1/models/{name} */
             api_error e = {0};
             if (api_registry_model_json(h->models, r->path + 11, &b, &e) != 0) {
                 api_buf_free(&b);
-                return reply_api_error(r, &e);
+                return http_reply_api_error(r, &e);
             }
-            return reply_buf(r, 200, "application/json", &b);
+            return http_reply_buf(r, 200, "application/json", &b);
         }
         api_registry_list_json(h->models, &b);
-        return reply_buf(r, 200, "application/json", &b);
+        return http_reply_buf(r, 200, "application/json", &b);
     }
     case SRV_ROUTE_METRICS: {
         api_buf b = {0};
         srv_gauges g = gauges(h);
         srv_metrics_render(h->metrics, &g, &b);
-        return reply_buf(r, 200, "text/plain; version=0.0.4; charset=utf-8", &b);
+        return http_reply_buf(r, 200, "text/plain; version=0.0.4; charset=utf-8", &b);
     }
     case SRV_ROUTE_OPENAPI:
     case SRV_ROUTE_STATIC:
@@ -431,5 +433,5 @@ enum MHD_Result on_new(srv_http *h, http_req *r) {
     case SRV_ROUTE_COUNT:
         break;
     }
-    return reply_error(r, 404, "not_found", "there is no route %.200s", r->path);
+    return http_reply_error(r, 404, "not_found", "there is no route %.200s", r->path);
 }
