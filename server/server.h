@@ -470,7 +470,7 @@ bool srv_conn_cut(srv_conns *cs, srv_conn *c);
  * than one (they cannot be told apart). */
 int srv_conns_take_head(srv_conns *cs);
 
-/* ---- HTTP (http.c) ------------------------------------------------------------------------ */
+/* ---- HTTP (http.c, with reply.c and routes.c) --------------------------------------------- */
 
 typedef struct srv_http srv_http;
 
