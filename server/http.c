@@ -18,7 +18,6 @@
  *   REQ_REPLIED nothing more to do; the completion callback logs, counts and lets go.
  */
 #include <ctype.h>
-#include <errno.h>
 #include <microhttpd.h>
 #include <pthread.h>
 #include <stdarg.h>

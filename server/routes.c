@@ -2,7 +2,6 @@
  * checked, CORS preflights, a job route's early refusals (media type, coding, Content-Length,
  * the queue and the reply budget) before its body is read, and the replies of the GET routes
  * (probes, models, metrics, static files, the Open Inference Protocol's metadata). */
-#include <ctype.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <stdatomic.h>
