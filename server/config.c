@@ -4,34 +4,15 @@
 #include <errno.h>
 #include <math.h>
 #include <sched.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "server.h"
 
 #define KEY_FILE_MAX 4096
-
-int srv_fail(srv_error *err, const char *fmt, ...) {
-    if (err && err->code == 0) {
-        err->code = SRV_ERR;
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-        va_end(ap);
-    }
-    return SRV_ERR;
-}
-
-double srv_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* The cores this process may run on (its affinity mask), at least 1. */
 static size_t online_cores(void) {
@@ -65,7 +46,7 @@ void srv_config_init(srv_config *cfg) {
     cfg->idle_timeout = 60;
     cfg->read_timeout = 30;
     cfg->log_format = SRV_LOG_TEXT;
-    cfg->batch_window_us = 200; /* server/workers.c: the measurements behind both */
+    cfg->batch_window_us = 200; /* bench/RESULTS.md: the measurements behind both */
     cfg->max_batch_tokens = 4096;
 }
 

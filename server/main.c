@@ -128,19 +128,223 @@ static int wait_stop_signal(void) {
     return stop_sig;
 }
 
-int main(int argc, char **argv) {
-    /* A health check talks to the running daemon; it needs no BLAS and computes nothing. */
-    if (argc > 1 && !strcmp(argv[1], "--health-check")) {
-        srv_config cfg;
-        srv_config_init(&cfg);
-        srv_error err = {0};
-        argv[1] = argv[0];
-        if (srv_config_parse(&cfg, argc - 1, argv + 1, &err) != SRV_OK) {
-            fprintf(stderr, "attnd: error: %s\n", err.msg);
-            return 2;
-        }
-        return srv_health_check(&cfg, stderr);
+/* `attnd --health-check [flags]`: asks the daemon those flags configure for GET /healthz. A
+ * health check needs no BLAS and computes nothing. Returns the exit status. */
+static int health_check(int argc, char **argv) {
+    srv_config cfg;
+    srv_config_init(&cfg);
+    srv_error err = {0};
+    argv[1] = argv[0];
+    if (srv_config_parse(&cfg, argc - 1, argv + 1, &err) != SRV_OK) {
+        fprintf(stderr, "attnd: error: %s\n", err.msg);
+        return 2;
     }
+    return srv_health_check(&cfg, stderr);
+}
+
+/* What main starts; stop_all stops and frees it, in reverse order. */
+typedef struct attnd {
+    srv_metrics *metrics;
+    srv_http *http;
+    api_registry *models;
+    attn_pool *pool;
+    srv_workers *workers;
+    api_mem *mem;
+    api_limits limits; /* what srv_http_set_ready was given */
+} attnd;
+
+/* Models: the built-in demo first (the default unless --default-model says otherwise), then the
+ * built-in lesson, then --models. Returns 0, or the exit status after logging why it failed. */
+static int load_models(const srv_config *cfg, const srv_log *log, attnd *a) {
+    api_error ae = {0};
+    srv_error err = {0};
+    if (!(a->models = api_registry_create())) {
+        fatal(log, "out of memory for the model registry");
+        return 1;
+    }
+    api_model *demo = api_model_demo(&ae);
+    if (!demo || api_registry_add(a->models, demo, &ae) != 0) {
+        fatal(log, ae.message);
+        return 1;
+    }
+    api_model *lesson = api_model_lesson(&ae);
+    if (!lesson || api_registry_add(a->models, lesson, &ae) != 0) {
+        fatal(log, ae.message);
+        return 1;
+    }
+    if (cfg->models_dir[0] && load_models_dir(cfg->models_dir, a->models, &err) != SRV_OK) {
+        fatal(log, err.msg);
+        return 2;
+    }
+    if (cfg->default_model[0] &&
+        api_registry_set_default(a->models, cfg->default_model, &ae) != 0) {
+        char msg[600];
+        snprintf(msg, sizeof msg,
+                 "--default-model: no model is named '%s' (see the model lines "
+                 "above)",
+                 cfg->default_model);
+        log_models(log, a->models);
+        fatal(log, msg);
+        return 2;
+    }
+    log_models(log, a->models);
+    return 0;
+}
+
+/* The threads and limits lines of the start-up log. */
+static void log_settings(const srv_config *cfg, const srv_log *log, const api_limits *limits) {
+    {
+        srv_kv kv[] = {SRV_INT("workers", cfg->threads),
+                       SRV_INT("pool_threads", cfg->pool_threads),
+                       SRV_INT("slots_per_job", limits->nslots),
+                       SRV_INT("http_threads", cfg->http_threads),
+                       SRV_INT("cores", sysconf(_SC_NPROCESSORS_ONLN)),
+                       SRV_INT("batch_window_us", cfg->batch_window_us),
+                       SRV_INT("max_batch_tokens", cfg->max_batch_tokens)};
+        srv_log_write(log, "info", "threads", kv, sizeof kv / sizeof kv[0]);
+    }
+    {
+        srv_kv kv[] = {SRV_INT("max_body_bytes", cfg->max_body_bytes),
+                       SRV_INT("max_job_bytes", cfg->max_job_bytes),
+                       SRV_INT("max_queue", cfg->max_queue),
+                       SRV_INT("max_unsent_bytes", cfg->max_unsent_bytes),
+                       SRV_INT("max_connections", cfg->max_connections),
+                       SRV_INT("memory_bound", srv_config_memory_bound(cfg)),
+                       SRV_NUM("request_timeout_s", cfg->request_timeout),
+                       SRV_INT("max_depth", cfg->max_depth),
+                       SRV_NUM("read_timeout_s", cfg->read_timeout),
+                       SRV_NUM("drain_timeout_s", cfg->drain_timeout),
+                       SRV_STR("auth", cfg->api_key_len ? "bearer" : "none"),
+                       SRV_STR("cors_origins", cfg->cors_origins[0] ? cfg->cors_origins : NULL)};
+        srv_log_write(log, "info", "limits", kv, sizeof kv / sizeof kv[0]);
+    }
+}
+
+/* Starts everything in a: metrics, HTTP on the listening socket (/readyz 503 meanwhile), the
+ * models, the compute pool, the job memory, the workers; then serves jobs. Returns 0, or the
+ * exit status after logging why it failed (a keeps what was started). */
+static int start(const srv_config *cfg, const srv_log *log, attnd *a) {
+    srv_error err = {0};
+    attn_error aerr = {0};
+    api_error ae = {0};
+    if (!(a->metrics = srv_metrics_create(&err))) {
+        fatal(log, err.msg);
+        return 1;
+    }
+    char bound[300];
+    int fd = srv_listen(cfg, bound, sizeof bound, &err);
+    if (fd < 0) {
+        fatal(log, err.msg);
+        return 2;
+    }
+    if (!(a->http = srv_http_start(cfg, log, fd, a->metrics, &err))) {
+        fatal(log, err.msg);
+        return 1;
+    }
+    {
+        const char *colon = strrchr(bound, ':');
+        srv_kv kv[] = {SRV_STR("address", bound), SRV_INT("port", colon ? atoi(colon + 1) : 0)};
+        srv_log_write(log, "info", "listening", kv, 2);
+    }
+    int status = load_models(cfg, log, a);
+    if (status != 0)
+        return status;
+
+    /* Compute: --threads workers, each job spread over the caller and the pool's helpers. */
+    if (cfg->pool_threads > 0 && !(a->pool = attn_pool_create(cfg->pool_threads, &aerr))) {
+        fatal(log, aerr.msg);
+        return 1;
+    }
+    /* Job memory: blocks reused from job to job, kept within the memory bound of the limits,
+     * returned to the system after SRV_MEM_IDLE_S unused. */
+    if (!(a->mem = api_mem_create(srv_config_memory_bound(cfg), SRV_MEM_IDLE_S, &ae))) {
+        fatal(log, ae.message);
+        return 1;
+    }
+    a->limits = api_limits_default();
+    a->limits.mem = a->mem;
+    a->limits.max_job_bytes = cfg->max_job_bytes;
+    a->limits.max_dim = cfg->max_dim;
+    a->limits.max_heads = cfg->max_heads;
+    a->limits.max_depth = cfg->max_depth;
+    a->limits.nslots = attn_pool_slots(a->pool);
+    if (!(a->workers =
+              srv_workers_create(cfg->threads, cfg->max_queue, a->pool, a->metrics, &err))) {
+        fatal(log, err.msg);
+        return 1;
+    }
+    srv_workers_set_batching(a->workers, (double)cfg->batch_window_us * 1e-6, cfg->max_batch_tokens,
+                             cfg->max_job_bytes);
+    log_settings(cfg, log, &a->limits);
+    srv_http_set_ready(a->http, a->models, &a->limits, a->workers);
+    srv_log_write(log, "info", "ready", NULL, 0);
+    return 0;
+}
+
+/* After SIGTERM or SIGINT (sig): stops taking jobs, waits for the queued and running ones and
+ * their replies within --drain-timeout (a second signal stops waiting), answers the rest 503,
+ * and stops HTTP. Returns the exit status; exits at once (1) when jobs were abandoned, since
+ * their workers still compute with the pool and the models. */
+static int drain(srv_config *cfg, const srv_log *log, attnd *a, int sig) {
+    {
+        srv_kv kv[] = {SRV_STR("signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"),
+                       SRV_NUM("drain_timeout_s", cfg->drain_timeout)};
+        srv_log_write(log, "info", "draining", kv, 2);
+    }
+    srv_http_set_draining(a->http);
+    srv_workers_close(a->workers);
+    double deadline = srv_now() + cfg->drain_timeout;
+    bool idle = false, forced = false;
+    for (;;) {
+        double step = srv_now() + 0.05;
+        idle = srv_workers_wait_idle(a->workers, step < deadline ? step : deadline);
+        if (idle || srv_now() >= deadline)
+            break;
+        if (sem_trywait(&stop_sem) == 0) { /* a second signal: stop waiting */
+            forced = true;
+            break;
+        }
+    }
+    size_t expired = 0, abandoned = 0;
+    if (!idle) {
+        expired = srv_workers_expire(a->workers);
+        abandoned = srv_workers_abandon(a->workers);
+    }
+    /* The replies go out within the same drain timeout (clients may read slowly); the 503s of
+     * jobs it cut short get a few seconds more. */
+    double replies_by = srv_now() + 5.0 > deadline ? srv_now() + 5.0 : deadline;
+    bool replied = srv_http_wait_replied(a->http, replies_by);
+    srv_http_stop(a->http);
+    a->http = NULL;
+    {
+        srv_kv kv[] = {SRV_STR("drained", idle ? "true" : "false"),
+                       SRV_STR("forced", forced ? "true" : "false"),
+                       SRV_INT("expired_jobs", expired), SRV_INT("abandoned_jobs", abandoned),
+                       SRV_STR("replies_sent", replied ? "true" : "false")};
+        srv_log_write(log, abandoned ? "warn" : "info", "stopped", kv, sizeof kv / sizeof kv[0]);
+    }
+    if (abandoned) {
+        /* Workers are still computing with the pool and the models: do not free them. */
+        memset(cfg->api_key, 0, sizeof cfg->api_key);
+        _exit(1);
+    }
+    /* Jobs the drain timeout cut short were answered 503, or replies were cut off. */
+    return expired || !replied ? 1 : 0;
+}
+
+/* Stops and frees what start started (NULLs are skipped). */
+static void stop_all(attnd *a) {
+    srv_http_stop(a->http);
+    srv_workers_destroy(a->workers);
+    api_mem_destroy(a->mem); /* every block went back with the replies and jobs */
+    attn_pool_destroy(a->pool);
+    api_registry_destroy(a->models);
+    srv_metrics_destroy(a->metrics);
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "--health-check"))
+        return health_check(argc, argv);
     /* First: it may re-execute the program with the right OpenBLAS kernel. */
     attn_blas_info blas;
     attn_error aerr = {0};
@@ -169,15 +373,6 @@ int main(int argc, char **argv) {
 
     catch_stop_signals();
     signal(SIGPIPE, SIG_IGN);
-
-    int status = 1;
-    srv_metrics *metrics = NULL;
-    srv_http *http = NULL;
-    api_registry *models = NULL;
-    attn_pool *pool = NULL;
-    srv_workers *workers = NULL;
-    api_mem *mem = NULL;
-
     {
         srv_kv kv[] = {SRV_STR("version", SRV_VERSION), SRV_INT("pid", getpid())};
         srv_log_write(&log, "info", "starting", kv, 2);
@@ -187,168 +382,11 @@ int main(int argc, char **argv) {
                        SRV_STR("best", blas.best), SRV_STR("how", blas.how)};
         srv_log_write(&log, "info", "blas", kv, 4);
     }
-    if (!(metrics = srv_metrics_create(&err))) {
-        fatal(&log, err.msg);
-        goto out;
-    }
-    char bound[300];
-    int fd = srv_listen(&cfg, bound, sizeof bound, &err);
-    if (fd < 0) {
-        fatal(&log, err.msg);
-        status = 2;
-        goto out;
-    }
-    if (!(http = srv_http_start(&cfg, &log, fd, metrics, &err))) {
-        fatal(&log, err.msg);
-        goto out;
-    }
-    {
-        const char *colon = strrchr(bound, ':');
-        srv_kv kv[] = {SRV_STR("address", bound), SRV_INT("port", colon ? atoi(colon + 1) : 0)};
-        srv_log_write(&log, "info", "listening", kv, 2);
-    }
-
-    /* Models: the built-in demo first (the default unless --default-model says otherwise), then
-     * the built-in lesson. */
-    api_error ae = {0};
-    if (!(models = api_registry_create())) {
-        fatal(&log, "out of memory for the model registry");
-        goto out;
-    }
-    api_model *demo = api_model_demo(&ae);
-    if (!demo || api_registry_add(models, demo, &ae) != 0) {
-        fatal(&log, ae.message);
-        goto out;
-    }
-    api_model *lesson = api_model_lesson(&ae);
-    if (!lesson || api_registry_add(models, lesson, &ae) != 0) {
-        fatal(&log, ae.message);
-        goto out;
-    }
-    if (cfg.models_dir[0] && load_models_dir(cfg.models_dir, models, &err) != SRV_OK) {
-        fatal(&log, err.msg);
-        status = 2;
-        goto out;
-    }
-    if (cfg.default_model[0] && api_registry_set_default(models, cfg.default_model, &ae) != 0) {
-        char msg[600];
-        snprintf(msg, sizeof msg,
-                 "--default-model: no model is named '%s' (see the model lines "
-                 "above)",
-                 cfg.default_model);
-        log_models(&log, models);
-        fatal(&log, msg);
-        status = 2;
-        goto out;
-    }
-    log_models(&log, models);
-
-    /* Compute: --threads workers, each job spread over the caller and the pool's helpers. */
-    if (cfg.pool_threads > 0 && !(pool = attn_pool_create(cfg.pool_threads, &aerr))) {
-        fatal(&log, aerr.msg);
-        goto out;
-    }
-    /* Job memory: blocks reused from job to job, kept within the memory bound of the limits,
-     * returned to the system after SRV_MEM_IDLE_S unused. */
-    if (!(mem = api_mem_create(srv_config_memory_bound(&cfg), SRV_MEM_IDLE_S, &ae))) {
-        fatal(&log, ae.message);
-        goto out;
-    }
-    api_limits limits = api_limits_default();
-    limits.mem = mem;
-    limits.max_job_bytes = cfg.max_job_bytes;
-    limits.max_dim = cfg.max_dim;
-    limits.max_heads = cfg.max_heads;
-    limits.max_depth = cfg.max_depth;
-    limits.nslots = attn_pool_slots(pool);
-    if (!(workers = srv_workers_create(cfg.threads, cfg.max_queue, pool, metrics, &err))) {
-        fatal(&log, err.msg);
-        goto out;
-    }
-    srv_workers_set_batching(workers, (double)cfg.batch_window_us * 1e-6, cfg.max_batch_tokens,
-                             cfg.max_job_bytes);
-    {
-        srv_kv kv[] = {SRV_INT("workers", cfg.threads),
-                       SRV_INT("pool_threads", cfg.pool_threads),
-                       SRV_INT("slots_per_job", limits.nslots),
-                       SRV_INT("http_threads", cfg.http_threads),
-                       SRV_INT("cores", sysconf(_SC_NPROCESSORS_ONLN)),
-                       SRV_INT("batch_window_us", cfg.batch_window_us),
-                       SRV_INT("max_batch_tokens", cfg.max_batch_tokens)};
-        srv_log_write(&log, "info", "threads", kv, sizeof kv / sizeof kv[0]);
-    }
-    {
-        srv_kv kv[] = {SRV_INT("max_body_bytes", cfg.max_body_bytes),
-                       SRV_INT("max_job_bytes", cfg.max_job_bytes),
-                       SRV_INT("max_queue", cfg.max_queue),
-                       SRV_INT("max_unsent_bytes", cfg.max_unsent_bytes),
-                       SRV_INT("max_connections", cfg.max_connections),
-                       SRV_INT("memory_bound", srv_config_memory_bound(&cfg)),
-                       SRV_NUM("request_timeout_s", cfg.request_timeout),
-                       SRV_INT("max_depth", cfg.max_depth),
-                       SRV_NUM("read_timeout_s", cfg.read_timeout),
-                       SRV_NUM("drain_timeout_s", cfg.drain_timeout),
-                       SRV_STR("auth", cfg.api_key_len ? "bearer" : "none"),
-                       SRV_STR("cors_origins", cfg.cors_origins[0] ? cfg.cors_origins : NULL)};
-        srv_log_write(&log, "info", "limits", kv, sizeof kv / sizeof kv[0]);
-    }
-    srv_http_set_ready(http, models, &limits, workers);
-    srv_log_write(&log, "info", "ready", NULL, 0);
-
-    /* Serve until SIGTERM or SIGINT, then drain. */
-    int sig = wait_stop_signal();
-    {
-        srv_kv kv[] = {SRV_STR("signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"),
-                       SRV_NUM("drain_timeout_s", cfg.drain_timeout)};
-        srv_log_write(&log, "info", "draining", kv, 2);
-    }
-    srv_http_set_draining(http);
-    srv_workers_close(workers);
-    double deadline = srv_now() + cfg.drain_timeout;
-    bool idle = false, forced = false;
-    for (;;) {
-        double step = srv_now() + 0.05;
-        idle = srv_workers_wait_idle(workers, step < deadline ? step : deadline);
-        if (idle || srv_now() >= deadline)
-            break;
-        if (sem_trywait(&stop_sem) == 0) { /* a second signal: stop waiting */
-            forced = true;
-            break;
-        }
-    }
-    size_t expired = 0, abandoned = 0;
-    if (!idle) {
-        expired = srv_workers_expire(workers);
-        abandoned = srv_workers_abandon(workers);
-    }
-    /* The replies go out within the same drain timeout (clients may read slowly); the 503s of
-     * jobs it cut short get a few seconds more. */
-    double replies_by = srv_now() + 5.0 > deadline ? srv_now() + 5.0 : deadline;
-    bool replied = srv_http_wait_replied(http, replies_by);
-    srv_http_stop(http);
-    http = NULL;
-    {
-        srv_kv kv[] = {SRV_STR("drained", idle ? "true" : "false"),
-                       SRV_STR("forced", forced ? "true" : "false"),
-                       SRV_INT("expired_jobs", expired), SRV_INT("abandoned_jobs", abandoned),
-                       SRV_STR("replies_sent", replied ? "true" : "false")};
-        srv_log_write(&log, abandoned ? "warn" : "info", "stopped", kv, sizeof kv / sizeof kv[0]);
-    }
-    if (abandoned) {
-        /* Workers are still computing with the pool and the models: do not free them. */
-        memset(cfg.api_key, 0, sizeof cfg.api_key);
-        _exit(1);
-    }
-    /* Jobs the drain timeout cut short were answered 503, or replies were cut off. */
-    status = expired || !replied ? 1 : 0;
-
-out:
-    srv_http_stop(http);
-    srv_workers_destroy(workers);
-    api_mem_destroy(mem); /* every block went back with the replies and jobs */
-    attn_pool_destroy(pool);
-    api_registry_destroy(models);
-    srv_metrics_destroy(metrics);
+    attnd a = {0};
+    int status = start(&cfg, &log, &a);
+    if (status == 0) /* serve until SIGTERM or SIGINT, then drain */
+        status = drain(&cfg, &log, &a, wait_stop_signal());
+    stop_all(&a);
     memset(cfg.api_key, 0, sizeof cfg.api_key);
     return status;
 }

@@ -48,33 +48,10 @@ struct srv_metrics {
     count_histogram batch_rows; /* buckets BATCH_ROWS */
 };
 
-static const char *const ROUTE_NAMES[SRV_ROUTE_COUNT] = {
-    "/v1/attention",
-    "/v1/sdpa",
-    "/v1/models",
-    "/healthz",
-    "/readyz",
-    "/metrics",
-    "/openapi.yaml",
-    "/v2",
-    "/v2/health/live",
-    "/v2/health/ready",
-    "/v2/models/{name}",
-    "/v2/models/{name}/ready",
-    "/v2/models/{name}/infer",
-    "/v2/repository/index",
-    "static",
-    "unknown",
-};
-
 static const char *const REJECT_NAMES[SRV_REJECT_COUNT] = {"queue_full", "deadline", "draining",
                                                            "reply_budget"};
 
 static const char *const OP_NAMES[NOPS] = {"attention", "sdpa"};
-
-const char *srv_route_name(srv_route route) {
-    return (unsigned)route < SRV_ROUTE_COUNT ? ROUTE_NAMES[route] : "unknown";
-}
 
 srv_metrics *srv_metrics_create(srv_error *err) {
     srv_metrics *m = calloc(1, sizeof *m); /* all-zero bytes are valid zero atomics here */
@@ -205,22 +182,22 @@ void srv_metrics_render(const srv_metrics *m, const srv_gauges *g, api_buf *b) {
                 continue;
             if (s < NSTATUS - 1)
                 out(b, "attnd_http_requests_total{route=\"%s\",code=\"%u\"} %" PRIu64 "\n",
-                    ROUTE_NAMES[r], STATUSES[s], v);
+                    srv_routes[r].name, STATUSES[s], v);
             else
                 out(b, "attnd_http_requests_total{route=\"%s\",code=\"other\"} %" PRIu64 "\n",
-                    ROUTE_NAMES[r], v);
+                    srv_routes[r].name, v);
         }
     }
     header(b, "attnd_http_request_body_bytes_total", "counter",
            "Request body bytes received, by route.");
     for (size_t r = 0; r < SRV_ROUTE_COUNT; r++)
-        out(b, "attnd_http_request_body_bytes_total{route=\"%s\"} %" PRIu64 "\n", ROUTE_NAMES[r],
-            load(&m->bytes_in[r]));
+        out(b, "attnd_http_request_body_bytes_total{route=\"%s\"} %" PRIu64 "\n",
+            srv_routes[r].name, load(&m->bytes_in[r]));
     header(b, "attnd_http_response_body_bytes_total", "counter",
            "Response body bytes sent, by route.");
     for (size_t r = 0; r < SRV_ROUTE_COUNT; r++)
-        out(b, "attnd_http_response_body_bytes_total{route=\"%s\"} %" PRIu64 "\n", ROUTE_NAMES[r],
-            load(&m->bytes_out[r]));
+        out(b, "attnd_http_response_body_bytes_total{route=\"%s\"} %" PRIu64 "\n",
+            srv_routes[r].name, load(&m->bytes_out[r]));
     header(b, "attnd_jobs_rejected_total", "counter",
            "Jobs answered 503, by reason (all before computing, except reply_budget: also a "
            "computed reply that found the budget full).");

@@ -35,6 +35,7 @@
 #ifndef ATTND_SERVER_H
 #define ATTND_SERVER_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -64,11 +65,20 @@ typedef struct srv_error {
     char msg[512];
 } srv_error;
 
+/* ---- Errors and time (common.c) ----------------------------------------------------------- */
+
 /* Fills err (when it is still clear) with a printf-style message; returns SRV_ERR. */
 int srv_fail(srv_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Monotonic seconds. */
 double srv_now(void);
+
+/* Initialises cv for srv_cond_wait_for: its timed waits go by the monotonic clock. */
+void srv_cond_init(pthread_cond_t *cv);
+
+/* With mu held: waits on cv (initialised by srv_cond_init) until it is signalled or seconds
+ * (from 0 to a few days) have passed, as pthread_cond_timedwait does. */
+void srv_cond_wait_for(pthread_cond_t *cv, pthread_mutex_t *mu, double seconds);
 
 /* ---- Configuration (config.c) ------------------------------------------------------------- */
 
@@ -171,9 +181,9 @@ typedef struct srv_kv {
 void srv_log_write(const srv_log *log, const char *level, const char *msg, const srv_kv *kv,
                    size_t n);
 
-/* ---- Metrics (metrics.c) ------------------------------------------------------------------ */
+/* ---- Routes (routes.c) ------------------------------------------------------------------- */
 
-/* The routes, as metrics and logs name them. */
+/* The routes attnd answers. */
 typedef enum srv_route {
     SRV_ROUTE_ATTENTION = 0,  /* POST /v1/attention */
     SRV_ROUTE_SDPA,           /* POST /v1/sdpa */
@@ -194,8 +204,20 @@ typedef enum srv_route {
     SRV_ROUTE_COUNT
 } srv_route;
 
-/* The route's label: "/v1/attention", ..., "/v2/models/{name}/infer", "static", "unknown". */
-const char *srv_route_name(srv_route route);
+/* A route as the route table describes it. */
+typedef struct srv_route_info {
+    const char *name; /* its label in /metrics: the path ("/v1/attention"), the template of its
+                         paths ("/v2/models/{name}/infer"), "static" or "unknown" */
+    bool exact;       /* the path name selects the route (others are found by routes.c) */
+    bool post;        /* takes POST (and OPTIONS); the others take GET and HEAD (and OPTIONS) */
+    bool job;         /* a POST is a job for the workers */
+    bool open;        /* answered without the API key (the probes) */
+} srv_route_info;
+
+/* The route table: every route, indexed by srv_route. */
+extern const srv_route_info srv_routes[SRV_ROUTE_COUNT];
+
+/* ---- Metrics (metrics.c) ------------------------------------------------------------------ */
 
 /* Why a job was refused or dropped with 503. */
 typedef enum srv_reject {
@@ -386,11 +408,69 @@ const srv_static_file *srv_static_find(const char *path);
 /* The Content-Type for a path, from its extension. */
 const char *srv_static_mime(const char *path);
 
-/* ---- HTTP (http.c) ------------------------------------------------------------------------ */
+/* ---- Connections (conn.c) ----------------------------------------------------------------- */
 
 /* Creates a listening TCP socket for cfg->host:cfg->port. Writes the bound address
  * ("127.0.0.1:43121", with the actual port) to bound. Returns the fd, or SRV_ERR with err. */
 int srv_listen(const srv_config *cfg, char *bound, size_t bound_len, srv_error *err);
+
+/* Where a connection is, as the read timeout sees it. */
+typedef enum srv_conn_state {
+    SRV_CONN_IDLE = 0, /* between requests (or before the first): no byte of the next yet */
+    SRV_CONN_READING,  /* a request is arriving (headers or body) */
+    SRV_CONN_ARRIVED,  /* the request has arrived: it is computed or its reply is being sent */
+} srv_conn_state;
+
+/* The open connections as --read-timeout and --idle-timeout see them, and the reaper thread that
+ * shuts down those whose request is late. Opaque; every function is thread-safe. */
+typedef struct srv_conns srv_conns;
+
+/* One tracked connection, owned by its srv_conns. Opaque. */
+typedef struct srv_conn srv_conn;
+
+/* Tracks connections by cfg's read and idle timeouts, logging to log (borrowed), with a reaper
+ * thread when the read timeout is on. NULL with err on failure. Free with srv_conns_destroy. */
+srv_conns *srv_conns_create(const srv_config *cfg, const srv_log *log, srv_error *err);
+
+/* Stops the reaper (joins it): from now on no connection is shut down for its read timeout.
+ * Connections may still open and close. NULL does nothing. */
+void srv_conns_stop(srv_conns *cs);
+
+/* Stops the reaper if it still runs and frees cs. Every connection must have been closed
+ * (srv_conn_close). NULL does nothing. */
+void srv_conns_destroy(srv_conns *cs);
+
+/* A connection has opened on socket fd (-1 when unknown): idle, before its first request. NULL
+ * when out of memory; the socket is then shut down, so that every connection that serves is
+ * tracked (srv_conns_take_head relies on it). */
+srv_conn *srv_conn_open(srv_conns *cs, int fd);
+
+/* The connection is closing (its socket is still open): logs idle_timeout when it closes idle
+ * after --idle-timeout, and frees c. NULL does nothing. */
+void srv_conn_close(srv_conns *cs, srv_conn *c);
+
+/* A request line has come on c, served by the calling thread; its headers are not handed over
+ * yet. NULL does nothing. */
+void srv_conn_request_line(srv_conns *cs, srv_conn *c);
+
+/* Moves c to state (its headers have been handed over, or its request is done):
+ * SRV_CONN_READING starts the read timeout unless the request was already seen arriving;
+ * SRV_CONN_IDLE starts idleness. NULL does nothing. */
+void srv_conn_set(srv_conns *cs, srv_conn *c, srv_conn_state state);
+
+/* True when the request on c has been arriving for longer than --read-timeout (never when it is
+ * off, or c is NULL). */
+bool srv_conn_late(srv_conns *cs, srv_conn *c);
+
+/* True when the reaper shut c down for its read timeout (false for NULL). */
+bool srv_conn_cut(srv_conns *cs, srv_conn *c);
+
+/* The socket of the one connection served by the calling thread whose request line has come and
+ * whose headers are not handed over yet, now marked handed over; -1 when there is none, or more
+ * than one (they cannot be told apart). */
+int srv_conns_take_head(srv_conns *cs);
+
+/* ---- HTTP (http.c, with reply.c and routes.c) --------------------------------------------- */
 
 typedef struct srv_http srv_http;
 

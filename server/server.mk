@@ -56,7 +56,8 @@ $(SRV_GEN)/embed_table.o: $(SRV_GEN)/embed_table.c $(HEADERS)
 FORCE:
 
 # ---- Tests ---------------------------------------------------------------------------------
-# test_server (C, libcurl) starts build/attnd itself on 127.0.0.1:0 for each scenario;
+# test_server (C, libcurl) starts build/attnd itself on 127.0.0.1:0 for each scenario (with
+# tests/harness.c, which test_reliability shares);
 # make_models.py writes the safetensors files (and torch's expected outputs) it loads;
 # http_oracle.py sends the PyTorch oracle grid to a live daemon, through API v1 and the Open
 # Inference Protocol; v2_client.py, a client of that protocol, discovers the models and checks
@@ -65,7 +66,7 @@ FORCE:
 # JavaScript and tritonclient examples as the README says to. Each is bounded in time.
 SRV_TEST_DIR := $(BUILD)/tests/server
 
-$(BUILD)/tests/test_server: $(BUILD)/tests/test_server.o
+$(BUILD)/tests/test_server: $(BUILD)/tests/test_server.o $(BUILD)/tests/harness.o
 	$(CC) $(CFLAGS) $^ -o $@ -lcurl -ljansson -lz -lpthread -lm
 
 .PHONY: test-server

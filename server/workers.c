@@ -12,30 +12,8 @@
  * core with no hand-offs (the workers), and nothing has to be retuned between the two. Under
  * full load up to 2 x cores - 1 threads are runnable; measured, that costs nothing visible.
  *
- * Measured on the 2-core dev machine (AMD EPYC Zen 3, OpenBLAS Zen kernels), 2026-11-30:
- * libattn alone (a throwaway harness: W3 = N 4, L 512, E 768, H 12, key_lengths; W1 = N 1, L 16,
- * E 64, H 4, per-head weights; 3 interleaved rounds), ms per job / jobs per second:
- *
- *     layout (workers:helpers)        W3 one at a time   W3 two at once    W1 two at once
- *     1:0                             167-181 ms         -                 -
- *     1:1                              99-102 ms         10.0 /s           -
- *     2:0                             -                   9.6-11.9 /s      67k-98k /s
- *     2:1 (chosen)                    (= 1:1)             9.6-11.4 /s      78k-104k /s
- *
- * Through HTTP (tests/server/measure_threads.py: W3 base64 in and out; wrk with 64 connections
- * for W1 JSON and for N 1, L 32, E 256, H 8 base64; best of 3 interleaved rounds; the clients
- * share the 2 cores, so floods vary by +-10% from run to run):
- *
- *     layout   W3 latency (compute)   W3 pairs     W1 flood          W2-small flood
- *     2:1      151 ms (109 ms)        6.1 jobs/s   7.6k req/s        1.6k req/s
- *     2:0      225 ms (186 ms)        7.3 jobs/s   8.4k req/s        1.6k req/s
- *     1:1      147 ms (104 ms)        6.6 jobs/s   7.3k req/s        1.5k req/s
- *
- * 2:0 (no pool) makes a lone large request 1.5-1.7x slower; 1:1 (one worker) serialises the
- * response encoding, the largest per-request cost of small jobs (W1: parse 0.11 ms, compute
- * 0.08 ms, encode 0.22 ms), and gains nothing on large ones. The pair and flood differences
- * through HTTP are inside the noise (libattn alone shows equal throughput). --threads and
- * --pool-threads override the choice.
+ * The measurements behind the choice: bench/RESULTS.md, "The workers: threads, pool and the
+ * batch window". --threads and --pool-threads override it.
  *
  * Dynamic batching (--batch-window-us, --max-batch-tokens)
  * ---------------------------------------------------------
@@ -49,27 +27,7 @@
  * nobody claims), so a flood forms a few large batches rather than many small ones. SDPA jobs,
  * and jobs with inline parameter tensors, always run alone. --batch-window-us 0 turns it off.
  *
- * Why 200 us and 4096 rows: measured 2026-11-30 on the 2-core dev machine with wrk against one
- * attnd, W2-small (N 1, L 32, E 256, H 8, params init random, base64), 5 s per run; req/s, mean
- * jobs per batch in brackets. The machine is shared, so runs vary by +-25% (the same setting
- * gave 3.2k and 4.0k req/s in two rounds):
- *
- *     window us (tokens 4096)     0        100           300           1000          3000
- *     64 connections, round 1     1250     3058 (16.7)   3276 (17.2)   3190 (18.3)   3025 (21.1)
- *     64 connections, round 2     1955     4138 (17.4)   4001 (17.4)   3850 (18.6)   3812 (22.9)
- *     16 connections              1261     1998 (4.8)    2589 (4.9)    2123 (5.7)    1716 (7.3)
- *      4 connections              1613     2094 (1.8)    1782 (2.0)    1030 (2.1)     812 (2.6)
- *
- *     (200 us: 1995 req/s at 16 connections, 1294 at 4, in a slower round where 100 us gave
- *     1998 and 1192.) tokens at a 1000 us window, 64 connections, two rounds: 512: 3109 / 4141,
- *     1024: 3405 / 4132, 4096: 3190 / 3850, 16384: 3732 / 4187.
- *
- * Under a flood the window hardly matters: the queue is never empty, a worker takes what is
- * there, and batching gives 2-2.5x. At moderate load the wait is what costs: a client of 4 that
- * waits 1 ms for company halves throughput, because the batch it would join is small anyway. 100
- * to 300 us is the flat best; 200 us is its middle. The token bound barely matters between 512
- * and 16384 rows; 4096 keeps a batch's workspace (rows x 6E floats) near 24 MiB at E = 256 and
- * bounds the wait of a large job behind a batch.
+ * Why 200 us and 4096 rows: bench/RESULTS.md, the same section.
  *
  * Queue: FIFO, at most --max-queue waiting jobs (submit refuses beyond, and the HTTP side answers
  * 503 at once). A job's deadline is checked when a worker pops it: past it, the job is answered
@@ -79,7 +37,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "server.h"
 
@@ -281,14 +238,8 @@ static void take_batchable(srv_workers *w, size_t index, batch_item *it, size_t 
 /* Waits on the work condition until the monotonic time t (or a signal). */
 static void wait_until(srv_workers *w, double t) {
     double left = t - srv_now();
-    if (left <= 0)
-        return;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    long ns = ts.tv_nsec + (long)(left * 1e9);
-    ts.tv_sec += ns / 1000000000L;
-    ts.tv_nsec = ns % 1000000000L;
-    pthread_cond_timedwait(&w->work, &w->mu, &ts);
+    if (left > 0)
+        srv_cond_wait_for(&w->work, &w->mu, left);
 }
 
 /* With the lock held: pops the next job and, when batching is on, the jobs that join it.
@@ -385,6 +336,11 @@ srv_workers *srv_workers_create(size_t nworkers, size_t max_queue, attn_pool *po
         srv_fail(err, "out of memory for the worker pool");
         return NULL;
     }
+    /* From here on srv_workers_destroy undoes whatever is done: it joins the started threads
+     * and frees what was allocated. */
+    pthread_mutex_init(&w->mu, NULL);
+    srv_cond_init(&w->work);
+    srv_cond_init(&w->idle);
     w->nworkers = nworkers;
     w->current = calloc(nworkers, sizeof *w->current);
     w->args = calloc(nworkers, sizeof *w->args);
@@ -397,13 +353,6 @@ srv_workers *srv_workers_create(size_t nworkers, size_t max_queue, attn_pool *po
         srv_fail(err, "out of memory for %zu workers", nworkers);
         goto err;
     }
-    pthread_mutex_init(&w->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&w->work, &ca);
-    pthread_cond_init(&w->idle, &ca);
-    pthread_condattr_destroy(&ca);
     w->max_queue = max_queue;
     w->max_tokens = 1;
     w->pool = pool;
@@ -415,20 +364,13 @@ srv_workers *srv_workers_create(size_t nworkers, size_t max_queue, attn_pool *po
         if (rc != 0) {
             srv_fail(err, "cannot start worker thread %zu of %zu: %s", i + 1, nworkers,
                      strerror(rc));
-            srv_workers_destroy(w);
-            return NULL;
+            goto err;
         }
         w->started = i + 1;
     }
     return w;
 err:
-    free(w->current);
-    for (size_t i = 0; w->args && i < w->nworkers; i++)
-        free(w->args[i].items);
-    free(w->args);
-    free(w->threads);
-    free(w->leader);
-    free(w);
+    srv_workers_destroy(w);
     return NULL;
 }
 
@@ -476,13 +418,7 @@ bool srv_workers_wait_idle(srv_workers *w, double deadline) {
         double left = deadline - srv_now();
         if (left <= 0)
             break;
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        double wait = left < 0.1 ? left : 0.1;
-        long ns = ts.tv_nsec + (long)(wait * 1e9);
-        ts.tv_sec += ns / 1000000000L;
-        ts.tv_nsec = ns % 1000000000L;
-        pthread_cond_timedwait(&w->idle, &w->mu, &ts);
+        srv_cond_wait_for(&w->idle, &w->mu, left < 0.1 ? left : 0.1);
     }
     bool idle = !w->queued && !w->running;
     pthread_mutex_unlock(&w->mu);

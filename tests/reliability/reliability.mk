@@ -27,7 +27,8 @@
 REL_DIR  := $(BUILD)/tests/reliability
 REL_ONLY ?= limits,faults,slow,framing,security,rss,unsent,jobmem,probes
 
-$(BUILD)/tests/test_reliability: $(BUILD)/tests/reliability/test_reliability.o
+$(BUILD)/tests/test_reliability: $(BUILD)/tests/reliability/test_reliability.o \
+                                 $(BUILD)/tests/harness.o
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ -lcurl -lz -lpthread
 
 .PHONY: test-reliability

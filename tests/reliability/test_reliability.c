@@ -7,9 +7,10 @@
  * budget reserved before compute), and its job memory: reused from a large job to the next,
  * returned to the system when idle.
  *
- * Starts build/attnd itself on 127.0.0.1:0 for each scenario (like tests/test_server.c) and
- * talks to it with libcurl and with raw sockets where a client must misbehave. Every wait is
- * bounded; every scenario ends with the daemon exiting 0 on SIGTERM.
+ * Starts build/attnd itself on 127.0.0.1:0 for each scenario (with tests/harness.c, as
+ * tests/test_server.c does) and talks to it with libcurl and with raw sockets where a client
+ * must misbehave. Every wait is bounded; every scenario ends with the daemon exiting 0 on
+ * SIGTERM.
  *
  * Usage: test_reliability --attnd build/attnd --work DIR [--only NAMES] [--time-scale F]
  *   NAMES: some of limits, faults, slow, framing, security, rss, unsent, jobmem, probes
@@ -37,13 +38,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
+
+#include "../harness.h"
 
 #define RSS_GROWTH_MAX (4 << 20) /* bytes */
 #define RSS_WARMUP     2000
@@ -57,42 +58,6 @@ typedef struct settings {
 } settings;
 
 static settings cfg = {.scale = 1.0};
-
-static double http_timeout_s = 30; /* of http() below, before --time-scale */
-
-/* ---- Checks ------------------------------------------------------------------------------- */
-
-static atomic_int passed, failed;
-
-static bool check(bool ok, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static bool check(bool ok, int line, const char *fmt, ...) {
-    if (ok) {
-        atomic_fetch_add(&passed, 1);
-        return true;
-    }
-    atomic_fetch_add(&failed, 1);
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "FAIL test_reliability.c:%d: %s\n", line, msg);
-    return false;
-}
-
-#define CHECK(cond, ...) check((cond), __LINE__, __VA_ARGS__)
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void sleep_s(double s) {
-    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-    nanosleep(&ts, NULL);
-}
 
 /* ---- Text --------------------------------------------------------------------------------- */
 
@@ -159,19 +124,6 @@ static void str_b64_floats(str *s, size_t n) {
     free(b);
 }
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return calloc(1, 1);
-    str s = {0};
-    char buf[65536];
-    size_t k;
-    while ((k = fread(buf, 1, sizeof buf, f)) > 0)
-        str_add(&s, buf, k);
-    fclose(f);
-    return s.p ? s.p : calloc(1, 1);
-}
-
 static size_t count_lines_with(const char *text, const char *a, const char *b) {
     size_t n = 0;
     for (const char *p = text; p && *p;) {
@@ -187,113 +139,6 @@ static size_t count_lines_with(const char *text, const char *a, const char *b) {
 }
 
 /* ---- The daemon --------------------------------------------------------------------------- */
-
-typedef struct attnd {
-    pid_t pid;
-    int port;
-    char log[700];
-} attnd;
-
-/* An HTTP reply (see http() below). */
-typedef struct reply {
-    long status;
-    str body, hdr;
-    CURLcode rc;
-    double secs;
-} reply;
-
-static bool http(CURL *c, int port, const char *method, const char *path, const char *body,
-                 size_t len, const char *const *hdrs, reply *r);
-static void reply_free(reply *r);
-
-/* Starts attnd on 127.0.0.1:0 with extra args (NULL-terminated), stderr to WORK/NAME.log; waits
- * for its port and /readyz. ATTND_* variables of our environment are dropped (not the BLAS
- * ones). */
-static bool attnd_start(attnd *d, const char *name, const char *const *extra) {
-    memset(d, 0, sizeof *d);
-    snprintf(d->log, sizeof d->log, "%s/%s.log", cfg.work, name);
-    unlink(d->log);
-    d->pid = fork();
-    if (d->pid == 0) {
-        int fd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fd >= 0) {
-            dup2(fd, 2);
-            dup2(fd, 1);
-            close(fd);
-        }
-        extern char **environ;
-        for (char **e = environ; *e;) {
-            if (!strncmp(*e, "ATTND_", 6) && strncmp(*e, "ATTND_BLAS_", 11)) {
-                char var[128];
-                snprintf(var, sizeof var, "%.*s", (int)strcspn(*e, "="), *e);
-                unsetenv(var);
-                e = environ;
-            } else {
-                e++;
-            }
-        }
-        const char *argv[64] = {cfg.attnd, "--listen", "127.0.0.1:0"};
-        int n = 3;
-        for (int i = 0; extra && extra[i] && n < 63; i++)
-            argv[n++] = extra[i];
-        argv[n] = NULL;
-        execv(cfg.attnd, (char *const *)argv);
-        _exit(127);
-    }
-    double t0 = now(), limit = 20 * cfg.scale;
-    while (now() - t0 < limit && !d->port) {
-        char *log = slurp(d->log);
-        const char *p = strstr(log, " listening ");
-        const char *q = p ? strstr(p, "port=") : NULL;
-        if (q && strchr(q, '\n'))
-            d->port = atoi(q + 5);
-        free(log);
-        int st;
-        if (!d->port && waitpid(d->pid, &st, WNOHANG) == d->pid) {
-            d->pid = 0;
-            return CHECK(false, "%s: attnd exited at start; see %s", name, d->log);
-        }
-        sleep_s(0.01);
-    }
-    /* The port opens before the models are loaded and the pool runs (slow under valgrind);
-     * until then, job routes answer 503 not_ready. */
-    bool ready = false;
-    while (d->port && !ready && now() - t0 < limit) {
-        reply r;
-        ready = http(NULL, d->port, NULL, "/readyz", NULL, 0, NULL, &r) && r.status == 200;
-        reply_free(&r);
-        if (!ready)
-            sleep_s(0.02);
-    }
-    if (!CHECK(d->port > 0, "%s: no port in the log within %.0f s", name, limit) ||
-        !CHECK(ready, "%s: /readyz did not answer 200 within %.0f s", name, limit)) {
-        kill(d->pid, SIGKILL);
-        waitpid(d->pid, NULL, 0);
-        d->pid = 0;
-        return false;
-    }
-    return true;
-}
-
-/* SIGTERM and the exit status (-1 after a timeout, then SIGKILL). */
-static int attnd_stop(attnd *d) {
-    if (d->pid <= 0)
-        return -1;
-    kill(d->pid, SIGTERM);
-    double t0 = now();
-    while (now() - t0 < 60 * cfg.scale) {
-        int st;
-        if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
-            d->pid = 0;
-            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        }
-        sleep_s(0.01);
-    }
-    kill(d->pid, SIGKILL);
-    waitpid(d->pid, NULL, 0);
-    d->pid = 0;
-    return -1;
-}
 
 static bool alive(const attnd *d) {
     int st;
@@ -311,107 +156,31 @@ static size_t rss_bytes(const attnd *d) {
     return kb * 1024;
 }
 
-/* ---- HTTP with libcurl -------------------------------------------------------------------- */
+/* ---- HTTP (over the harness's libcurl requests) ------------------------------------------- */
 
-static void reply_free(reply *r) {
-    free(r->body.p);
-    free(r->hdr.p);
-    memset(r, 0, sizeof *r);
-}
-
-static size_t on_data(char *p, size_t size, size_t n, void *ud) {
-    str_add(ud, p, size * n);
-    return size * n;
-}
-
-/* Sends method path (with body and extra header lines, may be NULL) on handle c (NULL: a new
- * one). False on a transport error. */
-static bool http(CURL *c, int port, const char *method, const char *path, const char *body,
-                 size_t len, const char *const *hdrs, reply *r) {
-    memset(r, 0, sizeof *r);
-    CURL *own = c ? NULL : curl_easy_init();
-    CURL *h = c ? c : own;
-    char url[512];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
-    curl_easy_reset(h);
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(http_timeout_s * 1000 * cfg.scale));
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &r->body);
-    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_data);
-    curl_easy_setopt(h, CURLOPT_HEADERDATA, &r->hdr);
-    struct curl_slist *hl = curl_slist_append(NULL, "Expect:");
-    if (body)
-        hl = curl_slist_append(hl, "Content-Type: application/json");
-    for (int i = 0; hdrs && hdrs[i]; i++)
-        hl = curl_slist_append(hl, hdrs[i]);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
-    if (body) {
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(len ? len : strlen(body)));
-    }
-    if (method)
-        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-    double t0 = now();
-    r->rc = curl_easy_perform(h);
-    r->secs = now() - t0;
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
-    curl_slist_free_all(hl);
-    if (own)
-        curl_easy_cleanup(own);
-    if (!r->body.p)
-        str_add(&r->body, "", 0);
-    if (!r->hdr.p)
-        str_add(&r->hdr, "", 0);
-    return r->rc == CURLE_OK;
+/* Sends method path (with body, of len bytes or strlen(body) when len is 0, as JSON, and extra
+ * header lines, NULL-terminated; each may be NULL) on handle c (NULL: a new one). False on a
+ * transport error. */
+static bool request(CURL *c, int port, const char *method, const char *path, const char *body,
+                    size_t len, const char *const *hdrs, reply *r) {
+    req q = {.method = method,
+             .path = path,
+             .ctype = body ? "application/json" : NULL,
+             .body = body,
+             .len = len,
+             .hdr_list = hdrs};
+    return http(c, port, &q, r);
 }
 
 static bool post(CURL *c, int port, const char *path, const char *body, size_t len, reply *r) {
-    return http(c, port, NULL, path, body, len, NULL, r);
+    return request(c, port, NULL, path, body, len, NULL, r);
 }
 
 static bool healthy(const attnd *d) {
     reply r;
-    bool ok = http(NULL, d->port, NULL, "/healthz", NULL, 0, NULL, &r) && r.status == 200;
+    bool ok = request(NULL, d->port, NULL, "/healthz", NULL, 0, NULL, &r) && r.status == 200;
     reply_free(&r);
     return ok && alive(d);
-}
-
-/* A counter or gauge sample from /metrics ("name" or "name{labels}"), or -1. */
-static double metric(int port, const char *sample) {
-    reply r;
-    double v = -1;
-    if (http(NULL, port, NULL, "/metrics", NULL, 0, NULL, &r) && r.status == 200) {
-        size_t n = strlen(sample);
-        for (const char *p = r.body.p; (p = strstr(p, sample)) != NULL; p += n)
-            if ((p == r.body.p || p[-1] == '\n') && p[n] == ' ') {
-                v = atof(p + n + 1);
-                break;
-            }
-    }
-    reply_free(&r);
-    return v;
-}
-
-/* The value of header name in r (a new string; the last response's), or NULL. */
-static char *header(const reply *r, const char *name) {
-    size_t nl = strlen(name);
-    for (const char *p = r->hdr.p; p && *p;) {
-        const char *eol = strchr(p, '\n');
-        size_t len = eol ? (size_t)(eol - p) : strlen(p);
-        if (len > nl && !strncasecmp(p, name, nl) && p[nl] == ':') {
-            const char *v = p + nl + 1;
-            while (*v == ' ')
-                v++;
-            size_t vl = (size_t)(p + len - v);
-            while (vl && (v[vl - 1] == '\r' || v[vl - 1] == ' '))
-                vl--;
-            return strndup(v, vl);
-        }
-        p = eol ? eol + 1 : NULL;
-    }
-    return NULL;
 }
 
 /* True when r has header name with exactly value (value NULL: when r lacks it). */
@@ -428,11 +197,11 @@ static void check_error(const reply *r, long status, const char *code, const cha
     CHECK(r->rc == CURLE_OK, "%s: transport error %s", what, curl_easy_strerror(r->rc));
     char want[64];
     snprintf(want, sizeof want, "\"code\":\"%s\"", code);
-    CHECK(r->status == status && strstr(r->body.p, want),
-          "%s: %ld %.300s; expected %ld with code %s", what, r->status, r->body.p, status, code);
+    CHECK(r->status == status && strstr(r->body, want), "%s: %ld %.300s; expected %ld with code %s",
+          what, r->status, r->body, status, code);
     if (needle)
-        CHECK(strstr(r->body.p, needle) != NULL, "%s: the message should name %s: %.300s", what,
-              needle, r->body.p);
+        CHECK(strstr(r->body, needle) != NULL, "%s: the message should name %s: %.300s", what,
+              needle, r->body);
 }
 
 /* ---- Raw sockets -------------------------------------------------------------------------- */
@@ -551,7 +320,7 @@ static void test_limits(void) {
                           "--read-timeout",
                           "5",
                           NULL};
-    if (!attnd_start(&d, "limits", args))
+    if (!attnd_start(&d, "limits", args, NULL))
         return;
     reply r;
     str s = {0};
@@ -600,8 +369,8 @@ static void test_limits(void) {
                    b64[i].data);
         post(NULL, d.port, "/v1/sdpa", s.p, s.n, &r);
         check_error(&r, 400, "invalid_field", b64[i].needle, b64[i].what);
-        CHECK(strstr(r.body.p, "\"field\":\"q.data\"") != NULL, "%s: field %.200s", b64[i].what,
-              r.body.p);
+        CHECK(strstr(r.body, "\"field\":\"q.data\"") != NULL, "%s: field %.200s", b64[i].what,
+              r.body);
         reply_free(&r);
     }
 
@@ -638,7 +407,7 @@ static void test_limits(void) {
                         "1024 x 1024 weights over --max-job-bytes 4M");
         else
             CHECK(r.status == 200, "500 x 500 weights under --max-job-bytes 4M: %ld %.200s",
-                  r.status, r.body.p);
+                  r.status, r.body);
         reply_free(&r);
     }
     post(NULL, d.port, "/v1/sdpa", "{\"q\": [[[[[1]]]]], \"k\": [[[[[1]]]]], \"v\": [[[[[1]]]]]}",
@@ -739,7 +508,7 @@ static void test_limits(void) {
     }
     CHECK(healthy(&d), "the daemon after huge headers");
     free(s.p);
-    CHECK(attnd_stop(&d) == 0, "limits daemon: exit status after SIGTERM");
+    CHECK(attnd_stop(&d, SIGTERM) == 0, "limits daemon: exit status after SIGTERM");
 }
 
 /* ---- faults ------------------------------------------------------------------------------- */
@@ -747,7 +516,7 @@ static void test_limits(void) {
 static void test_faults(void) {
     attnd d;
     const char *args[] = {"--threads", "1", "--pool-threads", "0", "--max-body-bytes", "8M", NULL};
-    if (!attnd_start(&d, "faults", args))
+    if (!attnd_start(&d, "faults", args, NULL))
         return;
     reply r;
 
@@ -856,8 +625,8 @@ static void test_faults(void) {
 
     /* Still correct afterwards. */
     post(NULL, d.port, "/v1/sdpa", SDPA_SMALL, 0, &r);
-    CHECK(r.status == 200 && strstr(r.body.p, "\"output\""), "a job after the faults: %ld %.200s",
-          r.status, r.body.p);
+    CHECK(r.status == 200 && strstr(r.body, "\"output\""), "a job after the faults: %ld %.200s",
+          r.status, r.body);
     reply_free(&r);
     /* The metrics count only replies sent whole: not those whose client vanished (end=). */
     {
@@ -903,7 +672,7 @@ static void test_faults(void) {
         free(q.p);
         free(b);
     }
-    int st = attnd_stop(&d);
+    int st = attnd_stop(&d, SIGTERM);
     CHECK(st == 0, "faults daemon: exit status %d after SIGTERM", st);
 }
 
@@ -914,7 +683,7 @@ static void test_slow(void) {
     const char *args[] = {
         "--threads", "1", "--pool-threads", "0", "--idle-timeout", "1", "--read-timeout",
         "2",         NULL};
-    if (!attnd_start(&d, "slow", args))
+    if (!attnd_start(&d, "slow", args, NULL))
         return;
     /* One idle connection, and SLOWLORIS connections sending a header byte every 100 ms. */
     int idle = tcp_connect(d.port);
@@ -1021,7 +790,7 @@ static void test_slow(void) {
     CHECK(count_lines_with(log, "path=/v1/sdpa", "end=read_timeout") == 1,
           "the access line of the trickled body should say end=read_timeout");
     free(log);
-    CHECK(attnd_stop(&d) == 0, "slow daemon: exit status after SIGTERM");
+    CHECK(attnd_stop(&d, SIGTERM) == 0, "slow daemon: exit status after SIGTERM");
 }
 
 /* Seconds from t0 until the server closes fd (EOF or reset), waiting at most secs; -1 if it
@@ -1052,7 +821,7 @@ static void test_idle(void) {
     const char *args[] = {
         "--threads", "1", "--pool-threads", "0", "--idle-timeout", "3", "--read-timeout",
         "1",         NULL};
-    if (!attnd_start(&d, "idle", args))
+    if (!attnd_start(&d, "idle", args, NULL))
         return;
     static const char get[] = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
     /* A kept-alive connection after a reply, and one that never sends a byte. */
@@ -1092,7 +861,7 @@ static void test_idle(void) {
           cut);
     close(fd);
     CHECK(healthy(&d), "the daemon after idle connections");
-    CHECK(attnd_stop(&d) == 0, "idle daemon: exit status after SIGTERM");
+    CHECK(attnd_stop(&d, SIGTERM) == 0, "idle daemon: exit status after SIGTERM");
     char *log = slurp(d.log);
     CHECK(count_lines_with(log, "info idle_timeout ", NULL) >= 2,
           "the log should say idle_timeout for the two idle connections");
@@ -1116,7 +885,7 @@ static void test_security(void) {
     attnd d;
     const char *args[] = {"--api-key-file", keyfile, "--cors-origins", "http://allowed.example",
                           NULL};
-    if (!attnd_start(&d, "security", args))
+    if (!attnd_start(&d, "security", args, NULL))
         return;
     reply r;
     const char *const allowed[] = {"Origin: http://allowed.example", NULL};
@@ -1124,47 +893,47 @@ static void test_security(void) {
     const char *const foreign_key[] = {"Origin: http://evil.example", auth, NULL};
 
     /* Without the key: 401 with WWW-Authenticate, and CORS headers so a page can read it. */
-    http(NULL, d.port, NULL, "/v1/sdpa", SDPA_SMALL, 0, allowed, &r);
+    request(NULL, d.port, NULL, "/v1/sdpa", SDPA_SMALL, 0, allowed, &r);
     check_error(&r, 401, "unauthorized", "Bearer", "a job without the key");
     CHECK(has_header(&r, "Access-Control-Allow-Origin", "http://allowed.example") &&
               has_header(&r, "Vary", "Origin"),
-          "a 401 to an allowed origin should carry its CORS headers: %s", r.hdr.p);
+          "a 401 to an allowed origin should carry its CORS headers: %s", r.hdr);
     char *wa = header(&r, "WWW-Authenticate");
     CHECK(wa && !strncmp(wa, "Bearer realm=", 13), "401: WWW-Authenticate %s", wa ? wa : "none");
     free(wa);
     reply_free(&r);
     /* With it: 200 and the headers every answer carries. */
-    http(NULL, d.port, NULL, "/v1/sdpa", SDPA_SMALL, 0, allowed_key, &r);
-    CHECK(r.status == 200, "a job with the key: %ld %.200s", r.status, r.body.p);
+    request(NULL, d.port, NULL, "/v1/sdpa", SDPA_SMALL, 0, allowed_key, &r);
+    CHECK(r.status == 200, "a job with the key: %ld %.200s", r.status, r.body);
     CHECK(has_header(&r, "X-Content-Type-Options", "nosniff") &&
               has_header(&r, "Referrer-Policy", "no-referrer") &&
               has_header(&r, "Cache-Control", "no-store") &&
               has_header(&r, "Access-Control-Allow-Origin", "http://allowed.example"),
-          "an API answer's headers: %s", r.hdr.p);
+          "an API answer's headers: %s", r.hdr);
     reply_free(&r);
     /* A foreign origin gets no CORS header, but Vary: Origin (caches must not mix them). */
-    http(NULL, d.port, NULL, "/v1/sdpa", SDPA_SMALL, 0, foreign_key, &r);
+    request(NULL, d.port, NULL, "/v1/sdpa", SDPA_SMALL, 0, foreign_key, &r);
     CHECK(r.status == 200 && has_header(&r, "Access-Control-Allow-Origin", NULL) &&
               has_header(&r, "Vary", "Origin"),
-          "a foreign origin: %ld %s", r.status, r.hdr.p);
+          "a foreign origin: %ld %s", r.status, r.hdr);
     reply_free(&r);
     /* Preflights need no key; a foreign origin or a method the route does not take: 403. */
     const char *const pre_ok[] = {
         "Origin: http://allowed.example", "Access-Control-Request-Method: POST",
         "Access-Control-Request-Headers: authorization, content-type", NULL};
-    http(NULL, d.port, "OPTIONS", "/v1/attention", NULL, 0, pre_ok, &r);
+    request(NULL, d.port, "OPTIONS", "/v1/attention", NULL, 0, pre_ok, &r);
     CHECK(r.status == 204 &&
               has_header(&r, "Access-Control-Allow-Origin", "http://allowed.example"),
-          "a preflight from the allowed origin: %ld %s", r.status, r.hdr.p);
+          "a preflight from the allowed origin: %ld %s", r.status, r.hdr);
     reply_free(&r);
     const char *const pre_put[] = {"Origin: http://allowed.example",
                                    "Access-Control-Request-Method: PUT", NULL};
-    http(NULL, d.port, "OPTIONS", "/v1/attention", NULL, 0, pre_put, &r);
+    request(NULL, d.port, "OPTIONS", "/v1/attention", NULL, 0, pre_put, &r);
     check_error(&r, 403, "cors_rejected", "PUT", "a preflight for PUT");
     reply_free(&r);
     const char *const pre_evil[] = {"Origin: http://allowed.example.evil.example",
                                     "Access-Control-Request-Method: POST", NULL};
-    http(NULL, d.port, "OPTIONS", "/v1/attention", NULL, 0, pre_evil, &r);
+    request(NULL, d.port, "OPTIONS", "/v1/attention", NULL, 0, pre_evil, &r);
     check_error(&r, 403, "cors_rejected", NULL,
                 "a preflight from an origin that only starts alike");
     reply_free(&r);
@@ -1172,12 +941,12 @@ static void test_security(void) {
     static const char *const open_paths[] = {"/healthz", "/readyz"};
     static const char *const closed_paths[] = {"/metrics", "/v1/models", "/", "/openapi.yaml"};
     for (size_t i = 0; i < 2; i++) {
-        http(NULL, d.port, NULL, open_paths[i], NULL, 0, NULL, &r);
+        request(NULL, d.port, NULL, open_paths[i], NULL, 0, NULL, &r);
         CHECK(r.status == 200, "%s without the key: %ld", open_paths[i], r.status);
         reply_free(&r);
     }
     for (size_t i = 0; i < 4; i++) {
-        http(NULL, d.port, NULL, closed_paths[i], NULL, 0, NULL, &r);
+        request(NULL, d.port, NULL, closed_paths[i], NULL, 0, NULL, &r);
         CHECK(r.status == 401, "%s without the key: %ld", closed_paths[i], r.status);
         reply_free(&r);
     }
@@ -1189,11 +958,11 @@ static void test_security(void) {
     snprintf(near[3], sizeof near[3], "Authorization: Bearer%s", key);
     for (int i = 0; i < 4; i++) {
         const char *const h[] = {near[i], NULL};
-        http(NULL, d.port, NULL, "/v1/models", NULL, 0, h, &r);
+        request(NULL, d.port, NULL, "/v1/models", NULL, 0, h, &r);
         CHECK(r.status == 401, "a near miss of the key (%d): %ld", i, r.status);
         reply_free(&r);
     }
-    CHECK(attnd_stop(&d) == 0, "security daemon: exit status after SIGTERM");
+    CHECK(attnd_stop(&d, SIGTERM) == 0, "security daemon: exit status after SIGTERM");
     char *log = slurp(d.log);
     CHECK(!strstr(log, key) && !strstr(log, "k3y-0f"), "the API key appears in the log");
     free(log);
@@ -1224,7 +993,7 @@ static void test_security(void) {
         }
         CHECK(seen, "without --listen, attnd should use 127.0.0.1:8080: %.300s", l ? l : "");
         free(l);
-        attnd_stop(&dd);
+        attnd_stop(&dd, SIGTERM);
     }
 }
 
@@ -1342,7 +1111,7 @@ static void test_rss(void) {
     }
     attnd d;
     const char *args[] = {"--threads", "2", "--max-body-bytes", "64K", NULL};
-    if (!attnd_start(&d, "rss", args))
+    if (!attnd_start(&d, "rss", args, NULL))
         return;
     int bad = run_mix(d.port, 0, RSS_WARMUP);
     CHECK(bad == 0, "warm-up: %d of %d answers had the wrong status", bad, RSS_WARMUP);
@@ -1363,7 +1132,7 @@ static void test_rss(void) {
     CHECK(grew <= RSS_GROWTH_MAX, "RSS grew by %lld bytes over %d requests (bound %d)", grew,
           RSS_REQUESTS, RSS_GROWTH_MAX);
     CHECK(healthy(&d), "the daemon after the mix");
-    CHECK(attnd_stop(&d) == 0, "rss daemon: exit status after SIGTERM");
+    CHECK(attnd_stop(&d, SIGTERM) == 0, "rss daemon: exit status after SIGTERM");
 }
 
 /* ---- HTTP framing and content codings ------------------------------------------------------ */
@@ -1377,13 +1146,13 @@ typedef struct exchange {
     long status; /* the first one's code */
 } exchange;
 
-/* Sends req (n bytes) on a new connection and reads until the server closes it or secs pass.
+/* Sends raw (n bytes) on a new connection and reads until the server closes it or secs pass.
  * The write side stays open: whatever closes the connection is the server. */
-static void exchange_raw(int port, const char *req, size_t n, double secs, exchange *x) {
+static void exchange_raw(int port, const char *raw, size_t n, double secs, exchange *x) {
     memset(x, 0, sizeof *x);
     int fd = tcp_connect(port);
     double t0 = now();
-    send_all(fd, req, n);
+    send_all(fd, raw, n);
     x->closed = read_to_end(fd, secs, &x->out);
     x->secs = now() - t0;
     close(fd);
@@ -1451,7 +1220,7 @@ static void test_framing(void) {
     const char *args[] = {
         "--threads", "1", "--pool-threads", "0", "--http-threads", "1", "--max-body-bytes",
         "1M",        NULL};
-    if (!attnd_start(&d, "framing", args))
+    if (!attnd_start(&d, "framing", args, NULL))
         return;
     exchange x;
     str q = {0};
@@ -1565,12 +1334,12 @@ static void test_framing(void) {
         snprintf(ce, sizeof ce, "Content-Encoding: %s", codings[i]);
         const char *const hdrs[] = {ce, NULL};
         reply r;
-        http(NULL, d.port, NULL, "/v1/sdpa", z.p, z.n, hdrs, &r);
+        request(NULL, d.port, NULL, "/v1/sdpa", z.p, z.n, hdrs, &r);
         /* The usage times differ; the answer before them must not. */
-        const char *u1 = strstr(r.body.p, "\"usage\""), *u2 = strstr(plain.body.p, "\"usage\"");
-        CHECK(r.status == 200 && u1 && u2 && u1 - r.body.p == u2 - plain.body.p &&
-                  !strncmp(r.body.p, plain.body.p, (size_t)(u1 - r.body.p)),
-              "a %s body: %ld %.200s", codings[i], r.status, r.body.p);
+        const char *u1 = strstr(r.body, "\"usage\""), *u2 = strstr(plain.body, "\"usage\"");
+        CHECK(r.status == 200 && u1 && u2 && u1 - r.body == u2 - plain.body &&
+                  !strncmp(r.body, plain.body, (size_t)(u1 - r.body)),
+              "a %s body: %ld %.200s", codings[i], r.status, r.body);
         reply_free(&r);
         free(z.p);
     }
@@ -1663,7 +1432,7 @@ static void test_framing(void) {
     }
     free(q.p);
     CHECK(healthy(&d), "the daemon after framing errors");
-    CHECK(attnd_stop(&d) == 0, "framing daemon: exit status after SIGTERM");
+    CHECK(attnd_stop(&d, SIGTERM) == 0, "framing daemon: exit status after SIGTERM");
 }
 
 /* ---- probes beside costly requests ---------------------------------------------------------- */
@@ -1724,21 +1493,21 @@ static void *dos_main(void *arg) {
  * by its declared shape, and never holds the HTTP threads. */
 static void test_probes(void) {
     attnd d;
-    if (!attnd_start(&d, "probes", NULL)) /* the defaults: 2 HTTP threads */
+    if (!attnd_start(&d, "probes", NULL, NULL)) /* the defaults: 2 HTTP threads */
         return;
     char *body = declared_body(65536);
-    str req = {0};
-    post_head(&req, "/v1/sdpa", strlen(body));
-    str_cat(&req, body);
+    str raw = {0};
+    post_head(&raw, "/v1/sdpa", strlen(body));
+    str_cat(&raw, body);
     pthread_t th[DOS_CLIENTS];
     dos_ctx ctx[DOS_CLIENTS];
     double t0 = now();
     for (int i = 0; i < DOS_CLIENTS; i++) {
-        ctx[i] = (dos_ctx){d.port, req.p, req.n, t0 + DOS_WINDOW_S * cfg.scale, 0};
+        ctx[i] = (dos_ctx){d.port, raw.p, raw.n, t0 + DOS_WINDOW_S * cfg.scale, 0};
         pthread_create(&th[i], NULL, dos_main, &ctx[i]);
     }
-    sleep_s(0.2);       /* the first bodies are in */
-    http_timeout_s = 5; /* a liveness probe's patience, or more */
+    sleep_s(0.2);          /* the first bodies are in */
+    harness_http_secs = 5; /* a liveness probe's patience, or more */
     double worst = 0;
     int probes = 0, good = 0;
     const char *worst_path = "";
@@ -1746,7 +1515,7 @@ static void test_probes(void) {
         static const char *const paths[] = {"/healthz", "/readyz"};
         for (int k = 0; k < 2; k++) {
             reply r;
-            http(NULL, d.port, NULL, paths[k], NULL, 0, NULL, &r);
+            request(NULL, d.port, NULL, paths[k], NULL, 0, NULL, &r);
             probes++;
             good += r.status == 200;
             if (r.secs > worst) {
@@ -1757,7 +1526,7 @@ static void test_probes(void) {
         }
         sleep_s(0.05);
     }
-    http_timeout_s = 30;
+    harness_http_secs = 30;
     int sent = 0;
     for (int i = 0; i < DOS_CLIENTS; i++) {
         pthread_join(th[i], NULL);
@@ -1771,9 +1540,9 @@ static void test_probes(void) {
           "the slowest probe (%s) took %.1f ms beside requests declaring huge shapes (bound %.0f "
           "ms)",
           worst_path, worst * 1e3, PROBE_BOUND_S * 1e3);
-    free(req.p);
+    free(raw.p);
     free(body);
-    CHECK(attnd_stop(&d) == 0, "probes daemon: exit status after SIGTERM");
+    CHECK(attnd_stop(&d, SIGTERM) == 0, "probes daemon: exit status after SIGTERM");
 }
 
 /* ---- unsent replies ------------------------------------------------------------------------ */
@@ -1837,7 +1606,7 @@ static void test_unsent(void) {
                           "--max-unsent-bytes",
                           "16M",
                           NULL};
-    if (!attnd_start(&d, "unsent", args))
+    if (!attnd_start(&d, "unsent", args, NULL))
         return;
     char *big = weights_body(700); /* a reply of about 6.4 MB: two fit the budget */
     size_t big_len = strlen(big);
@@ -1846,8 +1615,8 @@ static void test_unsent(void) {
     size_t reply_len = 0;
     for (int i = 0; i < 3; i++) {
         post(NULL, d.port, "/v1/sdpa", big, big_len, &r);
-        CHECK(r.status == 200, "a large reply read whole: %ld %.200s", r.status, r.body.p);
-        reply_len = r.body.n;
+        CHECK(r.status == 200, "a large reply read whole: %ld %.200s", r.status, r.body);
+        reply_len = r.len;
         reply_free(&r);
         post(NULL, d.port, "/v1/sdpa", SDPA_SMALL, 0, &r);
         reply_free(&r);
@@ -1916,7 +1685,7 @@ static void test_unsent(void) {
     /* While the budget is full: later jobs, even small ones, get 503 at once. */
     post(NULL, d.port, "/v1/sdpa", SDPA_SMALL, 0, &r);
     check_error(&r, 503, "reply_budget", "max-unsent-bytes", "a job while the budget is full");
-    CHECK(has_header(&r, "Retry-After", "1"), "reply_budget: Retry-After %s", r.hdr.p);
+    CHECK(has_header(&r, "Retry-After", "1"), "reply_budget: Retry-After %s", r.hdr);
     reply_free(&r);
     /* The clients go away: their replies are freed, and jobs run again. */
     for (int i = 0; i < CLIENTS; i++)
@@ -1928,14 +1697,14 @@ static void test_unsent(void) {
           "the unsent reply bytes should fall to 0 when the clients have gone (%.0f)",
           metric(d.port, "attnd_unsent_reply_bytes"));
     post(NULL, d.port, "/v1/sdpa", big, big_len, &r);
-    CHECK(r.status == 200, "a large reply after the clients went: %ld %.200s", r.status, r.body.p);
+    CHECK(r.status == 200, "a large reply after the clients went: %ld %.200s", r.status, r.body);
     reply_free(&r);
-    CHECK(attnd_stop(&d) == 0, "unsent daemon: exit status after SIGTERM");
+    CHECK(attnd_stop(&d, SIGTERM) == 0, "unsent daemon: exit status after SIGTERM");
 
     /* A reply that could never fit the budget: 413 at once, the job never computed. */
     const char *small_budget[] = {"--threads", "1", "--pool-threads", "0", "--max-unsent-bytes",
                                   "4M",        NULL};
-    if (attnd_start(&d, "unsent-413", small_budget)) {
+    if (attnd_start(&d, "unsent-413", small_budget, NULL)) {
         post(NULL, d.port, "/v1/sdpa", big, big_len, &r);
         check_error(&r, 413, "job_too_large", "max-unsent-bytes", "a reply over the budget");
         reply_free(&r);
@@ -1944,7 +1713,7 @@ static void test_unsent(void) {
         post(NULL, d.port, "/v1/sdpa", SDPA_SMALL, 0, &r);
         CHECK(r.status == 200, "a small job after it: %ld", r.status);
         reply_free(&r);
-        CHECK(attnd_stop(&d) == 0, "unsent-413 daemon: exit status after SIGTERM");
+        CHECK(attnd_stop(&d, SIGTERM) == 0, "unsent-413 daemon: exit status after SIGTERM");
     }
     free(big);
 }
@@ -1977,7 +1746,7 @@ static void test_job_memory(void) {
     }
     attnd d;
     const char *args[] = {"--threads", "1", "--pool-threads", "1", NULL};
-    if (!attnd_start(&d, "jobmem", args))
+    if (!attnd_start(&d, "jobmem", args, NULL))
         return;
     str b = {0};
     str_cat(&b, "{\"query\": {\"dtype\": \"float32\", \"shape\": [1, 4096, 512], \"data\": \"");
@@ -1988,7 +1757,7 @@ static void test_job_memory(void) {
     reply r;
     /* A first job warms the threads (OpenBLAS's buffers, stacks); then the cache empties. */
     post(NULL, d.port, "/v1/attention", b.p, b.n, &r);
-    CHECK(r.status == 200, "jobmem: the first W4 job: %ld %.200s", r.status, r.body.p);
+    CHECK(r.status == 200, "jobmem: the first W4 job: %ld %.200s", r.status, r.body);
     reply_free(&r);
     double t0 = now();
     while (now() - t0 < 10 && metric(d.port, cached) != 0)
@@ -2030,7 +1799,7 @@ static void test_job_memory(void) {
           "jobmem: idle RSS %zu bytes 5 s after a W4 job, over 1.1 x the %zu before it", rss2,
           rss0);
     free(b.p);
-    CHECK(attnd_stop(&d) == 0, "jobmem daemon: exit status after SIGTERM");
+    CHECK(attnd_stop(&d, SIGTERM) == 0, "jobmem daemon: exit status after SIGTERM");
 }
 
 /* SIGTERM while a large reply is still on its way to a client that reads it late: the drain
@@ -2039,7 +1808,7 @@ static void test_job_memory(void) {
 static void test_drain_reader(void) {
     attnd d;
     const char *args[] = {"--threads", "1", "--pool-threads", "0", "--drain-timeout", "30", NULL};
-    if (!attnd_start(&d, "drain-reader", args))
+    if (!attnd_start(&d, "drain-reader", args, NULL))
         return;
     char *big = weights_body(700); /* a reply of about 6.4 MB */
     size_t big_len = strlen(big);
@@ -2073,7 +1842,7 @@ static void test_drain_reader(void) {
         }
     }
     if (d.pid > 0)
-        attnd_stop(&d);
+        attnd_stop(&d, SIGTERM);
     CHECK(st == 0, "drain-reader: exit status %d after a drain that sent every reply", st);
     close(fd);
     free(q.p), free(got.p), free(big);
@@ -2104,6 +1873,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     mkdir(cfg.work, 0755); /* may exist */
+    harness_init(cfg.attnd, cfg.work, cfg.scale);
     signal(SIGPIPE, SIG_IGN);
     curl_global_init(CURL_GLOBAL_DEFAULT);
     double t0 = now();
@@ -2129,7 +1899,5 @@ int main(int argc, char **argv) {
     if (want("probes"))
         test_probes();
     curl_global_cleanup();
-    int p = atomic_load(&passed), f = atomic_load(&failed);
-    printf("test_reliability: %.1f s\n%d passed, %d failed\n", now() - t0, p, f);
-    return f ? 1 : 0;
+    return harness_summary("test_reliability", t0);
 }

@@ -1,0 +1,305 @@
+/* conn.c - the listening socket, and each connection as the read timeout sees it.
+ *
+ * The read timeout (--read-timeout): each connection is tracked (a srv_conn in the srv_conns).
+ * Between requests, and before its first, a connection is idle, and only the idle timeout
+ * (--idle-timeout, libmicrohttpd's own: it closes a connection that sends nothing) applies to
+ * it. A request begins with its first byte, which the reaper thread sees in the socket's byte
+ * count (TCP_INFO), or the access handler when the headers have come; from then on it must
+ * arrive, headers and body, within the read timeout. A connection whose request is late is
+ * closed: by the access handler when a late body byte arrives (srv_conn_late), else by the
+ * reaper (a client still trickling its headers, or stalled mid-request), since libmicrohttpd's
+ * idle timeout restarts at every byte.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/tcp.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "server.h"
+
+/* ---- The read timeout --------------------------------------------------------------------- */
+
+/* A connection as the read timeout sees it. Made when libmicrohttpd opens the connection and
+ * freed when it reports it closed, which it does before it closes the socket: so fd is the
+ * connection's own while the record is listed, and the reaper may read its TCP_INFO and shut
+ * it down. */
+struct srv_conn {
+    int fd;
+    srv_conn_state state;
+    double since;     /* SRV_CONN_READING: when the request began; SRV_CONN_IDLE: when idleness
+                         did */
+    uint64_t rx_mark; /* SRV_CONN_IDLE: bytes the socket had received when idleness began */
+    bool cut;         /* the reaper shut it down */
+    bool head;        /* a request line has come and its headers are not handed over yet */
+    pthread_t thread; /* the libmicrohttpd thread that serves the connection (once head) */
+    srv_conn *prev, *next;
+};
+
+struct srv_conns {
+    double read_timeout; /* --read-timeout; 0 = none (no reaper) */
+    size_t idle_timeout; /* --idle-timeout, only to log the closes it makes */
+    const srv_log *log;
+    pthread_mutex_t mu; /* guards the list and every record in it */
+    pthread_cond_t reaper_cv;
+    srv_conn *list;
+    bool reaper_stop, has_reaper;
+    pthread_t reaper;
+};
+
+/* Bytes the socket fd has received so far (TCP_INFO); 0 when unknown. */
+static uint64_t socket_rx_bytes(int fd) {
+    struct tcp_info ti;
+    socklen_t len = sizeof ti;
+    memset(&ti, 0, sizeof ti);
+    if (fd < 0 || getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
+        len < offsetof(struct tcp_info, tcpi_bytes_received) + sizeof ti.tcpi_bytes_received)
+        return 0;
+    return ti.tcpi_bytes_received;
+}
+
+/* With mu held: makes c idle from now (its reply has gone). */
+static void conn_idle_locked(srv_conn *c) {
+    c->state = SRV_CONN_IDLE;
+    c->since = srv_now();
+    c->rx_mark = socket_rx_bytes(c->fd);
+}
+
+void srv_conn_set(srv_conns *cs, srv_conn *c, srv_conn_state state) {
+    if (!c)
+        return;
+    pthread_mutex_lock(&cs->mu);
+    c->head = false; /* the headers have been handed over, or the request is done */
+    if (state == SRV_CONN_IDLE) {
+        conn_idle_locked(c);
+    } else if (state == SRV_CONN_READING) {
+        if (c->state != SRV_CONN_READING)
+            c->since = srv_now();
+        c->state = SRV_CONN_READING;
+    } else {
+        c->state = SRV_CONN_ARRIVED;
+    }
+    pthread_mutex_unlock(&cs->mu);
+}
+
+bool srv_conn_late(srv_conns *cs, srv_conn *c) {
+    if (!c || cs->read_timeout <= 0)
+        return false;
+    pthread_mutex_lock(&cs->mu);
+    bool late = c->state == SRV_CONN_READING && srv_now() - c->since > cs->read_timeout;
+    pthread_mutex_unlock(&cs->mu);
+    return late;
+}
+
+bool srv_conn_cut(srv_conns *cs, srv_conn *c) {
+    if (!c)
+        return false;
+    pthread_mutex_lock(&cs->mu);
+    bool cut = c->cut;
+    pthread_mutex_unlock(&cs->mu);
+    return cut;
+}
+
+srv_conn *srv_conn_open(srv_conns *cs, int fd) {
+    srv_conn *c = calloc(1, sizeof *c);
+    if (!c) { /* out of memory: every connection must be tracked (see srv_conns_take_head) */
+        if (fd >= 0)
+            shutdown(fd, SHUT_RDWR);
+        return NULL;
+    }
+    c->fd = fd;
+    c->state = SRV_CONN_IDLE;
+    c->since = srv_now();
+    c->rx_mark = 0; /* any byte received is the first request's */
+    pthread_mutex_lock(&cs->mu);
+    c->next = cs->list;
+    if (cs->list)
+        cs->list->prev = c;
+    cs->list = c;
+    pthread_mutex_unlock(&cs->mu);
+    return c;
+}
+
+void srv_conn_close(srv_conns *cs, srv_conn *c) {
+    if (!c)
+        return;
+    pthread_mutex_lock(&cs->mu);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        cs->list = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    double idle_s = c->state == SRV_CONN_IDLE ? srv_now() - c->since : 0;
+    pthread_mutex_unlock(&cs->mu);
+    /* libmicrohttpd closes a connection silent for --idle-timeout; a client that closed
+     * its side, or a shutdown, ends idleness sooner. */
+    if (cs->idle_timeout > 0 && idle_s >= (double)cs->idle_timeout - 0.05) {
+        srv_kv kv[] = {SRV_NUM("idle_s", idle_s), SRV_INT("idle_timeout_s", cs->idle_timeout)};
+        srv_log_write(cs->log, "info", "idle_timeout", kv, 2);
+    }
+    free(c);
+}
+
+void srv_conn_request_line(srv_conns *cs, srv_conn *c) {
+    if (!c)
+        return;
+    pthread_mutex_lock(&cs->mu);
+    c->head = true;
+    c->thread = pthread_self();
+    pthread_mutex_unlock(&cs->mu);
+}
+
+int srv_conns_take_head(srv_conns *cs) {
+    int fd = -1;
+    pthread_mutex_lock(&cs->mu);
+    for (srv_conn *c = cs->list; c; c = c->next) {
+        if (!c->head || !pthread_equal(c->thread, pthread_self()))
+            continue;
+        if (fd != -1) { /* a second candidate */
+            fd = -2;
+            break;
+        }
+        fd = c->fd;
+        c->head = false;
+    }
+    pthread_mutex_unlock(&cs->mu);
+    return fd < 0 ? -1 : fd;
+}
+
+/* The reaper: a few times per timeout, marks idle connections that have received a byte as
+ * reading a request (from now), and shuts down every connection whose request is late;
+ * libmicrohttpd then reads the end of the stream and closes it. */
+static void *reaper_main(void *arg) {
+    srv_conns *cs = arg;
+    double period = cs->read_timeout / 8;
+    period = period < 0.01 ? 0.01 : period > 0.25 ? 0.25 : period;
+    pthread_mutex_lock(&cs->mu);
+    while (!cs->reaper_stop) {
+        double now = srv_now();
+        size_t cut = 0;
+        for (srv_conn *c = cs->list; c; c = c->next) {
+            if (c->state == SRV_CONN_IDLE && socket_rx_bytes(c->fd) > c->rx_mark) {
+                c->state = SRV_CONN_READING;
+                c->since = now;
+            } else if (c->state == SRV_CONN_READING && !c->cut && c->fd >= 0 &&
+                       now - c->since > cs->read_timeout) {
+                shutdown(c->fd, SHUT_RDWR);
+                c->cut = true;
+                cut++;
+            }
+        }
+        if (cut) {
+            srv_kv kv[] = {SRV_INT("connections", cut),
+                           SRV_NUM("read_timeout_s", cs->read_timeout)};
+            srv_log_write(cs->log, "warn", "read_timeout", kv, 2);
+        }
+        srv_cond_wait_for(&cs->reaper_cv, &cs->mu, period);
+    }
+    pthread_mutex_unlock(&cs->mu);
+    return NULL;
+}
+
+srv_conns *srv_conns_create(const srv_config *cfg, const srv_log *log, srv_error *err) {
+    srv_conns *cs = calloc(1, sizeof *cs);
+    if (!cs) {
+        srv_fail(err, "out of memory starting HTTP");
+        return NULL;
+    }
+    cs->read_timeout = cfg->read_timeout;
+    cs->idle_timeout = cfg->idle_timeout;
+    cs->log = log;
+    pthread_mutex_init(&cs->mu, NULL);
+    srv_cond_init(&cs->reaper_cv);
+    if (cs->read_timeout > 0) {
+        int rc = pthread_create(&cs->reaper, NULL, reaper_main, cs);
+        if (rc != 0) {
+            srv_conns_destroy(cs);
+            srv_fail(err, "cannot start the read-timeout thread: %s", strerror(rc));
+            return NULL;
+        }
+        cs->has_reaper = true;
+    }
+    return cs;
+}
+
+void srv_conns_stop(srv_conns *cs) {
+    if (!cs || !cs->has_reaper)
+        return;
+    pthread_mutex_lock(&cs->mu);
+    cs->reaper_stop = true;
+    pthread_cond_signal(&cs->reaper_cv);
+    pthread_mutex_unlock(&cs->mu);
+    pthread_join(cs->reaper, NULL);
+    cs->has_reaper = false;
+}
+
+void srv_conns_destroy(srv_conns *cs) {
+    if (!cs)
+        return;
+    srv_conns_stop(cs);
+    pthread_cond_destroy(&cs->reaper_cv);
+    pthread_mutex_destroy(&cs->mu);
+    free(cs);
+}
+
+/* ---- The listening socket ---------------------------------------------------------------- */
+
+int srv_listen(const srv_config *cfg, char *bound, size_t bound_len, srv_error *err) {
+    struct addrinfo hints = {0}, *res = NULL;
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    char port[8];
+    snprintf(port, sizeof port, "%u", (unsigned)cfg->port);
+    int rc = getaddrinfo(cfg->host, port, &hints, &res);
+    if (rc != 0)
+        return srv_fail(err, "--listen: cannot resolve the host '%s': %s", cfg->host,
+                        gai_strerror(rc));
+    int fd = -1, last = 0;
+    for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
+        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+        if (fd < 0) {
+            last = errno;
+            continue;
+        }
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, SOMAXCONN) != 0) {
+            last = errno;
+            close(fd);
+            fd = -1;
+        }
+    }
+    freeaddrinfo(res);
+    if (fd < 0)
+        return srv_fail(err, "--listen: cannot listen on %s:%u: %s", cfg->host, (unsigned)cfg->port,
+                        strerror(last));
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0)
+        fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    char host[INET6_ADDRSTRLEN] = "?";
+    unsigned p = cfg->port;
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
+        if (ss.ss_family == AF_INET) {
+            struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+            inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
+            p = ntohs(a->sin_port);
+        } else if (ss.ss_family == AF_INET6) {
+            struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+            inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
+            p = ntohs(a->sin6_port);
+        }
+    }
+    snprintf(bound, bound_len, ss.ss_family == AF_INET6 ? "[%s]:%u" : "%s:%u", host, p);
+    return fd;
+}

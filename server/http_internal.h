@@ -1,0 +1,130 @@
+/* http_internal.h - private to the HTTP files of server/ (http.c, reply.c, routes.c):
+ * the HTTP daemon's state, a request's state, and the functions these files share. */
+#ifndef ATTND_HTTP_INTERNAL_H
+#define ATTND_HTTP_INTERNAL_H
+
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "server.h"
+
+#define ID_MAX 64 /* longest X-Request-Id kept; longer ones are replaced */
+
+struct srv_http {
+    const srv_config *cfg;
+    const srv_log *log;
+    srv_metrics *metrics;
+    struct MHD_Daemon *daemon;
+    /* Written once by srv_http_set_ready before ready is set (release); read after it. */
+    const api_registry *models;
+    api_limits limits;
+    srv_workers *workers;
+    atomic_bool ready, draining;
+    atomic_size_t outstanding;  /* requests begun (headers read) and not yet completed */
+    atomic_size_t unsent;       /* bytes of job replies reserved or held, not yet sent */
+    atomic_bool unsent_refused; /* a job's reply did not fit since room was last given back */
+    atomic_uint_fast64_t next_id;
+    uint64_t id_salt;
+    double start_wall;
+    srv_conns *conns; /* the connections, as the read timeout sees them */
+};
+
+typedef enum req_state { REQ_NEW = 0, REQ_BODY, REQ_QUEUED, REQ_REPLIED } req_state;
+
+typedef struct http_req {
+    srv_job sj; /* the job as the workers see it; sj.owner is this request */
+    srv_http *h;
+    struct MHD_Connection *conn;
+    pthread_mutex_t mu; /* orders the worker's resume after the handler's suspend */
+    atomic_int refs;    /* the connection's, and the worker's while the job is out */
+    req_state state;
+    srv_route route;
+    bool is_get, is_post, is_options;
+    char method[16];
+    char *path;
+    char id[ID_MAX + 1];
+    srv_body *body;    /* the body being received (decoded), freed once parsed */
+    srv_coding coding; /* its Content-Encoding */
+    bool close;        /* the reply closes the connection (Connection: close) */
+    size_t bytes_in, bytes_out;
+    size_t unsent; /* bytes this request's job reply reserves or holds of h->unsent */
+    unsigned status;
+    char code[32]; /* the error code of an error reply */
+    double t_start, parse_ms;
+    /* headers of the reply being built */
+    const char *allow;
+    const char *preflight; /* the methods an allowed CORS preflight is answered with */
+    bool www_auth, bad_token, page;
+    srv_conn *track; /* the connection's record; NULL when it could not be made */
+    bool late;       /* dropped for --read-timeout while its body arrived */
+    /* The Open Inference Protocol (v2) */
+    char *model, *version;        /* of a /v2/models/ path (version NULL when it has none) */
+    size_t v2_header_len;         /* Inference-Header-Content-Length, or API_V2_NO_HEADER */
+    srv_coding reply_coding;      /* the coding the job's reply may take (Accept-Encoding) */
+    size_t binary_bytes;          /* raw tensor bytes at the end of the job's reply */
+    size_t json_len;              /* a reply with binary_bytes: its JSON part */
+    const char *content_encoding; /* of the reply being built, or NULL */
+} http_req;
+
+/* ---- Shared by the HTTP files ------------------------------------------------------------- */
+
+/* Replies (reply.c). Each queues r's reply with the headers every response carries (r->state
+ * becomes REQ_REPLIED) and returns libmicrohttpd's answer; r->status and r->bytes_out say what
+ * was queued (0 when nothing was). */
+
+/* Queues body (len bytes). mode says who owns it (MUST_FREE: malloc'd, passed to
+ * libmicrohttpd, which frees it, as this does when it fails). */
+enum MHD_Result http_reply(http_req *r, unsigned status, const char *type, void *body, size_t len,
+                           enum MHD_ResponseMemoryMode mode);
+
+/* Replies with the bytes of *b (moved out of it; a block of the job memory cache goes back when
+ * sent), or 500 out_of_memory when writing b failed. */
+enum MHD_Result http_reply_buf(http_req *r, unsigned status, const char *type, api_buf *b);
+
+/* An error reply: {"error": {"code", "message", "field"}}, or on the Open Inference Protocol's
+ * paths its {"error": "message"}. The code goes to r->code for the access log. */
+enum MHD_Result http_reply_api_error(http_req *r, const api_error *e);
+
+/* An error reply with status, code and a printf-style message (cut at 255 bytes). */
+enum MHD_Result http_reply_error(http_req *r, unsigned status, const char *code, const char *fmt,
+                                 ...) __attribute__((format(printf, 4, 5)));
+
+/* A JSON reply whose body is the static string literal. */
+enum MHD_Result http_reply_json(http_req *r, unsigned status, const char *literal);
+
+/* 503 draining or not_ready; counted as a rejected job on the job routes. */
+enum MHD_Result http_reply_unavailable(http_req *r);
+
+/* 503 reply_budget: the replies not yet sent fill --max-unsent-bytes. */
+enum MHD_Result http_reply_budget_full(srv_http *h, http_req *r);
+
+/* The path is the Open Inference Protocol's (/v2 and below): its errors are {"error": msg}. */
+bool http_v2_path(const char *path);
+
+/* The budget of job replies not yet sent (reply.c says how it counts). */
+
+/* Adds n bytes to r's share of the budget if they fit; false (nothing counted) when they do
+ * not. */
+bool http_unsent_reserve(srv_http *h, http_req *r, size_t n);
+
+/* Gives back n bytes of r's share (at most what it holds): room for other replies, so jobs are
+ * admitted again. */
+void http_unsent_release(srv_http *h, http_req *r, size_t n);
+
+/* True when the replies not yet sent fill the budget (they reach it, or a job's reply did not
+ * fit since room was last given back): new jobs are refused until some is. */
+bool http_unsent_full(const srv_http *h);
+
+/* Routes (routes.c). */
+
+/* The route of url (srv_routes); a /v2/models/ path's model name and version go to r. False when
+ * out of memory. */
+bool http_route_of(const char *url, http_req *r);
+
+/* A request's first handling, from its headers alone (REQ_NEW): a CORS preflight, auth, the
+ * method, then the route's reply, or for a job route its early refusals and, when none applies,
+ * its body's buffer (r->state becomes REQ_BODY). */
+enum MHD_Result http_on_new(srv_http *h, http_req *r);
+
+#endif

@@ -1,0 +1,436 @@
+/* routes.c - what a request gets from its headers alone: its route, the method and the API key
+ * checked, CORS preflights, a job route's early refusals (media type, coding, Content-Length,
+ * the queue and the reply budget) before its body is read, and the replies of the GET routes
+ * (probes, models, metrics, static files, the Open Inference Protocol's metadata). */
+#include <errno.h>
+#include <microhttpd.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "http_internal.h"
+
+#define BODY_FIRST_CAP ((size_t)1 << 20) /* most of a body reserved before it arrives */
+#define ALLOW_JOB      "POST, OPTIONS"
+#define ALLOW_GET      "GET, HEAD, OPTIONS"
+
+/* Constant-time in the key: the time depends only on the key's length and the token's. */
+static bool key_equal(const char *token, size_t tlen, const char *key, size_t klen) {
+    volatile unsigned char d = tlen != klen;
+    for (size_t i = 0; i < klen; i++)
+        d |= (unsigned char)(key[i] ^ (i < tlen ? token[i] : 0));
+    return d == 0;
+}
+
+/* True when no key is configured, or Authorization: Bearer carries it. *had_token tells
+ * whether a Bearer token was given at all. */
+static bool authorized(const srv_http *h, http_req *r, bool *had_token) {
+    *had_token = false;
+    if (h->cfg->api_key_len == 0)
+        return true;
+    const char *a =
+        MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!a)
+        return false;
+    while (*a == ' ' || *a == '\t')
+        a++;
+    if (strncasecmp(a, "Bearer", 6) != 0 || (a[6] != ' ' && a[6] != '\t'))
+        return false;
+    a += 6;
+    while (*a == ' ' || *a == '\t')
+        a++;
+    size_t n = strlen(a);
+    while (n > 0 && (a[n - 1] == ' ' || a[n - 1] == '\t'))
+        n--;
+    *had_token = n > 0;
+    return key_equal(a, n, h->cfg->api_key, h->cfg->api_key_len);
+}
+
+/* Content-Type is application/json, perhaps with parameters. */
+static bool is_json(const char *ct) {
+    if (!ct)
+        return false;
+    while (*ct == ' ' || *ct == '\t')
+        ct++;
+    static const char want[] = "application/json";
+    if (strncasecmp(ct, want, sizeof want - 1) != 0)
+        return false;
+    ct += sizeof want - 1;
+    while (*ct == ' ' || *ct == '\t')
+        ct++;
+    return *ct == '\0' || *ct == ';';
+}
+
+#define V2_MODELS "/v2/models/"
+
+/* /v2/models/{name}[/versions/{version}][/ready | /infer]: the route, and the name and version
+ * as new strings (*version NULL when the path gives none); SRV_ROUTE_UNKNOWN for an empty
+ * name. False when out of memory. */
+static bool v2_model_route(const char *url, srv_route *route, char **name, char **version) {
+    const char *p = url + sizeof V2_MODELS - 1;
+    size_t n = strlen(p), vn = 0;
+    static const struct {
+        const char *suffix;
+        srv_route route;
+    } suffixes[] = {{"/infer", SRV_ROUTE_V2_INFER}, {"/ready", SRV_ROUTE_V2_MODEL_READY}};
+    *route = SRV_ROUTE_V2_MODEL;
+    for (size_t i = 0; i < 2 && *route == SRV_ROUTE_V2_MODEL; i++) {
+        size_t sl = strlen(suffixes[i].suffix);
+        if (n > sl && !strcmp(p + n - sl, suffixes[i].suffix)) {
+            n -= sl;
+            *route = suffixes[i].route;
+        }
+    }
+    const char *v = NULL;
+    for (const char *q = p; (q = strstr(q, "/versions/")) != NULL && q < p + n; q++)
+        v = q; /* the last one: a name may not hold it, but be sure */
+    if (v) {
+        vn = (size_t)(p + n - v) - 10;
+        n = (size_t)(v - p);
+    }
+    if (n == 0) {
+        *route = SRV_ROUTE_UNKNOWN;
+        return true;
+    }
+    *name = strndup(p, n);
+    *version = v ? strndup(v + 10, vn) : NULL;
+    return *name && (!v || *version);
+}
+
+const srv_route_info srv_routes[SRV_ROUTE_COUNT] = {
+    [SRV_ROUTE_ATTENTION] = {"/v1/attention", .exact = true, .post = true, .job = true},
+    [SRV_ROUTE_SDPA] = {"/v1/sdpa", .exact = true, .post = true, .job = true},
+    [SRV_ROUTE_MODELS] = {"/v1/models", .exact = true}, /* and /v1/models/{name} */
+    [SRV_ROUTE_HEALTHZ] = {"/healthz", .exact = true, .open = true},
+    [SRV_ROUTE_READYZ] = {"/readyz", .exact = true, .open = true},
+    [SRV_ROUTE_METRICS] = {"/metrics", .exact = true},
+    [SRV_ROUTE_OPENAPI] = {"/openapi.yaml", .exact = true},
+    [SRV_ROUTE_V2_SERVER] = {"/v2", .exact = true}, /* and /v2/ */
+    [SRV_ROUTE_V2_LIVE] = {"/v2/health/live", .exact = true, .open = true},
+    [SRV_ROUTE_V2_READY] = {"/v2/health/ready", .exact = true, .open = true},
+    [SRV_ROUTE_V2_MODEL] = {"/v2/models/{name}"},
+    [SRV_ROUTE_V2_MODEL_READY] = {"/v2/models/{name}/ready"},
+    [SRV_ROUTE_V2_INFER] = {"/v2/models/{name}/infer", .post = true, .job = true},
+    [SRV_ROUTE_V2_INDEX] = {"/v2/repository/index", .exact = true, .post = true},
+    [SRV_ROUTE_STATIC] = {"static"},
+    [SRV_ROUTE_UNKNOWN] = {"unknown"},
+};
+
+bool http_route_of(const char *url, http_req *r) {
+    for (size_t i = 0; i < SRV_ROUTE_COUNT; i++)
+        if (srv_routes[i].exact && !strcmp(url, srv_routes[i].name)) {
+            r->route = (srv_route)i;
+            return true;
+        }
+    if (!strcmp(url, "/v2/")) {
+        r->route = SRV_ROUTE_V2_SERVER;
+        return true;
+    }
+    if (!strncmp(url, "/v1/models/", 11)) { /* GET /v1/models/{name} */
+        r->route = SRV_ROUTE_MODELS;
+        return true;
+    }
+    if (!strncmp(url, V2_MODELS, sizeof V2_MODELS - 1))
+        return v2_model_route(url, &r->route, &r->model, &r->version);
+    r->route = srv_static_find(url) ? SRV_ROUTE_STATIC : SRV_ROUTE_UNKNOWN;
+    return true;
+}
+
+/* ---- Routes ------------------------------------------------------------------------------- */
+
+static srv_gauges gauges(const srv_http *h) {
+    srv_gauges g = {0};
+    bool ready = atomic_load_explicit(&h->ready, memory_order_acquire);
+    if (ready)
+        srv_workers_stats(h->workers, &g.queue_depth, &g.jobs_in_flight);
+    g.queue_capacity = h->cfg->max_queue;
+    g.unsent_bytes = atomic_load(&h->unsent);
+    g.unsent_budget = h->cfg->max_unsent_bytes;
+    if (ready)
+        g.mem = api_mem_stats_get(h->limits.mem);
+    g.workers = h->cfg->threads;
+    g.pool_threads = h->cfg->pool_threads;
+    g.draining = atomic_load(&h->draining);
+    g.ready = ready && !g.draining;
+    g.start_time = h->start_wall;
+    return g;
+}
+
+/* True when method is one of the comma-separated list. */
+static bool method_listed(const char *list, const char *method) {
+    size_t mn = strlen(method);
+    for (const char *p = list; *p;) {
+        size_t n = strcspn(p, ",");
+        if (n == mn && !strncmp(p, method, n))
+            return true;
+        p += n;
+        while (*p == ',' || *p == ' ')
+            p++;
+    }
+    return false;
+}
+
+/* OPTIONS: a CORS preflight (Origin and Access-Control-Request-Method given), or a plain one
+ * that lists the route's methods. Needs no API key: browsers send none with a preflight. */
+static enum MHD_Result on_options(srv_http *h, http_req *r) {
+    if (r->route == SRV_ROUTE_UNKNOWN)
+        return http_reply_error(r, 404, "not_found", "there is no route %.200s; see /openapi.yaml",
+                                r->path);
+    const char *allow = srv_routes[r->route].post ? ALLOW_JOB : ALLOW_GET;
+    const char *origin = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Origin");
+    const char *want =
+        MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Access-Control-Request-Method");
+    if (!origin || !want) { /* not a CORS preflight */
+        r->allow = allow;
+        return http_reply(r, 204, NULL, (void *)"", 0, MHD_RESPMEM_PERSISTENT);
+    }
+    if (!srv_config_origin_allowed(h->cfg, origin, strlen(origin)))
+        return http_reply_error(r, 403, "cors_rejected",
+                                "the origin %.100s is not allowed (--cors-origins)", origin);
+    if (!method_listed(allow, want))
+        return http_reply_error(r, 403, "cors_rejected",
+                                "%s does not take the method %.20s (only %s)", r->path, want,
+                                allow);
+    r->preflight = allow; /* http_reply() adds the CORS headers: the origin is allowed */
+    return http_reply(r, 204, NULL, (void *)"", 0, MHD_RESPMEM_PERSISTENT);
+}
+
+/* Content-Type is application/octet-stream, perhaps with parameters. */
+static bool is_octets(const char *ct) {
+    while (ct && (*ct == ' ' || *ct == '\t'))
+        ct++;
+    static const char want[] = "application/octet-stream";
+    return ct && !strncasecmp(ct, want, sizeof want - 1) &&
+           (ct[sizeof want - 1] == '\0' || ct[sizeof want - 1] == ';' ||
+            ct[sizeof want - 1] == ' ');
+}
+
+/* The headers of an infer request of the Open Inference Protocol: the model and version of
+ * the path, the media type (none, JSON, or octets with binary tensors), the length of the JSON
+ * part (Inference-Header-Content-Length) and the coding the reply may take. Replies and
+ * returns true when they are refused. */
+static bool v2_infer_refused(srv_http *h, http_req *r, enum MHD_Result *rc) {
+    api_error e = {0};
+    if (api_v2_model_check(h->models, r->model, r->version, &e) != 0) {
+        *rc = http_reply_api_error(r, &e);
+        return true;
+    }
+    const char *ct =
+        MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    if (ct && !is_json(ct) && !is_octets(ct)) {
+        *rc = http_reply_error(r, 415, "unsupported_media_type",
+                               "send the inference request as application/json, or as "
+                               "application/octet-stream with binary tensors (got %.60s)",
+                               ct);
+        return true;
+    }
+    const char *hl =
+        MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Inference-Header-Content-Length");
+    if (hl) {
+        errno = 0;
+        char *end;
+        unsigned long long v = strtoull(hl, &end, 10);
+        if (errno || end == hl || *end || !(*hl >= '0' && *hl <= '9') || v > SIZE_MAX - 1) {
+            *rc = http_reply_error(r, 400, "invalid_request",
+                                   "Inference-Header-Content-Length must be the length in bytes of "
+                                   "the request's JSON (got %.40s)",
+                                   hl);
+            return true;
+        }
+        r->v2_header_len = (size_t)v;
+    }
+    r->reply_coding = srv_coding_accepted(
+        MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT_ENCODING));
+    return false;
+}
+
+static enum MHD_Result on_job_headers(srv_http *h, http_req *r) {
+    if (!atomic_load_explicit(&h->ready, memory_order_acquire) || atomic_load(&h->draining))
+        return http_reply_unavailable(r);
+    const char *ct =
+        MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    enum MHD_Result refused;
+    if (r->route == SRV_ROUTE_V2_INFER) {
+        if (v2_infer_refused(h, r, &refused))
+            return refused;
+    } else if (!is_json(ct)) {
+        return http_reply_error(
+            r, 415, "unsupported_media_type",
+            "send the body as JSON with Content-Type: application/json (got %.60s)",
+            ct ? ct : "none");
+    }
+    const char *ce =
+        MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_ENCODING);
+    if (ce && !srv_coding_parse(ce, &r->coding))
+        return http_reply_error(
+            r, 415, "unsupported_media_type",
+            "the Content-Encoding %.60s is not supported: send the body as it is, "
+            "or with gzip or deflate",
+            ce);
+    const char *cl =
+        MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    size_t expect = 0;
+    if (cl) {
+        errno = 0;
+        char *end;
+        unsigned long long v = strtoull(cl, &end, 10);
+        if (!errno && end != cl && !*end && v > h->cfg->max_body_bytes)
+            return http_reply_error(r, 413, "body_too_large",
+                                    "the request body is %llu bytes, over the limit of %zu bytes "
+                                    "(--max-body-bytes)",
+                                    v, h->cfg->max_body_bytes);
+        if (!errno && end != cl && !*end)
+            expect = (size_t)v;
+    }
+    if (http_unsent_full(h))
+        return http_reply_budget_full(h, r);
+    size_t queued, running;
+    srv_workers_stats(h->workers, &queued, &running);
+    if (queued >= h->cfg->max_queue) {
+        srv_metrics_reject(h->metrics, SRV_REJECT_QUEUE_FULL);
+        return http_reply_error(r, 503, "queue_full",
+                                "all %zu places of the job queue are taken (--max-queue); retry "
+                                "shortly",
+                                h->cfg->max_queue);
+    }
+    /* What Content-Length announces is only reserved up to BODY_FIRST_CAP: a client that
+     * announces much and sends little holds little; past it, the body grows to the announced
+     * length at once. A coded body grows from 64 KiB. */
+    size_t cap = expect && expect < BODY_FIRST_CAP ? expect : BODY_FIRST_CAP;
+    if (r->coding != SRV_CODING_IDENTITY)
+        cap = (size_t)64 << 10;
+    if (cap > h->cfg->max_body_bytes)
+        cap = h->cfg->max_body_bytes;
+    r->body = srv_body_create(r->coding, h->cfg->max_body_bytes, cap, expect, h->limits.mem);
+    if (!r->body)
+        return http_reply_error(r, 503, "out_of_memory",
+                                "no memory for a body of %zu bytes now; retry later", cap);
+    r->state = REQ_BODY;
+    return MHD_YES;
+}
+
+static enum MHD_Result on_static(http_req *r) {
+    const srv_static_file *f = srv_static_find(r->path);
+    if (!f && r->route == SRV_ROUTE_OPENAPI)
+        return http_reply_error(
+            r, 404, "not_found",
+            "this build has no OpenAPI description (api/openapi.yaml was missing "
+            "when attnd was built)");
+    if (!f)
+        return http_reply_error(r, 404, "not_found", "there is no file %.200s", r->path);
+    r->page = true;
+    return http_reply(r, 200, srv_static_mime(f->path), (void *)f->data, (size_t)(f->end - f->data),
+                      MHD_RESPMEM_PERSISTENT);
+}
+
+/* The Open Inference Protocol's routes other than infer: metadata and readiness. */
+static enum MHD_Result on_v2(srv_http *h, http_req *r, bool ready, bool serving) {
+    api_buf b = {0};
+    api_error e = {0};
+    int rc = 0;
+    switch (r->route) {
+    case SRV_ROUTE_V2_SERVER:
+        api_v2_server_json(SRV_VERSION, &b);
+        break;
+    case SRV_ROUTE_V2_LIVE: /* as /healthz */
+        return http_reply_json(r, 200, "{\"live\":true}");
+    case SRV_ROUTE_V2_READY: /* as /readyz */
+        return serving ? http_reply_json(r, 200, "{\"ready\":true}") : http_reply_unavailable(r);
+    case SRV_ROUTE_V2_MODEL:
+        if (!ready)
+            return http_reply_unavailable(r);
+        rc = api_v2_model_json(h->models, r->model, r->version, &b, &e);
+        break;
+    case SRV_ROUTE_V2_MODEL_READY: /* ready while the server takes jobs */
+        if (!serving)
+            return http_reply_unavailable(r);
+        rc = api_v2_model_ready_json(h->models, r->model, r->version, &b, &e);
+        break;
+    case SRV_ROUTE_V2_INDEX:
+        if (!ready)
+            return http_reply_unavailable(r);
+        api_v2_index_json(h->models, &b);
+        break;
+    default:
+        break;
+    }
+    if (rc != 0) {
+        api_buf_free(&b);
+        return http_reply_api_error(r, &e);
+    }
+    return http_reply_buf(r, 200, "application/json", &b);
+}
+
+enum MHD_Result http_on_new(srv_http *h, http_req *r) {
+    if (r->is_options)
+        return on_options(h, r);
+    bool had_token;
+    if (!srv_routes[r->route].open && !authorized(h, r, &had_token)) {
+        r->www_auth = true;
+        r->bad_token = had_token;
+        return http_reply_error(r, 401, "unauthorized",
+                                had_token ? "the API key is wrong"
+                                          : "this server needs an API key: send Authorization: "
+                                            "Bearer <key>");
+    }
+    if (r->route == SRV_ROUTE_UNKNOWN)
+        return http_reply_error(r, 404, "not_found", "there is no route %.200s; see /openapi.yaml",
+                                r->path);
+    bool post = srv_routes[r->route].post;
+    if ((post && !r->is_post) || (!post && !r->is_get)) {
+        r->allow = post ? ALLOW_JOB : ALLOW_GET;
+        return http_reply_error(r, 405, "method_not_allowed", "%s takes %s, not %s", r->path,
+                                post ? "POST" : "GET", r->method);
+    }
+    bool ready = atomic_load_explicit(&h->ready, memory_order_acquire);
+    bool serving = ready && !atomic_load(&h->draining);
+    switch (r->route) {
+    case SRV_ROUTE_ATTENTION:
+    case SRV_ROUTE_SDPA:
+    case SRV_ROUTE_V2_INFER:
+        return on_job_headers(h, r);
+    case SRV_ROUTE_V2_SERVER:
+    case SRV_ROUTE_V2_LIVE:
+    case SRV_ROUTE_V2_READY:
+    case SRV_ROUTE_V2_MODEL:
+    case SRV_ROUTE_V2_MODEL_READY:
+    case SRV_ROUTE_V2_INDEX:
+        return on_v2(h, r, ready, serving);
+    case SRV_ROUTE_HEALTHZ:
+        return http_reply_json(r, 200, "{\"status\": \"ok\"}");
+    case SRV_ROUTE_READYZ:
+        if (ready && !atomic_load(&h->draining))
+            return http_reply_json(r, 200, "{\"status\": \"ready\"}");
+        return http_reply_unavailable(r);
+    case SRV_ROUTE_MODELS: {
+        if (!ready)
+            return http_reply_unavailable(r);
+        api_buf b = {0};
+        if (r->path[10] == '/') { /* /v1/models/{name} */
+            api_error e = {0};
+            if (api_registry_model_json(h->models, r->path + 11, &b, &e) != 0) {
+                api_buf_free(&b);
+                return http_reply_api_error(r, &e);
+            }
+            return http_reply_buf(r, 200, "application/json", &b);
+        }
+        api_registry_list_json(h->models, &b);
+        return http_reply_buf(r, 200, "application/json", &b);
+    }
+    case SRV_ROUTE_METRICS: {
+        api_buf b = {0};
+        srv_gauges g = gauges(h);
+        srv_metrics_render(h->metrics, &g, &b);
+        return http_reply_buf(r, 200, "text/plain; version=0.0.4; charset=utf-8", &b);
+    }
+    case SRV_ROUTE_OPENAPI:
+    case SRV_ROUTE_STATIC:
+        return on_static(r);
+    case SRV_ROUTE_UNKNOWN:
+    case SRV_ROUTE_COUNT:
+        break;
+    }
+    return http_reply_error(r, 404, "not_found", "there is no route %.200s", r->path);
+}
