@@ -86,6 +86,16 @@ static int find_model(const api_registry *r, const char *name, const char *versi
     size_t n = name ? strlen(name) : 0;
     *m = NULL;
     *sdpa = is_sdpa(name);
+    /* No model name has a '/' (a file name): what follows one is a route attnd does not serve,
+     * such as Triton's /config. */
+    const char *rest = name ? strchr(name, '/') : NULL;
+    if (!rest && version)
+        rest = strchr(version, '/');
+    if (rest)
+        return api_fail(err, 404, "not_found", NULL,
+                        "there is no route .../%.*s%s; a model has /v2/models/NAME, /ready and "
+                        "/infer, and their /versions/" API_V2_VERSION " forms",
+                        (int)strnlen(rest + 1, 100), rest + 1, strlen(rest + 1) > 100 ? "..." : "");
     if (!*sdpa && !(*m = api_registry_find(r, name)))
         return api_fail(err, 404, "unknown_model", NULL,
                         "there is no model named \"%.*s%s\"; POST /v2/repository/index lists them",

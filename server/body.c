@@ -308,14 +308,17 @@ bool srv_coding_encode(srv_coding coding, api_buf *b) {
         ok = rc == Z_OK || rc == Z_STREAM_END; /* the bound leaves room: no Z_BUF_ERROR */
     }
     deflateEnd(&z);
-    if (!ok) {
+    size_t n = cap - out_left;
+    /* Coded only when it is smaller, and held at its own length: the reply then never takes
+     * more than the buffer it replaces (whose bytes are reserved in the unsent-reply budget). */
+    char *fit = ok && n < b->len ? realloc(out, n ? n : 1) : NULL;
+    if (!fit) {
         free(out);
         return false;
     }
-    size_t n = cap - out_left;
-    api_buf_free(b); /* a job memory block goes back to its cache; out is malloc's */
-    b->data = out;
+    api_buf_free(b); /* a job memory block goes back to its cache; fit is malloc's */
+    b->data = fit;
     b->len = n;
-    b->cap = cap;
+    b->cap = n;
     return true;
 }

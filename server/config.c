@@ -95,7 +95,8 @@ static const opt OPTS[] = {
      (double)((size_t)1 << 40), "64M", "largest request body (413 beyond)"},
     {"--max-job-bytes", "ATTND_MAX_JOB_BYTES", "SIZE", OPT_BYTES, FIELD(max_job_bytes), 1024,
      (double)((size_t)1 << 42), "256M",
-     "working memory of one job: its tensors, weights, workspace and outputs (413 beyond)"},
+     "memory of one job: its tensors, weights, workspace and outputs, plus the most its "
+     "response can take (413 beyond)"},
     {"--max-dim", "ATTND_MAX_DIM", "N", OPT_COUNT, FIELD(max_dim), 1, 1 << 24, "65536",
      "largest size of any tensor dimension (413 beyond)"},
     {"--max-heads", "ATTND_MAX_HEADS", "N", OPT_COUNT, FIELD(max_heads), 1, 1 << 16, "256",
@@ -125,12 +126,14 @@ static const opt OPTS[] = {
      "connection is closed (0 = no limit); between requests --idle-timeout applies"},
     {"--batch-window-us", "ATTND_BATCH_WINDOW_US", "USEC", OPT_COUNT, FIELD(batch_window_us), 0,
      1000000, "200",
-     "batch /v1/attention jobs on the same model: wait up to USEC after a job arrives for more "
+     "batch attention jobs (/v1/attention, /v2 models) on the same model: wait up to USEC after a "
+     "job arrives for more "
      "while others are in flight (0 = no batching)"},
     {"--max-batch-tokens", "ATTND_MAX_BATCH_TOKENS", "N", OPT_COUNT, FIELD(max_batch_tokens), 1,
      1 << 24, "4096", "query rows (N*L) one batch takes at most"},
     {"--api-key-file", "ATTND_API_KEY_FILE", "PATH", OPT_KEY_FILE, 0, 0, 0, "none",
-     "require Authorization: Bearer <the key in PATH> (/healthz and /readyz stay open)"},
+     "require Authorization: Bearer <the key in PATH> (/healthz, /readyz and /v2/health/* stay "
+     "open)"},
     {NULL, "ATTND_API_KEY", "KEY", OPT_KEY, 0, 0, 0, "none",
      "the API key itself, when no key file is given"},
     {"--cors-origins", "ATTND_CORS_ORIGINS", "LIST", OPT_CORS, 0, 0, 0, "none",
@@ -147,7 +150,9 @@ void srv_config_usage(FILE *f) {
                "\n"
                "attnd serves multi-head attention over HTTP (API v1: POST /v1/attention, POST "
                "/v1/sdpa,\nGET /v1/models, /v1/models/NAME, /healthz, /readyz, /metrics, "
-               "/openapi.yaml, /).\n"
+               "/openapi.yaml, /;\nthe Open Inference Protocol (KServe v2): GET /v2, "
+               "/v2/health/live|ready, /v2/models/NAME[/ready],\nPOST /v2/models/NAME/infer, "
+               "/v2/repository/index).\n"
                "Each flag has an environment twin; a flag wins over its twin.\n\n");
     for (size_t i = 0; i < NOPTS; i++) {
         const opt *o = &OPTS[i];
@@ -374,10 +379,18 @@ static size_t sat_mul(size_t a, size_t b) {
     return __builtin_mul_overflow(a, b, &r) ? SIZE_MAX : r;
 }
 
-size_t srv_config_memory_bound(const srv_config *cfg) {
+size_t srv_config_job_memory_cap(const srv_config *cfg) {
     size_t bodies = sat_mul(cfg->max_connections, sat_add(cfg->max_body_bytes, SRV_CONN_BYTES));
     size_t jobs = sat_mul(sat_add(cfg->max_queue, sat_mul(cfg->threads, 2)), cfg->max_job_bytes);
     return sat_add(sat_add(bodies, jobs), cfg->max_unsent_bytes);
+}
+
+size_t srv_config_memory_bound(const srv_config *cfg) {
+    /* A reply is at most its bound, which both --max-job-bytes and --max-unsent-bytes hold. */
+    size_t reply =
+        cfg->max_job_bytes < cfg->max_unsent_bytes ? cfg->max_job_bytes : cfg->max_unsent_bytes;
+    size_t coded = sat_add(sat_add(reply, reply / 1024), SRV_CODING_BYTES);
+    return sat_add(srv_config_job_memory_cap(cfg), sat_mul(cfg->threads, coded));
 }
 
 bool srv_config_origin_allowed(const srv_config *cfg, const char *origin, size_t len) {

@@ -217,8 +217,11 @@ static enum MHD_Result on_body_complete(srv_http *h, http_req *r) {
         return http_reply_error(r, 413, "job_too_large",
                                 "the reply can take up to %zu bytes, over the budget for unsent "
                                 "replies of %zu bytes (--max-unsent-bytes); ask for less "
-                                "(need_weights, \"encoding\": \"base64\")",
-                                reply_max, max);
+                                "(%s)",
+                                reply_max, max,
+                                r->route == SRV_ROUTE_V2_INFER
+                                    ? "need_weights, weights_top_k, binary_data_output"
+                                    : "need_weights, \"encoding\": \"base64\"");
     }
     if (!http_unsent_reserve(h, r, reply_max)) {
         api_job_destroy(job);

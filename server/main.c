@@ -257,7 +257,7 @@ static int start(const srv_config *cfg, const srv_log *log, attnd *a) {
     }
     /* Job memory: blocks reused from job to job, kept within the memory bound of the limits,
      * returned to the system after SRV_MEM_IDLE_S unused. */
-    if (!(a->mem = api_mem_create(srv_config_memory_bound(cfg), SRV_MEM_IDLE_S, &ae))) {
+    if (!(a->mem = api_mem_create(srv_config_job_memory_cap(cfg), SRV_MEM_IDLE_S, &ae))) {
         fatal(log, ae.message);
         return 1;
     }

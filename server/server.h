@@ -134,11 +134,21 @@ void srv_config_usage(FILE *f);
  * reached on loopback). Returns 0 on a 200, 1 otherwise with one line on out. */
 int srv_health_check(const srv_config *cfg, FILE *out);
 
-/* What attnd holds at most above its size at rest, from cfg's limits (SECURITY.md): bodies
- * being read (--max-connections x (--max-body-bytes + SRV_CONN_BYTES)), jobs' arenas and the
- * replies being written ((--max-queue + --threads) x --max-job-bytes), batch workspaces
- * (--threads x --max-job-bytes), and replies not yet sent (--max-unsent-bytes). Saturates at
- * SIZE_MAX. The job memory cache is given it as its cap. */
+/* The job memory cache's cap, from cfg's limits (SECURITY.md): bodies being read
+ * (--max-connections x (--max-body-bytes + SRV_CONN_BYTES)), jobs' arenas and the replies being
+ * written ((--max-queue + --threads) x --max-job-bytes), batch workspaces (--threads x
+ * --max-job-bytes), and replies not yet sent (--max-unsent-bytes). Saturates at SIZE_MAX. */
+size_t srv_config_job_memory_cap(const srv_config *cfg);
+
+/* Room zlib's state and the rounding of deflateBound take when a reply is coded (gzip or
+ * deflate): 256 KiB of deflate state at windowBits 15, memLevel 8, and more than enough for the
+ * rest; the coded copy itself is at most reply + reply / 1024 beside it. */
+#define SRV_CODING_BYTES ((size_t)512 << 10)
+
+/* What attnd holds at most above its size at rest (SECURITY.md, logged as memory_bound): the job
+ * memory cache's cap, plus, per worker, a reply being coded for a client that accepts gzip or
+ * deflate (the coded copy, at most a reply's size + 1/1024, and SRV_CODING_BYTES), a reply
+ * being at most min(--max-job-bytes, --max-unsent-bytes). Saturates at SIZE_MAX. */
 size_t srv_config_memory_bound(const srv_config *cfg);
 
 /* Bytes a connection holds beside its body: libmicrohttpd's 32 KiB buffer, zlib's state, a small
@@ -389,7 +399,10 @@ const char *srv_body_error(const srv_body *b);
 srv_coding srv_coding_accepted(const char *value);
 
 /* Replaces the n bytes of b with themselves coded as coding (gzip or deflate, zlib's fastest
- * level). True when done; false (b unchanged) for identity or when out of memory. */
+ * level), in a buffer of exactly their coded length. True when done; false (b unchanged) for
+ * identity, when coding would not make them smaller, or when out of memory. While it runs, b
+ * and a buffer of zlib's deflateBound(n) + 64 bytes (plus zlib's state, about 256 KiB) are
+ * held together (srv_config_memory_bound counts it per worker). */
 bool srv_coding_encode(srv_coding coding, api_buf *b);
 
 /* ---- Static files (static.c and the generated embed table) ------------------------------- */

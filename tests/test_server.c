@@ -2632,6 +2632,14 @@ static void test_v2_routes(int port) {
     get(port, "/v2/nothing", &r);
     check_v2_error(&r, 404, NULL, "an unknown /v2 route");
     reply_free(&r);
+    /* Triton's model configuration is not served: a route, not a model, is missing (a model
+     * named "demo/config" was blamed before). */
+    get(port, "/v2/models/demo/config", &r);
+    check_v2_error(&r, 404, "no route .../config", "Triton's /config of a model");
+    reply_free(&r);
+    get(port, "/v2/models/demo/versions/1/config", &r);
+    check_v2_error(&r, 404, "no route .../config", "Triton's /config of a model's version");
+    reply_free(&r);
     req head = {.method = "HEAD", .path = "/v2/models/lesson"};
     http(NULL, port, &head, &r);
     CHECK(r.status == 200 && r.len == 0, "HEAD /v2/models/lesson: %ld, %zu bytes", r.status, r.len);
@@ -2948,6 +2956,53 @@ static void test_v2_infer(int port, const char *log_path) {
 /* v1 and v2 jobs on the same model batch together: six of each, queued behind a slow job on
  * one worker, run as one batch of twelve (more than either protocol's six), and each answer
  * agrees with the one its request got alone. */
+/* A /v2 reply coded for the client (gzip) under a budget of unsent replies that just holds the
+ * reply's bound: the coded copy is kept only when smaller, at its own length, so a job that was
+ * admitted is never computed and then refused. (Before, the coded buffer was charged at zlib's
+ * worst case, deflateBound + 64, past the reservation: 503 reply_budget every time, with
+ * nothing else held.) One key: every output row is the same, and the reply codes small. */
+static void test_v2_coded_budget(void) {
+    enum { L = 16384, E = 64 };
+    attnd d;
+    const char *args[] = {"--threads", "1", "--max-unsent-bytes", "4194800", NULL};
+    if (!attnd_start(&d, "v2-coded-budget", args, NULL))
+        return;
+    float *q = rnd_array(L * E, 4300), *k = rnd_array(E, 4301);
+    v2_in in[2] = {{"query", "FP32", 3, {1, L, E}, q}, {"key", "FP32", 3, {1, 1, E}, k}};
+    size_t len, hl;
+    char *b = v2_body(in, 2, true, "{\"binary_data_output\": true}", NULL, &len, &hl);
+    reply plain, coded;
+    v2_post(d.port, "/v2/models/demo/infer", b, len, hl, NULL, NULL, NULL, &plain);
+    v2_post(d.port, "/v2/models/demo/infer", b, len, hl, NULL, "Accept-Encoding: gzip", NULL,
+            &coded);
+    v2_out po, co;
+    bool pok = v2_read(&plain, &po, "plain reply under a tight budget");
+    bool cok = v2_read(&coded, &co, "gzip reply under a tight budget");
+    if (pok && cok) {
+        tens a, c;
+        bool ab, cb;
+        size_t at;
+        CHECK(co.encoding && !strcmp(co.encoding, "gzip") && coded.len < plain.len / 10,
+              "the reply should come gzip-coded and small: %s, %zu bytes for %zu",
+              co.encoding ? co.encoding : "not coded", coded.len, plain.len);
+        CHECK(v2_tensor(&po, "output", &a, &ab) && v2_tensor(&co, "output", &c, &cb) &&
+                  same_bits_tens(&a, &c, &at),
+              "the coded reply's output differs from the plain one");
+        tens_free(&a);
+        tens_free(&c);
+    }
+    CHECK(metric(d.port, "attnd_jobs_rejected_total{reason=\"reply_budget\"}") == 0,
+          "no job refused for the reply budget");
+    v2_out_free(&po);
+    v2_out_free(&co);
+    reply_free(&plain);
+    reply_free(&coded);
+    free(b);
+    free(q);
+    free(k);
+    CHECK(attnd_stop(&d, SIGTERM) == 0, "v2-coded-budget: exit status after SIGTERM");
+}
+
 static void test_v2_batching(size_t slow_l) {
     attnd d;
     const char *args[] = {
@@ -3113,6 +3168,8 @@ int main(int argc, char **argv) {
     }
     if (want("auth"))
         test_auth();
+    if (want("v2-budget"))
+        test_v2_coded_budget();
     size_t slow_l = 0;
     if (want("queue") || want("drain"))
         test_queue_and_deadline(&slow_l);
