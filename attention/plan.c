@@ -181,9 +181,9 @@ static int plan_outputs(attn_plan *p, attn_error *err) {
     return ATTN_OK;
 }
 
-/* Adds the FLOPs of the attended cells (the causal limit and key lengths; cell masks not counted):
- * the sum over n and i of row_limit(n, i) (sdpa.c), in closed form, so that planning costs O(1)
- * (O(N) with key lengths) whatever L and S are. */
+/* Sets the FLOPs: those of the attended cells (the causal limit and key lengths; cell masks not
+ * counted), the sum over n and i of row_limit(n, i) (sdpa.c), in closed form, so that planning
+ * costs O(1) (O(N) with key lengths) whatever L and S are; then for MHA the projections'. */
 static void plan_flops(attn_plan *p) {
     const attn_sdpa_dims *d = &p->sd;
     const attn_masks *m = &p->masks;
@@ -194,7 +194,13 @@ static void plan_flops(attn_plan *p) {
     } else {
         cells = (double)d->n * (double)row_cells(m->causal, d->l, d->s, d->s);
     }
-    p->flops += 2.0 * cells * (double)d->h * (double)(d->d + d->dv);
+    p->flops = 2.0 * cells * (double)d->h * (double)(d->d + d->dv);
+    if (p->kind == ATTN_PLAN_MHA) { /* N*L and N*S checked in attn_mha_plan */
+        const attn_mha_dims *md = &p->mha;
+        double e = (double)md->e;
+        p->flops += 2.0 * (double)(md->n * md->l) * e * e * 2.0 +
+                    2.0 * (double)(md->n * md->s) * e * (double)(md->kdim + md->vdim);
+    }
 }
 
 /* Checks and completes the attention problem part of a plan (p->sd, opts, masks set). */
@@ -288,8 +294,5 @@ int attn_mha_plan(attn_plan *plan, const attn_mha_dims *dims, const attn_opts *o
         return rc;
     if (!attn_mul(nl, d.e, &plan->out_elems))
         return attn_fail(err, ATTN_ERR_OVERFLOW, "the output size overflows");
-    double e = (double)d.e;
-    plan->flops +=
-        2.0 * (double)nl * e * e * 2.0 + 2.0 * (double)ns * e * (double)(d.kdim + d.vdim);
     return plan_finish(plan, err);
 }
