@@ -134,7 +134,7 @@ typedef struct layout {
     size_t heads;             /* the head subset (n_heads) uint32 */
     size_t ids;               /* the words' token ids (L) uint32 */
     size_t ws;                /* libattn's workspace: workspace_bytes */
-    size_t out, w, ix;        /* output (out_elems), weights and top-k indices (wcount each) */
+    size_t out, w, ix;        /* output, weights and top-k indices: the plan's elems of each */
     size_t reply;             /* the v2 reply form (apip_v2_reply_place's bytes) */
 } layout;
 
@@ -152,8 +152,8 @@ static size_t take(layout *a, size_t count, size_t size) {
 
 /* Lays out the arena of a job of r: the job record, then what r decodes (inputs, params or room
  * for params init, masks, the head subset, the words' ids), then libattn's workspace and
- * outputs as the job's plan p has them, wcount weights and as many top-k indices. */
-static void lay_out(const apip_req *r, const attn_plan *p, size_t wcount, layout *a) {
+ * outputs (output, weights, top-k indices) as the job's plan p sizes them. */
+static void lay_out(const apip_req *r, const attn_plan *p, layout *a) {
     take(a, 1, sizeof(api_job));
     for (int i = 0; i < 3; i++)
         a->x[i] = i == 0 || (i == 1 && r->has_k) || (i == 2 && r->has_v)
@@ -179,8 +179,8 @@ static void lay_out(const apip_req *r, const attn_plan *p, size_t wcount, layout
     a->ids = r->words ? take(a, r->l, sizeof(uint32_t)) : 0;
     a->ws = take(a, p->workspace_bytes, 1);
     a->out = take(a, p->out_elems, sizeof(float));
-    a->w = r->weights ? take(a, wcount, sizeof(float)) : 0;
-    a->ix = r->top_k ? take(a, wcount, sizeof(int32_t)) : 0;
+    a->w = r->weights ? take(a, p->weights_elems, sizeof(float)) : 0;
+    a->ix = r->top_k ? take(a, p->index_elems, sizeof(int32_t)) : 0;
 }
 
 /* The most bytes of the job's response, into *resp: v1's bound, or the reply form given->reply
@@ -390,12 +390,9 @@ api_job *apip_job_parse_given(api_op op, const apip_json_root *root, apip_job_gi
     if (plan_shapes(r, &plan))
         return NULL;
     size_t maps = r->weights == ATTN_WEIGHTS_MEAN ? 1 : r->n_heads ? r->n_heads : r->h;
-    size_t wcount = 0, resp = 0;
-    bool wok = r->weights == ATTN_WEIGHTS_NONE ||
-               (apip_mul(r->n, maps, &wcount) && apip_mul(wcount, r->l, &wcount) &&
-                apip_mul(wcount, r->top_k ? r->top_k : r->s, &wcount));
-    layout a = {.ok = wok};
-    lay_out(r, &plan, wcount, &a);
+    size_t resp = 0;
+    layout a = {.ok = true};
+    lay_out(r, &plan, &a);
     apip_resp_shape rs;
     bool words_fit = out_shapes(r, maps, &rs);
     if (fit_limit(r, &rs, words_fit, &a, &resp))
