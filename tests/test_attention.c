@@ -757,7 +757,6 @@ static void test_plan_bind(void) {
               bind_plan(&want, true, NULL, &m2, &err) == ATTN_OK &&
               attn_plan_bind(&p, NULL, &m2, &err) == ATTN_OK && !plan_diff(&p, &want),
           "rebinding to other key lengths: %s", err.msg);
-    CHECK(p.flops != 0 && m.key_lengths[0] == S, "rebinding touched the data");
 
     /* What bind refuses: ATTN_ERR_ARG or ATTN_ERR_SHAPE, a message naming the cause, and the
      * plan unchanged. */
