@@ -466,7 +466,7 @@ struct api_job {
     size_t response_bytes; /* apip_response_bound of its shapes: counted with the arena */
     bool base64;           /* "encoding": "base64" */
     bool ran;              /* api_job_run succeeded */
-    attn_plan plan;        /* made after the masks were decoded; borrows masks and opts.heads */
+    attn_plan plan;        /* made from the shapes, bound to the decoded masks and opts.heads */
     attn_opts opts;
     attn_masks masks;
     /* attention: query (N, L, E), key (N, S, kdim), value (N, S, vdim); key may equal query and

@@ -1,11 +1,12 @@
 /* request.c - turns the body of POST /v1/attention or /v1/sdpa into a validated job.
  *
  * Stages: check the JSON; read every field into the request record (fields.c: shapes and
- * values checked, nothing allocated); size the job with libattn from its shapes; lay out the
- * arena and the output shapes, and refuse a job whose arena and response bound exceed
- * max_job_bytes; allocate the one arena; decode every tensor into it (rows, types and values
- * are checked while copying); plan the job with its decoded masks. The v2 codec (v2.c) enters
- * at apip_job_parse_given, after the JSON check, and goes through the same stages.
+ * values checked, nothing allocated); plan the job with libattn from its shapes and options,
+ * once; lay out the arena and the output shapes, and refuse a job whose arena and response bound
+ * exceed max_job_bytes; allocate the one arena; decode every tensor into it (rows, types and
+ * values are checked while copying); bind the plan to the decoded masks and head subset. The v2
+ * codec (v2.c) enters at apip_job_parse_given, after the JSON check, and goes through the same
+ * stages.
  *
  * Legend: N batch, L query length, S key length, E embedding width, H heads, kdim/vdim key and
  * value widths, D/Dv the SDPA query-key and value widths, K the top-k count. */
@@ -24,23 +25,30 @@ api_limits api_limits_default(void) {
                         .max_depth = APIP_JSON_MAX_DEPTH};
 }
 
-/* ---- Sizes -------------------------------------------------------------------------------- */
+/* ---- The plan ----------------------------------------------------------------------------- */
 
-/* The masks of r: causal and the extents of the masks it has, every pointer NULL (the caller
- * points them at the decoded arrays). */
+/* The masks of r: causal, and the masks it has by their extents alone (shape-only, every pointer
+ * NULL; decode_masks points them at the decoded arrays). */
 static attn_masks req_masks(const apip_req *r) {
     return (attn_masks){.causal = r->causal,
                         .key_mask_n = r->km_n,
                         .attn_mask_n = r->am_n,
                         .attn_mask_h = r->am_h,
                         .attn_bias_n = r->ab_n,
-                        .attn_bias_h = r->ab_h};
+                        .attn_bias_h = r->ab_h,
+                        .shape_only = (r->n_key_lengths ? ATTN_MASK_KEY_LENGTHS : 0u) |
+                                      (r->has_km ? ATTN_MASK_KEY_MASK : 0u) |
+                                      (r->has_am ? ATTN_MASK_ATTN_MASK : 0u) |
+                                      (r->has_ab ? ATTN_MASK_ATTN_BIAS : 0u)};
 }
 
-/* The options of r, without its head subset (the caller points opts.heads at it). */
+/* The options of r, its head subset by its size alone (decode_masks points opts.heads at it). */
 static attn_opts req_opts(const apip_req *r) {
-    return (attn_opts){
-        .weights = r->weights, .top_k = r->top_k, .has_scale = r->has_scale, .scale = r->scale};
+    return (attn_opts){.weights = r->weights,
+                       .n_heads = r->n_heads,
+                       .top_k = r->top_k,
+                       .has_scale = r->has_scale,
+                       .scale = r->scale};
 }
 
 static void fill_dims(const apip_req *r, attn_mha_dims *md, attn_sdpa_dims *sd) {
@@ -48,36 +56,30 @@ static void fill_dims(const apip_req *r, attn_mha_dims *md, attn_sdpa_dims *sd) 
     *sd = (attn_sdpa_dims){r->n, r->h, r->l, r->s, r->d, r->dv};
 }
 
-static int plan(const apip_req *r, attn_plan *p, const attn_opts *o, const attn_masks *m,
-                api_error *err) {
+/* libattn's status rc and error ae of planning or binding as the api's error: 413 job_too_large
+ * for a job too large, 400 invalid_field for a bad field, 500 internal otherwise. Returns -1. */
+static int plan_failed(int rc, const attn_error *ae, api_error *err) {
+    if (rc == ATTN_ERR_OVERFLOW || rc == ATTN_ERR_LIMIT)
+        return api_fail(err, 413, "job_too_large", NULL, "the job is too large: %s", ae->msg);
+    if (rc == ATTN_ERR_SHAPE || rc == ATTN_ERR_ARG)
+        return api_fail(err, 400, "invalid_field", NULL, "%s", ae->msg);
+    return api_fail(err, 500, "internal", NULL, "planning failed: %s", ae->msg);
+}
+
+/* The job's plan, made once from r's shapes and options before the arena exists: its masks and
+ * head subset are present by their extents and size alone, so it has the job's sizes (workspace,
+ * outputs, weights); bind_job gives it their data once decoded. 0, or -1 with r->err as
+ * plan_failed says. */
+static int plan_shapes(const apip_req *r, attn_plan *p) {
     attn_mha_dims md;
     attn_sdpa_dims sd;
     fill_dims(r, &md, &sd);
-    attn_error ae = {0};
-    int rc = r->op == API_OP_SDPA ? attn_sdpa_plan(p, &sd, o, m, r->lim->nslots, &ae)
-                                  : attn_mha_plan(p, &md, o, m, r->lim->nslots, &ae);
-    if (rc == ATTN_OK)
-        return 0;
-    if (rc == ATTN_ERR_OVERFLOW || rc == ATTN_ERR_LIMIT)
-        return api_fail(err, 413, "job_too_large", NULL, "the job is too large: %s", ae.msg);
-    if (rc == ATTN_ERR_SHAPE || rc == ATTN_ERR_ARG)
-        return api_fail(err, 400, "invalid_field", NULL, "%s", ae.msg);
-    return api_fail(err, 500, "internal", NULL, "planning failed: %s", ae.msg);
-}
-
-/* libattn's sizes of a job of r's shapes and options: its workspace and outputs in *sizes, a
- * plan whose masks are present but stand-ins (their contents do not change the sizes) and
- * which has no key lengths and no head subset. Only its size fields are read: the job's own
- * plan is made once its masks are decoded (plan_job). 0, or -1 with r->err as plan says. */
-static int plan_sizes(const apip_req *r, attn_plan *sizes) {
-    static const uint8_t stand_in_u8 = 1;
-    static const float stand_in_f = 0.0f;
     attn_opts o = req_opts(r);
     attn_masks m = req_masks(r);
-    m.key_mask = r->has_km ? &stand_in_u8 : NULL;
-    m.attn_mask = r->has_am ? &stand_in_u8 : NULL;
-    m.attn_bias = r->has_ab ? &stand_in_f : NULL;
-    return plan(r, sizes, &o, &m, r->err);
+    attn_error ae = {0};
+    int rc = r->op == API_OP_SDPA ? attn_sdpa_plan(p, &sd, &o, &m, r->lim->nslots, &ae)
+                                  : attn_mha_plan(p, &md, &o, &m, r->lim->nslots, &ae);
+    return rc == ATTN_OK ? 0 : plan_failed(rc, &ae, r->err);
 }
 
 /* ---- Output shapes ------------------------------------------------------------------------ */
@@ -132,7 +134,7 @@ typedef struct layout {
     size_t heads;             /* the head subset (n_heads) uint32 */
     size_t ids;               /* the words' token ids (L) uint32 */
     size_t ws;                /* libattn's workspace: workspace_bytes */
-    size_t out, w, ix;        /* output (out_elems), weights and top-k indices (wcount each) */
+    size_t out, w, ix;        /* output, weights and top-k indices: the plan's elems of each */
     size_t reply;             /* the v2 reply form (apip_v2_reply_place's bytes) */
 } layout;
 
@@ -150,8 +152,8 @@ static size_t take(layout *a, size_t count, size_t size) {
 
 /* Lays out the arena of a job of r: the job record, then what r decodes (inputs, params or room
  * for params init, masks, the head subset, the words' ids), then libattn's workspace and
- * outputs as sizes has them, wcount weights and as many top-k indices. */
-static void lay_out(const apip_req *r, const attn_plan *sizes, size_t wcount, layout *a) {
+ * outputs (output, weights, top-k indices) as the job's plan p sizes them. */
+static void lay_out(const apip_req *r, const attn_plan *p, layout *a) {
     take(a, 1, sizeof(api_job));
     for (int i = 0; i < 3; i++)
         a->x[i] = i == 0 || (i == 1 && r->has_k) || (i == 2 && r->has_v)
@@ -175,10 +177,10 @@ static void lay_out(const apip_req *r, const attn_plan *sizes, size_t wcount, la
     if (r->n_heads)
         a->heads = take(a, r->n_heads, sizeof(uint32_t));
     a->ids = r->words ? take(a, r->l, sizeof(uint32_t)) : 0;
-    a->ws = take(a, sizes->workspace_bytes, 1);
-    a->out = take(a, sizes->out_elems, sizeof(float));
-    a->w = r->weights ? take(a, wcount, sizeof(float)) : 0;
-    a->ix = r->top_k ? take(a, wcount, sizeof(int32_t)) : 0;
+    a->ws = take(a, p->workspace_bytes, 1);
+    a->out = take(a, p->out_elems, sizeof(float));
+    a->w = r->weights ? take(a, p->weights_elems, sizeof(float)) : 0;
+    a->ix = r->top_k ? take(a, p->index_elems, sizeof(int32_t)) : 0;
 }
 
 /* The most bytes of the job's response, into *resp: v1's bound, or the reply form given->reply
@@ -318,23 +320,20 @@ static int decode_masks(apip_req *r, const layout *a, api_job *job, char *arena)
         for (size_t i = 0; apip_req_heads_next(r, &it, &el) > 0; i++)
             hs[i] = (uint32_t)apip_req_int(el);
         job->opts.heads = hs;
-        job->opts.n_heads = r->n_heads;
     }
     return 0;
 }
 
-/* The job's plan, with its decoded masks: it must fit the room sizes set aside. Then the job's
- * workspace and outputs in the arena, and the shapes its response reports (rs). 0, or -1 with
- * r->err (the plan's error, or 500 internal when it outgrew the room). */
-static int plan_job(const apip_req *r, const attn_plan *sizes, size_t wcount,
-                    const apip_resp_shape *rs, const layout *a, api_job *job, char *arena) {
-    if (plan(r, &job->plan, &job->opts, &job->masks, r->err))
-        return -1;
-    if (job->plan.workspace_bytes > sizes->workspace_bytes ||
-        job->plan.out_elems != sizes->out_elems ||
-        job->plan.weights_elems != (r->weights ? wcount : 0))
-        return api_fail(r->err, 500, "internal", NULL,
-                        "the job's plan changed size after decoding");
+/* The job's plan (job->plan, made by plan_shapes) bound to its decoded masks and head subset:
+ * it checks their values and counts the FLOPs with them, and keeps the sizes the arena was laid
+ * out with. Then the job's workspace and outputs in the arena, and the shapes its response
+ * reports (rs). 0, or -1 with r->err as plan_failed says. */
+static int bind_job(const apip_req *r, const apip_resp_shape *rs, const layout *a, api_job *job,
+                    char *arena) {
+    attn_error ae = {0};
+    int rc = attn_plan_bind(&job->plan, &job->opts, &job->masks, &ae);
+    if (rc != ATTN_OK)
+        return plan_failed(rc, &ae, r->err);
     job->workspace = arena + a->ws;
     job->out = (float *)(void *)(arena + a->out);
     if (r->weights)
@@ -385,18 +384,15 @@ api_job *apip_job_parse_given(api_op op, const apip_json_root *root, apip_job_gi
     if (apip_req_read(r, root, models))
         return NULL;
 
-    /* Sizes from the shapes, the arena laid out, the response's shapes and bound, all of it
-     * checked against the limit before anything is allocated. */
-    attn_plan sizes;
-    if (plan_sizes(r, &sizes))
+    /* The plan from the shapes, the arena laid out with its sizes, the response's shapes and
+     * bound, all of it checked against the limit before anything is allocated. */
+    attn_plan plan;
+    if (plan_shapes(r, &plan))
         return NULL;
     size_t maps = r->weights == ATTN_WEIGHTS_MEAN ? 1 : r->n_heads ? r->n_heads : r->h;
-    size_t wcount = 0, resp = 0;
-    bool wok = r->weights == ATTN_WEIGHTS_NONE ||
-               (apip_mul(r->n, maps, &wcount) && apip_mul(wcount, r->l, &wcount) &&
-                apip_mul(wcount, r->top_k ? r->top_k : r->s, &wcount));
-    layout a = {.ok = wok};
-    lay_out(r, &sizes, wcount, &a);
+    size_t resp = 0;
+    layout a = {.ok = true};
+    lay_out(r, &plan, &a);
     apip_resp_shape rs;
     bool words_fit = out_shapes(r, maps, &rs);
     if (fit_limit(r, &rs, words_fit, &a, &resp))
@@ -414,6 +410,7 @@ api_job *apip_job_parse_given(api_op op, const apip_json_root *root, apip_job_gi
     api_job *job = (api_job *)(void *)arena;
     memset(job, 0, sizeof *job);
     job->op = op;
+    job->plan = plan;
     job->arena_bytes = cap;
     job->mem = lim->mem;
     job->response_bytes = resp;
@@ -421,9 +418,9 @@ api_job *apip_job_parse_given(api_op op, const apip_json_root *root, apip_job_gi
     if (given && given->reply)
         job->v2 = apip_v2_reply_place(given->reply, arena + a.reply);
 
-    /* The tensors decoded into the arena, then the job's plan with them. */
+    /* The tensors decoded into the arena, then the job's plan bound to its masks. */
     if (decode_inputs(r, &a, job, arena) || decode_params(r, &a, job, arena) ||
-        decode_masks(r, &a, job, arena) || plan_job(r, &sizes, wcount, &rs, &a, job, arena)) {
+        decode_masks(r, &a, job, arena) || bind_job(r, &rs, &a, job, arena)) {
         api_mem_free(job);
         return NULL;
     }

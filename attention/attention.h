@@ -10,7 +10,14 @@
  *   D  = query/key width (SDPA)  Dv = value width (SDPA)   K  = top-k count
  *
  * A job runs in three steps: plan it (sizes, checks, the byte cap), give it one workspace of
- * plan.workspace_bytes, run it. Nothing is allocated while it runs.
+ * plan.workspace_bytes, run it. Nothing is allocated while it runs. A caller that must size the
+ * job before its masks exist (attnd sizes the one arena it decodes a request into) plans from
+ * the shapes, with shape-only masks (attn_masks.shape_only), then binds the data once decoded:
+ *
+ *     attn_masks m = {.key_mask_n = N, .shape_only = ATTN_MASK_KEY_MASK};   // no data yet
+ *     attn_mha_plan(&plan, &dims, &opts, &m, nslots, &err);   // the sizes, as with the data
+ *     m.key_mask = decode(arena, ...);                        // (N, S), in the caller's arena
+ *     attn_plan_bind(&plan, &opts, &m, &err);                 // checks the data; then run it
  *
  * Worked example: the seed chapter's 4-token SDPA, d_k = 2.
  *
@@ -105,10 +112,23 @@ typedef enum attn_causal {
     ATTN_CAUSAL_BOTTOM_RIGHT, /* j <= i + S - L (FlashAttention; a decode step with L < S) */
 } attn_causal;
 
+/* The masks as bits, for attn_masks.shape_only. */
+enum {
+    ATTN_MASK_KEY_LENGTHS = 1u << 0,
+    ATTN_MASK_KEY_MASK = 1u << 1,
+    ATTN_MASK_ATTN_MASK = 1u << 2,
+    ATTN_MASK_ATTN_BIAS = 1u << 3,
+    ATTN_MASK_ALL = 0xfu,
+};
+
 /* Every mask is optional (NULL or 0). Borrowed; they must stay alive until the forward returns.
  * The attn_mask and attn_bias tensors are (Mn, Mh, L, S) where Mn is 1 or N and Mh is 1 or H; an
  * extent of 1 broadcasts, so (L, S) is Mn = Mh = 1 and (N, L, S) is Mh = 1. An extent of 0 is
- * read as 1. */
+ * read as 1.
+ *
+ * Shape-only masks: a mask whose bit is in shape_only and whose pointer is NULL is present by its
+ * extents alone. A plan made with it has the sizes it will have with the data (its flops count
+ * every key until then), and must be given the data by attn_plan_bind before it runs. */
 typedef struct attn_masks {
     attn_causal causal;
     const int32_t *key_lengths; /* (N): keys j >= key_lengths[n] are padding; 0 <= value <= S */
@@ -118,6 +138,7 @@ typedef struct attn_masks {
     size_t attn_mask_n, attn_mask_h;
     const float *attn_bias; /* (Bn, Bh, L, S): added to the scaled logits; may hold -INFINITY */
     size_t attn_bias_n, attn_bias_h;
+    unsigned shape_only; /* ATTN_MASK_* bits: masks present without their data (see above) */
 } attn_masks;
 
 /* ---- Options and plan --------------------------------------------------------------------- */
@@ -136,7 +157,8 @@ typedef enum attn_path {
 
 typedef struct attn_opts {
     attn_weights_mode weights;
-    const uint32_t *heads; /* (n_heads) with PER_HEAD: return these heads, in this order */
+    const uint32_t *heads; /* (n_heads) with PER_HEAD: return these heads, in this order; NULL
+                              with n_heads > 0: the subset's size only (shape-only, as masks) */
     size_t n_heads;        /* 0 = all heads */
     size_t top_k;          /* 0 = dense maps; else the K largest weights of each query row */
     bool has_scale;        /* false: scale is 1/sqrt(Dh) (MHA) or 1/sqrt(D) (SDPA) */
@@ -188,15 +210,30 @@ int attn_mha_plan(attn_plan *plan, const attn_mha_dims *dims, const attn_opts *o
 int attn_sdpa_plan(attn_plan *plan, const attn_sdpa_dims *dims, const attn_opts *opts,
                    const attn_masks *masks, size_t nslots, attn_error *err);
 
+/* Binds a plan made from a job's shapes and options (shape-only masks or head subset allowed) to
+ * the job's own mask data and head subset, so that the job can be sized before its data exists
+ * and planned once. opts and masks are those the plan was made from, now with data for every
+ * mask present and the subset's indices; either may be NULL, read as all zero. Checks that they
+ * match what was planned: the same options apart from the heads pointer, the same masks present
+ * with the same extents (0 and 1 alike) and the same causal mode. Checks what only the data can
+ * tell, as planning with it would: key_lengths in [0, S] and head indices below H. Then the plan
+ * is the one attn_mha_plan or attn_sdpa_plan would have made with these opts and masks (flops
+ * included); its sizes never change. A bound plan may be bound again to other data. Returns
+ * ATTN_OK; ATTN_ERR_ARG for a missing plan, options that differ, a mask present on one side
+ * only, a mask without data, another causal mode or a bad value; ATTN_ERR_SHAPE for other
+ * extents. On error the plan is unchanged. The plan borrows the data as the planners' do. */
+int attn_plan_bind(attn_plan *plan, const attn_opts *opts, const attn_masks *masks,
+                   attn_error *err);
+
 typedef struct attn_pool attn_pool;
 
 /* Runs a planned MHA job. out is (N, L, E); query is (N, L, E), key (N, S, kdim), value
  * (N, S, vdim). Passing the same pointer for all three (with in_proj_weight) computes the three
  * projections as one GEMM. weights may be NULL when the plan requests none. workspace holds
  * plan->workspace_bytes; pool may be NULL (run on the calling thread) and must have at most
- * plan->nslots slots. Returns ATTN_OK, ATTN_ERR_ARG for missing buffers or parameters,
- * ATTN_ERR_NUMERIC when float32 overflowed, or ATTN_ERR_SYSTEM. On error the outputs are
- * unspecified. */
+ * plan->nslots slots. Returns ATTN_OK, ATTN_ERR_ARG for missing buffers or parameters or a plan
+ * still waiting for its data (attn_plan_bind), ATTN_ERR_NUMERIC when float32 overflowed, or
+ * ATTN_ERR_SYSTEM. On error the outputs are unspecified. */
 int attn_mha_forward(const attn_plan *plan, void *workspace, float *out, attn_weights_out *weights,
                      const float *query, const float *key, const float *value,
                      const attn_mha_params *params, attn_pool *pool, attn_error *err);
@@ -264,7 +301,8 @@ int attn_mha_batch_plan(attn_batch_plan *bp, const attn_mha_batch_job *jobs, siz
  * must have at most bp->nslots slots. Returns ATTN_OK when the batch ran; then each job's status
  * says whether it succeeded (ATTN_ERR_NUMERIC, with its err filled, when its float32 overflowed;
  * its outputs are then unspecified). Returns ATTN_ERR_ARG (no job ran, statuses unset) for
- * missing buffers, parameters, or jobs that do not match the plan. */
+ * missing buffers, parameters, jobs that do not match the plan, or a job's plan still waiting
+ * for its data (attn_plan_bind). */
 int attn_mha_batch_forward(const attn_batch_plan *bp, void *workspace, attn_mha_batch_job *jobs,
                            size_t count, const attn_mha_params *params, attn_pool *pool,
                            attn_error *err);

@@ -129,6 +129,11 @@ static int batch_check(const attn_batch_plan *bp, const attn_mha_batch_job *jobs
         if (!p || p->kind != ATTN_PLAN_MHA || p->mha.e != bp->e || p->mha.kdim != bp->kdim ||
             p->mha.vdim != bp->vdim || p->nslots != bp->nslots || !j->query || !j->key || !j->value)
             return attn_fail(err, ATTN_ERR_ARG, "job %zu does not match the batch plan", i);
+        if (!attn_plan_bound(p))
+            return attn_fail(err, ATTN_ERR_ARG,
+                             "job %zu's plan has masks or heads without their data "
+                             "(attn_plan_bind)",
+                             i);
         if (bp->self && !(j->query == j->key && j->key == j->value && p->mha.l == p->mha.s))
             return attn_fail(err, ATTN_ERR_ARG,
                              "job %zu is not self-attention, but the batch was planned so", i);

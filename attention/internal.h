@@ -71,7 +71,7 @@ static inline size_t attn_extent(size_t x) {
     return x == 0 ? 1 : x;
 }
 
-/* ---- Workspace layout (plan.c) ----------------------------------------------------------- */
+/* ---- Workspace layout and binding (plan.c) ----------------------------------------------- */
 
 /* Offsets, in floats from the workspace start, of each region. Derived from the plan alone, so
  * plan and forward agree. */
@@ -90,6 +90,10 @@ size_t attn_ws_take(attn_ws_layout *l, size_t a, size_t b, size_t c);
 
 /* The workspace layout of plan p (checked when p was planned). */
 attn_ws_layout attn_plan_layout(const attn_plan *p);
+
+/* True when plan p has the data of every mask it has and the indices of its head subset: made
+ * with them, or given them by attn_plan_bind. Only such a plan may run. */
+bool attn_plan_bound(const attn_plan *p);
 
 /* ---- Running the attention (sdpa.c) ------------------------------------------------------ */
 

@@ -64,6 +64,17 @@ static uint64_t row_cells(attn_causal causal, size_t l, size_t s, size_t lim) {
     return (uint64_t)l * lim;
 }
 
+/* The masks m has data for, as ATTN_MASK_* bits. */
+static unsigned mask_data(const attn_masks *m) {
+    return (m->key_lengths ? ATTN_MASK_KEY_LENGTHS : 0u) | (m->key_mask ? ATTN_MASK_KEY_MASK : 0u) |
+           (m->attn_mask ? ATTN_MASK_ATTN_MASK : 0u) | (m->attn_bias ? ATTN_MASK_ATTN_BIAS : 0u);
+}
+
+/* The masks m has, with their data or by their extents alone (shape_only), as ATTN_MASK_* bits. */
+static unsigned mask_present(const attn_masks *m) {
+    return mask_data(m) | (m->shape_only & ATTN_MASK_ALL);
+}
+
 /* Checks the dimensions of the attention problem p->sd and the masks against them. */
 static int plan_check_shape(const attn_plan *p, attn_error *err) {
     const attn_sdpa_dims *d = &p->sd;
@@ -80,24 +91,30 @@ static int plan_check_shape(const attn_plan *p, attn_error *err) {
         return attn_fail(err, ATTN_ERR_ARG, "nslots must be at least 1");
 
     /* Masks. */
+    unsigned has = mask_present(m);
     if ((unsigned)m->causal > ATTN_CAUSAL_BOTTOM_RIGHT)
         return attn_fail(err, ATTN_ERR_ARG, "unknown causal mode %d", (int)m->causal);
+    if (m->shape_only & ~ATTN_MASK_ALL)
+        return attn_fail(err, ATTN_ERR_ARG, "unknown mask bits %#x in shape_only",
+                         m->shape_only & ~ATTN_MASK_ALL);
     if (m->key_lengths)
         for (size_t n = 0; n < d->n; n++)
             if (m->key_lengths[n] < 0 || (size_t)m->key_lengths[n] > d->s)
                 return attn_fail(err, ATTN_ERR_ARG,
                                  "key_lengths[%zu] is %ld; it must lie in [0, S=%zu]", n,
                                  (long)m->key_lengths[n], d->s);
-    if (m->key_mask && attn_extent(m->key_mask_n) != 1 && m->key_mask_n != d->n)
+    if ((has & ATTN_MASK_KEY_MASK) && attn_extent(m->key_mask_n) != 1 && m->key_mask_n != d->n)
         return attn_fail(err, ATTN_ERR_SHAPE, "key_mask has %zu rows; it needs 1 or N=%zu",
                          m->key_mask_n, d->n);
-    if (m->attn_mask && ((attn_extent(m->attn_mask_n) != 1 && m->attn_mask_n != d->n) ||
-                         (attn_extent(m->attn_mask_h) != 1 && m->attn_mask_h != d->h)))
+    if ((has & ATTN_MASK_ATTN_MASK) &&
+        ((attn_extent(m->attn_mask_n) != 1 && m->attn_mask_n != d->n) ||
+         (attn_extent(m->attn_mask_h) != 1 && m->attn_mask_h != d->h)))
         return attn_fail(err, ATTN_ERR_SHAPE,
                          "attn_mask leading extents (%zu, %zu) must be 1 or (N=%zu, H=%zu)",
                          m->attn_mask_n, m->attn_mask_h, d->n, d->h);
-    if (m->attn_bias && ((attn_extent(m->attn_bias_n) != 1 && m->attn_bias_n != d->n) ||
-                         (attn_extent(m->attn_bias_h) != 1 && m->attn_bias_h != d->h)))
+    if ((has & ATTN_MASK_ATTN_BIAS) &&
+        ((attn_extent(m->attn_bias_n) != 1 && m->attn_bias_n != d->n) ||
+         (attn_extent(m->attn_bias_h) != 1 && m->attn_bias_h != d->h)))
         return attn_fail(err, ATTN_ERR_SHAPE,
                          "attn_bias leading extents (%zu, %zu) must be 1 or (N=%zu, H=%zu)",
                          m->attn_bias_n, m->attn_bias_h, d->n, d->h);
@@ -110,9 +127,9 @@ static int plan_check_opts(const attn_plan *p, attn_error *err) {
     const attn_opts *o = &p->opts;
     if ((unsigned)o->weights > ATTN_WEIGHTS_MEAN)
         return attn_fail(err, ATTN_ERR_ARG, "unknown weights mode %d", (int)o->weights);
-    if (o->n_heads && (o->weights != ATTN_WEIGHTS_PER_HEAD || !o->heads))
+    if (o->n_heads && o->weights != ATTN_WEIGHTS_PER_HEAD)
         return attn_fail(err, ATTN_ERR_ARG, "a head subset needs per-head weights");
-    for (size_t i = 0; i < o->n_heads; i++)
+    for (size_t i = 0; o->heads && i < o->n_heads; i++)
         if (o->heads[i] >= d->h)
             return attn_fail(err, ATTN_ERR_ARG, "heads[%zu] is %u; heads run from 0 to %zu", i,
                              (unsigned)o->heads[i], d->h - 1);
@@ -181,9 +198,10 @@ static int plan_outputs(attn_plan *p, attn_error *err) {
     return ATTN_OK;
 }
 
-/* Adds the FLOPs of the attended cells (the causal limit and key lengths; cell masks not counted):
- * the sum over n and i of row_limit(n, i) (sdpa.c), in closed form, so that planning costs O(1)
- * (O(N) with key lengths) whatever L and S are. */
+/* Sets the FLOPs: those of the attended cells (the causal limit and key lengths; cell masks not
+ * counted), the sum over n and i of row_limit(n, i) (sdpa.c), in closed form, so that planning
+ * costs O(1) (O(N) with key lengths) whatever L and S are; then for MHA the projections'. Key
+ * lengths without their data (shape_only) count every key. */
 static void plan_flops(attn_plan *p) {
     const attn_sdpa_dims *d = &p->sd;
     const attn_masks *m = &p->masks;
@@ -194,7 +212,13 @@ static void plan_flops(attn_plan *p) {
     } else {
         cells = (double)d->n * (double)row_cells(m->causal, d->l, d->s, d->s);
     }
-    p->flops += 2.0 * cells * (double)d->h * (double)(d->d + d->dv);
+    p->flops = 2.0 * cells * (double)d->h * (double)(d->d + d->dv);
+    if (p->kind == ATTN_PLAN_MHA) { /* N*L and N*S checked in attn_mha_plan */
+        const attn_mha_dims *md = &p->mha;
+        double e = (double)md->e;
+        p->flops += 2.0 * (double)(md->n * md->l) * e * e * 2.0 +
+                    2.0 * (double)(md->n * md->s) * e * (double)(md->kdim + md->vdim);
+    }
 }
 
 /* Checks and completes the attention problem part of a plan (p->sd, opts, masks set). */
@@ -288,8 +312,80 @@ int attn_mha_plan(attn_plan *plan, const attn_mha_dims *dims, const attn_opts *o
         return rc;
     if (!attn_mul(nl, d.e, &plan->out_elems))
         return attn_fail(err, ATTN_ERR_OVERFLOW, "the output size overflows");
-    double e = (double)d.e;
-    plan->flops +=
-        2.0 * (double)nl * e * e * 2.0 + 2.0 * (double)ns * e * (double)(d.kdim + d.vdim);
     return plan_finish(plan, err);
+}
+
+/* ---- Binding ------------------------------------------------------------------------------ */
+
+bool attn_plan_bound(const attn_plan *p) {
+    return (mask_present(&p->masks) & ~mask_data(&p->masks)) == 0 &&
+           (p->opts.n_heads == 0 || p->opts.heads);
+}
+
+/* True when a and b are the same options, apart from the heads pointer. */
+static bool opts_match(const attn_opts *a, const attn_opts *b) {
+    return a->weights == b->weights && a->n_heads == b->n_heads && a->top_k == b->top_k &&
+           a->has_scale == b->has_scale && (!a->has_scale || a->scale == b->scale) &&
+           a->max_bytes == b->max_bytes && a->path == b->path && a->block_q == b->block_q &&
+           a->block_k == b->block_k;
+}
+
+/* Checks that masks m can be bound to a plan made with masks pm: the same causal mode, the same
+ * masks present, each with its data, and the same extents. */
+static int bind_check_masks(const attn_masks *pm, const attn_masks *m, attn_error *err) {
+    static const char *const names[] = {"key_lengths", "key_mask", "attn_mask", "attn_bias"};
+    if (m->causal != pm->causal)
+        return attn_fail(err, ATTN_ERR_ARG, "the causal mode is %d but the plan was made with %d",
+                         (int)m->causal, (int)pm->causal);
+    unsigned planned = mask_present(pm), given = mask_present(m), data = mask_data(m);
+    for (unsigned i = 0; i < 4; i++) {
+        unsigned bit = 1u << i;
+        if ((planned ^ given) & bit)
+            return attn_fail(err, ATTN_ERR_ARG, "%s is %s but the plan was made %s it", names[i],
+                             given & bit ? "given" : "missing", given & bit ? "without" : "with");
+        if ((given & bit) && !(data & bit))
+            return attn_fail(err, ATTN_ERR_ARG, "%s has no data to bind", names[i]);
+    }
+    /* The leading extents of key_mask, attn_mask and attn_bias, as bound and as planned. */
+    const size_t ext[3][4] = {
+        {m->key_mask_n, 1, pm->key_mask_n, 1},
+        {m->attn_mask_n, m->attn_mask_h, pm->attn_mask_n, pm->attn_mask_h},
+        {m->attn_bias_n, m->attn_bias_h, pm->attn_bias_n, pm->attn_bias_h},
+    };
+    for (unsigned i = 0; i < 3; i++) {
+        const size_t *x = ext[i];
+        if ((given & (ATTN_MASK_KEY_MASK << i)) &&
+            (attn_extent(x[0]) != attn_extent(x[2]) || attn_extent(x[1]) != attn_extent(x[3])))
+            return attn_fail(err, ATTN_ERR_SHAPE,
+                             "%s has leading extents (%zu, %zu) but the plan was made with "
+                             "(%zu, %zu)",
+                             names[i + 1], attn_extent(x[0]), attn_extent(x[1]), attn_extent(x[2]),
+                             attn_extent(x[3]));
+    }
+    return ATTN_OK;
+}
+
+int attn_plan_bind(attn_plan *plan, const attn_opts *opts, const attn_masks *masks,
+                   attn_error *err) {
+    if (!plan || (plan->kind != ATTN_PLAN_MHA && plan->kind != ATTN_PLAN_SDPA))
+        return attn_fail(err, ATTN_ERR_ARG,
+                         "attn_plan_bind needs a plan made by attn_mha_plan or attn_sdpa_plan");
+    attn_plan b = *plan;
+    b.opts = opts ? *opts : (attn_opts){0};
+    b.masks = masks ? *masks : (attn_masks){0};
+    if (!opts_match(&b.opts, &plan->opts))
+        return attn_fail(err, ATTN_ERR_ARG, "the options differ from those the plan was made with");
+    if (b.opts.n_heads && !b.opts.heads)
+        return attn_fail(err, ATTN_ERR_ARG, "the head subset has no indices to bind");
+    int rc = bind_check_masks(&plan->masks, &b.masks, err);
+    /* The planner's own checks, now with the data: key lengths and head indices. */
+    if (rc == ATTN_OK)
+        rc = plan_check_shape(&b, err);
+    if (rc == ATTN_OK)
+        rc = plan_check_opts(&b, err);
+    if (rc != ATTN_OK)
+        return rc;
+    plan_flops(&b);
+    *plan = b;
+    return ATTN_OK;
 }

@@ -387,6 +387,9 @@ int attn_check_run_args(const attn_plan *p, int kind, void *ws, float *out,
                         const attn_weights_out *w, attn_pool *pool, attn_error *err) {
     if (!p || p->kind != kind)
         return attn_fail(err, ATTN_ERR_ARG, "the plan is missing or of another kind");
+    if (!attn_plan_bound(p))
+        return attn_fail(err, ATTN_ERR_ARG,
+                         "the plan has masks or heads without their data (attn_plan_bind)");
     if (!ws || !out)
         return attn_fail(err, ATTN_ERR_ARG, "the workspace and output must not be NULL");
     if ((uintptr_t)ws % 64 != 0)

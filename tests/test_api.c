@@ -1542,6 +1542,11 @@ static void test_bitwise_cross(void) {
                   "weights size");
             CHECK(same_bits(got, out, N * L * E, &at), "output differs from libattn at %zu", at);
             CHECK(same_bits(gw, w, N * H * L * S, &at), "weights differ from libattn at %zu", at);
+            /* usage.flops counts the cells the key lengths leave, as the plan made with them. */
+            json_t *fl = json_object_get(json_object_get(j, "usage"), "flops");
+            CHECK(json_is_integer(fl) && (double)json_integer_value(fl) == p.flops,
+                  "usage.flops is %lld; libattn's plan has %.0f", (long long)json_integer_value(fl),
+                  p.flops);
             size_t d[4];
             CHECK(shape_of_json(json_object_get(j, "weights"), d) == 4 && d[0] == N && d[1] == H &&
                       d[2] == L && d[3] == S,

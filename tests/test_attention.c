@@ -609,6 +609,274 @@ static void test_cross_kdim(attn_pool *pool) {
         free(xv), free(out);
 }
 
+/* ---- planning from shapes, then binding the data ------------------------------------------ */
+
+/* The name of the first field in which plans a and b differ, or NULL when they are the same in
+ * every field (private ones included). */
+static const char *plan_diff(const attn_plan *a, const attn_plan *b) {
+#define SAME(f)                                                                                    \
+    if (a->f != b->f)                                                                              \
+    return #f
+    SAME(workspace_bytes);
+    SAME(out_elems);
+    SAME(weights_elems);
+    SAME(index_elems);
+    SAME(job_bytes);
+    SAME(flops);
+    SAME(kind);
+    SAME(mha.n);
+    SAME(mha.l);
+    SAME(mha.s);
+    SAME(mha.e);
+    SAME(mha.h);
+    SAME(mha.kdim);
+    SAME(mha.vdim);
+    SAME(sd.n);
+    SAME(sd.h);
+    SAME(sd.l);
+    SAME(sd.s);
+    SAME(sd.d);
+    SAME(sd.dv);
+    SAME(opts.weights);
+    SAME(opts.heads);
+    SAME(opts.n_heads);
+    SAME(opts.top_k);
+    SAME(opts.has_scale);
+    SAME(opts.scale);
+    SAME(opts.max_bytes);
+    SAME(opts.path);
+    SAME(opts.block_q);
+    SAME(opts.block_k);
+    SAME(masks.causal);
+    SAME(masks.key_lengths);
+    SAME(masks.key_mask);
+    SAME(masks.key_mask_n);
+    SAME(masks.attn_mask);
+    SAME(masks.attn_mask_n);
+    SAME(masks.attn_mask_h);
+    SAME(masks.attn_bias);
+    SAME(masks.attn_bias_n);
+    SAME(masks.attn_bias_h);
+    SAME(masks.shape_only);
+    SAME(nslots);
+    SAME(bq);
+    SAME(bk);
+    SAME(nqb);
+    SAME(slot_floats);
+    SAME(tiled);
+    SAME(scale);
+#undef SAME
+    return NULL;
+}
+
+/* masks with every pointer dropped: each mask present by its extents alone. */
+static attn_masks shape_of(const attn_masks *m) {
+    attn_masks s = *m;
+    s.shape_only =
+        (m->key_lengths ? ATTN_MASK_KEY_LENGTHS : 0u) | (m->key_mask ? ATTN_MASK_KEY_MASK : 0u) |
+        (m->attn_mask ? ATTN_MASK_ATTN_MASK : 0u) | (m->attn_bias ? ATTN_MASK_ATTN_BIAS : 0u);
+    s.key_lengths = NULL;
+    s.key_mask = NULL;
+    s.attn_mask = NULL;
+    s.attn_bias = NULL;
+    return s;
+}
+
+/* Plans an MHA (sdpa false) or SDPA job of the bind test's shapes. */
+static int bind_plan(attn_plan *p, bool sdpa, const attn_opts *o, const attn_masks *m,
+                     attn_error *err) {
+    attn_mha_dims md = {.n = 3, .l = 5, .s = 7, .e = 16, .h = 4};
+    attn_sdpa_dims sd = {.n = 3, .h = 4, .l = 5, .s = 7, .d = 3, .dv = 2};
+    return sdpa ? attn_sdpa_plan(p, &sd, o, m, 2, err) : attn_mha_plan(p, &md, o, m, 2, err);
+}
+
+/* Planning from the shapes (shape-only masks, a head subset without its indices) then binding
+ * the data gives the plan that planning with the data gives, in every field: MHA and SDPA, every
+ * causal mode, every set of masks, four kinds of options. Then what bind refuses. */
+static void test_plan_bind(void) {
+    enum { N = 3, H = 4, L = 5, S = 7 };
+    int32_t kl[N] = {S, 0, 3};
+    uint8_t km[N * S], am[H * L * S];
+    float ab[N * L * S];
+    for (size_t i = 0; i < sizeof km; i++)
+        km[i] = (uint8_t)(i % 3 != 0);
+    for (size_t i = 0; i < sizeof am; i++)
+        am[i] = (uint8_t)(i % 5 != 1);
+    for (size_t i = 0; i < N * L * S; i++)
+        ab[i] = frand();
+    uint32_t heads[2] = {3, 1};
+    const attn_opts optss[4] = {
+        {0},
+        {.weights = ATTN_WEIGHTS_PER_HEAD, .heads = heads, .n_heads = 2},
+        {.weights = ATTN_WEIGHTS_MEAN, .top_k = 3, .has_scale = true, .scale = 0.5f},
+        {.path = ATTN_PATH_DIRECT, .block_q = 2, .max_bytes = 1u << 20},
+    };
+    size_t cases = 0, bad = 0;
+    for (int sdpa = 0; sdpa < 2; sdpa++)
+        for (int causal = 0; causal < 3; causal++)
+            for (unsigned which = 0; which < 16; which++)
+                for (size_t oi = 0; oi < 4; oi++) {
+                    attn_masks m = {.causal = (attn_causal)causal};
+                    if (which & 1)
+                        m.key_lengths = kl;
+                    if (which & 2)
+                        m.key_mask = km, m.key_mask_n = N;
+                    if (which & 4)
+                        m.attn_mask = am, m.attn_mask_n = 1, m.attn_mask_h = H;
+                    if (which & 8)
+                        m.attn_bias = ab, m.attn_bias_n = N, m.attn_bias_h = 0;
+                    attn_masks shape = shape_of(&m);
+                    attn_opts o_shape = optss[oi];
+                    o_shape.heads = NULL;
+                    attn_plan want, p;
+                    attn_error err = {0};
+                    cases++;
+                    int rc = bind_plan(&want, sdpa, &optss[oi], &m, &err);
+                    if (rc == ATTN_OK)
+                        rc = bind_plan(&p, sdpa, &o_shape, &shape, &err);
+                    if (rc == ATTN_OK) {
+                        CHECK(p.job_bytes == want.job_bytes &&
+                                  p.weights_elems == want.weights_elems,
+                              "the shapes' plan has other sizes than the data's");
+                        rc = attn_plan_bind(&p, &optss[oi], &m, &err);
+                    }
+                    const char *diff = rc == ATTN_OK ? plan_diff(&p, &want) : "status";
+                    if (diff && bad++ < 5)
+                        CHECK(false, "%s causal %d masks %#x opts %zu: bound plan differs in %s %s",
+                              sdpa ? "sdpa" : "mha", causal, which, oi, diff, err.msg);
+                }
+    CHECK(bad == 0, "%zu of %zu bound plans differ from the plans made with the data", bad, cases);
+
+    /* A plan made with data can be bound again, to other data of the same shapes. */
+    attn_masks m = {.causal = ATTN_CAUSAL_TOP_LEFT, .key_lengths = kl};
+    int32_t kl2[N] = {1, 2, 3};
+    attn_masks m2 = {.causal = ATTN_CAUSAL_TOP_LEFT, .key_lengths = kl2};
+    attn_plan p, want;
+    attn_error err = {0};
+    CHECK(bind_plan(&p, true, NULL, &m, &err) == ATTN_OK &&
+              bind_plan(&want, true, NULL, &m2, &err) == ATTN_OK &&
+              attn_plan_bind(&p, NULL, &m2, &err) == ATTN_OK && !plan_diff(&p, &want),
+          "rebinding to other key lengths: %s", err.msg);
+
+    /* What bind refuses: ATTN_ERR_ARG or ATTN_ERR_SHAPE, a message naming the cause, and the
+     * plan unchanged. */
+    uint32_t bad_heads[2] = {1, H};
+    int32_t bad_kl[N] = {2, S + 1, 0};
+    attn_opts per_head = {.weights = ATTN_WEIGHTS_PER_HEAD, .heads = heads, .n_heads = 2};
+    attn_opts per_head_bad = per_head, per_head_1 = per_head, top2 = {.top_k = 2};
+    per_head_bad.heads = bad_heads;
+    per_head_1.n_heads = 1;
+    attn_opts per_head_shape = per_head;
+    per_head_shape.heads = NULL;
+    attn_masks km1 = {.key_mask = km, .key_mask_n = 1}, kmN = {.key_mask = km, .key_mask_n = N};
+    attn_masks am1 = {.attn_mask = am, .attn_mask_n = 1, .attn_mask_h = H};
+    attn_masks am11 = {.attn_mask = am, .attn_mask_n = 0, .attn_mask_h = 1};
+    attn_masks klm = {.key_lengths = kl}, bad_klm = {.key_lengths = bad_kl};
+    attn_masks klkm = {.key_lengths = kl, .key_mask = km, .key_mask_n = N};
+    attn_masks causal = {.causal = ATTN_CAUSAL_BOTTOM_RIGHT, .key_lengths = kl};
+    attn_masks none = {0}, kmN_shape = shape_of(&kmN);
+    struct {
+        const char *what;
+        bool sdpa;
+        const attn_opts *plan_o, *bind_o;
+        attn_masks plan_m; /* given by its shape only */
+        const attn_masks *bind_m;
+        int code;
+        const char *says;
+    } refused[] = {
+        {"a mask not planned", true, NULL, NULL, shape_of(&klm), &klkm, ATTN_ERR_ARG, "key_mask"},
+        {"a planned mask missing", false, NULL, NULL, shape_of(&kmN), &none, ATTN_ERR_ARG,
+         "key_mask"},
+        {"a mask without data", true, NULL, NULL, shape_of(&kmN), &kmN_shape, ATTN_ERR_ARG,
+         "no data"},
+        {"other key_mask rows", true, NULL, NULL, shape_of(&km1), &kmN, ATTN_ERR_SHAPE, "key_mask"},
+        {"other attn_mask extents", false, NULL, NULL, shape_of(&am1), &am11, ATTN_ERR_SHAPE,
+         "attn_mask"},
+        {"a key length over S", true, NULL, NULL, shape_of(&klm), &bad_klm, ATTN_ERR_ARG,
+         "key_lengths[1]"},
+        {"another causal mode", false, NULL, NULL, shape_of(&klm), &causal, ATTN_ERR_ARG, "causal"},
+        {"a head out of range", false, &per_head_shape, &per_head_bad, none, &none, ATTN_ERR_ARG,
+         "heads[1]"},
+        {"another head count", true, &per_head_shape, &per_head_1, none, &none, ATTN_ERR_ARG,
+         "options"},
+        {"heads without indices", true, &per_head_shape, &per_head_shape, none, &none, ATTN_ERR_ARG,
+         "head subset"},
+        {"other options", false, NULL, &top2, none, &none, ATTN_ERR_ARG, "options"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        attn_plan before;
+        err = (attn_error){0};
+        CHECK(bind_plan(&p, refused[i].sdpa, refused[i].plan_o, &refused[i].plan_m, &err) ==
+                  ATTN_OK,
+              "%s: plan: %s", refused[i].what, err.msg);
+        before = p;
+        int rc = attn_plan_bind(&p, refused[i].bind_o, refused[i].bind_m, &err);
+        CHECK(rc == refused[i].code && strstr(err.msg, refused[i].says),
+              "%s: bind gave %s \"%s\", want %s naming %s", refused[i].what,
+              attn_status_name((attn_status)rc), err.msg,
+              attn_status_name((attn_status)refused[i].code), refused[i].says);
+        CHECK(!plan_diff(&p, &before), "%s: a refused bind changed the plan", refused[i].what);
+    }
+    err = (attn_error){0};
+    attn_masks odd = {.shape_only = 1u << 7};
+    CHECK(bind_plan(&p, true, NULL, &odd, &err) == ATTN_ERR_ARG && strstr(err.msg, "shape_only"),
+          "unknown shape_only bits must be refused: %s", err.msg);
+    err = (attn_error){0};
+    CHECK(attn_plan_bind(NULL, NULL, NULL, &err) == ATTN_ERR_ARG, "bind without a plan: %s",
+          err.msg);
+
+    /* Only a bound plan runs: the forwards and the batch refuse one that waits for its data, and
+     * once bound it computes what the plan made with the data computes, bit for bit. */
+    enum { D = 3, Dv = 2, E = 16 };
+    attn_masks all = {.causal = ATTN_CAUSAL_BOTTOM_RIGHT,
+                      .key_lengths = kl,
+                      .key_mask = km,
+                      .key_mask_n = N,
+                      .attn_mask = am,
+                      .attn_mask_n = 1,
+                      .attn_mask_h = H,
+                      .attn_bias = ab,
+                      .attn_bias_n = N};
+    attn_masks all_shape = shape_of(&all);
+    float *q = frand_new(N * H * L * D), *k = frand_new(N * H * S * D),
+          *v = frand_new(N * H * S * Dv);
+    float out[N * H * L * Dv], out_want[N * H * L * Dv];
+    err = (attn_error){0};
+    CHECK(bind_plan(&want, true, NULL, &all, &err) == ATTN_OK &&
+              bind_plan(&p, true, NULL, &all_shape, &err) == ATTN_OK,
+          "plan: %s", err.msg);
+    void *ws = ws_new(&p);
+    CHECK(attn_sdpa_forward(&p, ws, out, NULL, q, k, v, NULL, &err) == ATTN_ERR_ARG &&
+              strstr(err.msg, "attn_plan_bind"),
+          "an SDPA forward on an unbound plan: %s", err.msg);
+    err = (attn_error){0};
+    CHECK(attn_plan_bind(&p, NULL, &all, &err) == ATTN_OK &&
+              attn_sdpa_forward(&p, ws, out, NULL, q, k, v, NULL, &err) == ATTN_OK &&
+              attn_sdpa_forward(&want, ws, out_want, NULL, q, k, v, NULL, &err) == ATTN_OK,
+          "bound SDPA: %s", err.msg);
+    CHECK(memcmp(out, out_want, sizeof out) == 0, "the bound plan computes something else");
+    free(ws), free(q), free(k), free(v);
+
+    float *x = frand_new(N * L * E), *win = frand_new(3 * E * E), *wout = frand_new(E * E);
+    float mout[N * L * E];
+    attn_mha_params prm = {.in_proj_weight = win, .out_proj_weight = wout};
+    err = (attn_error){0};
+    CHECK(bind_plan(&p, false, &per_head_shape, &none, &err) == ATTN_OK, "plan: %s", err.msg);
+    ws = ws_new(&p);
+    CHECK(attn_mha_forward(&p, ws, mout, NULL, x, x, x, &prm, NULL, &err) == ATTN_ERR_ARG &&
+              strstr(err.msg, "attn_plan_bind"),
+          "an MHA forward on an unbound plan: %s", err.msg);
+    attn_mha_batch_job job = {.plan = &p, .out = mout, .query = x, .key = x, .value = x};
+    attn_batch_plan bp;
+    err = (attn_error){0};
+    CHECK(attn_mha_batch_plan(&bp, &job, 1, &prm, 0, &err) == ATTN_OK, "batch plan: %s", err.msg);
+    void *bws = aligned_alloc(64, (bp.workspace_bytes + 63) / 64 * 64);
+    CHECK(attn_mha_batch_forward(&bp, bws, &job, 1, &prm, NULL, &err) == ATTN_ERR_ARG &&
+              strstr(err.msg, "attn_plan_bind"),
+          "a batch with an unbound plan: %s", err.msg);
+    free(bws), free(ws), free(x), free(win), free(wout);
+}
+
 /* ---- limits and errors -------------------------------------------------------------------- */
 
 static void test_limits_and_errors(void) {
@@ -1364,6 +1632,7 @@ int main(int argc, char **argv) {
     }
     test_flops_closed_form();
     test_limits_and_errors();
+    test_plan_bind();
     attn_pool_destroy(pool);
     printf("test_attention: %d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;
