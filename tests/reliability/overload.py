@@ -17,9 +17,10 @@ them), so the queue is exercised by a second, compute-bound variant. Steps:
      queue grows), 503s decided within BUSY_SERVER_P99_MS of the request's arrival (the access
      log's total_ms; what the probe saw is reported); then a W1 answered 200
      within RECOVER_BOUND_MS and /readyz 200;
-  4. compute-bound: W1 at L = 128 (the same model, per-head weights) against 1 worker,
-     --max-queue 4, no batching, 64 connections: most of it refused, and a 503 reaches the
-     probe within BUSY_P99_BOUND_MS (p99); the same checks of answers, RSS and recovery;
+  4. compute-bound: SDPA at L = S = 2048, D = 8, Dv = 1 (base64 in, JSON out; about 8 ms of
+     compute per job, small bodies and replies) against 1 worker, --max-queue 4, no batching,
+     64 connections: most of it refused, and a 503 reaches the probe within BUSY_P99_BOUND_MS
+     (p99); the same checks of answers, RSS and recovery;
   5. SIGTERM and exit status 0 for both daemons.
 Prints the figures and a markdown section (--report FILE also writes it there). Exits 1 when
 a check fails.
@@ -29,6 +30,7 @@ Usage: /usr/bin/python3 tests/reliability/overload.py --attnd build/attnd --work
 """
 
 import argparse
+import base64
 import http.client
 import json
 import os
@@ -98,6 +100,29 @@ def mha_reference(x, h=4):
     return out @ w_out.T, weights
 
 
+def sdpa_inputs(L, S, D, seed=11):
+    """q (1, L, D), k (1, S, D), v (1, S, 1) as float32, uniform in [-1, 1)."""
+    rng = np.random.default_rng(seed)
+    return (rng.uniform(-1, 1, (1, L, D)).astype(np.float32),
+            rng.uniform(-1, 1, (1, S, D)).astype(np.float32),
+            rng.uniform(-1, 1, (1, S, 1)).astype(np.float32))
+
+
+def sdpa_reference(q, k, v):
+    """softmax(q k^T / sqrt(D)) v in float64, (1, L, Dv)."""
+    q, k, v = (t[0].astype(np.float64) for t in (q, k, v))
+    x = q @ k.T / np.sqrt(q.shape[1])
+    p = np.exp(x - x.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    return (p @ v)[None]
+
+
+def b64_tensor(a):
+    """API v1's base64 tensor object of a float32 array."""
+    return {"dtype": "float32", "shape": list(a.shape),
+            "data": base64.b64encode(np.ascontiguousarray(a, dtype="<f4").tobytes()).decode()}
+
+
 def w1_query(L=16):
     rng = np.random.default_rng(7)  # as bench/http: W1's query (at L = 16)
     return rng.uniform(-1, 1, (L, 64)).round(6)
@@ -158,12 +183,12 @@ class Daemon:
             self.f.close()
 
 
-def wrk(port, body_path, expect_path, conns, seconds, every=10):
+def wrk(port, body_path, expect_path, conns, seconds, every=10, path="/v1/attention"):
     env = dict(os.environ, OVERLOAD_BODY=body_path, OVERLOAD_EXPECT=expect_path,
                OVERLOAD_EVERY=str(every))
     threads = min(2, conns)
     cmd = ["wrk", "-t", str(threads), "-c", str(conns), "-d", f"{seconds}s", "--timeout", "10s",
-           "-s", os.path.join(HERE, "overload.lua"), f"http://127.0.0.1:{port}/v1/attention"]
+           "-s", os.path.join(HERE, "overload.lua"), f"http://127.0.0.1:{port}{path}"]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=seconds + 60)
     m = re.search(r"^overload: (\{.*\})$", out.stdout, re.M)
     if not m:
@@ -172,7 +197,7 @@ def wrk(port, body_path, expect_path, conns, seconds, every=10):
     r["rps"] = r["requests"] / r["seconds"] if r["seconds"] else 0.0
     shown = [os.path.relpath(c, os.path.dirname(os.path.dirname(HERE))) if c.startswith("/")
              else c for c in cmd[:-1]]
-    r["cmd"] = " ".join(shown) + " http://127.0.0.1:PORT/v1/attention"
+    r["cmd"] = " ".join(shown) + " http://127.0.0.1:PORT" + path
     return r
 
 
@@ -258,28 +283,33 @@ def main():
         code = d.stop()
     check(code == 0, f"exit status after SIGTERM: {code}")
 
-    # 4. Compute-bound: W1 at L = 128, one worker, a queue of 4, no batching.
-    xl = w1_query(128)
-    body_l = json.dumps({"query": xl.tolist(), "need_weights": "per_head"})
-    body_l_path = os.path.join(a.work, "w1-l128.json")
+    # 4. Compute-bound: SDPA of 2048 queries on 2048 keys of width 8 and one value column
+    # (4 M scores and exponentials, about 8 ms on one worker), base64 in (186 KB) and JSON out
+    # (2048 numbers): the job's compute dwarfs what the HTTP side and the client do for it, so
+    # the worker is the bottleneck whatever the speed of the codecs. (W1 at L = 128 with
+    # per-head weights, used before, replied 0.9 MB of JSON per job; once attnd wrote floats
+    # 6x faster, wrk reading those replies became the bottleneck, not the worker.)
+    xq, xk, xv = sdpa_inputs(2048, 2048, 8)
+    body_l = json.dumps({"q": b64_tensor(xq), "k": b64_tensor(xk), "v": b64_tensor(xv)})
+    body_l_path = os.path.join(a.work, "sdpa-l2048.json")
     open(body_l_path, "w").write(body_l)
-    dl = Daemon(a.attnd, os.path.join(a.work, "overload-l128.log"),
+    dl = Daemon(a.attnd, os.path.join(a.work, "overload-sdpa.log"),
                 ["--threads", "1", "--pool-threads", "0", "--max-queue", "4",
                  "--batch-window-us", "0"])
     try:
-        st, _, data, _ = dl.request("POST", "/v1/attention", body_l)
+        st, _, data, _ = dl.request("POST", "/v1/sdpa", body_l)
         rl = json.loads(data) if st == 200 else {}
-        ref_l, _ = mha_reference(xl.astype(np.float32).astype(np.float64))
+        ref_l = sdpa_reference(xq, xk, xv)
         out_l = np.asarray(rl.get("output", []), dtype=np.float64)
         check(out_l.shape == ref_l.shape and np.abs(out_l - ref_l).max() < 1e-4,
-              "W1 at L = 128 at rest matches the reference")
-        expect_l_path = os.path.join(a.work, "w1-l128.expect")
+              "SDPA at L = S = 2048 at rest matches the reference")
+        expect_l_path = os.path.join(a.work, "sdpa-l2048.expect")
         open(expect_l_path, "w").write(json.dumps(rl.get("output", [])))
         for _ in range(20):
-            dl.request("POST", "/v1/attention", body_l)
+            dl.request("POST", "/v1/sdpa", body_l)
         rss_rest_l = dl.rss_mb()
         cb = overload(dl, body_l, body_l_path, expect_l_path, rl.get("output"), 64, a.seconds,
-                      rss_rest_l)
+                      rss_rest_l, path="/v1/sdpa")
         busy_l = cb["busy_ms"]
         p99_l = busy_l[int(0.99 * (len(busy_l) - 1))] if busy_l else float("inf")
         check(cb["over"]["busy"] > cb["over"]["ok"], "most of the compute-bound overload was "
@@ -315,7 +345,8 @@ def busy_server_ms(log):
     return sorted(ms)
 
 
-def overload(d, body, body_path, expect_path, want_output, conns, seconds, rss_rest):
+def overload(d, body, body_path, expect_path, want_output, conns, seconds, rss_rest,
+             path="/v1/attention"):
     """wrk with conns connections for seconds, a probe and RSS samples; the common checks.
     Returns the figures."""
     probe, rss, stop = [], [], threading.Event()
@@ -323,7 +354,7 @@ def overload(d, body, body_path, expect_path, want_output, conns, seconds, rss_r
     def probe_main():
         while not stop.is_set():
             try:
-                st, hd, _, ms = d.request("POST", "/v1/attention", body, timeout=15)
+                st, hd, _, ms = d.request("POST", path, body, timeout=15)
                 probe.append((st, ms, "Retry-After" in hd))
             except OSError:
                 probe.append((0, 0.0, False))
@@ -338,11 +369,11 @@ def overload(d, body, body_path, expect_path, want_output, conns, seconds, rss_r
     for t in ths:
         t.start()
     time.sleep(0.2)
-    over = wrk(d.port, body_path, expect_path, conns, seconds)
+    over = wrk(d.port, body_path, expect_path, conns, seconds, path=path)
     stop.set()
     for t in ths:
         t.join()
-    st, _, data, rec_ms = d.request("POST", "/v1/attention", body)
+    st, _, data, rec_ms = d.request("POST", path, body)
     good = st == 200 and json.loads(data).get("output") == want_output
     rst, _, _, _ = d.request("GET", "/readyz")
     busy_ms = sorted(ms for s, ms, _ in probe if s == 503)
@@ -401,7 +432,8 @@ the probe beside wrk saw 503s in p50 {pb[len(pb) // 2] if pb else 0:.0f} ms. VmR
 {w1['peak']:.1f} MiB (at rest {w1['rss_rest']:.1f} MiB); the first W1 after the load: 200 in
 {w1['rec_ms']:.1f} ms.
 
-**Compute-bound** (W1 at L = 128, `--threads 1 --pool-threads 0 --max-queue 4
+**Compute-bound** (`/v1/sdpa` at L = S = 2048, D = 8, Dv = 1, base64 in and JSON out;
+`--threads 1 --pool-threads 0 --max-queue 4
 --batch-window-us 0`, 64 connections, {seconds} s): {c['rps']:.0f} answers/s, {c['ok']} of them
 200 and {c['busy']} 503; the probe got its 503s in p99 {cb['busy_p99']:.2f} ms; VmRSS peaked at
 {cb['peak']:.1f} MiB (at rest {cb['rss_rest']:.1f} MiB); the first request after: 200 in
