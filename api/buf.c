@@ -72,18 +72,7 @@ char *apip_buf_reserve(api_buf *b, size_t n) {
 }
 
 bool apip_buf_reserve_exact(api_buf *b, size_t n) {
-    size_t need = 0;
-    if (b->failed || !apip_add(b->len, n, &need)) {
-        b->failed = true;
-        return false;
-    }
-    if (need <= b->cap)
-        return true;
-    if (!buf_move(b, need, NULL)) {
-        b->failed = true;
-        return false;
-    }
-    return true;
+    return apip_buf_reserve_block(b, n, NULL);
 }
 
 bool apip_buf_reserve_block(api_buf *b, size_t n, api_mem *mem) {

@@ -100,22 +100,22 @@ static bool v2_model_route(const char *url, srv_route *route, char **name, char 
 }
 
 const srv_route_info srv_routes[SRV_ROUTE_COUNT] = {
-    [SRV_ROUTE_ATTENTION] = {"/v1/attention", .exact = true, .post = true, .job = true},
-    [SRV_ROUTE_SDPA] = {"/v1/sdpa", .exact = true, .post = true, .job = true},
-    [SRV_ROUTE_MODELS] = {"/v1/models", .exact = true}, /* and /v1/models/{name} */
-    [SRV_ROUTE_HEALTHZ] = {"/healthz", .exact = true, .open = true},
-    [SRV_ROUTE_READYZ] = {"/readyz", .exact = true, .open = true},
-    [SRV_ROUTE_METRICS] = {"/metrics", .exact = true},
-    [SRV_ROUTE_OPENAPI] = {"/openapi.yaml", .exact = true},
-    [SRV_ROUTE_V2_SERVER] = {"/v2", .exact = true}, /* and /v2/ */
-    [SRV_ROUTE_V2_LIVE] = {"/v2/health/live", .exact = true, .open = true},
-    [SRV_ROUTE_V2_READY] = {"/v2/health/ready", .exact = true, .open = true},
-    [SRV_ROUTE_V2_MODEL] = {"/v2/models/{name}"},
-    [SRV_ROUTE_V2_MODEL_READY] = {"/v2/models/{name}/ready"},
-    [SRV_ROUTE_V2_INFER] = {"/v2/models/{name}/infer", .post = true, .job = true},
-    [SRV_ROUTE_V2_INDEX] = {"/v2/repository/index", .exact = true, .post = true},
-    [SRV_ROUTE_STATIC] = {"static"},
-    [SRV_ROUTE_UNKNOWN] = {"unknown"},
+    [SRV_ROUTE_ATTENTION] = {.name = "/v1/attention", .exact = true, .post = true, .job = true},
+    [SRV_ROUTE_SDPA] = {.name = "/v1/sdpa", .exact = true, .post = true, .job = true},
+    [SRV_ROUTE_MODELS] = {.name = "/v1/models", .exact = true}, /* and /v1/models/{name} */
+    [SRV_ROUTE_HEALTHZ] = {.name = "/healthz", .exact = true, .open = true},
+    [SRV_ROUTE_READYZ] = {.name = "/readyz", .exact = true, .open = true},
+    [SRV_ROUTE_METRICS] = {.name = "/metrics", .exact = true},
+    [SRV_ROUTE_OPENAPI] = {.name = "/openapi.yaml", .exact = true},
+    [SRV_ROUTE_V2_SERVER] = {.name = "/v2", .exact = true}, /* and /v2/ */
+    [SRV_ROUTE_V2_LIVE] = {.name = "/v2/health/live", .exact = true, .open = true},
+    [SRV_ROUTE_V2_READY] = {.name = "/v2/health/ready", .exact = true, .open = true},
+    [SRV_ROUTE_V2_MODEL] = {.name = "/v2/models/{name}"},
+    [SRV_ROUTE_V2_MODEL_READY] = {.name = "/v2/models/{name}/ready"},
+    [SRV_ROUTE_V2_INFER] = {.name = "/v2/models/{name}/infer", .post = true, .job = true},
+    [SRV_ROUTE_V2_INDEX] = {.name = "/v2/repository/index", .exact = true, .post = true},
+    [SRV_ROUTE_STATIC] = {.name = "static"},
+    [SRV_ROUTE_UNKNOWN] = {.name = "unknown"},
 };
 
 bool http_route_of(const char *url, http_req *r) {

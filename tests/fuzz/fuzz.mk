@@ -50,7 +50,7 @@ fuzz-instrumented:
 	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=$(FUZZ_CC) CFLAGS='$(FUZZ_CFLAGS)' \
 	    $(FUZZ_LIBS) $(FUZZ_SRV_OBJ)
 
-$(FUZZ_BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h fuzz-instrumented
+$(FUZZ_BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h tests/fuzz/fuzz_api.h fuzz-instrumented
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(CPPFLAGS) $(INC_ALL) $(WARN) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_OBJ_$*) \
 	    $(FUZZ_LIBS) -o $@ -lmicrohttpd -lz $(LDLIBS)
@@ -90,7 +90,7 @@ fuzz-ci: fuzz-build fuzz-seeds
 FUZZ_REPLAY_BINS := $(FUZZ_TARGETS:%=$(BUILD)/fuzz/fuzz_%-replay)
 FUZZ_ROBJ_http   := $(filter-out $(BUILD)/server/main.o,$(SRV_OBJ))
 
-$(BUILD)/fuzz/fuzz_%-replay: tests/fuzz/fuzz_%.c tests/fuzz/replay_main.c tests/fuzz/fuzz.h \
+$(BUILD)/fuzz/fuzz_%-replay: tests/fuzz/fuzz_%.c tests/fuzz/replay_main.c tests/fuzz/fuzz.h tests/fuzz/fuzz_api.h \
                              $(BUILD)/libapi.a $(BUILD)/libattn.a $(FUZZ_ROBJ_http)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(INC_ALL) -Itests/fuzz $(WARN) $(CFLAGS) $< tests/fuzz/replay_main.c \

@@ -22,47 +22,15 @@
  * vdim 2, with biases), so that model requests reach both packed and split projections. */
 #include <string.h>
 
-#include "api.h"
-#include "api_internal.h"
-#include "fuzz.h"
+#include "fuzz_api.h"
 
 static api_registry *models;
 static api_limits roomy, tight, wide;
 
-/* A model of E = 4, H = 2, kdim 3, vdim 2 with biases and small fixed weights. */
-static api_model *tiny_model(void) {
-    api_error e = {0};
-    api_model *m = apip_model_alloc("tiny", "builtin", 4, 2, 3, 2, false, true, true, &e);
-    FUZZ_CHECK(m != NULL, "tiny model: %s", e.message);
-    const attn_mha_params *p = apip_model_params(m);
-    float *w[] = {(float *)p->q_proj_weight,   (float *)p->k_proj_weight,
-                  (float *)p->v_proj_weight,   (float *)p->in_proj_bias,
-                  (float *)p->out_proj_weight, (float *)p->out_proj_bias};
-    size_t n[] = {16, 12, 8, 12, 16, 4};
-    for (size_t t = 0; t < sizeof n / sizeof n[0]; t++)
-        for (size_t i = 0; i < n[t]; i++)
-            w[t][i] = (float)((i * 7 + t * 3) % 11) / 11.0f - 0.5f;
-    return m;
-}
-
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
     (void)argv;
-    api_error e = {0};
-    models = api_registry_create();
-    FUZZ_CHECK(models != NULL, "no registry");
-    FUZZ_CHECK(api_registry_add(models, api_model_demo(&e), &e) == 0, "demo: %s", e.message);
-    FUZZ_CHECK(api_registry_add(models, api_model_lesson(&e), &e) == 0, "lesson: %s", e.message);
-    FUZZ_CHECK(api_registry_add(models, tiny_model(), &e) == 0, "tiny: %s", e.message);
-    roomy = api_limits_default();
-    roomy.max_job_bytes = (size_t)1 << 20;
-    roomy.max_dim = 4096;
-    roomy.max_heads = 64;
-    tight = roomy;
-    tight.max_job_bytes = (size_t)8 << 10;
-    tight.max_dim = 8;
-    tight.max_heads = 2;
-    tight.max_depth = 5;
+    fuzz_api_setup(fuzz_tiny_model(7, 11), &models, &roomy, &tight);
     wide = roomy;
     wide.max_dim = 65536;
     wide.max_heads = 256;
