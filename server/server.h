@@ -145,6 +145,11 @@ size_t srv_config_job_memory_cap(const srv_config *cfg);
  * rest; the coded copy itself is at most reply + reply / 1024 beside it. */
 #define SRV_CODING_BYTES ((size_t)512 << 10)
 
+/* Free memory a thread's malloc heap may keep at its top before glibc returns it (mallopt
+ * M_TRIM_THRESHOLD, set at start): small jobs reuse their heaps' pages instead of faulting them
+ * in anew per request. Idle memory above rest stays below this per heap. */
+#define SRV_HEAP_TRIM_BYTES (16 << 20)
+
 /* What attnd holds at most above its size at rest (SECURITY.md, logged as memory_bound): the job
  * memory cache's cap, plus, per worker, a reply being coded for a client that accepts gzip or
  * deflate (the coded copy, at most a reply's size + 1/1024, and SRV_CODING_BYTES), a reply

@@ -1740,6 +1740,76 @@ static unsigned long long minor_faults(const attnd *d) {
     return v;
 }
 
+/* Small jobs (W1: 16 x 64 JSON floats, per-head weights) from 16 clients at once: after a
+ * warm-up, they reuse the pages of attnd's malloc heaps instead of faulting them in again per
+ * request. With glibc's default trim threshold (128 KiB) each thread's heap went back to the
+ * system and was faulted in anew: about 6 minor faults per request, W1 at 40% of its speed. */
+typedef struct small_ctx {
+    int port, n, ok;
+    const char *body;
+} small_ctx;
+
+static void *small_main(void *arg) {
+    small_ctx *c = arg;
+    CURL *h = curl_easy_init();
+    for (int i = 0; i < c->n; i++) {
+        reply r;
+        if (post(h, c->port, "/v1/attention", c->body, strlen(c->body), &r) && r.status == 200)
+            c->ok++;
+        reply_free(&r);
+    }
+    curl_easy_cleanup(h);
+    return NULL;
+}
+
+static void test_small_job_faults(void) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__has_feature)
+#if defined(__SANITIZE_ADDRESS__) || __has_feature(address_sanitizer)
+    printf("test_reliability: jobmem: small jobs' page faults not counted (ASan's allocator is "
+           "not glibc's)\n");
+    return;
+#endif
+#endif
+    enum { CLIENTS = 16, WARM = 40, COUNTED = 100 };
+    attnd d;
+    if (!attnd_start(&d, "smalljobs", NULL, NULL))
+        return;
+    str b = {0};
+    str_cat(&b, "{\"query\": [");
+    for (int i = 0; i < 16; i++) {
+        str_cat(&b, i ? ",[" : "[");
+        for (int j = 0; j < 64; j++)
+            str_printf(&b, "%s%.6f", j ? "," : "", (double)((i * 64 + j) % 13) / 13.0 - 0.5);
+        str_cat(&b, "]");
+    }
+    str_cat(&b, "], \"need_weights\": \"per_head\"}");
+    unsigned long long faults = 0;
+    int ok = 0;
+    for (int phase = 0; phase < 2; phase++) {
+        pthread_t th[CLIENTS];
+        small_ctx c[CLIENTS];
+        unsigned long long f0 = minor_faults(&d);
+        for (int i = 0; i < CLIENTS; i++) {
+            c[i] = (small_ctx){.port = d.port, .n = phase ? COUNTED : WARM, .body = b.p};
+            pthread_create(&th[i], NULL, small_main, &c[i]);
+        }
+        for (int i = 0; i < CLIENTS; i++) {
+            pthread_join(th[i], NULL);
+            ok += phase ? c[i].ok : 0;
+        }
+        faults = minor_faults(&d) - f0;
+    }
+    double per = (double)faults / (CLIENTS * COUNTED);
+    printf("test_reliability: jobmem: %d W1 requests from %d clients at once after a warm-up: "
+           "%llu minor faults in attnd (%.3f per request)\n",
+           CLIENTS * COUNTED, CLIENTS, faults, per);
+    CHECK(ok == CLIENTS * COUNTED, "jobmem: %d of %d small jobs answered 200", ok,
+          CLIENTS * COUNTED);
+    CHECK(per < 0.5, "jobmem: small jobs fault %.2f pages per request in attnd (at most 0.5)", per);
+    free(b.p);
+    CHECK(attnd_stop(&d, SIGTERM) == 0, "smalljobs daemon: exit status after SIGTERM");
+}
+
 /* W4-like jobs (N 1, L 4096, E 512, H 8, causal, base64; about 80 MB of bodies and arena): a job
  * after another reuses its memory instead of faulting in new pages, and once the server is idle
  * its RSS comes back to what it was before the job, within a few seconds. */
@@ -1898,8 +1968,10 @@ int main(int argc, char **argv) {
         test_rss();
     if (want("unsent"))
         test_unsent();
-    if (want("jobmem"))
+    if (want("jobmem")) {
         test_job_memory();
+        test_small_job_faults();
+    }
     if (want("probes"))
         test_probes();
     curl_global_cleanup();
