@@ -31,19 +31,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     return 0;
 }
 
-static void check_refusal(const api_error *e) {
-    FUZZ_CHECK(e->status == 400 || e->status == 404 || e->status == 413,
-               "refused with status %d (%s: %s)", e->status, e->code, e->message);
-    FUZZ_CHECK(e->code[0] && e->message[0], "refusal without code or message (status %d)",
-               e->status);
-    api_buf b = {0};
-    api_v2_error_body(e, &b);
-    api_error je = {0};
-    FUZZ_CHECK(!b.failed && apip_json_check(b.data, b.len, "the error body", NULL, &je) == 0,
-               "error body is not JSON: %s", je.message);
-    api_buf_free(&b);
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 3)
         return 0;
@@ -58,7 +45,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     api_error e = {0};
     api_job *job = api_v2_parse(body, size - 3, hl, model, version, models, lim, &e);
     if (!job) {
-        check_refusal(&e);
+        fuzz_check_refusal(&e, api_v2_error_body);
         free(body);
         return 0;
     }
@@ -69,7 +56,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (api_job_run(job, NULL, &e) != 0) {
         FUZZ_CHECK(e.status == 400 && !strcmp(e.code, "numeric_overflow"),
                    "run failed with %d %s: %s", e.status, e.code, e.message);
-        check_refusal(&e);
+        fuzz_check_refusal(&e, api_v2_error_body);
     } else {
         api_buf out = {0};
         FUZZ_CHECK(api_job_respond(job, 1.5, 2.5, &out, &e) == 0, "respond: %s", e.message);

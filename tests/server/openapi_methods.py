@@ -13,50 +13,16 @@ Prints one line per failed check and "N passed, N failed"; exits 1 on any failur
 import argparse
 import http.client
 import os
-import re
 import signal
-import subprocess
 import sys
 import tempfile
-import time
 
 import yaml
 
+from harness import Checks, start_attnd
+
 ORIGIN = "http://allowed.example"
-failures = []
-passed = 0
-
-
-def check(ok, what):
-    global passed
-    if ok:
-        passed += 1
-    else:
-        failures.append(what)
-        print("FAIL: " + what)
-
-
-def start(attnd, log_path):
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("ATTND_") or k.startswith("ATTND_BLAS_")}
-    log = open(log_path, "w")
-    proc = subprocess.Popen([attnd, "--listen", "127.0.0.1:0", "--cors-origins", ORIGIN],
-                            stdout=log, stderr=log, env=env)
-    t0 = time.time()
-    while time.time() - t0 < 20:
-        m = re.search(r" listening .*port=(\d+)", open(log_path).read())
-        if m:
-            port = int(m.group(1))
-            while time.time() - t0 < 20:
-                try:
-                    if request(port, "GET", "/readyz")[0] == 200:
-                        return proc, port
-                except OSError:
-                    pass
-                time.sleep(0.02)
-        time.sleep(0.02)
-    proc.kill()
-    sys.exit("openapi_methods: attnd did not start; see " + log_path)
+check = Checks()
 
 
 def request(port, method, path, headers=None, body=None):
@@ -122,7 +88,8 @@ def main():
     with open(args.openapi) as f:
         spec = yaml.safe_load(f)
     with tempfile.TemporaryDirectory() as tmp:
-        proc, port = start(os.path.abspath(args.attnd), os.path.join(tmp, "attnd.log"))
+        proc, port = start_attnd(os.path.abspath(args.attnd), ["--cors-origins", ORIGIN],
+                                  os.path.join(tmp, "attnd.log"), "openapi_methods")
         try:
             for template, item in spec["paths"].items():
                 # A templated path is sent with a model that exists (its 404 is checked too).
@@ -145,8 +112,8 @@ def main():
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(30)
-    print(f"openapi_methods: {passed} passed, {len(failures)} failed")
-    return 1 if failures else 0
+    print(f"openapi_methods: {check.summary()}")
+    return 1 if check.failures else 0
 
 
 if __name__ == "__main__":

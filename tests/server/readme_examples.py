@@ -18,47 +18,16 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 
-failures = []
-passed = 0
+from harness import Checks, start_attnd
 
-
-def check(ok, what):
-    global passed
-    if ok:
-        passed += 1
-    else:
-        failures.append(what)
-        print("FAIL: " + what)
+check = Checks()
 
 
 def section(readme, title):
     """The text of the README section `### title` up to the next heading."""
     m = re.search(r"^### " + re.escape(title) + r"\n(.*?)(?=^#{2,3} )", readme, re.M | re.S)
     return m.group(1) if m else ""
-
-
-def start(attnd, log_path):
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("ATTND_") or k.startswith("ATTND_BLAS_")}
-    log = open(log_path, "w")
-    proc = subprocess.Popen([attnd, "--listen", "127.0.0.1:0"], stdout=log, stderr=log, env=env)
-    t0 = time.time()
-    while time.time() - t0 < 20:
-        m = re.search(r" listening .*port=(\d+)", open(log_path).read())
-        if m:
-            port = int(m.group(1))
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as r:
-                    if r.status == 200:
-                        return proc, port
-            except OSError:
-                pass
-        time.sleep(0.05)
-    proc.kill()
-    sys.exit("readme_examples: attnd did not start; see " + log_path)
 
 
 def main():
@@ -90,7 +59,8 @@ def main():
     name = re.search(r"save it as `([\w.-]+)`", js_prose)
     check(name is not None, "the JavaScript paragraph should say which file to save it as")
     with tempfile.TemporaryDirectory() as tmp:
-        proc, port = start(os.path.abspath(args.attnd), os.path.join(tmp, "attnd.log"))
+        proc, port = start_attnd(os.path.abspath(args.attnd), [], os.path.join(tmp, "attnd.log"),
+                                  "readme_examples")
         url = f"http://127.0.0.1:{port}"
         try:
             code = py_code.group(1).replace("http://127.0.0.1:8080", url)
@@ -125,8 +95,8 @@ def main():
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(30)
-    print(f"readme_examples: {passed} passed, {len(failures)} failed")
-    return 1 if failures else 0
+    print(f"readme_examples: {check.summary()}")
+    return 1 if check.failures else 0
 
 
 if __name__ == "__main__":

@@ -17,9 +17,7 @@ import argparse
 import base64
 import json
 import os
-import re
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -27,6 +25,8 @@ import urllib.request
 from pathlib import Path
 
 import numpy as np
+
+from harness import Checks, start_attnd
 
 try:  # the real client when it is there (pip install tritonclient[http])
     import tritonclient.http as httpclient
@@ -36,34 +36,7 @@ except ImportError:
     import tritonclient.http as httpclient
     REAL = False
 
-failures = []
-passed = 0
-
-
-def check(ok, what):
-    global passed
-    if ok:
-        passed += 1
-    else:
-        failures.append(what)
-        print("FAIL: " + what)
-    return ok
-
-
-def start(attnd, models, log_path):
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("ATTND_") or k.startswith("ATTND_BLAS_")}
-    args = [attnd, "--listen", "127.0.0.1:0"] + (["--models", models] if models else [])
-    log = open(log_path, "w")
-    proc = subprocess.Popen(args, stdout=log, stderr=log, env=env)
-    t0 = time.time()
-    while time.time() - t0 < 20:
-        m = re.search(r" listening .*port=(\d+)", open(log_path).read())
-        if m:
-            return proc, int(m.group(1))
-        time.sleep(0.02)
-    proc.kill()
-    sys.exit("v2_client: attnd did not start; see " + log_path)
+check = Checks()
 
 
 def v1(port, model, tensors, fields):
@@ -120,8 +93,9 @@ def main():
     args = ap.parse_args()
     rng = np.random.default_rng(15)
     with tempfile.TemporaryDirectory() as tmp:
-        proc, port = start(os.path.abspath(args.attnd), args.models,
-                           os.path.join(tmp, "attnd.log"))
+        proc, port = start_attnd(os.path.abspath(args.attnd),
+                                 ["--models", args.models] if args.models else [],
+                                 os.path.join(tmp, "attnd.log"), "v2_client")
         try:
             client = httpclient.InferenceServerClient(f"127.0.0.1:{port}")
             t0 = time.time()
@@ -183,8 +157,8 @@ def main():
             proc.send_signal(signal.SIGTERM)
             proc.wait(30)
     print(f"v2_client ({'tritonclient' if REAL else 'tests/server/v2client'}): "
-          f"{len(names)} models, {exact} outputs exact; {passed} passed, {len(failures)} failed")
-    return 1 if failures else 0
+          f"{len(names)} models, {exact} outputs exact; {check.summary()}")
+    return 1 if check.failures else 0
 
 
 if __name__ == "__main__":
