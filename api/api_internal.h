@@ -199,6 +199,18 @@ typedef struct apip_rows_impl {
  * apip_jv_float_row use), *n of them: for tests, which run them all. */
 const apip_rows_impl *apip_rows_impls(size_t *n);
 
+/* A way of encoding and decoding base64 (base64.c): with AVX-512 VBMI, or portable C. */
+typedef struct apip_base64_impl {
+    const char *name;                                       /* "vbmi", "portable" */
+    void (*encode)(char *out, const uint8_t *in, size_t n); /* as api_base64_encode */
+    bool (*decode)(uint8_t *out, size_t *out_len, const char *in,
+                   size_t in_len); /* as api_base64_decode */
+} apip_base64_impl;
+
+/* The base64 implementations this CPU runs, best first (the one api_base64_encode and
+ * api_base64_decode use), *n of them: for tests, which run them all. */
+const apip_base64_impl *apip_base64_impls(size_t *n);
+
 /* True when the number at p is a plain non-negative integer (digits only) that fits in a
  * uint64_t; then *out holds it. (Files' headers; request fields follow apip_jv_int.) */
 bool apip_jv_u64(const char *p, uint64_t *out);
