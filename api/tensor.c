@@ -7,6 +7,10 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#define TENSOR_AVX512 1 /* the finite check with AVX-512 where the CPU has it */
+#include <immintrin.h>
+#endif
 
 #include "api_internal.h"
 
@@ -501,6 +505,49 @@ static int b64_fail(reader *r, const char *path) {
                     "%s is not valid base64 (standard alphabet, '=' padding)", path);
 }
 
+/* True when none of the n float32 values at b (native byte order) is an infinity or a NaN,
+ * except the bit pattern allowed: one branch-free pass, 16 values per step with AVX-512 where
+ * the CPU has it. */
+#ifdef TENSOR_AVX512
+__attribute__((target("avx512f"))) static bool all_finite_avx512(const uint8_t *b, size_t n,
+                                                                 uint32_t allowed) {
+    const __m512i e = _mm512_set1_epi32(0x7F800000), ok = _mm512_set1_epi32((int)allowed);
+    __mmask16 bad = 0;
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512i u = _mm512_loadu_si512(b + 4 * i);
+        bad |= _mm512_mask_cmpneq_epi32_mask(_mm512_cmpeq_epi32_mask(_mm512_and_si512(u, e), e), u,
+                                             ok);
+    }
+    __mmask16 tail = (__mmask16)((1u << (n - i)) - 1);
+    __m512i u = _mm512_maskz_loadu_epi32(tail, b + 4 * i);
+    bad |= _mm512_mask_cmpneq_epi32_mask(
+        _mm512_mask_cmpeq_epi32_mask(tail, _mm512_and_si512(u, e), e), u, ok);
+    return bad == 0;
+}
+#endif
+
+static bool all_finite_bits(const uint8_t *b, size_t n, uint32_t allowed) {
+#ifdef TENSOR_AVX512
+    static int avx512; /* 0 not asked yet, 1 no, 2 yes */
+    int k = __atomic_load_n(&avx512, __ATOMIC_RELAXED);
+    if (!k) {
+        __builtin_cpu_init();
+        k = __builtin_cpu_supports("avx512f") ? 2 : 1;
+        __atomic_store_n(&avx512, k, __ATOMIC_RELAXED);
+    }
+    if (k == 2)
+        return all_finite_avx512(b, n, allowed);
+#endif
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, b + 4 * i, sizeof u);
+        bad |= ((u & 0x7F800000u) == 0x7F800000u) & (u != allowed);
+    }
+    return bad == 0;
+}
+
 static int read_binary(reader *r) {
     const apip_tensor_in *t = r->t;
     char path[160];
@@ -513,16 +560,10 @@ static int read_binary(reader *r) {
         if (!api_base64_decode((uint8_t *)r->f, &got, t->b64.p, (size_t)(t->b64.e - t->b64.p)) ||
             got != total)
             return b64_fail(r, path);
-        /* One branch-free pass (it vectorises), then a search only when something is wrong. */
+        /* One branch-free pass, then a search only when something is wrong. */
         const uint8_t *b = (const uint8_t *)r->f;
         const uint32_t allowed = r->kind == APIP_TENSOR_BIAS ? 0xFF800000u : 0; /* -inf */
-        uint32_t bad = 0;
-        for (size_t i = 0; i < t->count; i++) {
-            uint32_t u;
-            memcpy(&u, b + 4 * i, sizeof u);
-            bad |= ((u & 0x7F800000u) == 0x7F800000u) & (u != allowed);
-        }
-        if (bad)
+        if (!all_finite_bits(b, t->count, allowed))
             return check_values(r, b, t->count);
         r->at = t->count;
         return 0;

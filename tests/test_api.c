@@ -1099,6 +1099,60 @@ static void test_base64_impls(void) {
     }
 }
 
+/* Base64 tensors' values: an infinity or a NaN at any place of tensors of many lengths (the
+ * check works 16 values at a time, then the rest) is refused with its index; -inf is allowed
+ * in attn_bias, +inf is not. */
+static void test_base64_finite(void) {
+    static const uint32_t nonfinite[] = {0x7F800000u, 0xFF800000u, 0x7FC00000u, 0xFFFFFFFFu};
+    api_limits lim = api_limits_default();
+    size_t bad = 0, tried = 0;
+    for (size_t n = 1; n <= 70; n += n < 40 ? 1 : 15) {
+        float *x = malloc(n * n * sizeof *x);
+        for (size_t p = 0; p < n; p++) {
+            for (size_t i = 0; i < n; i++)
+                x[i] = (float)i * 0.25f - 1.0f;
+            uint32_t u = nonfinite[(n + p) % 4];
+            memcpy(&x[p], &u, sizeof u);
+            sb b = {0};
+            size_t dims[2] = {n, 1};
+            sb_add(&b, "{\"query\":");
+            sb_tensor_b64(&b, x, dims, 2);
+            sb_add(&b, ",\"params\":{\"init\":\"identity\",\"num_heads\":1}}");
+            api_error e = {0};
+            api_job *job = api_job_parse(API_OP_ATTENTION, b.s, b.n, NULL, &lim, &e);
+            char want[64];
+            snprintf(want, sizeof want, " at [%zu][0];", p);
+            bad += job != NULL || strcmp(e.code, "non_finite") != 0 || !strstr(e.message, want);
+            api_job_destroy(job);
+            /* the same place in a bias: -inf goes, +inf does not */
+            for (int sign = 0; sign < 2; sign++) {
+                for (size_t i = 0; i < n * n; i++)
+                    x[i] = 0.5f;
+                u = sign ? 0xFF800000u : 0x7F800000u;
+                memcpy(&x[p * n + (p + 1) % n], &u, sizeof u);
+                b.n = 0;
+                size_t one[2] = {n, 1}, nn[2] = {n, n};
+                float *q = calloc(n, sizeof *q);
+                sb_add(&b, "{\"query\":");
+                sb_tensor_b64(&b, q, one, 2);
+                sb_add(&b, ",\"attn_bias\":");
+                sb_tensor_b64(&b, x, nn, 2);
+                sb_add(&b, ",\"params\":{\"init\":\"identity\",\"num_heads\":1}}");
+                free(q);
+                e = (api_error){0};
+                job = api_job_parse(API_OP_ATTENTION, b.s, b.n, NULL, &lim, &e);
+                bad += sign ? (n > 1 && job == NULL) : job != NULL;
+                api_job_destroy(job);
+            }
+            free(b.s);
+            tried++;
+        }
+        free(x);
+    }
+    CHECK(bad == 0, "%zu wrong answers for base64 tensors with a non-finite value at %zu places",
+          bad, tried);
+}
+
 /* ---- JSON reader -------------------------------------------------------------------------- */
 
 static bool json_ok(const char *s, size_t n) {
@@ -3789,6 +3843,7 @@ int main(int argc, char **argv) {
     test_rows_count();
     test_base64();
     test_base64_impls();
+    test_base64_finite();
     test_json();
     test_errors_and_buffers();
     test_registry();
