@@ -8,9 +8,10 @@
  *   - vbmi (AVX-512 VBMI): 48 bytes to 64 characters, and back, per step. Encoding places each
  *     3-byte group in a 32-bit lane, cuts the four 6-bit fields out with one multishift and looks
  *     them up in the alphabet with one byte permute. Decoding looks all 64 characters up in a
- *     128-entry table (two-register byte permute; a character outside the alphabet, or above
- *     127, leaves its high bit set), packs each lane's four 6-bit values with two multiply-adds
- *     and gathers the 48 bytes with a byte permute. The portable code does what is left: the
+ *     128-entry table by their low 7 bits (two-register byte permute; a character outside the
+ *     alphabet gets 0xFF), flags any lane where the value or the character itself (above 127)
+ *     has its high bit set, packs each lane's four 6-bit values with two multiply-adds and
+ *     gathers the 48 bytes with a byte permute. The portable code does what is left: the
  *     tail, and the last group with its padding.
  * Both are measured side by side in bench/RESULTS.md (run of 2026-11-30 19:40 UTC). */
 #include <pthread.h>
@@ -309,26 +310,23 @@ static bool decode_portable(uint8_t *out, size_t *out_len, const char *in, size_
 #ifdef B64_VBMI
 #define VBMI_TARGET __attribute__((target("avx512f,avx512bw,avx512vbmi")))
 
-/* The byte permutes' indices (built once with the pairs table). */
-static uint8_t enc_spread[64]; /* 48 bytes to 16 lanes of [b1 b0 b2 b1] */
-static uint8_t dec_gather[64]; /* 16 lanes' 24-bit values to 48 bytes, big-endian each */
-static pthread_once_t vbmi_once = PTHREAD_ONCE_INIT;
-
-static void vbmi_init(void) {
-    for (unsigned g = 0; g < 16; g++) {
-        enc_spread[4 * g] = (uint8_t)(3 * g + 1);
-        enc_spread[4 * g + 1] = (uint8_t)(3 * g);
-        enc_spread[4 * g + 2] = (uint8_t)(3 * g + 2);
-        enc_spread[4 * g + 3] = (uint8_t)(3 * g + 1);
-        for (unsigned r = 0; r < 3; r++)
-            dec_gather[3 * g + r] = (uint8_t)(4 * g + 2 - r);
-    }
-}
+/* The byte permutes' indices. enc_spread: 48 bytes to 16 lanes of [b1 b0 b2 b1] (lane g holds
+ * bytes 3g+1, 3g, 3g+2, 3g+1). dec_gather: 16 lanes' 24-bit values to 48 bytes, most significant
+ * first (output byte 3g+r is byte 2-r of lane g); the last 16 entries are unused. */
+static const uint8_t enc_spread[64] = {
+    1,  0,  2,  1,  4,  3,  5,  4,  7,  6,  8,  7,  10, 9,  11, 10, 13, 12, 14, 13, 16, 15,
+    17, 16, 19, 18, 20, 19, 22, 21, 23, 22, 25, 24, 26, 25, 28, 27, 29, 28, 31, 30, 32, 31,
+    34, 33, 35, 34, 37, 36, 38, 37, 40, 39, 41, 40, 43, 42, 44, 43, 46, 45, 47, 46,
+};
+static const uint8_t dec_gather[64] = {
+    2,  1,  0,  6,  5,  4,  10, 9,  8,  14, 13, 12, 18, 17, 16, 22, 21, 20, 26, 25, 24, 30,
+    29, 28, 34, 33, 32, 38, 37, 36, 42, 41, 40, 46, 45, 44, 50, 49, 48, 54, 53, 52, 58, 57,
+    56, 62, 61, 60, 0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,
+};
 
 /* Encodes n bytes, 48 at a time, then the rest (a whole number of 3-byte groups went before it,
  * so the portable code finishes it as if from the start). */
 VBMI_TARGET static void encode_vbmi(char *out, const uint8_t *in, size_t n) {
-    pthread_once(&vbmi_once, vbmi_init);
     const __m512i spread = _mm512_loadu_si512(enc_spread);
     const __m512i alphabet = _mm512_loadu_si512(b64_alphabet);
     /* In a lane holding bytes b1 b0 b2 b1 (bits 0-7, 8-15, 16-23, 24-31), the four characters'
@@ -350,7 +348,6 @@ VBMI_TARGET static bool decode_vbmi(uint8_t *out, size_t *out_len, const char *i
         *out_len = 0;
     if (in_len % 4 != 0)
         return false;
-    pthread_once(&vbmi_once, vbmi_init);
     const __m512i lo = _mm512_loadu_si512(b64_value), hi = _mm512_loadu_si512(b64_value + 64);
     const __m512i gather = _mm512_loadu_si512(dec_gather);
     const __m512i w16 = _mm512_set1_epi32(0x01400140), w32 = _mm512_set1_epi32(0x00011000);
@@ -359,6 +356,7 @@ VBMI_TARGET static bool decode_vbmi(uint8_t *out, size_t *out_len, const char *i
     for (; i + 64 < in_len; i += 64, o += 48) {
         __m512i c = _mm512_loadu_si512(in + i);
         __m512i v = _mm512_permutex2var_epi8(lo, c, hi);
+        /* the table flags a character outside the alphabet; its own high bit one above 127 */
         bad |= _mm512_movepi8_mask(_mm512_or_si512(c, v));
         v = _mm512_madd_epi16(_mm512_maddubs_epi16(v, w16), w32); /* a<<18 | b<<12 | c<<6 | d */
         _mm512_mask_storeu_epi8(out + o, 0x0000FFFFFFFFFFFFULL, _mm512_permutexvar_epi8(gather, v));

@@ -155,8 +155,10 @@ def curl_w3(port, body_file, log, n):
             capture_output=True, text=True, timeout=120).stdout.split()
         if out[0] != "200":
             raise RuntimeError(f"curl W3: HTTP {out[0]}")
-        time.sleep(0.05)  # the access line is written when the request completes
-        a = access_line(log, rid)
+        a, t0 = None, time.monotonic()  # the access line is written when the request completes
+        while a is None and time.monotonic() - t0 < 2:
+            time.sleep(0.02)
+            a = access_line(log, rid)
         if i and a:
             rows.append({"total_ms": float(out[1]) * 1e3, "compute_ms": float(a["compute_ms"]),
                          "parse_ms": float(a["parse_ms"]), "encode_ms": float(a["encode_ms"]),
