@@ -186,6 +186,24 @@ const char *apip_num_row_check(const char *p, const char *e);
  * nested value or string, one less than its elements. Reads exactly [p, e). */
 long apip_num_row_commas(const char *p, const char *e);
 
+/* Instruction sets the SIMD paths of api/ need (cpu.c), as bits for apip_cpu_has. */
+enum {
+    APIP_CPU_AVX512F = 1u << 0,
+    APIP_CPU_AVX512BW = 1u << 1,
+    APIP_CPU_AVX512DQ = 1u << 2,
+    APIP_CPU_AVX512VL = 1u << 3,
+    APIP_CPU_AVX512CD = 1u << 4,
+    APIP_CPU_AVX512VBMI = 1u << 5,
+    APIP_CPU_AVX512VBMI2 = 1u << 6,
+    APIP_CPU_BMI = 1u << 7,
+    APIP_CPU_BMI2 = 1u << 8,
+    APIP_CPU_POPCNT = 1u << 9,
+};
+
+/* True when this CPU has every instruction set in features (a set of APIP_CPU_ bits; asked once,
+ * then cached; thread-safe). Always false off x86-64 or without GCC's or clang's builtins. */
+bool apip_cpu_has(unsigned features);
+
 /* A way of checking and reading rows of numbers (rows.c): with AVX-512, SSE2, or neither. */
 typedef struct apip_rows_impl {
     const char *name;                                   /* "avx512", "sse2", "portable" */

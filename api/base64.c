@@ -381,21 +381,13 @@ static const apip_base64_impl impls[] = {
     {"portable", encode_portable, decode_portable},
 };
 
-/* Index of the best of impls this CPU runs (asked once; the answer never changes). */
+/* Index of the best of impls this CPU runs. */
 static size_t best_impl(void) {
-    static int known; /* 0 not asked yet, else 1 + the index */
-    int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
-    if (!k) {
-        k = 1;
 #ifdef B64_VBMI
-        __builtin_cpu_init();
-        if (!(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-              __builtin_cpu_supports("avx512vbmi")))
-            k = 2;
+    if (!apip_cpu_has(APIP_CPU_AVX512F | APIP_CPU_AVX512BW | APIP_CPU_AVX512VBMI))
+        return 1;
 #endif
-        __atomic_store_n(&known, k, __ATOMIC_RELAXED);
-    }
-    return (size_t)k - 1;
+    return 0;
 }
 
 const apip_base64_impl *apip_base64_impls(size_t *n) {

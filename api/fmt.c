@@ -451,26 +451,11 @@ floats_write_avx512(char *o, const float *v, size_t n) {
     }
     return o;
 }
-
-/* Whether this CPU runs floats_write_avx512 (asked once). */
-static bool have_avx512(void) {
-    static int known; /* 0 not asked yet, 1 yes, 2 no */
-    int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
-    if (!k) {
-        __builtin_cpu_init();
-        k = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-                    __builtin_cpu_supports("avx512cd")
-                ? 1
-                : 2;
-        __atomic_store_n(&known, k, __ATOMIC_RELAXED);
-    }
-    return k == 1;
-}
 #endif
 
 char *apip_floats_write(char *o, const float *v, size_t n) {
 #ifdef FMT_AVX512
-    if (n >= 8 && have_avx512())
+    if (n >= 8 && apip_cpu_has(APIP_CPU_AVX512F | APIP_CPU_AVX512DQ | APIP_CPU_AVX512CD))
         return floats_write_avx512(o, v, n);
 #endif
     for (size_t i = 0; i < n; i++) {

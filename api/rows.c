@@ -657,24 +657,15 @@ static const apip_rows_impl impls[] = {
     {"portable", NULL, row_bytewise, commas_bytewise},
 };
 
-/* Index of the best of impls this CPU runs (asked once; the answer never changes). */
+/* Index of the best of impls this CPU runs. */
 static size_t best_impl(void) {
-    static int known; /* 0 not asked yet, else 1 + the index */
-    int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
-    if (!k) {
-        k = 1;
 #ifdef ROWS_AVX512
-        __builtin_cpu_init();
-        if (!(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-              __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
-              __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512vbmi2") &&
-              __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2") &&
-              __builtin_cpu_supports("popcnt")))
-            k = 2;
+    if (!apip_cpu_has(APIP_CPU_AVX512F | APIP_CPU_AVX512BW | APIP_CPU_AVX512DQ | APIP_CPU_AVX512VL |
+                      APIP_CPU_AVX512VBMI | APIP_CPU_AVX512VBMI2 | APIP_CPU_BMI | APIP_CPU_BMI2 |
+                      APIP_CPU_POPCNT))
+        return 1;
 #endif
-        __atomic_store_n(&known, k, __ATOMIC_RELAXED);
-    }
-    return (size_t)k - 1;
+    return 0;
 }
 
 const apip_rows_impl *apip_rows_impls(size_t *n) {

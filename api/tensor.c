@@ -530,14 +530,7 @@ __attribute__((target("avx512f"))) static bool all_finite_avx512(const uint8_t *
  * plain loop is not vectorised at -O2). */
 static bool all_finite_bits(const uint8_t *b, size_t n, uint32_t allowed) {
 #ifdef TENSOR_AVX512
-    static int avx512; /* 0 not asked yet, 1 no, 2 yes */
-    int k = __atomic_load_n(&avx512, __ATOMIC_RELAXED);
-    if (!k) {
-        __builtin_cpu_init();
-        k = __builtin_cpu_supports("avx512f") ? 2 : 1;
-        __atomic_store_n(&avx512, k, __ATOMIC_RELAXED);
-    }
-    if (k == 2)
+    if (apip_cpu_has(APIP_CPU_AVX512F))
         return all_finite_avx512(b, n, allowed);
 #endif
     uint32_t bad = 0;

@@ -214,6 +214,17 @@ def start_attnd(binary, extra, log):
     return p, port, kernel
 
 
+def stop_all(procs):
+    """Terminates every process of procs, then waits up to 30 s for each before killing it."""
+    for proc in procs:
+        proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
 def start_peer(coretype, log):
     port = free_port()
     env = dict(os.environ, OPENBLAS_CORETYPE=coretype, OMP_NUM_THREADS="1",
@@ -414,13 +425,7 @@ def main():
         load1 = os.getloadavg()[0]
         print("floods done", file=sys.stderr, flush=True)
     finally:
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop_all(procs)
         shutil.rmtree(work, ignore_errors=True)
 
     bad = [f"{k[0]} {k[1]}: {v['non2xx']} non-2xx, errors {v['errors']}"

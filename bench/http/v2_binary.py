@@ -39,7 +39,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run_http_bench import HERE, start_attnd  # noqa: E402
+from run_http_bench import HERE, start_attnd, stop_all  # noqa: E402
 
 
 def b64(a):
@@ -251,11 +251,7 @@ def main():
                       flush=True)
         load1 = os.getloadavg()[0]
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_all([proc])
         shutil.rmtree(work, ignore_errors=True)
 
     med = statistics.median

@@ -29,7 +29,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from run_http_bench import (cpu_seconds, from_b64, post, requests_done, start_attnd,  # noqa: E402
-                            w1_bodies, wrk)
+                            stop_all, w1_bodies, wrk)
 
 
 def same_values(a, b):
@@ -90,13 +90,7 @@ def main():
                           flush=True)
         load1 = os.getloadavg()[0]
     finally:
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(timeout=30)
-            except Exception:
-                proc.kill()
+        stop_all(procs)
         shutil.rmtree(work, ignore_errors=True)
 
     print(f"W1 over HTTP, wrk -t2 -c64 -d{args.seconds}s, {args.rounds} interleaved rounds; "

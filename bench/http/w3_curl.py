@@ -24,7 +24,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run_http_bench import curl_w3, start_attnd, w3_model, workloads  # noqa: E402
+from run_http_bench import curl_w3, start_attnd, stop_all, w3_model, workloads  # noqa: E402
 
 
 def main():
@@ -71,13 +71,7 @@ def main():
                       flush=True)
         load1 = os.getloadavg()[0]
     finally:
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(timeout=30)
-            except Exception:
-                proc.kill()
+        stop_all(procs)
         shutil.rmtree(work, ignore_errors=True)
 
     print(f"W3 with curl, {args.requests} requests per binary and round, {args.rounds} "
