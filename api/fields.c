@@ -7,7 +7,6 @@
  * Legend: N batch, L query length, S key length, E embedding width, H heads, kdim/vdim key and
  * value widths, D/Dv the SDPA query-key and value widths, K the top-k count. */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -26,17 +25,8 @@ static const char *const sdpa_fields[APIP_F_COUNT] = {
     "key_lengths", "key_mask", "attn_mask", "attn_bias", "need_weights", NULL,    "weights_top_k",
     "encoding",    NULL,       NULL};
 
-static int bad(apip_req *r, const char *field, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int bad(apip_req *r, const char *field, const char *fmt, ...) {
-    char msg[sizeof r->err->message];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return api_fail(r->err, 400, "invalid_field", field, "%s", msg);
-}
+/* 400 invalid_field naming field, with a printf-style message; returns -1 (api_fail). */
+#define bad(r, field, ...) api_fail((r)->err, 400, "invalid_field", (field), __VA_ARGS__)
 
 static const char *endpoint(const apip_req *r) {
     return r->op == API_OP_SDPA ? "POST /v1/sdpa" : "POST /v1/attention";

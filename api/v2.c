@@ -16,7 +16,6 @@
  * (v2_reply.c).
  *
  * Legend: N batch, L query length, S key length, E embedding width, H heads, K top-k count. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -227,16 +226,8 @@ typedef struct v2p {
     apip_v2_reply reply;
 } v2p;
 
-static int bad(v2p *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static int bad(v2p *c, const char *fmt, ...) {
-    char msg[sizeof c->err->message];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return api_fail(c->err, 400, "invalid_field", NULL, "%s", msg);
-}
+/* 400 invalid_field with a printf-style message; returns -1 (api_fail). */
+#define bad(c, ...) api_fail((c)->err, 400, "invalid_field", NULL, __VA_ARGS__)
 
 /* The decoded key of a member, cut to fit, for messages. */
 static void key_str(apip_span key, char *out, size_t cap) {
