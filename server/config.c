@@ -48,6 +48,7 @@ void srv_config_init(srv_config *cfg) {
     cfg->log_format = SRV_LOG_TEXT;
     cfg->batch_window_us = 200; /* bench/RESULTS.md: the measurements behind both */
     cfg->max_batch_tokens = 4096;
+    cfg->inline_max_flops = 2000000; /* bench/RESULTS.md: tiny jobs on the HTTP thread */
 }
 
 /* ---- The options -------------------------------------------------------------------------- */
@@ -104,7 +105,8 @@ static const opt OPTS[] = {
     {"--max-depth", "ATTND_MAX_DEPTH", "N", OPT_COUNT, FIELD(max_depth), 1, 1024, "64",
      "deepest nesting of arrays and objects in a request body (400 beyond; requests need 6)"},
     {"--max-queue", "ATTND_MAX_QUEUE", "N", OPT_COUNT, FIELD(max_queue), 1, 1000000, "128",
-     "jobs waiting for a worker; when full, 503 with Retry-After at once"},
+     "jobs waiting for a worker (and tiny jobs computing on an HTTP thread); when full, 503 "
+     "with Retry-After at once"},
     {"--max-unsent-bytes", "ATTND_MAX_UNSENT_BYTES", "SIZE", OPT_BYTES, FIELD(max_unsent_bytes),
      1024, (double)((size_t)1 << 42), "256M",
      "replies not yet sent, all together: each job's reply is reserved at its bound before "
@@ -129,6 +131,10 @@ static const opt OPTS[] = {
      "batch attention jobs (/v1/attention, /v2 models) on the same model: wait up to USEC after a "
      "job arrives for more "
      "while others are in flight (0 = no batching)"},
+    {"--inline-max-flops", "ATTND_INLINE_MAX_FLOPS", "N", OPT_COUNT, FIELD(inline_max_flops), 0,
+     1000000000, "2000000",
+     "a job of at most N FLOP (usage.flops) runs at once on the HTTP thread that read it, not "
+     "handed to a worker, when no job is queued (0 = never)"},
     {"--max-batch-tokens", "ATTND_MAX_BATCH_TOKENS", "N", OPT_COUNT, FIELD(max_batch_tokens), 1,
      1 << 24, "4096", "query rows (N*L) one batch takes at most"},
     {"--api-key-file", "ATTND_API_KEY_FILE", "PATH", OPT_KEY_FILE, 0, 0, 0, "none",

@@ -125,15 +125,15 @@ static void req_unref(http_req *r) {
     free(r);
 }
 
-/* A worker's result: the reply's reservation comes down to the capacity of the buffer that holds
- * it (all of it, when the job ended in an error: error bodies are not counted). A buffer larger
- * than the reservation (never, as api_job_respond sizes it) must fit the budget for the rest,
- * else the reply is replaced by 503 reply_budget. */
-static void on_job_done(srv_job *sj) {
-    http_req *r = sj->owner;
+/* A job's result, on the thread that computed it: the reply's reservation comes down to the
+ * capacity of the buffer that holds it (all of it, when the job ended in an error: error bodies
+ * are not counted). A buffer larger than the reservation (never, as api_job_respond sizes it)
+ * must fit the budget for the rest, else the reply is replaced by 503 reply_budget. */
+static void job_settle(http_req *r) {
+    srv_job *sj = &r->sj;
     srv_http *h = r->h;
-    /* A v2 reply: its JSON part's length, then the coding the client accepts (here, on the
-     * worker's thread: the HTTP threads never compute). */
+    /* A v2 reply: its JSON part's length, then the coding the client accepts (here, where the
+     * job ran: a worker, or for a tiny job this HTTP thread). */
     if (sj->status == 200 && !sj->body.failed && r->route == SRV_ROUTE_V2_INFER) {
         r->json_len = sj->body.len - (r->binary_bytes < sj->body.len ? r->binary_bytes : 0);
         if (srv_coding_encode(r->reply_coding, &sj->body))
@@ -157,11 +157,19 @@ static void on_job_done(srv_job *sj) {
         sj->error = e;
         snprintf(sj->code, sizeof sj->code, "%s", e.code);
     }
+}
+
+/* A worker's result: settled, then the suspended connection resumes to send it. */
+static void on_job_done(srv_job *sj) {
+    http_req *r = sj->owner;
+    job_settle(r);
     pthread_mutex_lock(&r->mu);
     MHD_resume_connection(r->conn);
     pthread_mutex_unlock(&r->mu);
     req_unref(r);
 }
+
+static enum MHD_Result on_job_result(http_req *r);
 
 static enum MHD_Result on_body_complete(srv_http *h, http_req *r) {
     srv_conn_set(h->conns, r->track, SRV_CONN_ARRIVED);
@@ -238,9 +246,16 @@ static enum MHD_Result on_body_complete(srv_http *h, http_req *r) {
     r->sj.op = op;
     r->sj.deadline = r->t_start + h->cfg->request_timeout;
     r->sj.done = on_job_done;
+    /* A tiny job runs here and now when no job waits (--inline-max-flops): no hand-off to a
+     * worker, no suspend and resume. */
+    int rc = srv_workers_run_inline(h->workers, &r->sj);
+    if (rc == SRV_OK) {
+        job_settle(r);
+        return on_job_result(r);
+    }
     atomic_fetch_add(&r->refs, 1);
     pthread_mutex_lock(&r->mu);
-    int rc = srv_workers_submit(h->workers, &r->sj);
+    rc = rc == SRV_CLOSED ? rc : srv_workers_submit(h->workers, &r->sj);
     if (rc == SRV_OK) {
         MHD_suspend_connection(r->conn);
         r->state = REQ_QUEUED;

@@ -201,7 +201,8 @@ static void log_settings(const srv_config *cfg, const srv_log *log, const api_li
                        SRV_INT("http_threads", cfg->http_threads),
                        SRV_INT("cores", sysconf(_SC_NPROCESSORS_ONLN)),
                        SRV_INT("batch_window_us", cfg->batch_window_us),
-                       SRV_INT("max_batch_tokens", cfg->max_batch_tokens)};
+                       SRV_INT("max_batch_tokens", cfg->max_batch_tokens),
+                       SRV_INT("inline_max_flops", cfg->inline_max_flops)};
         srv_log_write(log, "info", "threads", kv, sizeof kv / sizeof kv[0]);
     }
     {
@@ -276,6 +277,7 @@ static int start(const srv_config *cfg, const srv_log *log, attnd *a) {
     }
     srv_workers_set_batching(a->workers, (double)cfg->batch_window_us * 1e-6, cfg->max_batch_tokens,
                              cfg->max_job_bytes);
+    srv_workers_set_inline(a->workers, (double)cfg->inline_max_flops);
     log_settings(cfg, log, &a->limits);
     srv_http_set_ready(a->http, a->models, &a->limits, a->workers);
     srv_log_write(log, "info", "ready", NULL, 0);

@@ -57,6 +57,7 @@ typedef enum srv_status {
     SRV_QUEUE_FULL = -3,    /* srv_workers_submit: max_queue jobs are waiting */
     SRV_CLOSED = -4,        /* srv_workers_submit: the queue takes no more jobs (draining) */
     SRV_VERSION_ASKED = -5, /* srv_config_parse: --version was given */
+    SRV_NOT_INLINE = -6,    /* srv_workers_run_inline: the job is for a worker */
 } srv_status;
 
 /* Caller-owned error record; fixed size. msg is one line a user can act on. */
@@ -112,6 +113,7 @@ typedef struct srv_config {
     srv_log_format log_format;
     size_t batch_window_us;  /* how long a batch waits for more jobs; 0 = no batching */
     size_t max_batch_tokens; /* query rows (N*L) one batch takes at most */
+    size_t inline_max_flops; /* jobs up to this run on their HTTP thread; 0 = never */
     size_t max_depth;        /* deepest nesting of arrays and objects in a body (400 beyond) */
     double read_timeout;     /* seconds one request may take to arrive, headers and body, from
                                 its first byte; 0 = no limit */
@@ -327,7 +329,20 @@ void srv_workers_set_batching(srv_workers *w, double window_s, size_t max_tokens
  * thread). SRV_QUEUE_FULL or SRV_CLOSED: nothing was taken; the caller still owns job->job. */
 int srv_workers_submit(srv_workers *w, srv_job *job);
 
-/* Jobs waiting, and jobs a worker is running. */
+/* Lets srv_workers_run_inline run jobs of at most max_flops (api_job_flops) on the caller's
+ * thread; 0 (the default) never does. */
+void srv_workers_set_inline(srv_workers *w, double max_flops);
+
+/* Runs job at once on the calling thread, without queueing it, when it is tiny: its flops are
+ * within srv_workers_set_inline's bound, its parameters cost nothing more to make
+ * (api_job_params_cheap), and no job is waiting in the queue (so a tiny job never overtakes
+ * one that waits, and queued work keeps forming batches). While it runs it counts as running
+ * (stats, wait_idle). SRV_OK: it ran; job->job is consumed and job's result fields (status,
+ * body, times) are set, but job->done is NOT called: the caller answers from them.
+ * SRV_NOT_INLINE or SRV_CLOSED: nothing was done; submit it (SRV_CLOSED: it would be refused). */
+int srv_workers_run_inline(srv_workers *w, srv_job *job);
+
+/* Jobs waiting, and jobs a worker (or srv_workers_run_inline) is running. */
 void srv_workers_stats(srv_workers *w, size_t *queued, size_t *running);
 
 /* From now on submit returns SRV_CLOSED; queued jobs still run. */

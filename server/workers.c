@@ -29,6 +29,17 @@
  *
  * Why 200 us and 4096 rows: bench/RESULTS.md, the same section.
  *
+ * Tiny jobs (--inline-max-flops)
+ * ------------------------------
+ * A job of at most --inline-max-flops (usage.flops; parameters that cost nothing more to make:
+ * api_job_params_cheap) that finds no job queued is not queued at all: srv_workers_run_inline
+ * computes it on the HTTP thread that parsed it, and that thread answers it at once. A hand-off
+ * costs a worker's wake-up and the connection's suspend and resume, several system calls that on
+ * a job of W1's size (0.6 MFLOP) cost more than the job; bench/RESULTS.md, "Tiny jobs on the
+ * HTTP thread", has the measurement. With work queued, a tiny job queues too: it never overtakes
+ * a waiting job, and queued jobs still form batches. It counts as running while it computes, and
+ * holds a queue place, so --max-queue + --threads still bounds the jobs held in memory.
+ *
  * Queue: FIFO, at most --max-queue waiting jobs (submit refuses beyond, and the HTTP side answers
  * 503 at once). A job's deadline is checked when a worker pops it: past it, the job is answered
  * 503 and never computed. Shutdown: close() refuses new jobs, wait_idle() lets the queue drain,
@@ -86,6 +97,8 @@ struct srv_workers {
     size_t max_tokens;      /* query rows per batch */
     size_t max_bytes;       /* a batch's workspace cap */
     const api_job **leader; /* (nworkers): the first job of the batch a worker is collecting */
+    double inline_flops;    /* srv_workers_set_inline; 0 = off */
+    size_t inlined;         /* jobs srv_workers_run_inline is running: each holds a queue place */
 };
 
 static void result_error(result *r, const api_error *e) {
@@ -97,7 +110,8 @@ static void result_error(result *r, const api_error *e) {
     api_error_body(e, &r->body);
 }
 
-static void hand_back(srv_job *job, result *r) {
+/* Moves a result into its job. */
+static void take_result(srv_job *job, result *r) {
     job->status = r->status;
     memcpy(job->code, r->code, sizeof job->code);
     job->error = r->error;
@@ -105,6 +119,10 @@ static void hand_back(srv_job *job, result *r) {
     job->queue_ms = r->queue_ms;
     job->compute_ms = r->compute_ms;
     job->encode_ms = r->encode_ms;
+}
+
+static void hand_back(srv_job *job, result *r) {
+    take_result(job, r);
     job->done(job);
 }
 
@@ -273,6 +291,19 @@ static size_t pop_batch(srv_workers *w, worker_arg *a) {
     return n;
 }
 
+/* With the lock held: n running jobs have ended. */
+static void finished(srv_workers *w, size_t n) {
+    w->running -= n;
+    pthread_cond_broadcast(&w->idle);
+    /* A collecting worker waits only while other jobs are in flight: tell it. */
+    for (size_t i = 0; i < w->nworkers; i++) {
+        if (w->leader[i]) {
+            pthread_cond_broadcast(&w->work);
+            break;
+        }
+    }
+}
+
 static void *worker_main(void *arg) {
     worker_arg *a = arg;
     srv_workers *w = a->w;
@@ -302,15 +333,7 @@ static void *worker_main(void *arg) {
                 api_buf_free(&it[i].r.body);
         }
         pthread_mutex_lock(&w->mu);
-        w->running -= n;
-        pthread_cond_broadcast(&w->idle);
-        /* A collecting worker waits only while other jobs are in flight: tell it. */
-        for (size_t i = 0; i < w->nworkers; i++) {
-            if (w->leader[i]) {
-                pthread_cond_broadcast(&w->work);
-                break;
-            }
-        }
+        finished(w, n);
     }
     pthread_mutex_unlock(&w->mu);
     return NULL;
@@ -379,7 +402,7 @@ int srv_workers_submit(srv_workers *w, srv_job *job) {
     int rc = SRV_OK;
     if (w->closed) {
         rc = SRV_CLOSED;
-    } else if (w->queued >= w->max_queue) {
+    } else if (w->queued + w->inlined >= w->max_queue) {
         rc = SRV_QUEUE_FULL;
     } else {
         job->next = NULL;
@@ -397,6 +420,43 @@ int srv_workers_submit(srv_workers *w, srv_job *job) {
     }
     pthread_mutex_unlock(&w->mu);
     return rc;
+}
+
+void srv_workers_set_inline(srv_workers *w, double max_flops) {
+    pthread_mutex_lock(&w->mu);
+    w->inline_flops = max_flops > 0 ? max_flops : 0;
+    pthread_mutex_unlock(&w->mu);
+}
+
+int srv_workers_run_inline(srv_workers *w, srv_job *job) {
+    pthread_mutex_lock(&w->mu);
+    int rc = SRV_OK;
+    if (w->closed)
+        rc = SRV_CLOSED;
+    else if (w->queued || w->inlined >= w->max_queue ||
+             !(api_job_flops(job->job) <= w->inline_flops) || !api_job_params_cheap(job->job))
+        rc = SRV_NOT_INLINE;
+    else /* seen by wait_idle, stats and a collecting worker as a worker's job, and holding a
+            queue place (so that --max-queue + --threads still bounds the jobs in memory) */
+        w->running++, w->inlined++;
+    pthread_mutex_unlock(&w->mu);
+    if (rc != SRV_OK)
+        return rc;
+    job->t_queued = srv_now();
+    batch_item it = {.job = job,
+                     .aj = job->job,
+                     .op = job->op,
+                     .t_queued = job->t_queued,
+                     .deadline = job->deadline};
+    job->job = NULL;
+    run(w, &it, 1);
+    api_job_destroy(it.aj);
+    take_result(job, &it.r);
+    pthread_mutex_lock(&w->mu);
+    w->inlined--;
+    finished(w, 1);
+    pthread_mutex_unlock(&w->mu);
+    return SRV_OK;
 }
 
 void srv_workers_stats(srv_workers *w, size_t *queued, size_t *running) {

@@ -1736,6 +1736,55 @@ static uint64_t sm_next(void) { /* splitmix64, written out again independently *
     return z ^ (z >> 31);
 }
 
+/* params.init weights are kept per thread (API_INIT_CACHE_FLOATS): jobs that alternate seeds,
+ * and kinds of init, on one thread each answer as the registry model of their own weights, bit
+ * for bit, with E = 16 (kept) and E = 264 (over the bound: made in each job's arena). */
+static void test_init_cache(void) {
+    const size_t H = 4, L = 3, es[2] = {16, 264};
+    const uint64_t seeds[5] = {5, 6, 5, 0, 6}; /* 0: "identity" */
+    for (int ei = 0; ei < 2; ei++) {
+        size_t E = es[ei];
+        api_error e = {0};
+        api_registry *reg = api_registry_create();
+        api_registry_add(reg, api_model_init_random("s5", E, H, 5, &e), &e);
+        api_registry_add(reg, api_model_init_random("s6", E, H, 6, &e), &e);
+        float *x = frand_new(L * E), *a = malloc(L * E * sizeof *a), *b = malloc(L * E * sizeof *b);
+        for (int si = 0; si < 5; si++) {
+            uint64_t seed = seeds[si];
+            sb body = {0};
+            sb_add(&body, "{\"query\":");
+            sb_tensor(&body, x, (size_t[]){L, E}, 2);
+            if (seed)
+                sb_add(&body, ",\"params\":{\"init\":\"random\",\"seed\":%llu,\"num_heads\":%zu}}",
+                       (unsigned long long)seed, H);
+            else
+                sb_add(&body, ",\"params\":{\"init\":\"identity\",\"num_heads\":%zu}}", H);
+            json_t *inl = request_str(API_OP_ATTENTION, body.s, reg, &e), *ref = NULL;
+            size_t at = 0, n = L * E;
+            if (seed) { /* the same query on the model of the same weights */
+                body.n = 0;
+                sb_add(&body, "{\"query\":");
+                sb_tensor(&body, x, (size_t[]){L, E}, 2);
+                sb_add(&body, ",\"model\":\"s%llu\"}", (unsigned long long)seed);
+                ref = request_str(API_OP_ATTENTION, body.s, reg, &e);
+                CHECK(inl && ref && flatten(json_object_get(inl, "output"), a, n) == n &&
+                          flatten(json_object_get(ref, "output"), b, n) == n &&
+                          same_bits(a, b, n, &at),
+                      "init cache: E %zu, request %d (seed %llu) differs from its model (at %zu)",
+                      E, si, (unsigned long long)seed, at);
+            } else { /* identity (checked in test_init_models); here it replaces the kept
+                        weights between two "random" jobs */
+                CHECK(inl != NULL, "init cache: E %zu, identity: %s", E, e.message);
+            }
+            json_decref(inl);
+            json_decref(ref);
+            free(body.s);
+        }
+        free(x), free(a), free(b);
+        api_registry_destroy(reg);
+    }
+}
+
 static void test_init_models(void) {
     api_error e = {0};
     const size_t E = 16, H = 4;
@@ -3865,6 +3914,7 @@ int main(int argc, char **argv) {
     test_bitwise_cross();
     test_bitwise_self();
     test_init_models();
+    test_init_cache();
     test_weights_views();
     test_fully_masked();
     test_limits();

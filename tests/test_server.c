@@ -1729,6 +1729,8 @@ static void test_batching(const char *tokens, size_t slow_l) {
                           tokens,
                           "--max-queue",
                           "256",
+                          "--inline-max-flops", /* tiny jobs queue behind the slow one */
+                          "0",
                           NULL};
     char name[64];
     snprintf(name, sizeof name, "batching-%s", tokens);
@@ -1833,8 +1835,15 @@ static void test_batching(const char *tokens, size_t slow_l) {
  * waiting when that job ends, well before its window has passed. */
 static void test_batch_wait(size_t slow_l) {
     attnd d;
-    const char *args[] = {"--threads", "2", "--pool-threads", "0", "--batch-window-us",
-                          "1000000",   NULL};
+    const char *args[] = {"--threads",
+                          "2",
+                          "--pool-threads",
+                          "0",
+                          "--batch-window-us",
+                          "1000000",
+                          "--inline-max-flops",
+                          "0",
+                          NULL};
     if (!attnd_start(&d, "batch-wait", args, NULL))
         return;
     float *x = rnd_array(4 * 8, 1300), *w = rnd_array(3 * 8 * 8 + 8 * 8, 1301);
@@ -1872,6 +1881,94 @@ static void test_batch_wait(size_t slow_l) {
     free(slow.body);
     free(inline_body), free(demo_body), free(x), free(w), free(q);
     CHECK(attnd_stop(&d, SIGTERM) == 0, "batch-wait daemon: exit status");
+}
+
+/* usage.queue_ms of a reply. */
+static double usage_queue_ms(const reply *r) {
+    json_t *j = json_loads(r->body, 0, NULL);
+    double ms = json_number_value(json_object_get(json_object_get(j, "usage"), "queue_ms"));
+    json_decref(j);
+    return ms;
+}
+
+/* True when two replies hold the same "output", value for value. */
+static bool same_output(const reply *a, const reply *b) {
+    json_t *ja = json_loads(a->body, 0, NULL), *jb = json_loads(b->body, 0, NULL);
+    bool same =
+        ja && jb && json_equal(json_object_get(ja, "output"), json_object_get(jb, "output"));
+    json_decref(ja);
+    json_decref(jb);
+    return same;
+}
+
+/* Tiny jobs (--inline-max-flops, default 2 MFLOP) run on the HTTP thread that read them when no
+ * job is queued: one worker busy with a slow job does not hold them up, a job above the bound
+ * still waits for that worker, and a tiny job that finds the queue non-empty waits its turn.
+ * params.init weights kept per thread give the answers of freshly made ones: "random" with the
+ * demo model's seed answers as the demo model does, another seed differently, and the first
+ * seed again as at first. */
+static void test_inline(size_t slow_l) {
+    attnd d;
+    /* One HTTP thread: every tiny job runs on it, with its one cache of params.init weights. */
+    const char *args[] = {
+        "--threads", "1", "--pool-threads", "0", "--batch-window-us", "0", "--http-threads",
+        "1",         NULL};
+    if (!attnd_start(&d, "inline", args, NULL))
+        return;
+    float *q = rnd_array(16 * 64, 1400);
+    char *demo = dump(json_pack("{s:o}", "query", json_matrix(q, 16, 64)));
+    char *seeded[3];
+    const int seeds[3] = {24301, 7, 24301}; /* 24301: the demo model's weights */
+    for (int i = 0; i < 3; i++)
+        seeded[i] = dump(json_pack("{s:o,s:{s:s,s:i,s:i}}", "query", json_matrix(q, 16, 64),
+                                   "params", "init", "random", "seed", seeds[i], "num_heads", 4));
+    /* Above the bound: 64 rows of E = 64 through a (3E, E) projection and more: > 2 MFLOP. */
+    float *q2 = rnd_array(256 * 64, 1401);
+    char *big = dump(json_pack("{s:o}", "query", json_matrix(q2, 256, 64)));
+
+    reply ref, r[3];
+    post(NULL, d.port, "/v1/attention", demo, &ref);
+    for (int i = 0; i < 3; i++)
+        post(NULL, d.port, "/v1/attention", seeded[i], &r[i]);
+    CHECK(ref.status == 200 && r[0].status == 200 && r[1].status == 200 && r[2].status == 200,
+          "inline: %ld %ld %ld %ld", ref.status, r[0].status, r[1].status, r[2].status);
+    CHECK(same_output(&ref, &r[0]) && same_output(&ref, &r[2]) && !same_output(&ref, &r[1]),
+          "inline: params.init seed 24301 should answer as the demo model, seed 7 otherwise "
+          "(cached weights: %d %d %d)",
+          same_output(&ref, &r[0]), same_output(&ref, &r[2]), !same_output(&ref, &r[1]));
+
+    /* Beside a slow job on the only worker: the tiny job is answered while it still runs. */
+    async_req slow = {0};
+    async_start(&slow, d.port, "/v1/attention", slow_body(slow_l));
+    CHECK(wait_metric(d.port, "attnd_jobs_in_flight", 1, 20), "inline: the slow job never ran");
+    reply t;
+    post(NULL, d.port, "/v1/attention", demo, &t);
+    double in_flight = metric(d.port, "attnd_jobs_in_flight");
+    CHECK(t.status == 200 && same_output(&ref, &t) && usage_queue_ms(&t) < 50 && in_flight >= 1,
+          "inline: a tiny job beside a slow one: status %ld, queued %.1f ms, same answer %d, "
+          "jobs in flight after it %g (the slow job should still run)",
+          t.status, usage_queue_ms(&t), same_output(&ref, &t), in_flight);
+    reply_free(&t);
+    /* A job above the bound queues behind the slow job, and a tiny job then waits behind it. */
+    async_req a = {0}, b = {0};
+    async_start(&a, d.port, "/v1/attention", big);
+    CHECK(wait_metric(d.port, "attnd_queue_depth", 1, 20), "inline: the large job was not queued");
+    async_start(&b, d.port, "/v1/attention", demo);
+    pthread_join(slow.th, NULL);
+    pthread_join(a.th, NULL);
+    pthread_join(b.th, NULL);
+    double slow_ms = usage_compute_ms(&slow.r);
+    CHECK(
+        slow.r.status == 200 && a.r.status == 200 && b.r.status == 200 && same_output(&ref, &b.r) &&
+            usage_queue_ms(&a.r) > 0.2 * slow_ms && usage_queue_ms(&b.r) > 0.2 * slow_ms,
+        "inline: behind a slow job of %.0f ms, a large job queued %.1f ms and a tiny one after "
+        "it %.1f ms (both should wait; statuses %ld %ld %ld)",
+        slow_ms, usage_queue_ms(&a.r), usage_queue_ms(&b.r), slow.r.status, a.r.status, b.r.status);
+    reply_free(&slow.r), reply_free(&a.r), reply_free(&b.r), reply_free(&ref);
+    for (int i = 0; i < 3; i++)
+        reply_free(&r[i]), free(seeded[i]);
+    free(slow.body), free(demo), free(big), free(q), free(q2);
+    CHECK(attnd_stop(&d, SIGTERM) == 0, "inline daemon: exit status");
 }
 
 /* ---- Main --------------------------------------------------------------------------------- */
@@ -3024,9 +3121,17 @@ static void test_v2_coded_budget(void) {
 
 static void test_v2_batching(size_t slow_l) {
     attnd d;
-    const char *args[] = {
-        "--threads", "1", "--pool-threads", "0", "--batch-window-us", "100000", "--max-queue",
-        "64",        NULL};
+    const char *args[] = {"--threads",
+                          "1",
+                          "--pool-threads",
+                          "0",
+                          "--batch-window-us",
+                          "100000",
+                          "--max-queue",
+                          "64",
+                          "--inline-max-flops",
+                          "0",
+                          NULL};
     if (!attnd_start(&d, "v2-batching", args, NULL))
         return;
     enum { K = 6 };
@@ -3198,6 +3303,7 @@ int main(int argc, char **argv) {
         test_batching("4096", slow_l ? slow_l : 8192);
         test_batching("48", slow_l ? slow_l : 8192);
         test_batch_wait(slow_l ? slow_l : 12288);
+        test_inline(slow_l ? slow_l : 8192);
         test_v2_batching(slow_l ? slow_l : 8192);
     }
 
