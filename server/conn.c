@@ -65,20 +65,19 @@ static uint64_t socket_rx_bytes(int fd) {
     return ti.tcpi_bytes_received;
 }
 
-/* With mu held: makes c idle from now (its reply has gone). */
-static void conn_idle_locked(srv_conn *c) {
-    c->state = SRV_CONN_IDLE;
-    c->since = srv_now();
-    c->rx_mark = socket_rx_bytes(c->fd);
-}
-
 void srv_conn_set(srv_conns *cs, srv_conn *c, srv_conn_state state) {
     if (!c)
         return;
+    /* Idle from now (its reply has gone): the socket's byte count is read before the lock is
+     * taken, so that the other HTTP threads never wait on this system call. A byte that comes
+     * between the two counts as the next request's, as it is. */
+    uint64_t rx = state == SRV_CONN_IDLE ? socket_rx_bytes(c->fd) : 0;
     pthread_mutex_lock(&cs->mu);
     c->head = false; /* the headers have been handed over, or the request is done */
     if (state == SRV_CONN_IDLE) {
-        conn_idle_locked(c);
+        c->state = SRV_CONN_IDLE;
+        c->since = srv_now();
+        c->rx_mark = rx;
     } else if (state == SRV_CONN_READING) {
         if (c->state != SRV_CONN_READING)
             c->since = srv_now();

@@ -44,6 +44,70 @@ static void putf(line *l, const char *fmt, ...) {
         put(l, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
 }
 
+/* v in decimal at o; returns the end. */
+static char *put_u64(char *o, unsigned long long v) {
+    char tmp[20];
+    int n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n)
+        *o++ = tmp[--n];
+    return o;
+}
+
+/* An integer field's value, as "%lld" writes it. */
+static void put_int(line *l, long long v) {
+    char tmp[24], *o = tmp;
+    if (v < 0)
+        *o++ = '-';
+    o = put_u64(o, v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v);
+    put(l, tmp, (size_t)(o - tmp));
+}
+
+/* A number field's value with 3 decimals: by hand for the times a line carries (finite, in
+ * [0, 1e12)), the last digit rounded half up from the double's product by 1000 rather than
+ * printf's exact decimal; otherwise as "%.3f". */
+static void put_num(line *l, double d) {
+    if (!(d >= 0 && d < 1e12)) {
+        putf(l, "%.3f", d);
+        return;
+    }
+    unsigned long long m = (unsigned long long)(d * 1000.0 + 0.5);
+    char tmp[24], *o = put_u64(tmp, m / 1000);
+    unsigned frac = (unsigned)(m % 1000);
+    o[0] = '.';
+    o[1] = (char)('0' + frac / 100);
+    o[2] = (char)('0' + frac / 10 % 10);
+    o[3] = (char)('0' + frac % 10);
+    put(l, tmp, (size_t)(o + 4 - tmp));
+}
+
+/* The line's time, "2026-11-30T21:14:31.684Z" (UTC, milliseconds), into ts (at least 25 bytes);
+ * the text up to the seconds is made once per second per thread. */
+static void timestamp(char *ts) {
+    static _Thread_local time_t last_sec = -1;
+    static _Thread_local char last[24];
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    if (tv.tv_sec != last_sec) {
+        struct tm tm;
+        gmtime_r(&tv.tv_sec, &tm);
+        if (strftime(last, sizeof last, "%Y-%m-%dT%H:%M:%S", &tm) != 19)
+            memcpy(last, "0000-00-00T00:00:00", 20);
+        last_sec = tv.tv_sec;
+    }
+    unsigned ms = (unsigned)(tv.tv_usec / 1000);
+    memcpy(ts, last, 19);
+    ts[19] = '.';
+    ts[20] = (char)('0' + ms / 100);
+    ts[21] = (char)('0' + ms / 10 % 10);
+    ts[22] = (char)('0' + ms % 10);
+    ts[23] = 'Z';
+    ts[24] = '\0';
+}
+
 /* A JSON string: api_buf_json_string's escaping (invalid UTF-8 as \ufffd), cut after
  * VALUE_MAX_BYTES bytes with "..." at the end. esc is scratch memory. */
 static void put_json_str(line *l, api_buf *esc, const char *s) {
@@ -92,13 +156,8 @@ void srv_log_write(const srv_log *log, const char *level, const char *msg, const
     line l;
     l.len = 0;
     l.cut = false;
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    struct tm tm;
-    gmtime_r(&tv.tv_sec, &tm);
-    char ts[40];
-    size_t tn = strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(ts + tn, sizeof ts - tn, ".%03dZ", (int)(tv.tv_usec / 1000));
+    char ts[32];
+    timestamp(ts);
     bool json = log && log->format == SRV_LOG_JSON;
     api_buf esc = {0}; /* JSON escaping scratch */
 
@@ -140,10 +199,10 @@ void srv_log_write(const srv_log *log, const char *level, const char *msg, const
                 put_text_str(&fl, f->s);
             break;
         case SRV_KV_INT:
-            putf(&fl, "%lld", f->i);
+            put_int(&fl, f->i);
             break;
         case SRV_KV_NUM:
-            putf(&fl, "%.3f", f->d);
+            put_num(&fl, f->d);
             break;
         }
         if (fl.cut || l.len + fl.len + 32 > sizeof l.buf) {

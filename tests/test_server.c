@@ -24,6 +24,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <pthread.h>
+#include <regex.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -1280,6 +1281,34 @@ static void test_metrics(int port, const char *log_path) {
             const char *p = strstr(post_line, fields[i]);
             CHECK(p && (!eol || p < eol), "the access line lacks %s", fields[i]);
         }
+        /* The whole line's form: the UTC time to the millisecond (of today, or of a minute
+         * ago at midnight), the integers, and the times with 3 decimals. */
+        const char *bol = post_line;
+        while (bol > log && bol[-1] != '\n')
+            bol--;
+        size_t n = eol ? (size_t)(eol - bol) : strlen(bol);
+        char *one = strndup(bol, n);
+        regex_t re;
+        int rc = regcomp(&re,
+                         "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}[.][0-9]{3}Z info "
+                         "access method=POST path=/v1/attention status=200 bytes_in=[1-9][0-9]* "
+                         "bytes_out=[1-9][0-9]* queue_ms=[0-9]+[.][0-9]{3} "
+                         "compute_ms=[0-9]+[.][0-9]{3} parse_ms=[0-9]+[.][0-9]{3} "
+                         "encode_ms=[0-9]+[.][0-9]{3} total_ms=[0-9]+[.][0-9]{3} id=",
+                         REG_EXTENDED | REG_NOSUB);
+        CHECK(rc == 0 && regexec(&re, one, 0, NULL, 0) == 0, "the access line's form: %s", one);
+        if (rc == 0)
+            regfree(&re);
+        char day[2][16];
+        for (int k = 0; k < 2; k++) {
+            time_t t = time(NULL) - 60 * k;
+            struct tm tm;
+            gmtime_r(&t, &tm);
+            strftime(day[k], sizeof day[k], "%Y-%m-%dT", &tm);
+        }
+        CHECK(!strncmp(one, day[0], 11) || !strncmp(one, day[1], 11),
+              "the access line's date should be today's (UTC, %.11s): %.30s", day[0], one);
+        free(one);
     }
     static const char *const startup[] = {"listening", "kernel=", "workers=", "name=demo",
                                           "name=f16"};
