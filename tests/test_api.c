@@ -3299,6 +3299,29 @@ static void test_mem_cache(void) {
     CHECK(api_mem_trim(m, 3600) == 0 && api_mem_trim(m, 0) == st.cached_bytes &&
               api_mem_stats_get(m).cached_bytes == 0,
           "api_mem_trim");
+    /* A flood's blocks: 200 in use at once, all freed, then asked for again: every one is a
+     * cached block (the cache keeps up to 256; it kept 32, and mapped 168 of them anew). */
+    {
+        enum { FLOOD = 200 };
+        char *blocks[FLOOD];
+        api_mem_stats f0 = api_mem_stats_get(m);
+        for (int i = 0; i < FLOOD; i++)
+            blocks[i] = api_mem_alloc(m, (size_t)128 << 10, SIZE_MAX, NULL);
+        for (int i = 0; i < FLOOD; i++)
+            api_mem_free(blocks[i]);
+        api_mem_stats f1 = api_mem_stats_get(m);
+        for (int i = 0; i < FLOOD; i++)
+            blocks[i] = api_mem_alloc(m, (size_t)128 << 10, SIZE_MAX, NULL);
+        api_mem_stats f2 = api_mem_stats_get(m);
+        for (int i = 0; i < FLOOD; i++)
+            api_mem_free(blocks[i]);
+        CHECK(f1.cached_blocks >= FLOOD && f2.hits - f1.hits == FLOOD && f2.misses - f1.misses == 0,
+              "a flood of %d blocks: %zu cached, then %llu reused and %llu mapped (misses before "
+              "%llu)",
+              FLOOD, f1.cached_blocks, (unsigned long long)(f2.hits - f1.hits),
+              (unsigned long long)(f2.misses - f1.misses), (unsigned long long)f0.misses);
+        api_mem_trim(m, 0);
+    }
     /* A block still in use when its cache is destroyed stays valid until freed. */
     char *late = api_mem_alloc(m, 2 * MiB, 2 * MiB, NULL);
     api_mem_destroy(m);
