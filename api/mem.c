@@ -68,8 +68,8 @@ void __asan_unpoison_memory_region(void const volatile *addr, size_t size);
 /* Most free blocks kept. A flood holds about three blocks per connection (body, arena, reply)
  * and frees them in bursts (a batch at a time): with 32 kept, a W2-small flood over 64
  * connections mapped a third of its blocks anew, and batching ran 0.8x as fast as no batching;
- * with 256, 0.4% were new and batching ran 1.3x (bench/RESULTS.md, "Tiny jobs on the HTTP
- * thread"). The bytes kept are bounded by max_bytes, not by this. */
+ * with 256, 0.4% were new and batching ran 1.3x (bench/RESULTS.md, "The job memory cache's
+ * free list, and batching"). The bytes kept are bounded by max_bytes, not by this. */
 #define MAX_FREE   256
 #define MAGIC_HEAP 0x6174746e64686561ULL /* "attndhea": from aligned_alloc, not cached */
 #define MAGIC_MAP  0x6174746e646d6170ULL /* "attndmap": a mapping, cached when freed */

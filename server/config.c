@@ -48,7 +48,7 @@ void srv_config_init(srv_config *cfg) {
     cfg->log_format = SRV_LOG_TEXT;
     cfg->batch_window_us = 200; /* bench/RESULTS.md: the measurements behind both */
     cfg->max_batch_tokens = 4096;
-    cfg->inline_max_flops = 2000000; /* bench/RESULTS.md: tiny jobs on the HTTP thread */
+    cfg->inline_max_flops = 2000000; /* libattn's ATTN_INLINE_FLOPS; workers.c says why */
 }
 
 /* ---- The options -------------------------------------------------------------------------- */

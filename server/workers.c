@@ -36,9 +36,11 @@
  * computes it on the HTTP thread that parsed it, and that thread answers it at once. A hand-off
  * costs a worker's wake-up and the connection's suspend and resume, several system calls that on
  * a job of W1's size (0.6 MFLOP) cost more than the job; bench/RESULTS.md, "Tiny jobs on the
- * HTTP thread", has the measurement. With work queued, a tiny job queues too: it never overtakes
- * a waiting job, and queued jobs still form batches. It counts as running while it computes, and
- * holds a queue place, so --max-queue + --threads still bounds the jobs held in memory.
+ * HTTP thread", has the measurement. The default bound, 2 MFLOP, is the one below which libattn
+ * runs a phase on its caller rather than wake a helper (ATTN_INLINE_FLOPS). With work queued, a
+ * tiny job queues too: it never overtakes a waiting job, and queued jobs still form batches. It
+ * counts as running while it computes, and holds a queue place, so --max-queue + --threads still
+ * bounds the jobs held in memory.
  *
  * Queue: FIFO, at most --max-queue waiting jobs (submit refuses beyond, and the HTTP side answers
  * 503 at once). A job's deadline is checked when a worker pops it: past it, the job is answered
