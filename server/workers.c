@@ -435,7 +435,7 @@ int srv_workers_run_inline(srv_workers *w, srv_job *job) {
     int rc = SRV_OK;
     if (w->closed)
         rc = SRV_CLOSED;
-    else if (w->queued || w->inlined >= w->max_queue ||
+    else if (w->queued || w->inlined >= w->max_queue || w->inline_flops <= 0 || /* 0: never */
              !(api_job_flops(job->job) <= w->inline_flops) || !api_job_params_cheap(job->job))
         rc = SRV_NOT_INLINE;
     else /* seen by wait_idle, stats and a collecting worker as a worker's job, and holding a

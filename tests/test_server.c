@@ -2000,6 +2000,40 @@ static void test_inline(size_t slow_l) {
     CHECK(attnd_stop(&d, SIGTERM) == 0, "inline daemon: exit status");
 }
 
+/* --inline-max-flops 0 never runs a job on its HTTP thread, even one of no FLOP (an SDPA job
+ * whose key_lengths are all 0 attends no cell: usage.flops is 0): beside a slow job on the only
+ * worker, it waits for that worker. */
+static void test_inline_off(size_t slow_l) {
+    attnd d;
+    const char *args[] = {
+        "--threads", "1", "--pool-threads", "0", "--batch-window-us", "0", "--inline-max-flops",
+        "0",         NULL};
+    if (!attnd_start(&d, "inline-off", args, NULL))
+        return;
+    float *x = rnd_array(3 * 8 + 2 * 4 * 8, 1410);
+    char *none = dump(json_pack("{s:o,s:o,s:o,s:[i]}", "q", json_matrix(x, 3, 8), "k",
+                                json_matrix(x + 24, 4, 8), "v", json_matrix(x + 56, 4, 8),
+                                "key_lengths", 0));
+    async_req slow = {0};
+    async_start(&slow, d.port, "/v1/attention", slow_body(slow_l));
+    CHECK(wait_metric(d.port, "attnd_jobs_in_flight", 1, 20), "inline-off: the slow job never ran");
+    reply t;
+    post(NULL, d.port, "/v1/sdpa", none, &t);
+    pthread_join(slow.th, NULL);
+    json_t *j = json_loads(t.body, 0, NULL);
+    double flops = json_number_value(json_object_get(json_object_get(j, "usage"), "flops"));
+    json_decref(j);
+    double slow_ms = usage_compute_ms(&slow.r);
+    CHECK(slow.r.status == 200 && t.status == 200 && flops == 0 &&
+              usage_queue_ms(&t) > 0.2 * slow_ms,
+          "inline-off: a job of %g FLOP beside a slow job of %.0f ms queued %.1f ms (it should "
+          "wait for the worker; statuses %ld %ld)",
+          flops, slow_ms, usage_queue_ms(&t), slow.r.status, t.status);
+    reply_free(&t), reply_free(&slow.r);
+    free(slow.body), free(none), free(x);
+    CHECK(attnd_stop(&d, SIGTERM) == 0, "inline-off daemon: exit status");
+}
+
 /* ---- Main --------------------------------------------------------------------------------- */
 
 /* ---- The lesson model ----------------------------------------------------------------------- */
@@ -3333,6 +3367,7 @@ int main(int argc, char **argv) {
         test_batching("48", slow_l ? slow_l : 8192);
         test_batch_wait(slow_l ? slow_l : 12288);
         test_inline(slow_l ? slow_l : 8192);
+        test_inline_off(slow_l ? slow_l : 8192);
         test_v2_batching(slow_l ? slow_l : 8192);
     }
 
