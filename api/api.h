@@ -288,14 +288,15 @@ size_t api_job_response_bytes(const api_job *job);
 double api_job_flops(const api_job *job); /* what usage.flops reports */
 
 /* The params.init weights ("identity", or "random" with a seed) of at most this many floats
- * (4 E^2: E <= 256) are made once per thread and kept for its next jobs on the same init, seed
- * and E (api_job_run, api_jobs_run): at most 1 MiB per thread that runs jobs, freed when the
- * thread exits. Larger ones are made in each job's (or batch's first job's) arena. */
+ * (4 E^2: E <= 256): each thread that runs jobs (api_job_run, api_jobs_run) keeps those of its
+ * last job and reuses them while its next jobs have the same init, seed and E (another set
+ * replaces them): at most 1 MiB per thread, freed when the thread exits. Larger ones are made
+ * in each job's (or batch's first job's) arena. */
 #define API_INIT_CACHE_FLOATS ((size_t)1 << 18)
 
-/* True when running job costs no more than its flops: its parameters are a registry model's or
- * inline tensors, or params.init weights that fit the per-thread cache (API_INIT_CACHE_FLOATS;
- * made at most once per thread). False for NULL. */
+/* True when job's parameters cost little beyond its flops: a registry model's or inline
+ * tensors, or params.init weights that fit the per-thread cache (API_INIT_CACHE_FLOATS: made
+ * when the thread's last job had other ones, at most 1 MiB of them). False for NULL. */
 bool api_job_params_cheap(const api_job *job);
 size_t api_job_rows(const api_job *job); /* query rows, N*L: what a batch's size counts */
 

@@ -329,14 +329,19 @@ void srv_workers_set_batching(srv_workers *w, double window_s, size_t max_tokens
  * thread). SRV_QUEUE_FULL or SRV_CLOSED: nothing was taken; the caller still owns job->job. */
 int srv_workers_submit(srv_workers *w, srv_job *job);
 
+/* The largest reply bound (api_job_response_bytes) of a job srv_workers_run_inline runs: about
+ * 15,000 JSON floats, a fraction of a millisecond to encode on the HTTP thread. */
+#define SRV_INLINE_MAX_REPLY ((size_t)256 << 10)
+
 /* Lets srv_workers_run_inline run jobs of at most max_flops (api_job_flops) on the caller's
  * thread; 0 (the default) never does. */
 void srv_workers_set_inline(srv_workers *w, double max_flops);
 
 /* Runs job at once on the calling thread, without queueing it, when it is tiny: its flops are
  * within srv_workers_set_inline's bound, its parameters cost nothing more to make
- * (api_job_params_cheap), and no job is waiting in the queue (so a tiny job never overtakes
- * one that waits, and queued work keeps forming batches). While it runs it counts as running
+ * (api_job_params_cheap), its reply bound is at most SRV_INLINE_MAX_REPLY, and no job is
+ * waiting in the queue (so a tiny job never overtakes one that waits there, and queued work
+ * keeps forming batches). While it runs it counts as running
  * (stats, wait_idle). SRV_OK: it ran; job->job is consumed and job's result fields (status,
  * body, times) are set, but job->done is NOT called: the caller answers from them.
  * SRV_NOT_INLINE or SRV_CLOSED: nothing was done; submit it (SRV_CLOSED: it would be refused). */

@@ -32,13 +32,17 @@
  * Tiny jobs (--inline-max-flops)
  * ------------------------------
  * A job of at most --inline-max-flops (usage.flops; parameters that cost nothing more to make:
- * api_job_params_cheap) that finds no job queued is not queued at all: srv_workers_run_inline
+ * api_job_params_cheap; a reply bound of at most SRV_INLINE_MAX_REPLY, since FLOPs do not count
+ * the encoding: a job with key_lengths [1] has few FLOPs and full-size weight maps) that finds
+ * no job queued is not queued at all: srv_workers_run_inline
  * computes it on the HTTP thread that parsed it, and that thread answers it at once. A hand-off
  * costs a worker's wake-up and the connection's suspend and resume, several system calls that on
  * a job of W1's size (0.6 MFLOP) cost more than the job; bench/RESULTS.md, "Tiny jobs on the
  * HTTP thread", has the measurement. The default bound, 2 MFLOP, is the one below which libattn
  * runs a phase on its caller rather than wake a helper (ATTN_INLINE_FLOPS). With work queued, a
- * tiny job queues too: it never overtakes a waiting job, and queued jobs still form batches. It
+ * tiny job queues too: it never overtakes a job waiting in the queue (it may pass jobs that a
+ * worker has taken into a batch it is still collecting, by at most --batch-window-us), and
+ * queued jobs still form batches. It
  * counts as running while it computes, and holds a queue place, so --max-queue + --threads still
  * bounds the jobs held in memory.
  *
@@ -436,7 +440,8 @@ int srv_workers_run_inline(srv_workers *w, srv_job *job) {
     if (w->closed)
         rc = SRV_CLOSED;
     else if (w->queued || w->inlined >= w->max_queue || w->inline_flops <= 0 || /* 0: never */
-             !(api_job_flops(job->job) <= w->inline_flops) || !api_job_params_cheap(job->job))
+             !(api_job_flops(job->job) <= w->inline_flops) || !api_job_params_cheap(job->job) ||
+             api_job_response_bytes(job->job) > SRV_INLINE_MAX_REPLY)
         rc = SRV_NOT_INLINE;
     else /* seen by wait_idle, stats and a collecting worker as a worker's job, and holding a
             queue place (so that --max-queue + --threads still bounds the jobs in memory) */

@@ -1993,7 +1993,30 @@ static void test_inline(size_t slow_l) {
         "inline: behind a slow job of %.0f ms, a large job queued %.1f ms and a tiny one after "
         "it %.1f ms (both should wait; statuses %ld %ld %ld)",
         slow_ms, usage_queue_ms(&a.r), usage_queue_ms(&b.r), slow.r.status, a.r.status, b.r.status);
-    reply_free(&slow.r), reply_free(&a.r), reply_free(&b.r), reply_free(&ref);
+    reply_free(&slow.r), reply_free(&a.r), reply_free(&b.r);
+    /* Few FLOPs but a large reply (key_lengths [1] leaves the weight maps at full size): it
+     * waits for the worker rather than encode 4 MB of bound on the HTTP thread. */
+    float *x1 = rnd_array(3 * 512, 1402);
+    char *wide = dump(json_pack("{s:o,s:o,s:o,s:[i],s:b}", "q", json_matrix(x1, 512, 1), "k",
+                                json_matrix(x1 + 512, 512, 1), "v", json_matrix(x1 + 1024, 512, 1),
+                                "key_lengths", 1, "need_weights", 1));
+    free(slow.body);
+    memset(&slow, 0, sizeof slow);
+    async_start(&slow, d.port, "/v1/attention", slow_body(slow_l));
+    CHECK(wait_metric(d.port, "attnd_jobs_in_flight", 1, 20), "inline: the slow job never ran");
+    post(NULL, d.port, "/v1/sdpa", wide, &t);
+    pthread_join(slow.th, NULL);
+    slow_ms = usage_compute_ms(&slow.r);
+    json_t *jw = json_loads(t.body, 0, NULL);
+    double wide_flops = json_number_value(json_object_get(json_object_get(jw, "usage"), "flops"));
+    json_decref(jw);
+    CHECK(t.status == 200 && slow.r.status == 200 && wide_flops < 1e5 &&
+              usage_queue_ms(&t) > 0.2 * slow_ms,
+          "inline: a job of %g FLOP with a large reply beside a slow job of %.0f ms queued %.1f "
+          "ms (it should wait for the worker; statuses %ld %ld)",
+          wide_flops, slow_ms, usage_queue_ms(&t), t.status, slow.r.status);
+    reply_free(&t), reply_free(&slow.r), free(wide), free(x1);
+    reply_free(&ref);
     for (int i = 0; i < 3; i++)
         reply_free(&r[i]), free(seeded[i]);
     free(slow.body), free(demo), free(big), free(q), free(q2);
