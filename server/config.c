@@ -105,8 +105,8 @@ static const opt OPTS[] = {
     {"--max-depth", "ATTND_MAX_DEPTH", "N", OPT_COUNT, FIELD(max_depth), 1, 1024, "64",
      "deepest nesting of arrays and objects in a request body (400 beyond; requests need 6)"},
     {"--max-queue", "ATTND_MAX_QUEUE", "N", OPT_COUNT, FIELD(max_queue), 1, 1000000, "128",
-     "jobs waiting for a worker (and tiny jobs computing on an HTTP thread); when full, 503 "
-     "with Retry-After at once"},
+     "jobs waiting for a worker (a batch's jobs after its first, and tiny jobs computing on an "
+     "HTTP thread, keep their places); when full, 503 with Retry-After at once"},
     {"--max-unsent-bytes", "ATTND_MAX_UNSENT_BYTES", "SIZE", OPT_BYTES, FIELD(max_unsent_bytes),
      1024, (double)((size_t)1 << 42), "256M",
      "replies not yet sent, all together: each job's reply is reserved at its bound before "
@@ -387,7 +387,11 @@ static size_t sat_mul(size_t a, size_t b) {
 
 size_t srv_config_job_memory_cap(const srv_config *cfg) {
     size_t bodies = sat_mul(cfg->max_connections, sat_add(cfg->max_body_bytes, SRV_CONN_BYTES));
-    size_t jobs = sat_mul(sat_add(cfg->max_queue, sat_mul(cfg->threads, 2)), cfg->max_job_bytes);
+    /* queued (or holding a queue place), computing as a batch's first job, just parsed on an
+     * HTTP thread; and a batch workspace per worker */
+    size_t jobs =
+        sat_mul(sat_add(sat_add(cfg->max_queue, sat_mul(cfg->threads, 2)), cfg->http_threads),
+                cfg->max_job_bytes);
     return sat_add(sat_add(bodies, jobs), cfg->max_unsent_bytes);
 }
 
@@ -396,7 +400,10 @@ size_t srv_config_memory_bound(const srv_config *cfg) {
     size_t reply =
         cfg->max_job_bytes < cfg->max_unsent_bytes ? cfg->max_job_bytes : cfg->max_unsent_bytes;
     size_t coded = sat_add(sat_add(reply, reply / 1024), SRV_CODING_BYTES);
-    return sat_add(srv_config_job_memory_cap(cfg), sat_mul(cfg->threads, coded));
+    /* an HTTP thread codes the reply of a tiny job it ran, at most SRV_INLINE_MAX_REPLY */
+    size_t coded_inline = SRV_INLINE_MAX_REPLY + SRV_INLINE_MAX_REPLY / 1024 + SRV_CODING_BYTES;
+    return sat_add(sat_add(srv_config_job_memory_cap(cfg), sat_mul(cfg->threads, coded)),
+                   sat_mul(cfg->http_threads, coded_inline));
 }
 
 bool srv_config_origin_allowed(const srv_config *cfg, const char *origin, size_t len) {

@@ -138,8 +138,9 @@ int srv_health_check(const srv_config *cfg, FILE *out);
 
 /* The job memory cache's cap, from cfg's limits (SECURITY.md): bodies being read
  * (--max-connections x (--max-body-bytes + SRV_CONN_BYTES)), jobs' arenas and the replies being
- * written ((--max-queue + --threads) x --max-job-bytes), batch workspaces (--threads x
- * --max-job-bytes), and replies not yet sent (--max-unsent-bytes). Saturates at SIZE_MAX. */
+ * written ((--max-queue + --threads + --http-threads) x --max-job-bytes), batch workspaces
+ * (--threads x --max-job-bytes), and replies not yet sent (--max-unsent-bytes). Saturates at
+ * SIZE_MAX. */
 size_t srv_config_job_memory_cap(const srv_config *cfg);
 
 /* Room zlib's state and the rounding of deflateBound take when a reply is coded (gzip or
@@ -155,7 +156,8 @@ size_t srv_config_job_memory_cap(const srv_config *cfg);
 /* What attnd holds at most above its size at rest (SECURITY.md, logged as memory_bound): the job
  * memory cache's cap, plus, per worker, a reply being coded for a client that accepts gzip or
  * deflate (the coded copy, at most a reply's size + 1/1024, and SRV_CODING_BYTES), a reply
- * being at most min(--max-job-bytes, --max-unsent-bytes). Saturates at SIZE_MAX. */
+ * being at most min(--max-job-bytes, --max-unsent-bytes); and per HTTP thread the same for the
+ * reply of a tiny job it ran (at most SRV_INLINE_MAX_REPLY). Saturates at SIZE_MAX. */
 size_t srv_config_memory_bound(const srv_config *cfg);
 
 /* Bytes a connection holds beside its body: libmicrohttpd's 32 KiB buffer, zlib's state, a small

@@ -34,22 +34,23 @@
  * A job of at most --inline-max-flops (usage.flops; parameters that cost nothing more to make:
  * api_job_params_cheap; a reply bound of at most SRV_INLINE_MAX_REPLY, since FLOPs do not count
  * the encoding: a job with key_lengths [1] has few FLOPs and full-size weight maps) that finds
- * no job queued is not queued at all: srv_workers_run_inline
- * computes it on the HTTP thread that parsed it, and that thread answers it at once. A hand-off
- * costs a worker's wake-up and the connection's suspend and resume, several system calls that on
- * a job of W1's size (0.6 MFLOP) cost more than the job; bench/RESULTS.md, "Tiny jobs on the
- * HTTP thread", has the measurement. The default bound, 2 MFLOP, is the one below which libattn
- * runs a phase on its caller rather than wake a helper (ATTN_INLINE_FLOPS). With work queued, a
- * tiny job queues too: it never overtakes a job waiting in the queue (it may pass jobs that a
- * worker has taken into a batch it is still collecting, by at most --batch-window-us), and
- * queued jobs still form batches. It
- * counts as running while it computes, and holds a queue place, so --max-queue + --threads still
- * bounds the jobs held in memory.
+ * no job queued is not queued at all: srv_workers_run_inline computes it on the HTTP thread that
+ * parsed it, and that thread answers it at once. A hand-off costs a worker's wake-up and the
+ * connection's suspend and resume, several system calls that on a job of W1's size (0.6 MFLOP) cost
+ * more than the job; bench/RESULTS.md, "Tiny jobs on the HTTP thread", has the measurement. The
+ * default bound, 2 MFLOP, is the one below which libattn runs a phase on its caller rather than
+ * wake a helper (ATTN_INLINE_FLOPS). With work queued, a tiny job queues too: it never overtakes a
+ * job waiting in the queue (it may pass jobs that a worker has taken into a batch it is still
+ * collecting, by at most --batch-window-us), and queued jobs still form batches. It counts as
+ * running while it computes.
  *
  * Queue: FIFO, at most --max-queue waiting jobs (submit refuses beyond, and the HTTP side answers
- * 503 at once). A job's deadline is checked when a worker pops it: past it, the job is answered
- * 503 and never computed. Shutdown: close() refuses new jobs, wait_idle() lets the queue drain,
- * expire() answers what is still queued, abandon() answers what is still running.
+ * 503 at once). A job out of the queue keeps its place while it is a batch's second or later
+ * job, or a tiny job computing on an HTTP thread: places then bound every job in memory but
+ * the first of each worker's batch, so --max-queue + --threads jobs at most (SECURITY.md). A job's
+ * deadline is checked when a worker pops it: past it, the job is answered 503 and never computed.
+ * Shutdown: close() refuses new jobs, wait_idle() lets the queue drain, expire() answers what is
+ * still queued, abandon() answers what is still running.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -104,7 +105,8 @@ struct srv_workers {
     size_t max_bytes;       /* a batch's workspace cap */
     const api_job **leader; /* (nworkers): the first job of the batch a worker is collecting */
     double inline_flops;    /* srv_workers_set_inline; 0 = off */
-    size_t inlined;         /* jobs srv_workers_run_inline is running: each holds a queue place */
+    size_t held; /* queue places held by jobs out of the queue: a batch's jobs after its first,
+                    and jobs srv_workers_run_inline is running */
 };
 
 static void result_error(result *r, const api_error *e) {
@@ -234,10 +236,12 @@ static void batch_add(srv_workers *w, size_t index, batch_item *it, size_t n, sr
                          .deadline = job->deadline};
     job->job = NULL;
     job->next = NULL;
-    if (n == 0)
+    if (n == 0) {
         w->current[index] = job;
-    else
+    } else {
         it[n - 1].job->next = job;
+        w->held++; /* its queue place stays taken until the batch ends */
+    }
     w->running++;
 }
 
@@ -339,6 +343,7 @@ static void *worker_main(void *arg) {
                 api_buf_free(&it[i].r.body);
         }
         pthread_mutex_lock(&w->mu);
+        w->held -= n - 1;
         finished(w, n);
     }
     pthread_mutex_unlock(&w->mu);
@@ -408,7 +413,7 @@ int srv_workers_submit(srv_workers *w, srv_job *job) {
     int rc = SRV_OK;
     if (w->closed) {
         rc = SRV_CLOSED;
-    } else if (w->queued + w->inlined >= w->max_queue) {
+    } else if (w->queued + w->held >= w->max_queue) {
         rc = SRV_QUEUE_FULL;
     } else {
         job->next = NULL;
@@ -439,13 +444,13 @@ int srv_workers_run_inline(srv_workers *w, srv_job *job) {
     int rc = SRV_OK;
     if (w->closed)
         rc = SRV_CLOSED;
-    else if (w->queued || w->inlined >= w->max_queue || w->inline_flops <= 0 || /* 0: never */
+    else if (w->queued || w->held >= w->max_queue || w->inline_flops <= 0 || /* 0: never */
              !(api_job_flops(job->job) <= w->inline_flops) || !api_job_params_cheap(job->job) ||
              api_job_response_bytes(job->job) > SRV_INLINE_MAX_REPLY)
         rc = SRV_NOT_INLINE;
     else /* seen by wait_idle, stats and a collecting worker as a worker's job, and holding a
             queue place (so that --max-queue + --threads still bounds the jobs in memory) */
-        w->running++, w->inlined++;
+        w->running++, w->held++;
     pthread_mutex_unlock(&w->mu);
     if (rc != SRV_OK)
         return rc;
@@ -460,7 +465,7 @@ int srv_workers_run_inline(srv_workers *w, srv_job *job) {
     api_job_destroy(it.aj);
     take_result(job, &it.r);
     pthread_mutex_lock(&w->mu);
-    w->inlined--;
+    w->held--;
     finished(w, 1);
     pthread_mutex_unlock(&w->mu);
     return SRV_OK;

@@ -2057,6 +2057,62 @@ static void test_inline_off(size_t slow_l) {
     CHECK(attnd_stop(&d, SIGTERM) == 0, "inline-off daemon: exit status");
 }
 
+/* A batch's jobs after its first keep their queue places until the batch ends, so that
+ * --max-queue + --threads bounds the jobs in memory (SECURITY.md): with a queue of 3, while a
+ * batch of two runs, two more jobs queue and a third gets 503 queue_full. */
+static void test_batch_places(size_t slow_l) {
+    attnd d;
+    const char *args[] = {"--threads",
+                          "1",
+                          "--pool-threads",
+                          "0",
+                          "--batch-window-us",
+                          "1000",
+                          "--max-batch-tokens",
+                          "65536",
+                          "--max-queue",
+                          "3",
+                          "--inline-max-flops",
+                          "0",
+                          NULL};
+    if (!attnd_start(&d, "batch-places", args, NULL))
+        return;
+    size_t l = slow_l / 2, shape[2] = {l, 64};
+    float *x = rnd_array(l * 64, 1500);
+    /* two jobs on the demo model: they batch with each other, not with the slow job */
+    char *half = dump(json_pack("{s:o,s:s}", "query", json_b64(x, shape, 2), "encoding", "base64"));
+    float *q = rnd_array(4 * 64, 1501);
+    char *tiny = dump(json_pack("{s:o}", "query", json_matrix(q, 4, 64)));
+    async_req slow = {0}, a = {0}, b = {0}, c = {0}, e = {0};
+    async_start(&slow, d.port, "/v1/attention", slow_body(slow_l));
+    CHECK(wait_metric(d.port, "attnd_jobs_in_flight", 1, 20),
+          "batch places: the slow job never ran");
+    async_start(&a, d.port, "/v1/attention", half);
+    async_start(&b, d.port, "/v1/attention", half);
+    CHECK(wait_metric(d.port, "attnd_queue_depth", 2, 20), "batch places: two jobs not queued");
+    /* the slow job ends; the worker takes both as one batch */
+    CHECK(wait_metric(d.port, "attnd_jobs_in_flight", 2, 20), "batch places: no batch of two");
+    async_start(&c, d.port, "/v1/attention", tiny);
+    async_start(&e, d.port, "/v1/attention", tiny);
+    bool two = wait_metric(d.port, "attnd_queue_depth", 2, 20);
+    double running = metric(d.port, "attnd_jobs_in_flight");
+    reply f;
+    post(NULL, d.port, "/v1/attention", tiny, &f);
+    pthread_join(slow.th, NULL), pthread_join(a.th, NULL), pthread_join(b.th, NULL);
+    pthread_join(c.th, NULL), pthread_join(e.th, NULL);
+    CHECK(two && running >= 2, "batch places: two jobs should queue beside the batch (%d, %g)", two,
+          running);
+    CHECK(a.r.status == 200 && b.r.status == 200 && c.r.status == 200 && e.r.status == 200 &&
+              f.status == 503 && f.body && strstr(f.body, "queue_full"),
+          "batch places: a job beside a batch of two and two queued jobs (queue of 3) got %ld "
+          "(%.80s), the others %ld %ld %ld %ld",
+          f.status, f.body ? f.body : "", a.r.status, b.r.status, c.r.status, e.r.status);
+    reply_free(&slow.r), reply_free(&a.r), reply_free(&b.r), reply_free(&c.r);
+    reply_free(&e.r), reply_free(&f);
+    free(slow.body), free(half), free(tiny), free(x), free(q);
+    CHECK(attnd_stop(&d, SIGTERM) == 0, "batch-places daemon: exit status");
+}
+
 /* ---- Main --------------------------------------------------------------------------------- */
 
 /* ---- The lesson model ----------------------------------------------------------------------- */
@@ -3391,6 +3447,7 @@ int main(int argc, char **argv) {
         test_batch_wait(slow_l ? slow_l : 12288);
         test_inline(slow_l ? slow_l : 8192);
         test_inline_off(slow_l ? slow_l : 8192);
+        test_batch_places(slow_l ? slow_l : 8192);
         test_v2_batching(slow_l ? slow_l : 8192);
     }
 

@@ -1633,11 +1633,14 @@ static void test_unsent(void) {
     sleep_s(0.2);
     size_t rest = rss_bytes(&d);
     bool peak = reset_peak_rss(&d);
-    /* SECURITY.md's five terms; the last, a reply being coded per worker, is at most
-     * min(job_max, unsent_max) plus 1/1024 of it and 512 KiB of zlib's. */
+    /* SECURITY.md's six terms: a reply being coded per worker is at most min(job_max,
+     * unsent_max) plus 1/1024 of it and 512 KiB of zlib's, and per HTTP thread (2 by default)
+     * that of a tiny job's reply of at most 256 KiB. */
+    const size_t http = 2, inline_reply = (size_t)256 << 10;
     size_t reply_max = job_max < unsent_max ? job_max : unsent_max;
-    size_t bound = conns * (body_max + per_conn) + (queue + 2 * threads) * job_max + unsent_max +
-                   threads * (reply_max + reply_max / 1024 + ((size_t)512 << 10));
+    size_t bound = conns * (body_max + per_conn) + (queue + 2 * threads + http) * job_max +
+                   unsent_max + threads * (reply_max + reply_max / 1024 + ((size_t)512 << 10)) +
+                   http * (inline_reply + inline_reply / 1024 + ((size_t)512 << 10));
     char *log = slurp(d.log), want_bound[64];
     snprintf(want_bound, sizeof want_bound, " memory_bound=%zu ", bound);
     CHECK(strstr(log, want_bound) != NULL, "attnd should log%s(SECURITY.md's bound)", want_bound);
@@ -1684,7 +1687,8 @@ static void test_unsent(void) {
           computed);
     CHECK(worst <= rest + bound,
           "RSS peaked at %zu bytes with %d clients not reading: over %zu at rest + the bound %zu "
-          "(SECURITY.md: connections x (body + 88 KiB) + (queue + 2 x threads) x job + unsent)",
+          "(SECURITY.md: connections x (body + 88 KiB) + (queue + 2 x threads + http threads) x "
+          "job + unsent + coded replies)",
           worst, CLIENTS, rest, bound);
     /* While the budget is full: later jobs, even small ones, get 503 at once. */
     post(NULL, d.port, "/v1/sdpa", SDPA_SMALL, 0, &r);
