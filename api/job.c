@@ -36,11 +36,16 @@ static void cache_key_make(void) {
     cache_ok = pthread_key_create(&cache_key, cache_free) == 0;
 }
 
+/* True when job's params.init weights (4 E^2 floats) are small enough to keep per thread. */
+static bool cacheable(const api_job *job) {
+    return job->e > 0 && 4 * job->e * job->e <= API_INIT_CACHE_FLOATS;
+}
+
 /* This thread's copy of job's params.init weights, made now if it holds others; NULL when they
  * are too large to keep or memory is short (the caller makes them in the job's arena). */
 static const float *cache_get(const api_job *job) {
     size_t e = job->e, n = 4 * e * e;
-    if (e == 0 || n > API_INIT_CACHE_FLOATS)
+    if (!cacheable(job))
         return NULL;
     pthread_once(&cache_once, cache_key_make);
     if (!cache_ok)
@@ -94,7 +99,7 @@ static void params_make(api_job *job) {
 }
 
 bool api_job_params_cheap(const api_job *job) {
-    return job && (job->init == APIP_INIT_NONE || 4 * job->e * job->e <= API_INIT_CACHE_FLOATS);
+    return job && (job->init == APIP_INIT_NONE || cacheable(job));
 }
 
 /* The API error of a failed libattn run. */

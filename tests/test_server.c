@@ -1486,11 +1486,12 @@ static void async_start(async_req *a, int port, const char *path, char *body) {
     pthread_create(&a->th, NULL, async_main, a);
 }
 
-static double usage_compute_ms(const reply *r) {
+/* usage.KEY of a reply's body ("compute_ms", "queue_ms", "flops"); 0 when it has none. */
+static double usage_of(const reply *r, const char *key) {
     json_t *j = json_loads(r->body, 0, NULL);
-    double ms = json_number_value(json_object_get(json_object_get(j, "usage"), "compute_ms"));
+    double v = json_number_value(json_object_get(json_object_get(j, "usage"), key));
     json_decref(j);
-    return ms;
+    return v;
 }
 
 /* A slow job's L, sized so that it computes for about SLOW_TARGET seconds on one thread. */
@@ -1502,7 +1503,7 @@ static size_t calibrate_slow(int port, int *runs) {
         reply r;
         post(NULL, port, "/v1/attention", b, &r);
         free(b);
-        double ms = r.status == 200 ? usage_compute_ms(&r) : 0;
+        double ms = r.status == 200 ? usage_of(&r, "compute_ms") : 0;
         reply_free(&r);
         if (!CHECK(ms > 0, "slow job of L = %zu failed", L))
             return 0;
@@ -1912,14 +1913,6 @@ static void test_batch_wait(size_t slow_l) {
     CHECK(attnd_stop(&d, SIGTERM) == 0, "batch-wait daemon: exit status");
 }
 
-/* usage.queue_ms of a reply. */
-static double usage_queue_ms(const reply *r) {
-    json_t *j = json_loads(r->body, 0, NULL);
-    double ms = json_number_value(json_object_get(json_object_get(j, "usage"), "queue_ms"));
-    json_decref(j);
-    return ms;
-}
-
 /* True when two replies hold the same "output", value for value. */
 static bool same_output(const reply *a, const reply *b) {
     json_t *ja = json_loads(a->body, 0, NULL), *jb = json_loads(b->body, 0, NULL);
@@ -1973,10 +1966,11 @@ static void test_inline(size_t slow_l) {
     reply t;
     post(NULL, d.port, "/v1/attention", demo, &t);
     double in_flight = metric(d.port, "attnd_jobs_in_flight");
-    CHECK(t.status == 200 && same_output(&ref, &t) && usage_queue_ms(&t) < 50 && in_flight >= 1,
+    CHECK(t.status == 200 && same_output(&ref, &t) && usage_of(&t, "queue_ms") < 50 &&
+              in_flight >= 1,
           "inline: a tiny job beside a slow one: status %ld, queued %.1f ms, same answer %d, "
           "jobs in flight after it %g (the slow job should still run)",
-          t.status, usage_queue_ms(&t), same_output(&ref, &t), in_flight);
+          t.status, usage_of(&t, "queue_ms"), same_output(&ref, &t), in_flight);
     reply_free(&t);
     /* A job above the bound queues behind the slow job, and a tiny job then waits behind it. */
     async_req a = {0}, b = {0};
@@ -1986,13 +1980,14 @@ static void test_inline(size_t slow_l) {
     pthread_join(slow.th, NULL);
     pthread_join(a.th, NULL);
     pthread_join(b.th, NULL);
-    double slow_ms = usage_compute_ms(&slow.r);
-    CHECK(
-        slow.r.status == 200 && a.r.status == 200 && b.r.status == 200 && same_output(&ref, &b.r) &&
-            usage_queue_ms(&a.r) > 0.2 * slow_ms && usage_queue_ms(&b.r) > 0.2 * slow_ms,
-        "inline: behind a slow job of %.0f ms, a large job queued %.1f ms and a tiny one after "
-        "it %.1f ms (both should wait; statuses %ld %ld %ld)",
-        slow_ms, usage_queue_ms(&a.r), usage_queue_ms(&b.r), slow.r.status, a.r.status, b.r.status);
+    double slow_ms = usage_of(&slow.r, "compute_ms");
+    CHECK(slow.r.status == 200 && a.r.status == 200 && b.r.status == 200 &&
+              same_output(&ref, &b.r) && usage_of(&a.r, "queue_ms") > 0.2 * slow_ms &&
+              usage_of(&b.r, "queue_ms") > 0.2 * slow_ms,
+          "inline: behind a slow job of %.0f ms, a large job queued %.1f ms and a tiny one after "
+          "it %.1f ms (both should wait; statuses %ld %ld %ld)",
+          slow_ms, usage_of(&a.r, "queue_ms"), usage_of(&b.r, "queue_ms"), slow.r.status,
+          a.r.status, b.r.status);
     reply_free(&slow.r), reply_free(&a.r), reply_free(&b.r);
     /* Few FLOPs but a large reply (key_lengths [1] leaves the weight maps at full size): it
      * waits for the worker rather than encode 4 MB of bound on the HTTP thread. */
@@ -2006,15 +2001,13 @@ static void test_inline(size_t slow_l) {
     CHECK(wait_metric(d.port, "attnd_jobs_in_flight", 1, 20), "inline: the slow job never ran");
     post(NULL, d.port, "/v1/sdpa", wide, &t);
     pthread_join(slow.th, NULL);
-    slow_ms = usage_compute_ms(&slow.r);
-    json_t *jw = json_loads(t.body, 0, NULL);
-    double wide_flops = json_number_value(json_object_get(json_object_get(jw, "usage"), "flops"));
-    json_decref(jw);
+    slow_ms = usage_of(&slow.r, "compute_ms");
+    double wide_flops = usage_of(&t, "flops");
     CHECK(t.status == 200 && slow.r.status == 200 && wide_flops < 1e5 &&
-              usage_queue_ms(&t) > 0.2 * slow_ms,
+              usage_of(&t, "queue_ms") > 0.2 * slow_ms,
           "inline: a job of %g FLOP with a large reply beside a slow job of %.0f ms queued %.1f "
           "ms (it should wait for the worker; statuses %ld %ld)",
-          wide_flops, slow_ms, usage_queue_ms(&t), t.status, slow.r.status);
+          wide_flops, slow_ms, usage_of(&t, "queue_ms"), t.status, slow.r.status);
     reply_free(&t), reply_free(&slow.r), free(wide), free(x1);
     reply_free(&ref);
     for (int i = 0; i < 3; i++)
@@ -2043,15 +2036,13 @@ static void test_inline_off(size_t slow_l) {
     reply t;
     post(NULL, d.port, "/v1/sdpa", none, &t);
     pthread_join(slow.th, NULL);
-    json_t *j = json_loads(t.body, 0, NULL);
-    double flops = json_number_value(json_object_get(json_object_get(j, "usage"), "flops"));
-    json_decref(j);
-    double slow_ms = usage_compute_ms(&slow.r);
+    double flops = usage_of(&t, "flops");
+    double slow_ms = usage_of(&slow.r, "compute_ms");
     CHECK(slow.r.status == 200 && t.status == 200 && flops == 0 &&
-              usage_queue_ms(&t) > 0.2 * slow_ms,
+              usage_of(&t, "queue_ms") > 0.2 * slow_ms,
           "inline-off: a job of %g FLOP beside a slow job of %.0f ms queued %.1f ms (it should "
           "wait for the worker; statuses %ld %ld)",
-          flops, slow_ms, usage_queue_ms(&t), slow.r.status, t.status);
+          flops, slow_ms, usage_of(&t, "queue_ms"), slow.r.status, t.status);
     reply_free(&t), reply_free(&slow.r);
     free(slow.body), free(none), free(x);
     CHECK(attnd_stop(&d, SIGTERM) == 0, "inline-off daemon: exit status");
