@@ -57,8 +57,10 @@ void apip_buf_put_u64(api_buf *b, uint64_t v);
  * is not positive (or NaN), UINT64_MAX past it. At most APIP_U64_DIGITS bytes. */
 void apip_buf_put_flops(api_buf *b, double flops);
 
-/* Appends a duration in milliseconds with 3 decimals ("12.345"); 0 for a negative, NaN or
- * absurd (> 1e12) value. At most APIP_MS_DIGITS bytes. */
+/* Appends a duration in milliseconds with 3 decimals ("12.345"), the last rounded half up from
+ * the double's product by 1000 (printf's "%.3f" rounds the exact value, to even: a tie may end
+ * one thousandth apart); 0 for a negative, NaN or absurd (> 1e12) value. At most
+ * APIP_MS_DIGITS bytes. */
 void apip_buf_put_ms(api_buf *b, double ms);
 
 #define APIP_U64_DIGITS 20 /* 18446744073709551615 */

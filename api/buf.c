@@ -119,11 +119,14 @@ void apip_buf_put_flops(api_buf *b, double flops) {
 }
 
 void apip_buf_put_ms(api_buf *b, double ms) {
-    char tmp[48];
     if (!(ms >= 0.0) || ms > 1e12)
         ms = 0.0;
-    int n = snprintf(tmp, sizeof tmp, "%.3f", ms);
-    api_buf_append(b, tmp, n > 0 ? (size_t)n : 0);
+    uint64_t m = (uint64_t)(ms * 1000.0 + 0.5); /* thousandths: below 2^50 */
+    unsigned frac = (unsigned)(m % 1000);
+    apip_buf_put_u64(b, m / 1000);
+    char tail[4] = {'.', (char)('0' + frac / 100), (char)('0' + frac / 10 % 10),
+                    (char)('0' + frac % 10)};
+    api_buf_append(b, tail, sizeof tail);
 }
 
 /* Length of the valid UTF-8 sequence at s[0, n), or 0 when it is not one. */

@@ -27,12 +27,13 @@
  * without branches; otherwise in 128-bit integers (a division for f >= 2^24). Below 2^-119, y
  * loses its last bits to fit, and candidates within a small window of an edge are decided by
  * strtod. Rows (apip_floats_write) run that fast path 8 floats at a time with AVX-512 on CPUs
- * that have it. tests/float_ref.c keeps the previous writer (which searched digit counts from 9
- * down); `make check-floats-exhaustive` checks that both write every finite float32 alike,
- * alone and in rows.
+ * that have it, and lay each number out with one byte shuffle. tests/float_ref.c keeps the previous
+ * writer (which searched digit counts from 9 down); `make check-floats-exhaustive` checks that both
+ * write every finite float32 alike, alone and in rows.
  *
  * Format: fixed notation for decimal exponents -5..8 ("0.00012", "1234.5", "100"), otherwise
  * "1.5e-7" / "3.4028235e38"; "-0" keeps the sign of zero. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -346,30 +347,96 @@ size_t api_float_write(char *buf, float f) {
 }
 
 #ifdef FMT_AVX512
-/* apip_floats_write for 8 floats at a time with AVX-512 (F, DQ, CD): the fast path of shortest
- * and the digits of put_dec in 64-bit lanes, the same operations as the scalar code, then the
- * layout (put_digits) lane by lane. Lanes off the fast path (zeros, powers of two, values
- * outside [2^-30, 2^24), non-finite) are written by put_float. */
-__attribute__((target("avx512f,avx512dq,avx512cd"))) static char *
-floats_write_avx512(char *o, const float *v, size_t n) {
+/* apip_floats_write for 8 floats at a time with AVX-512 (F, DQ, CD), in two passes over up to
+ * FMT_CHUNK floats. The first runs the fast path of shortest and the digits of put_dec in
+ * 64-bit lanes (the same operations as the scalar code), and leaves, for each float, the 16
+ * bytes its text is made of (src) and the number of its layout (id). The second lays each
+ * float out with one byte shuffle: the layout for its sign, decimal exponent and number of
+ * significant digits (made once by put_digits itself, see layouts_make) picks its bytes from
+ * src, and one 16-byte store writes them. (A shuffle per lane inside the first pass ran slower
+ * than put_digits; apart, the two passes overlap: bench/RESULTS.md.) Lanes off the fast path
+ * (zeros, powers of two, values outside [2^-30, 2^24), non-finite) and texts longer than 16 bytes
+ * are written by put_float. Apart from those, the passes have no branch that depends on the values,
+ * and the second carries from float to float only its output position. */
+
+/* The bytes of a float's text, as src holds them: digits 2 to 9 at 0-7, the first at 8,
+ * then the constant characters and the first digit of the exponent. */
+enum {
+    SRC_FIRST = 8,
+    SRC_ZERO = 9,
+    SRC_POINT = 10,
+    SRC_MINUS = 11,
+    SRC_E = 12,
+    SRC_COMMA = 13,
+    SRC_EXP = 14
+};
+#define FMT_XMIN    (-10) /* decimal exponents on the fast path: 2^-30 > 9.3e-10 */
+#define FMT_XMAX    7     /* 2^24 < 1.7e7 */
+#define FMT_NX      (FMT_XMAX - FMT_XMIN + 1)
+#define FMT_LAYOUTS (2 * FMT_NX * 9) /* sign, exponent, significant digits (1 to 9) */
+#define FMT_SLOW    FMT_LAYOUTS      /* the id of a float put_float writes */
+#define FMT_CHUNK   64
+
+/* Layout id: the shuffle control that makes the text plus its comma from fmt_src, and its
+ * length (0: longer than 16 bytes, for put_float). */
+static _Alignas(16) uint8_t layout_shuf[FMT_LAYOUTS + 1][16];
+static uint8_t layout_len[FMT_LAYOUTS + 1];
+static pthread_once_t layouts_once = PTHREAD_ONCE_INIT;
+
+/* Writes each layout with put_digits itself, on digits that name their place in src
+ * (bytes 0xF0 + place), and reads the places back from its text. */
+static void layouts_make(void) {
+    uint64_t w = 0;
+    for (int b = 0; b < 8; b++)
+        w |= (uint64_t)(0xF0 + b) << (8 * b);
+    for (int id = 0; id < FMT_LAYOUTS; id++) {
+        int neg = id / (FMT_NX * 9), x = id / 9 % FMT_NX + FMT_XMIN, p = id % 9 + 1;
+        char text[64];
+        char *o = text;
+        *o = '-';
+        o += neg;
+        o = put_digits(o, (char)(0xF0 + SRC_FIRST), w, p, x);
+        *o++ = ',';
+        size_t len = (size_t)(o - text);
+        memset(layout_shuf[id], 0x80, 16);
+        layout_len[id] = len <= 16 ? (uint8_t)len : 0;
+        for (size_t j = 0; j < len && j < 16; j++) {
+            unsigned char ch = (unsigned char)text[j];
+            int place = ch >= 0xF0 && ch <= 0xF0 + SRC_FIRST ? ch - 0xF0
+                        : ch == '0'                          ? SRC_ZERO
+                        : ch == '.'                          ? SRC_POINT
+                        : ch == '-'                          ? SRC_MINUS
+                        : ch == 'e'                          ? SRC_E
+                        : ch == ','                          ? SRC_COMMA
+                        : ch >= '1' && ch <= '9'             ? SRC_EXP
+                                                             : -1;
+            if (place < 0) /* not a byte of src: never, but put_float would write it */
+                layout_len[id] = 0;
+            layout_shuf[id][j] = (uint8_t)(place < 0 ? 0x80 : place);
+        }
+    }
+    memset(layout_shuf[FMT_SLOW], 0x80, 16);
+    layout_len[FMT_SLOW] = 0;
+}
+
+/* The first pass over v[0, n) (n a multiple of 8, at most FMT_CHUNK): each float's 16 bytes
+ * into src and its layout id into id. */
+__attribute__((target("avx512f,avx512dq,avx512cd"))) static void
+floats_prepare_avx512(uint8_t (*src)[16], uint16_t *id, const float *v, size_t n) {
 #define V1(x) _mm512_set1_epi64((long long)(x))
     const __m512i pow5_lo = _mm512_loadu_si512((const void *)pow5_64),
                   pow5_hi = _mm512_loadu_si512((const void *)(pow5_64 + 8));
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
+    const __m512i first4 = _mm512_set_epi64(11, 3, 10, 2, 9, 1, 8, 0),
+                  last4 = _mm512_set_epi64(15, 7, 14, 6, 13, 5, 12, 4);
+    /* fmt_src's bytes 8 to 15 but the first digit (byte 8) and the exponent's (byte 14) */
+    const uint64_t consts = (uint64_t)'0' << 8 | (uint64_t)'.' << 16 | (uint64_t)'-' << 24 |
+                            (uint64_t)'e' << 32 | (uint64_t)',' << 40 | (uint64_t)'0';
+    for (size_t i = 0; i < n; i += 8) {
         __m512i bits = _mm512_cvtepu32_epi64(_mm256_loadu_si256((const __m256i *)(v + i)));
         __m512i be = _mm512_and_si512(_mm512_srli_epi64(bits, 23), V1(0xFF));
         __m512i fr = _mm512_and_si512(bits, V1(0x7FFFFF));
         __mmask8 fast = _mm512_cmpge_epu64_mask(be, V1(97)) & _mm512_cmple_epu64_mask(be, V1(150)) &
                         _mm512_test_epi64_mask(fr, fr);
-        if (!fast) { /* nothing for the lanes: 8 values outside [2^-30, 2^24) */
-            for (int j = 0; j < 8; j++) {
-                o = put_float(o, v[i + j]);
-                *o = ',';
-                o += i + j + 1 < n;
-            }
-            continue;
-        }
         /* shortest's fast path; lc is false (powers of two are not fast here). */
         __m512i c = _mm512_or_si512(fr, V1(0x800000)), nq = _mm512_sub_epi64(V1(150), be);
         __m512i kk =
@@ -424,32 +491,65 @@ floats_write_avx512(char *o, const float *v, size_t n) {
         __m512i p = _mm512_sub_epi64(V1(9), _mm512_srli_epi64(lz, 3));
         __m512i nd = _mm512_mask_add_epi64(V1(6), ge7, V1(6), V1(1)); /* n - 1 */
         __m512i xe = _mm512_sub_epi64(_mm512_mask_add_epi64(nd, ge8, nd, V1(1)), kk);
-        uint64_t w_l[8], f_l[8], p_l[8], x_l[8];
-        _mm512_storeu_si512((void *)w_l, _mm512_or_si512(x, V1(0x3030303030303030u)));
-        _mm512_storeu_si512((void *)f_l, first);
-        _mm512_storeu_si512((void *)p_l, p);
-        _mm512_storeu_si512((void *)x_l, xe);
-        for (int j = 0; j < 8; j++) {
-            if (fast >> j & 1) {
-                uint32_t b32;
-                memcpy(&b32, v + i + j, sizeof b32);
-                *o = '-';
-                o += b32 >> 31;
-                o = put_digits(o, (char)('0' + f_l[j]), w_l[j], (int)p_l[j], (int)(int64_t)x_l[j]);
-            } else {
-                o = put_float(o, v[i + j]);
-            }
-            *o = ',';
-            o += i + j + 1 < n;
-        }
+        /* src: digits 2 to 9, then the first, the constants and the exponent's first digit
+         * ('1' for -10, else -xe; used only for xe in [-10, -6]) */
+        __m512i ax = _mm512_sub_epi64(V1(0), xe);
+        ax = _mm512_mask_mov_epi64(ax, _mm512_cmpge_epi64_mask(ax, V1(10)), V1(1));
+        __m512i top = _mm512_or_si512(
+            _mm512_add_epi64(first, V1(consts)),
+            _mm512_slli_epi64(_mm512_and_si512(_mm512_add_epi64(ax, V1('0')), V1(0xFF)), 48));
+        __m512i low = _mm512_or_si512(x, V1(0x3030303030303030u));
+        _mm512_storeu_si512((void *)src[i], _mm512_permutex2var_epi64(low, first4, top));
+        _mm512_storeu_si512((void *)src[i + 4], _mm512_permutex2var_epi64(low, last4, top));
+        /* the layout: (sign, xe - FMT_XMIN, p - 1) */
+        __m512i lid = _mm512_add_epi64(
+            _mm512_mullo_epi64(_mm512_srli_epi64(bits, 31), V1(FMT_NX * 9)),
+            _mm512_add_epi64(_mm512_mullo_epi64(_mm512_sub_epi64(xe, V1(FMT_XMIN)), V1(9)),
+                             _mm512_sub_epi64(p, V1(1))));
+        __mmask8 in_x =
+            _mm512_cmpge_epi64_mask(xe, V1(FMT_XMIN)) & _mm512_cmple_epi64_mask(xe, V1(FMT_XMAX));
+        lid = _mm512_mask_mov_epi64(V1(FMT_SLOW), fast & in_x, lid);
+        _mm_storeu_si128((__m128i *)(id + i), _mm512_cvtepi64_epi16(lid));
     }
 #undef V1
-    for (; i < n; i++) {
-        o = put_float(o, v[i]);
-        *o = ',';
-        o += i + 1 < n;
+}
+
+/* The second pass: lays out v[0, n) at o from src and id, each float followed by a comma;
+ * returns the end. Writes up to 16 bytes past it. */
+__attribute__((target("avx512f"))) static char *
+floats_place(char *o, const uint8_t (*src)[16], const uint16_t *id, const float *v, size_t n) {
+    for (size_t j = 0; j < n; j++) {
+        unsigned len = layout_len[id[j]];
+        if (__builtin_expect(len == 0, 0)) {
+            o = put_float(o, v[j]);
+            *o++ = ',';
+            continue;
+        }
+        __m128i t = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)src[j]),
+                                     _mm_load_si128((const __m128i *)layout_shuf[id[j]]));
+        _mm_storeu_si128((__m128i *)o, t);
+        o += len;
     }
     return o;
+}
+
+__attribute__((target("avx512f,avx512dq,avx512cd"))) static char *
+floats_write_avx512(char *o, const float *v, size_t n) {
+    pthread_once(&layouts_once, layouts_make);
+    _Alignas(64) uint8_t src[FMT_CHUNK][16];
+    _Alignas(64) uint16_t id[FMT_CHUNK];
+    size_t i = 0;
+    while (i + 8 <= n) {
+        size_t m = n - i < FMT_CHUNK ? (n - i) & ~(size_t)7 : FMT_CHUNK;
+        floats_prepare_avx512(src, id, v + i, m);
+        o = floats_place(o, (const uint8_t(*)[16])src, id, v + i, m);
+        i += m;
+    }
+    for (; i < n; i++) {
+        o = put_float(o, v[i]);
+        *o++ = ',';
+    }
+    return o - 1; /* no comma after the last */
 }
 #endif
 

@@ -452,6 +452,31 @@ static void test_float_write(void) {
     char *ge = apip_floats_write(got, v, ROW), *we = ref_floats_write(want, v, ROW);
     CHECK(ge - got == we - want && memcmp(got, want, (size_t)(ge - got)) == 0,
           "apip_floats_write differs from the previous writer on a row of %d floats", ROW);
+    /* Every layout the row writer shuffles (sign, decimal exponent -10 to 7, 1 to 9 digits),
+     * and those it leaves to put_float (the longest, "-0.0000123456789", and the exponents
+     * beyond): magnitudes spread evenly in log from 1e-11 to 1e8, in rows of 1 to 40 and one
+     * of all. */
+    for (size_t i = 0; i < ROW; i++) {
+        double mag = pow(10.0, -11.0 + 19.0 * (double)(rnd64() >> 11) * 0x1p-53);
+        v[i] = (float)(rnd64() & 1 ? -mag : mag);
+        if (i % 5 == 0) { /* short decimals: 1 to 4 significant digits */
+            char d[32];
+            snprintf(d, sizeof d, "%.*e", (int)(i / 5 % 4), (double)v[i]);
+            v[i] = strtof(d, NULL);
+        }
+    }
+    size_t bad_rows = 0;
+    for (size_t at = 0, len = 1; at < ROW; at += len, len = len % 40 + 1) {
+        size_t k = at + len <= ROW ? len : ROW - at;
+        ge = apip_floats_write(got, v + at, k), we = ref_floats_write(want, v + at, k);
+        bad_rows += !(ge - got == we - want && memcmp(got, want, (size_t)(ge - got)) == 0);
+    }
+    ge = apip_floats_write(got, v, ROW), we = ref_floats_write(want, v, ROW);
+    bad_rows += !(ge - got == we - want && memcmp(got, want, (size_t)(ge - got)) == 0);
+    CHECK(bad_rows == 0,
+          "apip_floats_write differs from the previous writer on %zu rows of "
+          "magnitudes from 1e-11 to 1e8",
+          bad_rows);
     free(v), free(got), free(want);
 }
 
@@ -2651,6 +2676,24 @@ static void test_errors_and_buffers(void) {
     CHECK(e.status == 400 && strcmp(e.message, "first 1") == 0 && strcmp(e.field, "query") == 0,
           "first error wins");
     CHECK(api_fail(NULL, 400, "x", NULL, "no record") == -1, "NULL record");
+    /* Durations in usage: 3 decimals, half up, and 0 for what is not a duration. */
+    static const struct {
+        double ms;
+        const char *text;
+    } durations[] = {{0.0, "0.000"},         {1.5, "1.500"},
+                     {12.3456, "12.346"},    {0.0004, "0.000"},
+                     {0.0005, "0.001"},      {0.0125, "0.013"},
+                     {999.9996, "1000.000"}, {123456789.25, "123456789.250"},
+                     {-1.0, "0.000"},        {2e12, "0.000"},
+                     {NAN, "0.000"}};
+    for (size_t i = 0; i < sizeof durations / sizeof durations[0]; i++) {
+        api_buf t = {0};
+        apip_buf_put_ms(&t, durations[i].ms);
+        CHECK(t.len == strlen(durations[i].text) && memcmp(t.data, durations[i].text, t.len) == 0,
+              "apip_buf_put_ms(%g) gave %.*s, not %s", durations[i].ms, (int)t.len,
+              t.data ? t.data : "", durations[i].text);
+        api_buf_free(&t);
+    }
     api_buf b = {0};
     api_error w = {.status = 400, .code = "invalid_field", .field = "a\"b"};
     snprintf(w.message, sizeof w.message,
