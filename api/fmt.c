@@ -377,7 +377,7 @@ enum {
 #define FMT_SLOW    FMT_LAYOUTS      /* the id of a float put_float writes */
 #define FMT_CHUNK   64
 
-/* Layout id: the shuffle control that makes the text plus its comma from fmt_src, and its
+/* Layout id: the shuffle control that makes the text plus its comma from src, and its
  * length (0: longer than 16 bytes, for put_float). */
 static _Alignas(16) uint8_t layout_shuf[FMT_LAYOUTS + 1][16];
 static uint8_t layout_len[FMT_LAYOUTS + 1];
@@ -428,7 +428,7 @@ floats_prepare_avx512(uint8_t (*src)[16], uint16_t *id, const float *v, size_t n
                   pow5_hi = _mm512_loadu_si512((const void *)(pow5_64 + 8));
     const __m512i first4 = _mm512_set_epi64(11, 3, 10, 2, 9, 1, 8, 0),
                   last4 = _mm512_set_epi64(15, 7, 14, 6, 13, 5, 12, 4);
-    /* fmt_src's bytes 8 to 15 but the first digit (byte 8) and the exponent's (byte 14) */
+    /* src bytes 8 to 15 but the first digit (byte 8) and the exponent's (byte 14) */
     const uint64_t consts = (uint64_t)'0' << 8 | (uint64_t)'.' << 16 | (uint64_t)'-' << 24 |
                             (uint64_t)'e' << 32 | (uint64_t)',' << 40 | (uint64_t)'0';
     for (size_t i = 0; i < n; i += 8) {
