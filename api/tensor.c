@@ -44,11 +44,14 @@ static int probe_nested(apip_tensor_in *t, size_t max_rank, size_t max_dim, api_
     size_t idx[APIP_MAX_RANK + 1] = {0};
     char path[160];
     while (apip_jv_kind(p) == '[') {
-        elem_path(path, sizeof path, t->name, idx, t->rank);
-        if (t->rank == max_rank)
+        /* the paths of errors are made only for them: on the way, printf cost more than the
+         * probe itself */
+        if (t->rank == max_rank) {
+            elem_path(path, sizeof path, t->name, idx, t->rank);
             return api_fail(err, 400, "invalid_field", path,
                             "%s nests deeper than the %zu dimensions it may have", t->name,
                             max_rank);
+        }
         size_t n = 0;
         const char *it = p, *el = NULL, *first = apip_jv_ws(p + 1);
         const char *close = *first == '-' || (*first >= '0' && *first <= '9')
@@ -64,6 +67,8 @@ static int probe_nested(apip_tensor_in *t, size_t max_rank, size_t max_dim, api_
         }
         if (t->rank == 0) /* it is at the outer array's closing bracket */
             t->end = apip_jv_ws(it) + 1;
+        if (n == 0 || n > max_dim)
+            elem_path(path, sizeof path, t->name, idx, t->rank);
         if (n == 0)
             return api_fail(err, 400, "invalid_field", path,
                             "%s is an empty array; every dimension of a tensor must be at least 1",
@@ -83,59 +88,76 @@ static int probe_nested(apip_tensor_in *t, size_t max_rank, size_t max_dim, api_
     return 0;
 }
 
+/* "name.field" into out (cap bytes); returns out. For error paths only. */
+static const char *sub_path(char *out, size_t cap, const char *name, const char *field) {
+    snprintf(out, cap, "%s.%s", name, field);
+    return out;
+}
+
 static int probe_binary(apip_tensor_in *t, size_t max_rank, size_t max_dim, api_error *err) {
-    char path[160];
+    char path[160], k[32]; /* made only for an error: printf cost more than the probe */
     const char *it = t->val, *val = NULL, *shape = NULL, *data = NULL;
     bool dtype = false;
     apip_span key;
     while (apip_jv_obj_next(&it, &key, &val)) {
-        char k[32];
-        apip_jv_decode(key, k, sizeof k);
-        snprintf(path, sizeof path, "%s.%s", t->name, k);
         const char **slot = NULL;
         if (apip_jv_streq(key, "dtype")) {
+            if (!dtype && apip_jv_kind(val) == '"' &&
+                apip_jv_streq(apip_jv_string(val), "float32")) {
+                dtype = true;
+                continue;
+            }
+            sub_path(path, sizeof path, t->name, "dtype");
             if (dtype)
                 return api_fail(err, 400, "invalid_field", path, "%s appears twice", path);
-            dtype = true;
-            if (apip_jv_kind(val) != '"' || !apip_jv_streq(apip_jv_string(val), "float32"))
-                return api_fail(err, 400, "invalid_field", path,
-                                "%s must be \"float32\" (little-endian IEEE 754 binary32)", path);
-            continue;
+            return api_fail(err, 400, "invalid_field", path,
+                            "%s must be \"float32\" (little-endian IEEE 754 binary32)", path);
         } else if (apip_jv_streq(key, "shape")) {
             slot = &shape;
         } else if (apip_jv_streq(key, "data")) {
             slot = &data;
         } else {
+            apip_jv_decode(key, k, sizeof k);
+            sub_path(path, sizeof path, t->name, k);
             return api_fail(err, 400, "invalid_field", path,
                             "%s is not a field of a binary tensor; it has dtype, shape and data",
                             path);
         }
-        if (*slot)
+        if (*slot) {
+            sub_path(path, sizeof path, t->name, slot == &shape ? "shape" : "data");
             return api_fail(err, 400, "invalid_field", path, "%s appears twice", path);
+        }
         *slot = val;
     }
     const char *missing = !dtype ? "dtype" : !shape ? "shape" : !data ? "data" : NULL;
     if (missing) {
-        snprintf(path, sizeof path, "%s.%s", t->name, missing);
+        sub_path(path, sizeof path, t->name, missing);
         return api_fail(err, 400, "invalid_field", path,
                         "%s is required in a binary tensor {\"dtype\": \"float32\", \"shape\": "
                         "[..], \"data\": \"<base64>\"}",
                         path);
     }
 
-    snprintf(path, sizeof path, "%s.shape", t->name);
-    if (apip_jv_kind(shape) != '[')
+    if (apip_jv_kind(shape) != '[') {
+        sub_path(path, sizeof path, t->name, "shape");
         return api_fail(err, 400, "invalid_field", path, "%s must be an array of integers", path);
+    }
     it = shape;
     while (apip_jv_arr_next(&it, &val)) {
+        uint64_t d = 0;
+        bool neg = false;
+        int kind = apip_jv_kind(val) == '0' ? apip_jv_int(val, &neg, &d) : APIP_INT_NOT_INTEGER;
+        bool bad = t->rank == max_rank || kind == APIP_INT_NOT_INTEGER || neg ||
+                   (kind == APIP_INT_OK && d == 0) || kind == APIP_INT_TOO_BIG || d > max_dim;
+        if (!bad) {
+            t->dims[t->rank++] = (size_t)d;
+            continue;
+        }
         snprintf(path, sizeof path, "%s.shape[%zu]", t->name, t->rank);
         if (t->rank == max_rank)
             return api_fail(err, 400, "invalid_field", path,
                             "%s.shape has more than the %zu dimensions %s may have", t->name,
                             max_rank, t->name);
-        uint64_t d = 0;
-        bool neg = false;
-        int kind = apip_jv_kind(val) == '0' ? apip_jv_int(val, &neg, &d) : APIP_INT_NOT_INTEGER;
         if (kind == APIP_INT_NOT_INTEGER || neg || (kind == APIP_INT_OK && d == 0))
             return api_fail(err, 400, "invalid_field", path,
                             "%s must be a positive integer (a dimension)", path);
@@ -143,19 +165,19 @@ static int probe_binary(apip_tensor_in *t, size_t max_rank, size_t max_dim, api_
             return api_fail(err, 413, "job_too_large", path,
                             "%s is over 2^64, and over the max_dim limit of %zu per dimension",
                             path, max_dim);
-        if (d > max_dim)
-            return api_fail(err, 413, "job_too_large", path,
-                            "%s is %llu, over the max_dim limit of %zu per dimension", path,
-                            (unsigned long long)d, max_dim);
-        t->dims[t->rank++] = (size_t)d;
+        return api_fail(err, 413, "job_too_large", path,
+                        "%s is %llu, over the max_dim limit of %zu per dimension", path,
+                        (unsigned long long)d, max_dim);
     }
-    snprintf(path, sizeof path, "%s.shape", t->name);
-    if (t->rank == 0)
+    if (t->rank == 0) {
+        sub_path(path, sizeof path, t->name, "shape");
         return api_fail(err, 400, "invalid_field", path, "%s must not be empty", path);
+    }
 
-    snprintf(path, sizeof path, "%s.data", t->name);
-    if (apip_jv_kind(data) != '"')
+    if (apip_jv_kind(data) != '"') {
+        sub_path(path, sizeof path, t->name, "data");
         return api_fail(err, 400, "invalid_field", path, "%s must be a base64 string", path);
+    }
     t->b64 = apip_jv_string(data);
     t->b64_escaped = memchr(t->b64.p, '\\', (size_t)(t->b64.e - t->b64.p)) != NULL;
     t->binary = true;

@@ -316,8 +316,7 @@ static void shape_text(char *out, size_t cap, const apip_tensor_in *t) {
 static int read_data(v2p *c, int which, apip_tensor_in *t, const char *data, const char *data_end,
                      bool binary, uint64_t binary_size, const char *obj) {
     const char *name = c->inputs[which].name;
-    char shape[96];
-    shape_text(shape, sizeof shape, t);
+    char shape[96]; /* the shape's text, made only for an error */
     if (binary) {
         if (data)
             return bad(c, "input %s has both data and the binary_data_size parameter; give one",
@@ -328,9 +327,11 @@ static int read_data(v2p *c, int which, apip_tensor_in *t, const char *data, con
                        "Inference-Header-Content-Length header saying where its JSON ends",
                        name);
         size_t want = t->count * DT_BYTES[t->dtype];
-        if (binary_size != want)
+        if (binary_size != want) {
+            shape_text(shape, sizeof shape, t);
             return bad(c, "input %s: binary_data_size is %llu, but shape %s of %s needs %zu bytes",
                        name, (unsigned long long)binary_size, shape, DT_NAMES[t->dtype], want);
+        }
         size_t left = c->len - c->header_len - c->raw_used;
         if (want > left)
             return bad(c,
@@ -359,6 +360,7 @@ static int read_data(v2p *c, int which, apip_tensor_in *t, const char *data, con
         if (nested.rank != t->rank || memcmp(nested.dims, t->dims, t->rank * sizeof t->dims[0])) {
             char got[96];
             shape_text(got, sizeof got, &nested);
+            shape_text(shape, sizeof shape, t);
             return bad(c, "input %s: data nests as %s, but its shape is %s", name, got, shape);
         }
         int dtype = t->dtype;
@@ -366,9 +368,11 @@ static int read_data(v2p *c, int which, apip_tensor_in *t, const char *data, con
         t->dtype = dtype;
     } else {
         size_t n = flat_count(data, data_end);
-        if (n != t->count)
+        if (n != t->count) {
+            shape_text(shape, sizeof shape, t);
             return bad(c, "input %s: data holds %zu values, but shape %s needs %zu", name, n, shape,
                        t->count);
+        }
         t->val = data;
         t->end = data_end;
         t->flat = true;

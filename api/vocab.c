@@ -401,15 +401,17 @@ int apip_words_count(const api_model *m, const char *tokens_val, const char *tex
         const char *it = tokens_val, *el = NULL;
         char path[48], word[APIP_TOKEN_MAX_BYTES + 1];
         while (apip_jv_arr_next(&it, &el)) {
-            snprintf(path, sizeof path, "tokens[%zu]", n);
-            if (apip_jv_kind(el) != '"')
+            if (apip_jv_kind(el) != '"') {
+                snprintf(path, sizeof path, "tokens[%zu]", n); /* made only for an error */
                 return api_fail(err, 400, "invalid_field", path,
                                 "%s is not a string: tokens is the list of words of one text (it "
                                 "has no batch dimension)",
                                 path);
+            }
             size_t k = apip_jv_decode(apip_jv_string(el), word, sizeof word);
             uint32_t id;
             if (k >= sizeof word || !find_exact(v, word, k, &id)) {
+                snprintf(path, sizeof path, "tokens[%zu]", n);
                 quote(shown, sizeof shown, word, k < sizeof word ? k : strlen(word));
                 return api_fail(err, 400, "unknown_token", path,
                                 "%s %s is not in the vocabulary of model %s (%zu tokens: GET "
