@@ -2676,20 +2676,35 @@ static void test_errors_and_buffers(void) {
     CHECK(e.status == 400 && strcmp(e.message, "first 1") == 0 && strcmp(e.field, "query") == 0,
           "first error wins");
     CHECK(api_fail(NULL, 400, "x", NULL, "no record") == -1, "NULL record");
-    /* Durations in usage: 3 decimals, half up, and 0 for what is not a duration. */
+    /* Durations in usage: 3 decimals, half up, and 0 for what is not a duration. Half up is
+     * from the double's product by 1000, where "%.3f" rounds the exact value, ties to even:
+     * 0.0625 is a tie (62.5 thousandths exactly; "%.3f" gives 0.062), and the double 1.0005 lies
+     * just below one but its product is 1000.5 ("%.3f" gives 1.000). -0 is written without its
+     * sign ("%.3f" gives -0.000), and the longest, 1e12, takes all of APIP_MS_DIGITS. */
     static const struct {
         double ms;
         const char *text;
-    } durations[] = {{0.0, "0.000"},         {1.5, "1.500"},
-                     {12.3456, "12.346"},    {0.0004, "0.000"},
-                     {0.0005, "0.001"},      {0.0125, "0.013"},
-                     {999.9996, "1000.000"}, {123456789.25, "123456789.250"},
-                     {-1.0, "0.000"},        {2e12, "0.000"},
+    } durations[] = {{0.0, "0.000"},
+                     {1.5, "1.500"},
+                     {12.3456, "12.346"},
+                     {0.0004, "0.000"},
+                     {0.0005, "0.001"},
+                     {0.0125, "0.013"},
+                     {0.0625, "0.063"},
+                     {1.0005, "1.001"},
+                     {999.9996, "1000.000"},
+                     {123456789.25, "123456789.250"},
+                     {1e12, "1000000000000.000"},
+                     {999999999999.9995, "1000000000000.000"},
+                     {-0.0, "0.000"},
+                     {-1.0, "0.000"},
+                     {2e12, "0.000"},
                      {NAN, "0.000"}};
     for (size_t i = 0; i < sizeof durations / sizeof durations[0]; i++) {
         api_buf t = {0};
         apip_buf_put_ms(&t, durations[i].ms);
-        CHECK(t.len == strlen(durations[i].text) && memcmp(t.data, durations[i].text, t.len) == 0,
+        CHECK(t.len == strlen(durations[i].text) && memcmp(t.data, durations[i].text, t.len) == 0 &&
+                  t.len <= APIP_MS_DIGITS,
               "apip_buf_put_ms(%g) gave %.*s, not %s", durations[i].ms, (int)t.len,
               t.data ? t.data : "", durations[i].text);
         api_buf_free(&t);
