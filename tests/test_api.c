@@ -477,6 +477,46 @@ static void test_float_write(void) {
           "apip_floats_write differs from the previous writer on %zu rows of "
           "magnitudes from 1e-11 to 1e8",
           bad_rows);
+    /* The row writer's room (api_internal.h): it writes nothing before o, at most 32 bytes from
+     * its end on, and nothing past APIP_FLOAT_MAX * n + 32 bytes (a block of exactly that size,
+     * for test-asan), in rows of 1 to 140 floats (1 to 2 chunks of 64, every tail) of every
+     * kind, each row ended by each kind: a shuffled text, the 16-byte one, 1-byte ones, and
+     * others put_float writes (powers of two, denormals, outside [2^-30, 2^24)). */
+    enum { GUARD = 64, ROOM_N = 140 };
+    const float tiny16 = -0x1.4febcap-17f; /* "-0.0000100112275", the longest text */
+    char t16[32];
+    CHECK(api_float_write(t16, tiny16) == 16, "%a is not written in 16 bytes", (double)tiny16);
+    const float kinds[] = {0.0f,    -0.0f,  tiny16,   1.0f,     -2.0f, 0x1p-149f,
+                           3.0e38f, 1.0e8f, 0.15625f, 1.5e-10f, 9.0f,  -123456.79f};
+    enum { NKINDS = sizeof kinds / sizeof kinds[0] };
+    char *blk = malloc(GUARD + APIP_FLOAT_MAX * ROOM_N + 32 + GUARD);
+    size_t bad_room = 0, bad_text = 0;
+    for (size_t n = 1; n <= ROOM_N; n++) {
+        for (size_t last = 0; last < NKINDS; last++) {
+            float row_v[ROOM_N];
+            for (size_t i = 0; i < n; i++)
+                row_v[i] = i % 3 ? v[(n * 7 + i) % ROW] : kinds[(n + i) % NKINDS];
+            row_v[n - 1] = kinds[last];
+            size_t room = APIP_FLOAT_MAX * n + 32;
+            memset(blk, 0x5A, GUARD + room + GUARD);
+            char *o = blk + GUARD, *end = apip_floats_write(o, row_v, n);
+            we = ref_floats_write(want, row_v, n);
+            bad_text += !(end - o == we - want && memcmp(o, want, (size_t)(we - want)) == 0);
+            for (const char *q = blk; q < blk + GUARD + room + GUARD; q++)
+                if ((q < o || q >= end + 32) && *q != 0x5A) {
+                    bad_room++;
+                    break;
+                }
+            char *exact = malloc(room);
+            apip_floats_write(exact, row_v, n);
+            free(exact);
+        }
+    }
+    free(blk);
+    CHECK(bad_text == 0 && bad_room == 0,
+          "apip_floats_write: %zu rows differ from the previous writer, %zu write outside their "
+          "room (before o, or 32 bytes past the end and beyond)",
+          bad_text, bad_room);
     free(v), free(got), free(want);
 }
 
