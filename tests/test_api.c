@@ -46,11 +46,16 @@ static const char *cases_dir = "tests/api_cases";
 
 static uint64_t rng = 0x243F6A8885A308D3u;
 
+/* xorshift64 on the state *s: rnd64's, or a test's own (whose draws then move no other test's). */
+static uint64_t rnd64_from(uint64_t *s) {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
 static uint64_t rnd64(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
+    return rnd64_from(&rng);
 }
 
 static float frand(void) { /* uniform in [-1, 1) */
@@ -320,6 +325,29 @@ static bool float_ok(float f, bool against_ref) {
     return true;
 }
 
+/* The layout of a float's text t[0, n): its sign, the decimal exponent of its first significant
+ * digit and its number of significant digits ("-0.00125": 1, -3, 3; "1.5e-7": 0, -7, 2). */
+static void float_layout(const char *t, size_t n, int *neg, int *x, int *p) {
+    size_t i = *neg = t[0] == '-';
+    int point = -1, first = -1, last = -1, nd = 0;
+    for (; i < n && t[i] != 'e'; i++) {
+        if (t[i] == '.') {
+            point = nd;
+            continue;
+        }
+        if (t[i] != '0') {
+            first = first < 0 ? nd : first;
+            last = nd;
+        }
+        nd++;
+    }
+    int e = 0;
+    for (size_t j = i + 1 + (i + 1 < n && t[i + 1] == '-'); j < n; j++)
+        e = 10 * e + (t[j] - '0');
+    *p = last - first + 1;
+    *x = (point < 0 ? nd : point) - 1 - first + (i + 1 < n && t[i + 1] == '-' ? -e : e);
+}
+
 static void test_float_write(void) {
     static const struct {
         float f;
@@ -452,10 +480,10 @@ static void test_float_write(void) {
     char *ge = apip_floats_write(got, v, ROW), *we = ref_floats_write(want, v, ROW);
     CHECK(ge - got == we - want && memcmp(got, want, (size_t)(ge - got)) == 0,
           "apip_floats_write differs from the previous writer on a row of %d floats", ROW);
-    /* Every layout the row writer shuffles (sign, decimal exponent -10 to 7, 1 to 9 digits),
+    /* The layouts the row writer shuffles (sign, decimal exponent -10 to 7, 1 to 9 digits),
      * and those it leaves to put_float (the longest, "-0.0000123456789", and the exponents
      * beyond): magnitudes spread evenly in log from 1e-11 to 1e8, in rows of 1 to 40 and one
-     * of all. */
+     * of all (about four fifths of the layouts, few of 5 or 9 digits; every one below). */
     for (size_t i = 0; i < ROW; i++) {
         double mag = pow(10.0, -11.0 + 19.0 * (double)(rnd64() >> 11) * 0x1p-53);
         v[i] = (float)(rnd64() & 1 ? -mag : mag);
@@ -477,6 +505,62 @@ static void test_float_write(void) {
           "apip_floats_write differs from the previous writer on %zu rows of "
           "magnitudes from 1e-11 to 1e8",
           bad_rows);
+    /* Every layout the row writer shuffles that a float has: for each sign, decimal exponent
+     * -10 to 7 and count of 1 to 9 significant digits, a float on its fast path (in [2^-30,
+     * 2^24), not a power of two) found from random decimals of that shape (and their
+     * neighbours, for 8 and 9 digits), all written in rows of 1 to 40 and one of all, in a
+     * random order. No such float has the 8 others of each sign (found by writing every one of
+     * them): 1, 8 or 9 digits at 1e-10 (from 9.3e-10 only) and 9 at 1e-9, 1e-6, 1e-3, 1, 1e7. */
+    enum { LAYOUTS = 2 * 18 * 9, NO_FLOAT = 2 * 8 };
+    uint64_t lay_rng = 0x9E3779B97F4A7C15u; /* its own, so the tests after draw as before */
+    float lay[LAYOUTS];
+    size_t nlay = 0;
+    for (int neg = 0; neg < 2; neg++)
+        for (int x = -10; x <= 7; x++)
+            for (int p = 1; p <= 9; p++)
+                for (int t = 0; t < 20000; t++) {
+                    char d[32], out[32];
+                    int k = 0;
+                    d[k++] = neg ? '-' : '+';
+                    d[k++] = (char)('1' + rnd64_from(&lay_rng) % 9);
+                    d[k++] = '.';
+                    for (int j = 1; j < p; j++) /* the last digit is not 0 */
+                        d[k++] = (char)(j + 1 == p ? '1' + rnd64_from(&lay_rng) % 9
+                                                   : '0' + rnd64_from(&lay_rng) % 10);
+                    snprintf(d + k, sizeof d - (size_t)k, "e%d", x);
+                    float f = strtof(d, NULL);
+                    uint32_t u;
+                    memcpy(&u, &f, sizeof u);
+                    if (p >= 8 && t % 2)
+                        u += (uint32_t)(rnd64_from(&lay_rng) % 64) - 32;
+                    memcpy(&f, &u, sizeof f);
+                    float a = fabsf(f);
+                    if (!(a >= 0x1p-30f && a < 0x1p24f) || (u & 0x7FFFFFu) == 0)
+                        continue;
+                    int gn, gx, gp;
+                    float_layout(out, api_float_write(out, f), &gn, &gx, &gp);
+                    if (gn == neg && gx == x && gp == p) {
+                        lay[nlay++] = f;
+                        break;
+                    }
+                }
+    CHECK(nlay == LAYOUTS - NO_FLOAT, "floats found for %zu layouts, not %d", nlay,
+          LAYOUTS - NO_FLOAT);
+    for (size_t i = nlay; i > 1; i--) {
+        size_t j = (size_t)(rnd64_from(&lay_rng) % i);
+        float t = lay[i - 1];
+        lay[i - 1] = lay[j], lay[j] = t;
+    }
+    bad_rows = 0;
+    for (size_t at = 0, len = 1; at < nlay; at += len, len = len % 40 + 1) {
+        size_t k = at + len <= nlay ? len : nlay - at;
+        ge = apip_floats_write(got, lay + at, k), we = ref_floats_write(want, lay + at, k);
+        bad_rows += !(ge - got == we - want && memcmp(got, want, (size_t)(ge - got)) == 0);
+    }
+    ge = apip_floats_write(got, lay, nlay), we = ref_floats_write(want, lay, nlay);
+    bad_rows += !(ge - got == we - want && memcmp(got, want, (size_t)(ge - got)) == 0);
+    CHECK(bad_rows == 0,
+          "apip_floats_write differs from the previous writer on %zu rows of layouts", bad_rows);
     /* The row writer's room (api_internal.h): it writes nothing before o, at most 32 bytes from
      * its end on, and nothing past APIP_FLOAT_MAX * n + 32 bytes (a block of exactly that size,
      * for test-asan), in rows of 1 to 140 floats (1 to 2 chunks of 64, every tail) of every
