@@ -3197,10 +3197,12 @@ static double answers_diff(const char *a, const char *b) {
             (isdigit((unsigned char)*b) || *b == '-')) {
             char *ea, *eb;
             double x = strtod(a, &ea), y = strtod(b, &eb);
-            if (fabs(x - y) > m)
-                m = fabs(x - y);
-            a = ea, b = eb;
-            continue;
+            if (ea != a && eb != b) { /* else not numbers ("-:0" from a broken writer) */
+                if (fabs(x - y) > m)
+                    m = fabs(x - y);
+                a = ea, b = eb;
+                continue;
+            }
         }
         if (*a++ != *b++)
             return HUGE_VAL;
