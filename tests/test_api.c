@@ -46,11 +46,16 @@ static const char *cases_dir = "tests/api_cases";
 
 static uint64_t rng = 0x243F6A8885A308D3u;
 
+/* xorshift64 on the state *s: rnd64's, or a test's own (whose draws then move no other test's). */
+static uint64_t rnd64_from(uint64_t *s) {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
 static uint64_t rnd64(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
+    return rnd64_from(&rng);
 }
 
 static float frand(void) { /* uniform in [-1, 1) */
@@ -320,6 +325,29 @@ static bool float_ok(float f, bool against_ref) {
     return true;
 }
 
+/* The layout of a float's text t[0, n): its sign, the decimal exponent of its first significant
+ * digit and its number of significant digits ("-0.00125": 1, -3, 3; "1.5e-7": 0, -7, 2). */
+static void float_layout(const char *t, size_t n, int *neg, int *x, int *p) {
+    size_t i = *neg = t[0] == '-';
+    int point = -1, first = -1, last = -1, nd = 0;
+    for (; i < n && t[i] != 'e'; i++) {
+        if (t[i] == '.') {
+            point = nd;
+            continue;
+        }
+        if (t[i] != '0') {
+            first = first < 0 ? nd : first;
+            last = nd;
+        }
+        nd++;
+    }
+    int e = 0;
+    for (size_t j = i + 1 + (i + 1 < n && t[i + 1] == '-'); j < n; j++)
+        e = 10 * e + (t[j] - '0');
+    *p = last - first + 1;
+    *x = (point < 0 ? nd : point) - 1 - first + (i + 1 < n && t[i + 1] == '-' ? -e : e);
+}
+
 static void test_float_write(void) {
     static const struct {
         float f;
@@ -452,10 +480,10 @@ static void test_float_write(void) {
     char *ge = apip_floats_write(got, v, ROW), *we = ref_floats_write(want, v, ROW);
     CHECK(ge - got == we - want && memcmp(got, want, (size_t)(ge - got)) == 0,
           "apip_floats_write differs from the previous writer on a row of %d floats", ROW);
-    /* Every layout the row writer shuffles (sign, decimal exponent -10 to 7, 1 to 9 digits),
+    /* The layouts the row writer shuffles (sign, decimal exponent -10 to 7, 1 to 9 digits),
      * and those it leaves to put_float (the longest, "-0.0000123456789", and the exponents
      * beyond): magnitudes spread evenly in log from 1e-11 to 1e8, in rows of 1 to 40 and one
-     * of all. */
+     * of all (about four fifths of the layouts, few of 5 or 9 digits; every one below). */
     for (size_t i = 0; i < ROW; i++) {
         double mag = pow(10.0, -11.0 + 19.0 * (double)(rnd64() >> 11) * 0x1p-53);
         v[i] = (float)(rnd64() & 1 ? -mag : mag);
@@ -477,6 +505,102 @@ static void test_float_write(void) {
           "apip_floats_write differs from the previous writer on %zu rows of "
           "magnitudes from 1e-11 to 1e8",
           bad_rows);
+    /* Every layout the row writer shuffles that a float has: for each sign, decimal exponent
+     * -10 to 7 and count of 1 to 9 significant digits, a float on its fast path (in [2^-30,
+     * 2^24), not a power of two) found from random decimals of that shape (and their
+     * neighbours, for 8 and 9 digits), all written in rows of 1 to 40 and one of all, in a
+     * random order. No such float has the 8 others of each sign (found by writing every one of
+     * them): 1, 8 or 9 digits at 1e-10 (from 9.3e-10 only) and 9 at 1e-9, 1e-6, 1e-3, 1, 1e7. */
+    enum { LAYOUTS = 2 * 18 * 9, NO_FLOAT = 2 * 8 };
+    uint64_t lay_rng = 0x9E3779B97F4A7C15u; /* its own, so the tests after draw as before */
+    float lay[LAYOUTS];
+    size_t nlay = 0;
+    for (int neg = 0; neg < 2; neg++)
+        for (int x = -10; x <= 7; x++)
+            for (int p = 1; p <= 9; p++)
+                for (int t = 0; t < 20000; t++) {
+                    char d[32], out[32];
+                    int k = 0;
+                    d[k++] = neg ? '-' : '+';
+                    d[k++] = (char)('1' + rnd64_from(&lay_rng) % 9);
+                    d[k++] = '.';
+                    for (int j = 1; j < p; j++) /* the last digit is not 0 */
+                        d[k++] = (char)(j + 1 == p ? '1' + rnd64_from(&lay_rng) % 9
+                                                   : '0' + rnd64_from(&lay_rng) % 10);
+                    snprintf(d + k, sizeof d - (size_t)k, "e%d", x);
+                    float f = strtof(d, NULL);
+                    uint32_t u;
+                    memcpy(&u, &f, sizeof u);
+                    if (p >= 8 && t % 2)
+                        u += (uint32_t)(rnd64_from(&lay_rng) % 64) - 32;
+                    memcpy(&f, &u, sizeof f);
+                    float a = fabsf(f);
+                    if (!(a >= 0x1p-30f && a < 0x1p24f) || (u & 0x7FFFFFu) == 0)
+                        continue;
+                    int gn, gx, gp;
+                    float_layout(out, api_float_write(out, f), &gn, &gx, &gp);
+                    if (gn == neg && gx == x && gp == p) {
+                        lay[nlay++] = f;
+                        break;
+                    }
+                }
+    CHECK(nlay == LAYOUTS - NO_FLOAT, "floats found for %zu layouts, not %d", nlay,
+          LAYOUTS - NO_FLOAT);
+    for (size_t i = nlay; i > 1; i--) {
+        size_t j = (size_t)(rnd64_from(&lay_rng) % i);
+        float t = lay[i - 1];
+        lay[i - 1] = lay[j], lay[j] = t;
+    }
+    bad_rows = 0;
+    for (size_t at = 0, len = 1; at < nlay; at += len, len = len % 40 + 1) {
+        size_t k = at + len <= nlay ? len : nlay - at;
+        ge = apip_floats_write(got, lay + at, k), we = ref_floats_write(want, lay + at, k);
+        bad_rows += !(ge - got == we - want && memcmp(got, want, (size_t)(ge - got)) == 0);
+    }
+    ge = apip_floats_write(got, lay, nlay), we = ref_floats_write(want, lay, nlay);
+    bad_rows += !(ge - got == we - want && memcmp(got, want, (size_t)(ge - got)) == 0);
+    CHECK(bad_rows == 0,
+          "apip_floats_write differs from the previous writer on %zu rows of layouts", bad_rows);
+    /* The row writer's room (api_internal.h): it writes nothing before o, at most 32 bytes from
+     * its end on, and nothing past APIP_FLOAT_MAX * n + 32 bytes (a block of exactly that size,
+     * for test-asan), in rows of 1 to 140 floats (1 to 2 chunks of 64, every tail) of every
+     * kind, each row ended by each kind: a shuffled text, the 16-byte one, 1-byte ones, and
+     * others put_float writes (powers of two, denormals, outside [2^-30, 2^24)). */
+    enum { GUARD = 64, ROOM_N = 140 };
+    const float tiny16 = -0x1.4febcap-17f; /* "-0.0000100112275", the longest text */
+    char t16[32];
+    CHECK(api_float_write(t16, tiny16) == 16, "%a is not written in 16 bytes", (double)tiny16);
+    const float kinds[] = {0.0f,    -0.0f,  tiny16,   1.0f,     -2.0f, 0x1p-149f,
+                           3.0e38f, 1.0e8f, 0.15625f, 1.5e-10f, 9.0f,  -123456.79f};
+    enum { NKINDS = sizeof kinds / sizeof kinds[0] };
+    char *blk = malloc(GUARD + APIP_FLOAT_MAX * ROOM_N + 32 + GUARD);
+    size_t bad_room = 0, bad_text = 0;
+    for (size_t n = 1; n <= ROOM_N; n++) {
+        for (size_t last = 0; last < NKINDS; last++) {
+            float row_v[ROOM_N];
+            for (size_t i = 0; i < n; i++)
+                row_v[i] = i % 3 ? v[(n * 7 + i) % ROW] : kinds[(n + i) % NKINDS];
+            row_v[n - 1] = kinds[last];
+            size_t room = APIP_FLOAT_MAX * n + 32;
+            memset(blk, 0x5A, GUARD + room + GUARD);
+            char *o = blk + GUARD, *end = apip_floats_write(o, row_v, n);
+            we = ref_floats_write(want, row_v, n);
+            bad_text += !(end - o == we - want && memcmp(o, want, (size_t)(we - want)) == 0);
+            for (const char *q = blk; q < blk + GUARD + room + GUARD; q++)
+                if ((q < o || q >= end + 32) && *q != 0x5A) {
+                    bad_room++;
+                    break;
+                }
+            char *exact = malloc(room);
+            apip_floats_write(exact, row_v, n);
+            free(exact);
+        }
+    }
+    free(blk);
+    CHECK(bad_text == 0 && bad_room == 0,
+          "apip_floats_write: %zu rows differ from the previous writer, %zu write outside their "
+          "room (before o, or 32 bytes past the end and beyond)",
+          bad_text, bad_room);
     free(v), free(got), free(want);
 }
 
@@ -2676,20 +2800,35 @@ static void test_errors_and_buffers(void) {
     CHECK(e.status == 400 && strcmp(e.message, "first 1") == 0 && strcmp(e.field, "query") == 0,
           "first error wins");
     CHECK(api_fail(NULL, 400, "x", NULL, "no record") == -1, "NULL record");
-    /* Durations in usage: 3 decimals, half up, and 0 for what is not a duration. */
+    /* Durations in usage: 3 decimals, half up, and 0 for what is not a duration. Half up is
+     * from the double's product by 1000, where "%.3f" rounds the exact value, ties to even:
+     * 0.0625 is a tie (62.5 thousandths exactly; "%.3f" gives 0.062), and the double 1.0005 lies
+     * just below one but its product is 1000.5 ("%.3f" gives 1.000). -0 is written without its
+     * sign ("%.3f" gives -0.000), and the longest, 1e12, takes all of APIP_MS_DIGITS. */
     static const struct {
         double ms;
         const char *text;
-    } durations[] = {{0.0, "0.000"},         {1.5, "1.500"},
-                     {12.3456, "12.346"},    {0.0004, "0.000"},
-                     {0.0005, "0.001"},      {0.0125, "0.013"},
-                     {999.9996, "1000.000"}, {123456789.25, "123456789.250"},
-                     {-1.0, "0.000"},        {2e12, "0.000"},
+    } durations[] = {{0.0, "0.000"},
+                     {1.5, "1.500"},
+                     {12.3456, "12.346"},
+                     {0.0004, "0.000"},
+                     {0.0005, "0.001"},
+                     {0.0125, "0.013"},
+                     {0.0625, "0.063"},
+                     {1.0005, "1.001"},
+                     {999.9996, "1000.000"},
+                     {123456789.25, "123456789.250"},
+                     {1e12, "1000000000000.000"},
+                     {999999999999.9995, "1000000000000.000"},
+                     {-0.0, "0.000"},
+                     {-1.0, "0.000"},
+                     {2e12, "0.000"},
                      {NAN, "0.000"}};
     for (size_t i = 0; i < sizeof durations / sizeof durations[0]; i++) {
         api_buf t = {0};
         apip_buf_put_ms(&t, durations[i].ms);
-        CHECK(t.len == strlen(durations[i].text) && memcmp(t.data, durations[i].text, t.len) == 0,
+        CHECK(t.len == strlen(durations[i].text) && memcmp(t.data, durations[i].text, t.len) == 0 &&
+                  t.len <= APIP_MS_DIGITS,
               "apip_buf_put_ms(%g) gave %.*s, not %s", durations[i].ms, (int)t.len,
               t.data ? t.data : "", durations[i].text);
         api_buf_free(&t);
@@ -3058,10 +3197,12 @@ static double answers_diff(const char *a, const char *b) {
             (isdigit((unsigned char)*b) || *b == '-')) {
             char *ea, *eb;
             double x = strtod(a, &ea), y = strtod(b, &eb);
-            if (fabs(x - y) > m)
-                m = fabs(x - y);
-            a = ea, b = eb;
-            continue;
+            if (ea != a && eb != b) { /* else not numbers ("-:0" from a broken writer) */
+                if (fabs(x - y) > m)
+                    m = fabs(x - y);
+                a = ea, b = eb;
+                continue;
+            }
         }
         if (*a++ != *b++)
             return HUGE_VAL;
