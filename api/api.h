@@ -397,6 +397,14 @@ size_t api_job_binary_bytes(const api_job *job);
  * f must be finite. Returns the length (no terminating NUL). */
 size_t api_float_write(char *buf, float f);
 
+/* Writes ms (in [0, 1e12]) with 3 decimals, the last rounded half up from the double's product
+ * by 1000 ("12.345"; printf's "%.3f", which rounds the exact value, is one thousandth lower
+ * where that product rounds onto a half, as for 1.0005), into buf (at least API_MS_MAX bytes).
+ * The replies' usage and the access log write their milliseconds so. Returns the length (no
+ * terminating NUL). */
+#define API_MS_MAX 17 /* "1000000000000.000" */
+size_t api_ms_write(char *buf, double ms);
+
 /* Standard base64 (RFC 4648, with padding). api_base64_decode fails (returns false) on a
  * character outside the alphabet, bad padding (also nonzero bits in a padded group) or a length
  * that is not a multiple of 4; *out_len receives the decoded length. out must hold

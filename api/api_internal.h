@@ -57,15 +57,13 @@ void apip_buf_put_u64(api_buf *b, uint64_t v);
  * is not positive (or NaN), UINT64_MAX past it. At most APIP_U64_DIGITS bytes. */
 void apip_buf_put_flops(api_buf *b, double flops);
 
-/* Appends a duration in milliseconds with 3 decimals ("12.345"), the last rounded half up from
- * the double's product by 1000: where that product rounds onto a half (1.0005, say), the text
- * is one thousandth above printf's "%.3f", which rounds the exact value. "0.000" for -0 and for a
+/* Appends a duration in milliseconds as api_ms_write writes it; "0.000" for -0 and for a
  * negative, NaN or absurd (> 1e12) value. At most APIP_MS_DIGITS bytes. */
 void apip_buf_put_ms(api_buf *b, double ms);
 
 #define APIP_U64_DIGITS 20 /* 18446744073709551615 */
 #define APIP_I32_DIGITS 10 /* 2147483647: a top-k index */
-#define APIP_MS_DIGITS  17 /* "1000000000000.000" */
+#define APIP_MS_DIGITS  API_MS_MAX
 
 /* ---- Numbers out -------------------------------------------------------------------------- */
 

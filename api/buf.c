@@ -103,14 +103,22 @@ void apip_buf_puts(api_buf *b, const char *s) {
     api_buf_append(b, s, strlen(s));
 }
 
-void apip_buf_put_u64(api_buf *b, uint64_t v) {
-    char tmp[24];
+/* v in decimal at o (room for APIP_U64_DIGITS bytes); returns the end. */
+static char *u64_text(char *o, uint64_t v) {
+    char tmp[APIP_U64_DIGITS];
     size_t n = 0;
     do {
-        tmp[sizeof tmp - 1 - n++] = (char)('0' + v % 10);
+        tmp[n++] = (char)('0' + v % 10);
         v /= 10;
     } while (v);
-    api_buf_append(b, tmp + sizeof tmp - n, n);
+    while (n)
+        *o++ = tmp[--n];
+    return o;
+}
+
+void apip_buf_put_u64(api_buf *b, uint64_t v) {
+    char tmp[APIP_U64_DIGITS];
+    api_buf_append(b, tmp, (size_t)(u64_text(tmp, v) - tmp));
 }
 
 void apip_buf_put_flops(api_buf *b, double flops) {
@@ -118,15 +126,20 @@ void apip_buf_put_flops(api_buf *b, double flops) {
     apip_buf_put_u64(b, !(flops > 0) ? 0 : flops < 0x1p64 ? (uint64_t)round(flops) : UINT64_MAX);
 }
 
-void apip_buf_put_ms(api_buf *b, double ms) {
-    if (!(ms >= 0.0) || ms > 1e12)
-        ms = 0.0;
+size_t api_ms_write(char *buf, double ms) {
     uint64_t m = (uint64_t)(ms * 1000.0 + 0.5); /* thousandths: below 2^50 */
     unsigned frac = (unsigned)(m % 1000);
-    apip_buf_put_u64(b, m / 1000);
-    char tail[4] = {'.', (char)('0' + frac / 100), (char)('0' + frac / 10 % 10),
-                    (char)('0' + frac % 10)};
-    api_buf_append(b, tail, sizeof tail);
+    char *o = u64_text(buf, m / 1000);
+    o[0] = '.';
+    o[1] = (char)('0' + frac / 100);
+    o[2] = (char)('0' + frac / 10 % 10);
+    o[3] = (char)('0' + frac % 10);
+    return (size_t)(o + 4 - buf);
+}
+
+void apip_buf_put_ms(api_buf *b, double ms) {
+    char tmp[API_MS_MAX];
+    api_buf_append(b, tmp, api_ms_write(tmp, !(ms >= 0.0) || ms > 1e12 ? 0.0 : ms));
 }
 
 /* Length of the valid UTF-8 sequence at s[0, n), or 0 when it is not one. */

@@ -66,22 +66,16 @@ static void put_int(line *l, long long v) {
     put(l, tmp, (size_t)(o - tmp));
 }
 
-/* A number field's value with 3 decimals: by hand for the times a line carries (finite, in
- * [0, 1e12)), the last digit rounded half up from the double's product by 1000 rather than
- * printf's exact decimal; otherwise as "%.3f". */
+/* A number field's value with 3 decimals: the times a line carries (finite, in [0, 1e12)) as
+ * the replies' usage writes them (api_ms_write), so that both show the same text; otherwise as
+ * "%.3f". */
 static void put_num(line *l, double d) {
     if (!(d >= 0 && d < 1e12)) {
         putf(l, "%.3f", d);
         return;
     }
-    unsigned long long m = (unsigned long long)(d * 1000.0 + 0.5);
-    char tmp[24], *o = put_u64(tmp, m / 1000);
-    unsigned frac = (unsigned)(m % 1000);
-    o[0] = '.';
-    o[1] = (char)('0' + frac / 100);
-    o[2] = (char)('0' + frac / 10 % 10);
-    o[3] = (char)('0' + frac % 10);
-    put(l, tmp, (size_t)(o + 4 - tmp));
+    char tmp[API_MS_MAX];
+    put(l, tmp, api_ms_write(tmp, d));
 }
 
 /* The line's time, "2026-11-30T21:14:31.684Z" (UTC, milliseconds), into ts (at least 25 bytes);

@@ -348,6 +348,20 @@ static void float_layout(const char *t, size_t n, int *neg, int *x, int *p) {
     *x = (point < 0 ? nd : point) - 1 - first + (i + 1 < n && t[i + 1] == '-' ? -e : e);
 }
 
+/* v[0, n) in rows of 1, 2, ..., 40, 1, ... floats, then in one row, each written by
+ * apip_floats_write into got and by the previous writer into want (each with room for n floats);
+ * returns how many of those rows differ. */
+static size_t rows_differ(const float *v, size_t n, char *got, char *want) {
+    size_t bad = 0;
+    for (size_t at = 0, len = 1; at < n; at += len, len = len % 40 + 1) {
+        size_t k = at + len <= n ? len : n - at;
+        char *ge = apip_floats_write(got, v + at, k), *we = ref_floats_write(want, v + at, k);
+        bad += !(ge - got == we - want && memcmp(got, want, (size_t)(ge - got)) == 0);
+    }
+    char *ge = apip_floats_write(got, v, n), *we = ref_floats_write(want, v, n);
+    return bad + !(ge - got == we - want && memcmp(got, want, (size_t)(ge - got)) == 0);
+}
+
 static void test_float_write(void) {
     static const struct {
         float f;
@@ -493,14 +507,7 @@ static void test_float_write(void) {
             v[i] = strtof(d, NULL);
         }
     }
-    size_t bad_rows = 0;
-    for (size_t at = 0, len = 1; at < ROW; at += len, len = len % 40 + 1) {
-        size_t k = at + len <= ROW ? len : ROW - at;
-        ge = apip_floats_write(got, v + at, k), we = ref_floats_write(want, v + at, k);
-        bad_rows += !(ge - got == we - want && memcmp(got, want, (size_t)(ge - got)) == 0);
-    }
-    ge = apip_floats_write(got, v, ROW), we = ref_floats_write(want, v, ROW);
-    bad_rows += !(ge - got == we - want && memcmp(got, want, (size_t)(ge - got)) == 0);
+    size_t bad_rows = rows_differ(v, ROW, got, want);
     CHECK(bad_rows == 0,
           "apip_floats_write differs from the previous writer on %zu rows of "
           "magnitudes from 1e-11 to 1e8",
@@ -551,14 +558,7 @@ static void test_float_write(void) {
         float t = lay[i - 1];
         lay[i - 1] = lay[j], lay[j] = t;
     }
-    bad_rows = 0;
-    for (size_t at = 0, len = 1; at < nlay; at += len, len = len % 40 + 1) {
-        size_t k = at + len <= nlay ? len : nlay - at;
-        ge = apip_floats_write(got, lay + at, k), we = ref_floats_write(want, lay + at, k);
-        bad_rows += !(ge - got == we - want && memcmp(got, want, (size_t)(ge - got)) == 0);
-    }
-    ge = apip_floats_write(got, lay, nlay), we = ref_floats_write(want, lay, nlay);
-    bad_rows += !(ge - got == we - want && memcmp(got, want, (size_t)(ge - got)) == 0);
+    bad_rows = rows_differ(lay, nlay, got, want);
     CHECK(bad_rows == 0,
           "apip_floats_write differs from the previous writer on %zu rows of layouts", bad_rows);
     /* The row writer's room (api_internal.h): it writes nothing before o, at most 32 bytes from
