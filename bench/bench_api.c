@@ -1,8 +1,9 @@
 /* bench_api.c - where the time of a request goes outside HTTP: parsing and validating its body
  * (api_job_parse), computing it (api_job_run) and writing the response (api_job_respond), for
  * the core benchmark's workloads W1-W5; then JSON floats alone, in ns per float read and
- * written, attnd's code beside the previous one. Prints one JSON object per measurement on
- * stdout for bench/run_bench.py.
+ * written, attnd's code beside the previous one; and what reading each body, and the float
+ * rows, with jansson would cost instead. Prints one JSON object per measurement on stdout for
+ * bench/run_bench.py.
  *
  * Usage: bench_api [--time SECONDS] [--only NAME] [--no-cache] [--floats-only]
  *   --only      one workload (W1-W5), and no float benchmark
@@ -22,6 +23,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <jansson.h>
 
 #include "../tests/float_ref.h"
 #include "api.h"
@@ -116,6 +119,61 @@ static void append_str(api_buf *b, const char *s) {
     api_buf_append(b, s, strlen(s));
 }
 
+/* ---- jansson, the library attnd does not use to read requests ---------------------------
+ *
+ * What reading the same body with jansson would cost a server: json_loadb (the tree), then the
+ * query's numbers into float32 (JSON arrays) or its base64 text found (not decoded: attnd's
+ * own decoder would still have to run). A lower bound, then: none of attnd's checks, no other
+ * field read. */
+
+/* Writes the numbers of nested arrays j into out in order; returns false on anything else. */
+static bool jn_flatten(const json_t *j, float *out, size_t cap, size_t *k) {
+    if (json_is_number(j)) {
+        if (*k >= cap)
+            return false;
+        out[(*k)++] = (float)json_number_value(j);
+        return true;
+    }
+    if (!json_is_array(j))
+        return false;
+    for (size_t i = 0; i < json_array_size(j); i++)
+        if (!jn_flatten(json_array_get(j, i), out, cap, k))
+            return false;
+    return true;
+}
+
+/* Milliseconds to load body with jansson and take out its query (median of at least 3 runs,
+ * for about target_s); -1 when jansson fails. */
+static double jansson_ms(const api_buf *body, const workload *w, double target_s) {
+    size_t count = w->n * w->l * w->e;
+    float *x = malloc(count * sizeof *x);
+    if (!x)
+        return -1;
+    enum { MAX_J = 200 };
+    double t[MAX_J];
+    size_t reps = 0;
+    double start = now_ms();
+    while (reps < MAX_J && (reps < 3 || now_ms() - start < target_s * 1e3)) {
+        double t0 = now_ms();
+        json_error_t jerr;
+        json_t *root = json_loadb(body->data, body->len, 0, &jerr);
+        json_t *q = json_object_get(root, "query");
+        size_t k = 0;
+        bool ok = w->base64 ? json_string_length(json_object_get(q, "data")) > 0
+                            : jn_flatten(q, x, count, &k) && k == count;
+        json_decref(root);
+        double t1 = now_ms();
+        if (!ok) {
+            fprintf(stderr, "bench_api: jansson could not read %s\n", w->name);
+            free(x);
+            return -1;
+        }
+        t[reps++] = t1 - t0;
+    }
+    free(x);
+    return median(t, reps);
+}
+
 static int run(const workload *w, const api_registry *models, attn_pool *pool, api_mem *mem,
                double target_s) {
     api_buf body = {0}, resp = {0};
@@ -185,13 +243,16 @@ static int run(const workload *w, const api_registry *models, attn_pool *pool, a
     if (rc == 0) {
         size_t n = reps;
         double p = median(tp, n), c = median(tc, n), e = median(te, n);
+        api_mem_stats st1 = api_mem_stats_get(mem);
+        /* After the timed runs, so that jansson's allocations do not disturb them. */
+        double j = jansson_ms(&body, w, target_s);
         printf("{\"type\":\"io\",\"name\":\"%s\",\"encoding\":\"%s\",\"request_bytes\":%zu,"
                "\"response_bytes\":%zu,\"reps\":%zu,\"parse_ms\":%.4f,\"compute_ms\":%.4f,"
                "\"encode_ms\":%.4f,\"io_over_compute\":%.4f,\"cache\":%s,\"cache_hits\":%llu,"
-               "\"cache_misses\":%llu}\n",
+               "\"cache_misses\":%llu,\"jansson_ms\":%.4f}\n",
                w->name, w->base64 ? "base64" : "json", body.len, resp.len, n, p, c, e, (p + e) / c,
-               mem ? "true" : "false", (unsigned long long)(api_mem_stats_get(mem).hits - st0.hits),
-               (unsigned long long)(api_mem_stats_get(mem).misses - st0.misses));
+               mem ? "true" : "false", (unsigned long long)(st1.hits - st0.hits),
+               (unsigned long long)(st1.misses - st0.misses), j);
         fflush(stdout);
     }
     api_buf_free(&body);
@@ -337,6 +398,31 @@ static int bench_floats(void) {
         print_floats("check", kinds[kind], median(cn, FLOATS_RUNS), median(co, FLOATS_RUNS), same);
         print_floats("check+read", kinds[kind], median(tn, FLOATS_RUNS), median(to, FLOATS_RUNS),
                      same);
+        /* The same body read with jansson: the tree, then its numbers into float32. */
+        double tj[FLOATS_RUNS];
+        size_t differ = 0;
+        for (int r = 0; r < FLOATS_RUNS; r++) {
+            json_error_t jerr;
+            size_t k = 0;
+            double t0 = now_ns();
+            json_t *root = json_loadb(b, bl, 0, &jerr);
+            bool ok = jn_flatten(json_object_get(root, "x"), want, FLOATS_N, &k);
+            json_decref(root);
+            double t1 = now_ns();
+            if (!ok || k != FLOATS_N) {
+                fprintf(stderr, "bench_api: jansson could not read the %s\n", kinds[kind]);
+                free(v), free(got), free(want), free(a), free(b);
+                return -1;
+            }
+            tj[r] = (t1 - t0) / FLOATS_N;
+        }
+        for (size_t i = 0; i < FLOATS_N; i++)
+            differ += got[i] != want[i];
+        printf("{\"type\":\"jansson_floats\",\"data\":\"%s\",\"n\":%d,\"runs\":%d,"
+               "\"jansson_ns\":%.2f,\"attnd_ns\":%.2f,\"differ\":%zu}\n",
+               kinds[kind], FLOATS_N, FLOATS_RUNS, median(tj, FLOATS_RUNS), median(tn, FLOATS_RUNS),
+               differ);
+        fflush(stdout);
     }
     free(v), free(got), free(want), free(a), free(b);
     return 0;

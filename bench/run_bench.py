@@ -166,9 +166,11 @@ def api_pairs(args, env):
         io = None
         if ios:
             io = dict(ios[-1])
-            for k in ("parse_ms", "compute_ms", "encode_ms"):
+            for k in ("parse_ms", "compute_ms", "encode_ms", "jansson_ms"):
                 io[k] = median([x[k] for x in ios])
             io["io_over_compute"] = (io["parse_ms"] + io["encode_ms"]) / io["compute_ms"]
+            io["jansson_over_parse"] = (io["jansson_ms"] / io["parse_ms"]
+                                        if io["jansson_ms"] > 0 else None)
         out[n] = {"ratios": ratios, "ratio": median(ratios), "nocache_ratios": nc,
                   "nocache_ratio": median(nc), "io": io,
                   "core_ms": median([r["core"]["median_ms"] for r in rs if r.get("core")]),
@@ -189,11 +191,15 @@ def api_section(pairs, args):
              f"same kernel; {args.api_rounds} round(s) of {args.api_time:g} s runs, medians "
              "over the rounds. API / core is bench_api's compute over bench_attention's time, per "
              "round (the core benchmark's inputs carry biases and the API's models do not; the "
-             "shapes, masks and outputs are the same).")
+             "shapes, masks and outputs are the same). jansson ms: the same body read with "
+             "jansson instead (json_loadb, then the query's numbers into float32, or its base64 "
+             "text found but not decoded; no other field read), after the timed runs; a lower "
+             "bound on a jansson reader, against attnd's whole parse.")
     L.append("")
     head = ("| workload | encoding | request KiB | response KiB | core ms | API compute ms | "
-            "**API / core** | rounds | parse ms | encode ms | (parse + encode) / compute |")
-    sep = "|---|---|--:|--:|--:|--:|--:|---|--:|--:|--:|"
+            "**API / core** | rounds | parse ms | encode ms | (parse + encode) / compute | "
+            "jansson ms | jansson / parse |")
+    sep = "|---|---|--:|--:|--:|--:|--:|---|--:|--:|--:|--:|--:|"
     if args.api_no_cache:
         head += " no cache: compute ms | no cache: API / core | no cache: parse ms |"
         sep += "--:|--:|--:|"
@@ -207,7 +213,9 @@ def api_section(pairs, args):
                f"{r['response_bytes'] / 1024:.0f} | {fmt(p['core_ms'], '.3f')} | "
                f"{r['compute_ms']:.3f} | **{fmt(p['ratio'], '.2f')}** | "
                + ", ".join(f"{x:.2f}" for x in p["ratios"]) + f" | {r['parse_ms']:.3f} | "
-               f"{r['encode_ms']:.3f} | {r['io_over_compute']:.2f} |")
+               f"{r['encode_ms']:.3f} | {r['io_over_compute']:.2f} | "
+               f"{fmt(r.get('jansson_ms'), '.3f')} | "
+               f"{fmt(r.get('jansson_over_parse'), '.0f')}{'x' if r.get('jansson_over_parse') else ''} |")
         if args.api_no_cache:
             nc = p["nocache"] or {}
             row += (f" {fmt(nc.get('compute_ms'), '.3f')} | {fmt(p['nocache_ratio'], '.2f')} | "
@@ -285,7 +293,7 @@ def main():
     blas_alt = {r["name"]: r for r in by_type(brecs, "workload")}
 
     # The API path beside the core, in pairs of fresh processes; then JSON floats.
-    pairs, floats = {}, []
+    pairs, floats, jfloats = {}, [], []
     if args.api_bin:
         pairs, pair_failures = api_pairs(args, env)
         failures += pair_failures
@@ -293,6 +301,7 @@ def main():
         if frc != 0:
             failures.append(f"bench_api --floats-only exited {frc}")
         floats = by_type(frecs, "floats")
+        jfloats = by_type(frecs, "jansson_floats")
         failures += [f"JSON floats, {r['op']} {r['data']}: attnd and the previous code disagree"
                      for r in floats if not r["same"]]
     io = {n: p["io"] for n, p in pairs.items() if p.get("io")}
@@ -450,6 +459,17 @@ def main():
         for r in floats:
             L.append(f"| {r['op']} | {r['data']} | {r['new_ns']:.1f} | {r['old_ns']:.1f} | "
                      f"{r['old_ns'] / r['new_ns']:.2f} |")
+        L.append("")
+    if jfloats:
+        L.append("The same rows as a body `{\"x\": [...]}` read with jansson, the library attnd "
+                 "does not read requests with (json_loadb, then each number into float32; "
+                 "medians of 7), beside attnd's check + read:")
+        L.append("")
+        L.append("| values | jansson ns/float | attnd ns/float | jansson / attnd | floats that differ |")
+        L.append("|---|--:|--:|--:|--:|")
+        for r in jfloats:
+            L.append(f"| {r['data']} | {r['jansson_ns']:.1f} | {r['attnd_ns']:.1f} | "
+                     f"**{r['jansson_ns'] / r['attnd_ns']:.0f}x** | {r['differ']} |")
         L.append("")
 
     # Goals.
