@@ -19,17 +19,19 @@ layer_inc      = $(or $(INC_$(firstword $(subst /, ,$<))),$(INC_ALL))
 LDLIBS   := -lopenblas -lpthread -lm
 PY       := /usr/bin/python3
 
-# Debian packages each goal needs.
-PKG_BUILD := gcc make libc6-dev libopenblas-dev libmicrohttpd-dev zlib1g-dev
-PKG_TEST  := $(PKG_BUILD) libjansson-dev python3 python3-torch python3-numpy python3-yaml \
-             libcurl4-openssl-dev prometheus curl chromium fonts-wqy-microhei
+# Debian packages each goal needs (README.md, "Dependencies", says what each is for, and
+# tests/readme_deps.py checks that it names these and no others).
+PKG_BUILD     := gcc make libc6-dev libopenblas-dev libmicrohttpd-dev zlib1g-dev
+PKG_TEST      := $(PKG_BUILD) libjansson-dev python3 python3-torch python3-numpy python3-yaml \
+                 libcurl4-openssl-dev prometheus chromium fonts-wqy-microhei
+PKG_CONTAINER := buildah podman runc debootstrap curl python3
 
 ATTN_SRC := attention/error.c attention/plan.c attention/sdpa.c attention/mha.c attention/batch.c \
             attention/kernels.c attention/pool.c attention/blas.c
 ATTN_OBJ := $(ATTN_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: all run test test-core check-layers test-web screenshots test-deploy container-test bench deps-build \
-        deps-test check-format format clean
+.PHONY: all run test test-core check-layers check-readme-deps test-web screenshots test-deploy \
+        container-test bench deps-build deps-test check-format format clean
 
 HEADERS := $(wildcard attention/*.h api/*.h server/*.h tests/*.h)
 
@@ -77,9 +79,10 @@ $(BUILD)/tests/oracle_run: $(BUILD)/tests/oracle_run.o $(BUILD)/libattn.a
 $(BUILD)/bench/bench_attention: $(BUILD)/bench/bench_attention.o $(BUILD)/libattn.a
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
+# -ljansson: bench_api measures what reading its bodies with jansson would cost (attnd does not).
 $(BUILD)/bench/bench_api: $(BUILD)/bench/bench_api.o $(BUILD)/tests/float_ref.o $(BUILD)/libapi.a \
                          $(BUILD)/libattn.a
-	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS) -ljansson
 
 # The api/ and server/ modules bring their own build and test rules: libapi.a and test-api,
 # build/attnd and test-server.
@@ -94,7 +97,7 @@ run: deps-build
 
 test: deps-test
 	$(MAKE) --no-print-directory test-core test-api test-server test-web test-deploy \
-	  test-reliability
+	  check-readme-deps test-reliability
 
 test-core: $(BUILD)/tests/test_attention $(BUILD)/tests/oracle_run check-layers
 	$(BUILD)/tests/test_attention
@@ -125,13 +128,21 @@ screenshots: $(BUILD)/attnd tests/web/node_modules/playwright-core
 tests/web/node_modules/playwright-core:
 	cd tests/web && npm ci --no-audit --no-fund --loglevel=error
 
+# The README's list of dependencies against the package lists here, in .ci/run and in the npm
+# manifests, and against what build/attnd links.
+check-readme-deps: $(BUILD)/attnd
+	@printf '%s\n' "PKG_BUILD $(PKG_BUILD)" "PKG_TEST $(PKG_TEST)" "PKG_CONTAINER $(PKG_CONTAINER)" \
+	  "PKG_BENCH_HTTP $(PKG_BENCH_HTTP)" > $(BUILD)/packages.txt
+	$(PY) tests/readme_deps.py --readme README.md --packages $(BUILD)/packages.txt --ci .ci/run \
+	  --attnd $(BUILD)/attnd
+
 # deploy/ and the Dockerfile, checked statically and against the binary.
 test-deploy: $(BUILD)/attnd
 	$(PY) tests/deploy/check_deploy.py $(BUILD)/attnd
 
 # Builds the image with buildah and runs it with podman (there is no Docker engine here).
 container-test:
-	$(call install_missing,buildah podman runc debootstrap curl python3)
+	$(call install_missing,$(PKG_CONTAINER))
 	bash tests/container/smoke.sh
 
 bench: deps-test
