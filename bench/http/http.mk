@@ -3,7 +3,7 @@
 #
 # make bench-http: attnd against bench/peer (FastAPI + uvicorn + PyTorch, Debian packages) over
 # loopback with wrk and single-client runs; the report goes to build/bench/http_results.md (the
-# numbers in bench/RESULTS.md come from it). About 4 minutes.
+# numbers in bench/RESULTS.md come from it). About 8 minutes.
 
 PKG_BENCH_HTTP := wrk curl python3-fastapi python3-uvicorn python3-torch python3-numpy
 

@@ -20,7 +20,7 @@ Every request of the peer comparison names its weights as params {"init": "rando
 "num_heads"} (the peer caches the module it builds for them; attnd makes them per request, or
 once per batch). Writes a markdown report with the goals evaluated (reported, not asserted: a
 MISS does not fail the run). Exits non-zero when a server fails to start, answers wrongly, or a
-tool is missing. Loopback only, bounded in time (about 5 minutes with the defaults).
+tool is missing. Loopback only, bounded in time (about 8 minutes with the defaults).
 
 Usage: /usr/bin/python3 bench/http/run_http_bench.py --attnd build/attnd
            [--out build/bench/http_results.md] [--seconds 10]
@@ -350,7 +350,7 @@ def main():
     ap.add_argument("--attnd", required=True)
     ap.add_argument("--out", default="build/bench/http_results.md")
     ap.add_argument("--seconds", type=int, default=10, help="per wrk run")
-    ap.add_argument("--rounds", type=int, default=3,
+    ap.add_argument("--rounds", type=int, default=5,
                     help="interleaved rounds of W1 JSON, W1 base64 (attnd) and W1 JSON (peer)")
     args = ap.parse_args()
     for tool in ("wrk", "curl"):
