@@ -4,7 +4,8 @@
  * Between requests, and before its first, a connection is idle, and only the idle timeout
  * (--idle-timeout, libmicrohttpd's own: it closes a connection that sends nothing) applies to
  * it. A request begins with its first byte, which the reaper thread sees in the socket's byte
- * count (TCP_INFO), or the access handler when the headers have come; from then on it must
+ * count (TCP_INFO), or with its request line when that is whole (libmicrohttpd's URI
+ * callback, srv_conn_request_line), whichever is seen first; from then on it must
  * arrive, headers and body, within the read timeout. A connection whose request is late is
  * closed: by the access handler when a late body byte arrives (srv_conn_late), else by the
  * reaper (a client still trickling its headers, or stalled mid-request), since libmicrohttpd's
@@ -12,13 +13,13 @@
  *
  * The byte count at which idleness began is read by the reaper, at its first look at the idle
  * connection, not by the HTTP thread when the reply has gone: that system call cost W1 over
- * keep-alive about 4% of its requests per second. So that bytes which came in between still
- * start the next request, the reaper reads with the count how long ago data last came
- * (tcpi_last_data_recv, in the kernel's clock ticks): data later than the start of idleness, by
- * more than RX_SLACK, is the next request's. Data within RX_SLACK after it is taken for the last
- * request's: a client that sends part of a request within those milliseconds of a reply and
- * then stops is closed by the idle timeout instead, as if it had sent nothing; a byte more and
- * the reaper sees the request.
+ * keep-alive 3% of its requests per second. So that bytes which came in between still start
+ * the next request, the reaper reads with the count how long ago data last came
+ * (tcpi_last_data_recv: milliseconds, counted in the kernel's clock ticks): data later than the
+ * start of idleness, by more than RX_SLACK, is the next request's. Data within RX_SLACK after
+ * it is taken for the last request's: a client that sends part of a request line within those
+ * milliseconds of a reply and then stops is closed by the idle timeout instead, as if it had
+ * sent nothing; a whole request line, or a byte more, and the request is seen.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -166,6 +167,10 @@ void srv_conn_request_line(srv_conns *cs, srv_conn *c) {
     pthread_mutex_lock(&cs->mu);
     c->head = true;
     c->thread = pthread_self();
+    if (c->state == SRV_CONN_IDLE) { /* the request has begun, if the reaper has not seen it */
+        c->state = SRV_CONN_READING;
+        c->since = srv_now();
+    }
     pthread_mutex_unlock(&cs->mu);
 }
 
@@ -201,14 +206,16 @@ static void *reaper_main(void *arg) {
             if (c->state == SRV_CONN_IDLE) {
                 double last_data_s;
                 uint64_t rx = socket_rx(c->fd, &last_data_s);
+                /* when data last came, by the clock read right after the kernel counted */
+                double last_data = srv_now() - last_data_s;
                 bool begun = c->rx_mark == RX_UNREAD
-                                 ? last_data_s >= 0 && now - last_data_s > c->since + RX_SLACK
+                                 ? last_data_s >= 0 && last_data > c->since + RX_SLACK
                                  : rx > c->rx_mark;
                 if (begun) {
                     c->state = SRV_CONN_READING;
                     c->since = now;
-                } else if (c->rx_mark == RX_UNREAD) {
-                    c->rx_mark = rx;
+                } else if (c->rx_mark == RX_UNREAD && last_data_s >= 0) {
+                    c->rx_mark = rx; /* (when TCP_INFO fails, the next look tries again) */
                 }
             } else if (c->state == SRV_CONN_READING && !c->cut && c->fd >= 0 &&
                        now - c->since > cs->read_timeout) {

@@ -490,7 +490,8 @@ srv_conn *srv_conn_open(srv_conns *cs, int fd);
 void srv_conn_close(srv_conns *cs, srv_conn *c);
 
 /* A request line has come on c, served by the calling thread; its headers are not handed over
- * yet. NULL does nothing. */
+ * yet. Its read timeout starts now, unless its first bytes were already seen. NULL does
+ * nothing. */
 void srv_conn_request_line(srv_conns *cs, srv_conn *c);
 
 /* Moves c to state (its headers have been handed over, or its request is done):
