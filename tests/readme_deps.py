@@ -23,6 +23,11 @@ import re
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "server"))
+from harness import Checks  # noqa: E402
+
+check = Checks()
+
 # The library a NEEDED entry names -> the Debian package that provides it for the build.
 SONAME_PACKAGE = {
     "libc.so": "libc6-dev",
@@ -31,19 +36,6 @@ SONAME_PACKAGE = {
     "libmicrohttpd.so": "libmicrohttpd-dev",
     "libz.so": "zlib1g-dev",
 }
-
-passed, failed = 0, 0
-
-
-def check(ok, what):
-    global passed, failed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL: " + what)
-    return ok
-
 
 def readme_table(text):
     """{package: (is_npm, last column)} from the table of the "## Dependencies" section."""
@@ -98,7 +90,7 @@ def main():
     with open(args.readme) as f:
         rows = readme_table(f.read())
     if not check(rows, "README.md has no table under \"## Dependencies\""):
-        print(f"{passed} passed, {failed} failed")
+        print(check.summary())
         return 1
 
     lists = {}
@@ -135,8 +127,8 @@ def main():
           f"{args.attnd} links {sorted(linked)}")
     for lib in ("libjansson", "libcurl"):
         check(not any(x.startswith(lib) for x in libs), f"{args.attnd} links {lib}")
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
+    print(check.summary())
+    return 1 if check.failures else 0
 
 
 if __name__ == "__main__":

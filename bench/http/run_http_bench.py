@@ -313,6 +313,15 @@ def wrk(port, body_file, seconds, conns=64, threads=2, cpus=None):
             "errors": errs.group(1) if errs else "", "client_cpu_us": client_cpu / max(n, 1) * 1e6}
 
 
+def wrk_attnd(proc, port, body_file, seconds, **kw):
+    """wrk against the attnd process proc on port, with attnd's CPU per request (user + system
+    over the run, over the requests it answered) as "cpu_us"."""
+    c0, n0 = cpu_seconds(proc.pid), requests_done(port)
+    r = wrk(port, body_file, seconds, **kw)
+    r["cpu_us"] = (cpu_seconds(proc.pid) - c0) / max(requests_done(port) - n0, 1) * 1e6
+    return r
+
+
 def single(port, body, n, max_secs):
     post(port, body)  # warm-up
     times = []
@@ -423,12 +432,8 @@ def main():
             for key, port, f in (("json", a_port, files["W1"]), ("base64", a_port,
                                                                   files["W1-b64"]),
                                  ("peer", p_port, files["W1"])):
-                c0 = cpu_seconds(a.pid) if port == a_port else 0
-                n0 = requests_done(a_port) if port == a_port else 0
-                r = wrk(port, f, args.seconds)
-                if port == a_port:
-                    r["cpu_us"] = ((cpu_seconds(a.pid) - c0) /
-                                   max(requests_done(a_port) - n0, 1) * 1e6)
+                r = (wrk_attnd(a, port, f, args.seconds) if port == a_port
+                     else wrk(port, f, args.seconds))
                 w1.setdefault(key, []).append(r)
                 print(f"W1 round {rnd + 1} {key}: {r['rps']:.0f} req/s", file=sys.stderr,
                       flush=True)
@@ -469,12 +474,9 @@ def main():
             procs.append(p1)
             for rnd in range(args.rounds):
                 for key, port in (("attnd", a1_port), ("peer", p1_port)):
-                    c0 = cpu_seconds(a1.pid) if key == "attnd" else 0
-                    n0 = requests_done(a1_port) if key == "attnd" else 0
-                    r = wrk(port, files["W1"], args.seconds, threads=1, cpus=cli_cpu)
-                    if key == "attnd":
-                        r["cpu_us"] = ((cpu_seconds(a1.pid) - c0) /
-                                       max(requests_done(a1_port) - n0, 1) * 1e6)
+                    r = (wrk_attnd(a1, port, files["W1"], args.seconds, threads=1, cpus=cli_cpu)
+                         if key == "attnd" else
+                         wrk(port, files["W1"], args.seconds, threads=1, cpus=cli_cpu))
                     apart.setdefault(key, []).append(r)
                     print(f"W1 apart round {rnd + 1} {key}: {r['rps']:.0f} req/s",
                           file=sys.stderr, flush=True)
