@@ -231,6 +231,7 @@ typedef struct api_limits {
     size_t max_heads;     /* largest num_heads (and H of SDPA) */
     size_t nslots;        /* threads one job may use: attn_pool_slots of the compute pool */
     size_t max_depth;     /* deepest nesting of arrays and objects in a body; 0 = the default */
+    double max_job_flops; /* most api_job_flops of one job; 0 = no limit */
     api_mem *mem; /* where the job's arena, batch workspace and response buffer come from (not
                      owned); NULL: malloc, freed after each job */
 } api_limits;
@@ -238,9 +239,10 @@ typedef struct api_limits {
 #define API_MAX_HEADS 65536 /* the largest max_heads honoured; a larger one counts as this */
 
 /* max_job_bytes 1 GiB, max_dim 65536, max_heads 256 (at most API_MAX_HEADS), nslots 1,
- * max_depth 64, no memory cache. A job over any of the first three is refused with 413
- * job_too_large, the message naming the limit; a body nested deeper than max_depth (at most 1024;
- * no request needs more than 6) with 400 invalid_json naming max_depth, before anything is
+ * max_depth 64, no FLOP limit, no memory cache. A job over any of the first three, or over
+ * max_job_flops, is refused with 413 job_too_large, the message naming the limit (max_job_flops:
+ * from the shapes, before any tensor is decoded); a body nested deeper than max_depth (at most
+ * 1024; no request needs more than 6) with 400 invalid_json naming max_depth, before anything is
  * allocated. */
 api_limits api_limits_default(void);
 
@@ -285,7 +287,13 @@ int api_job_respond(const api_job *job, double queue_ms, double compute_ms, api_
  * API_RESPOND_SLACK. 0 for NULL. */
 size_t api_job_response_bytes(const api_job *job);
 
-double api_job_flops(const api_job *job); /* what usage.flops reports */
+/* What usage.flops reports: the plan's FLOPs (the projections and the attended cells) plus the
+ * cost of making params.init weights (4 E^2 of them, each counted as a measured number of FLOP:
+ * api_internal.h), whether or not a thread had them cached. 0 for NULL. */
+double api_job_flops(const api_job *job);
+
+/* The plan's FLOPs alone (api_job_flops without making params.init weights). 0 for NULL. */
+double api_job_plan_flops(const api_job *job);
 
 /* The params.init weights ("identity", or "random" with a seed) of at most this many floats
  * (4 E^2: E <= 256): each thread that runs jobs (api_job_run, api_jobs_run) keeps those of its

@@ -338,6 +338,17 @@ extern const char *const apip_param_names[APIP_P_COUNT]; /* by APIP_P_* */
  * at api_model_init_random. */
 void apip_init_random(float *in_proj, float *out_proj, size_t e, uint64_t seed);
 
+/* What making one weight of params.init costs, counted in FLOP so that usage.flops and the
+ * max_job_flops limit see it: the time of one weight over the time of one FLOP of the core's matrix
+ * products at the sgemm peak. Measured on an AMD Zen 5 (2 cores, peak 190 GFLOP/s, 0.0053 ns per
+ * FLOP): a random weight (splitmix64 and a conversion) 1.76 ns, an identity weight (zeroing)
+ * 0.41 ns, with their pages already in memory (bench/RESULTS.md, the compute bound). */
+#define APIP_INIT_RANDOM_FLOP   320.0
+#define APIP_INIT_IDENTITY_FLOP 80.0
+
+/* The cost in FLOP of making the 4 E^2 weights of init (APIP_INIT_*; 0 for APIP_INIT_NONE). */
+double apip_init_flops(int init, size_t e);
+
 /* Fills in_proj (3E, E) with three stacked identities and out_proj (E, E) with one. */
 void apip_init_identity(float *in_proj, float *out_proj, size_t e);
 
@@ -516,6 +527,7 @@ struct api_job {
     int init;          /* APIP_INIT_* */
     uint64_t seed;     /* APIP_INIT_RANDOM's seed */
     bool params_ready; /* params holds its weights */
+    double init_flops; /* making them, in FLOP (apip_init_flops); 0 without init */
     /* attention: the registry model (NULL for inline params), and with "tokens" or "text" the
      * words' token ids, tokens (l), whose strings the response echoes. */
     const api_model *model;

@@ -424,14 +424,21 @@ static int attention_params(apip_req *r) {
             return bad(r, path, "%s appears twice", path);
         *slot = apip_jv_kind(val) == 'n' ? NULL : val;
     }
-    long long h = 0;
     if (!nh)
         return bad(r, "params.num_heads", "params.num_heads is required");
-    if (get_int(r, nh, "params.num_heads", 1, (long long)1 << 40, &h))
+    /* A whole number of heads past max_heads is a job too large (413, naming the limit); any
+     * other value is invalid, and the message gives the range the limit allows. */
+    bool neg = false;
+    uint64_t h = 0;
+    int kind = apip_jv_kind(nh) == '0' ? apip_jv_int(nh, &neg, &h) : APIP_INT_NOT_INTEGER;
+    if ((kind == APIP_INT_OK && !neg && h > r->lim->max_heads) ||
+        (kind == APIP_INT_TOO_BIG && !neg))
+        return api_fail(r->err, 413, "job_too_large", "params.num_heads",
+                        "params.num_heads asks for more heads than the max_heads limit of %zu",
+                        r->lim->max_heads);
+    if (get_uint(r, nh, "params.num_heads", 1, r->lim->max_heads, &h))
         return -1;
     r->h = (size_t)h;
-    if (r->h > r->lim->max_heads)
-        return over_heads(r, "params.num_heads", r->h);
 
     if (init ? params_init(r, init, seed, pval) : params_tensors(r, seed, pval))
         return -1;

@@ -235,6 +235,10 @@ size_t api_jobs_run(api_job *const *jobs, size_t count, attn_pool *pool, size_t 
 }
 
 double api_job_flops(const api_job *job) {
+    return job ? job->plan.flops + job->init_flops : 0.0;
+}
+
+double api_job_plan_flops(const api_job *job) {
     return job ? job->plan.flops : 0.0;
 }
 

@@ -183,6 +183,13 @@ void apip_init_random(float *in_proj, float *out_proj, size_t e, uint64_t seed) 
     fill_uniform(out_proj, e * e, sqrt(6.0 / (ed + ed)), &state);
 }
 
+double apip_init_flops(int init, size_t e) {
+    double weights = 4.0 * (double)e * (double)e;
+    return init == APIP_INIT_RANDOM     ? weights * APIP_INIT_RANDOM_FLOP
+           : init == APIP_INIT_IDENTITY ? weights * APIP_INIT_IDENTITY_FLOP
+                                        : 0.0;
+}
+
 void apip_init_identity(float *in_proj, float *out_proj, size_t e) {
     memset(in_proj, 0, 3 * e * e * sizeof *in_proj);
     memset(out_proj, 0, e * e * sizeof *out_proj);

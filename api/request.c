@@ -389,6 +389,15 @@ api_job *apip_job_parse_given(api_op op, const apip_json_root *root, apip_job_gi
     attn_plan plan;
     if (plan_shapes(r, &plan))
         return NULL;
+    double init_flops = apip_init_flops(r->init, r->e);
+    if (lim->max_job_flops > 0 && plan.flops + init_flops > lim->max_job_flops) {
+        api_fail(err, 413, "job_too_large", NULL,
+                 "the job takes %.4g FLOP (usage.flops%s), over the max_job_flops limit of %.4g; "
+                 "send fewer or shorter sequences",
+                 plan.flops + init_flops,
+                 init_flops > 0 ? ", making params.init weights included" : "", lim->max_job_flops);
+        return NULL;
+    }
     size_t maps = r->weights == ATTN_WEIGHTS_MEAN ? 1 : r->n_heads ? r->n_heads : r->h;
     size_t resp = 0;
     layout a = {.ok = true};
@@ -411,6 +420,7 @@ api_job *apip_job_parse_given(api_op op, const apip_json_root *root, apip_job_gi
     memset(job, 0, sizeof *job);
     job->op = op;
     job->plan = plan;
+    job->init_flops = init_flops;
     job->arena_bytes = cap;
     job->mem = lim->mem;
     job->response_bytes = resp;

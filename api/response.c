@@ -308,7 +308,7 @@ int api_job_respond(const api_job *job, double queue_ms, double compute_ms, api_
         apip_buf_puts(out, "}");
     }
     apip_buf_puts(out, T_USAGE);
-    apip_buf_put_flops(out, job->plan.flops);
+    apip_buf_put_flops(out, api_job_flops(job));
     apip_buf_puts(out, T_QUEUE_MS);
     apip_buf_put_ms(out, queue_ms);
     apip_buf_puts(out, T_COMPUTE_MS);

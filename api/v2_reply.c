@@ -137,7 +137,7 @@ int apip_v2_respond(const api_job *job, double queue_ms, double compute_ms, api_
         apip_buf_puts(out, "\"");
     }
     apip_buf_puts(out, T_FLOPS);
-    apip_buf_put_flops(out, job->plan.flops);
+    apip_buf_put_flops(out, api_job_flops(job));
     apip_buf_puts(out, T_QUEUE);
     apip_buf_put_ms(out, queue_ms);
     apip_buf_puts(out, T_COMPUTE);

@@ -63,12 +63,12 @@ const char *srv_coding_name(srv_coding coding) {
     return "identity";
 }
 
-/* A block of b->mem for a body of at least cap bytes (and its NUL), at most max; sets *got to
+/* A block of b->mem for a body of at least cap bytes (and its NUL), at most most; sets *got to
  * the body bytes it holds. NULL when out of memory. */
-static char *body_block(const srv_body *b, size_t cap, size_t *got) {
+static char *body_block(const srv_body *b, size_t cap, size_t most, size_t *got) {
     size_t have = 0;
-    char *d = api_mem_alloc(b->mem, cap + 1, b->max + 1, &have);
-    *got = have - 1 < b->max ? have - 1 : b->max;
+    char *d = api_mem_alloc(b->mem, cap + 1, most + 1, &have);
+    *got = have - 1 < most ? have - 1 : most;
     return d;
 }
 
@@ -81,7 +81,14 @@ srv_body *srv_body_create(srv_coding coding, size_t max, size_t reserve, size_t 
     b->max = max;
     b->expect = coding == SRV_CODING_IDENTITY && expect <= max ? expect : 0;
     b->mem = mem;
-    b->data = body_block(b, reserve < max ? reserve : max, &b->cap);
+    /* A block that may have to grow holds at most half the cap, so that the old block and the
+     * new one held together while it grows (body_grow) stay within 1.5 x max; one that holds
+     * the whole announced body never grows. */
+    size_t first = reserve < max ? reserve : max;
+    bool whole = b->expect && b->expect <= first;
+    if (!whole && first > max / 2)
+        first = max / 2 > 0 ? max / 2 : 1;
+    b->data = body_block(b, first, whole ? max : max / 2 > first ? max / 2 : first, &b->cap);
     if (!b->data) {
         free(b);
         return NULL;
@@ -123,7 +130,10 @@ static srv_body_state body_fail(srv_body *b, srv_body_state state) {
 }
 
 /* Makes room for want more bytes, up to the cap; false (the body failed) when they would pass
- * it, or memory ran out. */
+ * it, or memory ran out. The body is copied to a new block, so for a moment both are held: a
+ * block that may grow again holds at most max / 2 bytes, and the last block (the cap, or the
+ * announced length) never grows, so the two together stay within 1.5 x max (SECURITY.md counts
+ * it per connection). */
 static bool body_grow(srv_body *b, size_t want) {
     if (b->len + want <= b->cap)
         return true;
@@ -138,8 +148,11 @@ static bool body_grow(srv_body *b, size_t want) {
      * chain of doublings (each of which the cache would keep). */
     if (b->expect >= b->len + want && b->expect > cap)
         cap = b->expect;
+    size_t most = b->max / 2;
+    if (cap > most) /* the last block: the announced length (it grows no more), else the cap */
+        most = cap = b->expect >= b->len + want ? cap : b->max;
     size_t got = 0;
-    char *d = body_block(b, cap, &got);
+    char *d = body_block(b, cap, most, &got);
     if (!d) {
         body_fail(b, SRV_BODY_OOM);
         return false;

@@ -45,6 +45,9 @@ void srv_config_init(srv_config *cfg) {
     cfg->drain_timeout = 30;
     cfg->idle_timeout = 60;
     cfg->read_timeout = 30;
+    cfg->send_timeout = 30;
+    cfg->min_send_rate = (size_t)32 << 10;
+    cfg->max_job_flops = (size_t)64000000000; /* bench's W4 without its mask: 43 GFLOP */
     cfg->log_format = SRV_LOG_TEXT;
     cfg->batch_window_us = 200; /* bench/RESULTS.md: the measurements behind both */
     cfg->max_batch_tokens = 4096;
@@ -126,6 +129,18 @@ static const opt OPTS[] = {
      "30",
      "a request's headers and body must arrive within SEC of its first byte, else the "
      "connection is closed (0 = no limit); between requests --idle-timeout applies"},
+    {"--send-timeout", "ATTND_SEND_TIMEOUT", "SEC", OPT_SECONDS, FIELD(send_timeout), 0, 86400,
+     "30",
+     "a reply may take SEC to be read before --min-send-rate applies (0 = the rate applies from "
+     "the start)"},
+    {"--min-send-rate", "ATTND_MIN_SEND_RATE", "SIZE", OPT_BYTES, FIELD(min_send_rate), 0,
+     (double)((size_t)1 << 40), "32K",
+     "bytes per second a client must read its reply at, on average, once --send-timeout has "
+     "passed, else the connection is closed and the reply's room given back (0 = no limit)"},
+    {"--max-job-flops", "ATTND_MAX_JOB_FLOPS", "N", OPT_COUNT, FIELD(max_job_flops), 0, 1e18,
+     "64000000000",
+     "compute of one job (usage.flops, random params.init weights included): 413 beyond, "
+     "before its tensors are decoded (0 = no limit)"},
     {"--batch-window-us", "ATTND_BATCH_WINDOW_US", "USEC", OPT_COUNT, FIELD(batch_window_us), 0,
      1000000, "200",
      "batch attention jobs (/v1/attention, /v2 models) on the same model: wait up to USEC after a "
@@ -385,8 +400,14 @@ static size_t sat_mul(size_t a, size_t b) {
     return __builtin_mul_overflow(a, b, &r) ? SIZE_MAX : r;
 }
 
+size_t srv_config_connections_max(const srv_config *cfg) {
+    return sat_add(cfg->max_connections, sat_mul(SRV_CONN_SLACK, cfg->http_threads));
+}
+
 size_t srv_config_job_memory_cap(const srv_config *cfg) {
-    size_t bodies = sat_mul(cfg->max_connections, sat_add(cfg->max_body_bytes, SRV_CONN_BYTES));
+    /* a body that grows holds its old block and its new one at once: 1.5 x the cap (body.c) */
+    size_t body = sat_add(sat_add(cfg->max_body_bytes, cfg->max_body_bytes / 2), SRV_CONN_BYTES);
+    size_t bodies = sat_mul(srv_config_connections_max(cfg), body);
     /* queued (or holding a queue place), computing as a batch's first job, just parsed on an
      * HTTP thread; and a batch workspace per worker */
     size_t jobs =

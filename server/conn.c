@@ -20,6 +20,21 @@
  * it is taken for the last request's: a client that sends part of a request line within those
  * milliseconds of a reply and then stops is closed by the idle timeout instead, as if it had
  * sent nothing; a whole request line, or a byte more, and the request is seen.
+ *
+ * The send rule (--send-timeout, --min-send-rate): a reply being sent must be taken by its
+ * client at an average of at least --min-send-rate bytes per second once --send-timeout has
+ * passed, counted in the bytes the client's TCP has acknowledged (tcpi_bytes_acked) from the
+ * reaper's first look at the reply (within a period of the reaper, a quarter second at most).
+ * A slower one is reset (SO_LINGER 0, then shut down): what the kernel still holds of the reply
+ * is dropped, libmicrohttpd's next write fails, it closes the connection, and the reply's room
+ * in --max-unsent-bytes is given back. So a client that never reads, or trickles,
+ * holds a reply's room for --send-timeout plus what its receive buffer took at the rate, not
+ * for ever.
+ *
+ * The connection limit (--max-connections): past it a new connection evicts the one idle the
+ * longest, else the one whose request has been arriving the longest, so that a probe or a new
+ * client is served at once however many silent or trickling sockets hold the limit; only when
+ * every other connection is computing or sending a reply is the new one shut down.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -46,22 +61,28 @@ struct srv_conn {
     int fd;
     srv_conn_state state;
     double since;     /* SRV_CONN_READING: when the request began; SRV_CONN_IDLE: when idleness
-                         did */
+                         did; SRV_CONN_SENDING: when the reaper first saw the reply going */
     uint64_t rx_mark; /* SRV_CONN_IDLE: bytes the socket had received when idleness began, or
                          RX_UNREAD until the reaper has looked */
-    bool cut;         /* the reaper shut it down */
+    uint64_t tx_mark; /* SRV_CONN_SENDING: bytes the client had acknowledged when the reaper
+                         first looked (since), or RX_UNREAD until it has */
+    srv_conn_end cut; /* why attnd shut it down; SRV_CONN_LIVE while it has not */
     bool head;        /* a request line has come and its headers are not handed over yet */
     pthread_t thread; /* the libmicrohttpd thread that serves the connection (once head) */
     srv_conn *prev, *next;
 };
 
 struct srv_conns {
-    double read_timeout; /* --read-timeout; 0 = none (no reaper) */
-    size_t idle_timeout; /* --idle-timeout, only to log the closes it makes */
+    double read_timeout;  /* --read-timeout; 0 = none */
+    double send_timeout;  /* --send-timeout */
+    double min_send_rate; /* --min-send-rate, bytes/s; 0 = none */
+    size_t idle_timeout;  /* --idle-timeout, only to log the closes it makes */
+    size_t max_live;      /* --max-connections */
     const srv_log *log;
     pthread_mutex_t mu; /* guards the list and every record in it */
     pthread_cond_t reaper_cv;
     srv_conn *list;
+    size_t live; /* connections in the list not shut down by attnd */
     bool reaper_stop, has_reaper;
     pthread_t reaper;
 };
@@ -69,18 +90,53 @@ struct srv_conns {
 #define RX_UNREAD UINT64_MAX
 #define RX_SLACK  0.02 /* s: two clock ticks of a kernel at 100 Hz */
 
-/* What TCP_INFO says of socket fd: the bytes it has received so far (0 when unknown) and how
- * long ago, in seconds, data last came (-1 when unknown). */
-static uint64_t socket_rx(int fd, double *last_data_s) {
+const char *srv_conn_end_name(srv_conn_end end) {
+    switch (end) {
+    case SRV_CONN_LIVE:
+        return NULL;
+    case SRV_CONN_READ_LATE:
+        return "read_timeout";
+    case SRV_CONN_SEND_SLOW:
+        return "send_timeout";
+    case SRV_CONN_EVICTED:
+        return "evicted";
+    case SRV_CONN_OVER_LIMIT:
+        return "connection_limit";
+    }
+    return "unknown";
+}
+
+/* What TCP_INFO says of socket fd: the bytes it has received so far (0 when unknown), how long
+ * ago, in seconds, data last came (-1 when unknown), and the bytes the peer has acknowledged
+ * (*acked; RX_UNREAD when unknown). */
+static uint64_t socket_rx(int fd, double *last_data_s, uint64_t *acked) {
     struct tcp_info ti;
     socklen_t len = sizeof ti;
     memset(&ti, 0, sizeof ti);
     *last_data_s = -1;
+    *acked = RX_UNREAD;
     if (fd < 0 || getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
         len < offsetof(struct tcp_info, tcpi_bytes_received) + sizeof ti.tcpi_bytes_received)
         return 0;
     *last_data_s = ti.tcpi_last_data_recv * 1e-3;
+    *acked = ti.tcpi_bytes_acked;
     return ti.tcpi_bytes_received;
+}
+
+/* With cs->mu held: shuts c down for why (once); it no longer counts as live. A reply read too
+ * slowly is reset: what the kernel still holds of it is dropped, not trickled out before a FIN,
+ * and the client learns at once (libmicrohttpd's close sends the reset). */
+static void conn_cut(srv_conns *cs, srv_conn *c, srv_conn_end why) {
+    if (c->cut != SRV_CONN_LIVE)
+        return;
+    if (c->fd >= 0 && why == SRV_CONN_SEND_SLOW) {
+        struct linger lg = {1, 0};
+        setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+    }
+    if (c->fd >= 0)
+        shutdown(c->fd, SHUT_RDWR);
+    c->cut = why;
+    cs->live--;
 }
 
 void srv_conn_set(srv_conns *cs, srv_conn *c, srv_conn_state state) {
@@ -96,6 +152,9 @@ void srv_conn_set(srv_conns *cs, srv_conn *c, srv_conn_state state) {
         if (c->state != SRV_CONN_READING)
             c->since = srv_now();
         c->state = SRV_CONN_READING;
+    } else if (state == SRV_CONN_SENDING) { /* the reaper takes the marks at its first look */
+        c->state = SRV_CONN_SENDING;
+        c->tx_mark = RX_UNREAD;
     } else {
         c->state = SRV_CONN_ARRIVED;
     }
@@ -111,13 +170,29 @@ bool srv_conn_late(srv_conns *cs, srv_conn *c) {
     return late;
 }
 
-bool srv_conn_cut(srv_conns *cs, srv_conn *c) {
+srv_conn_end srv_conn_cut(srv_conns *cs, srv_conn *c) {
     if (!c)
-        return false;
+        return SRV_CONN_LIVE;
     pthread_mutex_lock(&cs->mu);
-    bool cut = c->cut;
+    srv_conn_end cut = c->cut;
     pthread_mutex_unlock(&cs->mu);
     return cut;
+}
+
+/* With cs->mu held: the connection to shut down so that c can be served at --max-connections:
+ * the live one idle the longest, else the one whose request has been arriving the longest;
+ * NULL when every other is computing or sending. */
+static srv_conn *conn_victim(srv_conns *cs, const srv_conn *c) {
+    srv_conn *idle = NULL, *reading = NULL;
+    for (srv_conn *o = cs->list; o; o = o->next) {
+        if (o == c || o->cut != SRV_CONN_LIVE)
+            continue;
+        if (o->state == SRV_CONN_IDLE && (!idle || o->since < idle->since))
+            idle = o;
+        else if (o->state == SRV_CONN_READING && (!reading || o->since < reading->since))
+            reading = o;
+    }
+    return idle ? idle : reading;
 }
 
 srv_conn *srv_conn_open(srv_conns *cs, int fd) {
@@ -131,12 +206,33 @@ srv_conn *srv_conn_open(srv_conns *cs, int fd) {
     c->state = SRV_CONN_IDLE;
     c->since = srv_now();
     c->rx_mark = 0; /* any byte received is the first request's */
+    srv_conn_end end = SRV_CONN_LIVE;
+    const char *victim_state = NULL;
     pthread_mutex_lock(&cs->mu);
     c->next = cs->list;
     if (cs->list)
         cs->list->prev = c;
     cs->list = c;
+    cs->live++;
+    if (cs->live > cs->max_live) {
+        srv_conn *v = conn_victim(cs, c);
+        if (v) {
+            victim_state = v->state == SRV_CONN_IDLE ? "idle" : "reading";
+            conn_cut(cs, v, SRV_CONN_EVICTED);
+            end = SRV_CONN_EVICTED;
+        } else {
+            conn_cut(cs, c, SRV_CONN_OVER_LIMIT);
+            end = SRV_CONN_OVER_LIMIT;
+        }
+    }
     pthread_mutex_unlock(&cs->mu);
+    if (end == SRV_CONN_EVICTED) {
+        srv_kv kv[] = {SRV_STR("state", victim_state), SRV_INT("max_connections", cs->max_live)};
+        srv_log_write(cs->log, "warn", "connection_evicted", kv, 2);
+    } else if (end == SRV_CONN_OVER_LIMIT) {
+        srv_kv kv[] = {SRV_INT("max_connections", cs->max_live)};
+        srv_log_write(cs->log, "warn", "connection_refused", kv, 1);
+    }
     return c;
 }
 
@@ -150,6 +246,8 @@ void srv_conn_close(srv_conns *cs, srv_conn *c) {
         cs->list = c->next;
     if (c->next)
         c->next->prev = c->prev;
+    if (c->cut == SRV_CONN_LIVE)
+        cs->live--;
     double idle_s = c->state == SRV_CONN_IDLE ? srv_now() - c->since : 0;
     pthread_mutex_unlock(&cs->mu);
     /* libmicrohttpd closes a connection silent for --idle-timeout; a client that closed
@@ -192,20 +290,27 @@ int srv_conns_take_head(srv_conns *cs) {
 }
 
 /* The reaper: a few times per timeout, marks idle connections that have received a byte as
- * reading a request (from now), and shuts down every connection whose request is late;
- * libmicrohttpd then reads the end of the stream and closes it. */
+ * reading a request (from now), shuts down every connection whose request is late, and every one
+ * whose reply is taken slower than the send rule allows; libmicrohttpd then reads the end of the
+ * stream (or fails to write) and closes it. */
 static void *reaper_main(void *arg) {
     srv_conns *cs = arg;
-    double period = cs->read_timeout / 8;
-    period = period < 0.01 ? 0.01 : period > 0.25 ? 0.25 : period;
+    double period = 0.25;
+    if (cs->read_timeout > 0 && cs->read_timeout / 8 < period)
+        period = cs->read_timeout / 8;
+    if (cs->min_send_rate > 0 && cs->send_timeout / 8 < period)
+        period = cs->send_timeout / 8;
+    period = period < 0.01 ? 0.01 : period;
     pthread_mutex_lock(&cs->mu);
     while (!cs->reaper_stop) {
         double now = srv_now();
-        size_t cut = 0;
+        size_t late = 0, slow = 0;
         for (srv_conn *c = cs->list; c; c = c->next) {
-            if (c->state == SRV_CONN_IDLE) {
+            if (c->cut != SRV_CONN_LIVE || c->fd < 0)
+                continue;
+            if (c->state == SRV_CONN_IDLE && cs->read_timeout > 0) {
                 double last_data_s;
-                uint64_t rx = socket_rx(c->fd, &last_data_s);
+                uint64_t acked, rx = socket_rx(c->fd, &last_data_s, &acked);
                 /* when data last came, by the clock read right after the kernel counted */
                 double last_data = srv_now() - last_data_s;
                 bool begun = c->rx_mark == RX_UNREAD
@@ -217,17 +322,38 @@ static void *reaper_main(void *arg) {
                 } else if (c->rx_mark == RX_UNREAD && last_data_s >= 0) {
                     c->rx_mark = rx; /* (when TCP_INFO fails, the next look tries again) */
                 }
-            } else if (c->state == SRV_CONN_READING && !c->cut && c->fd >= 0 &&
+            } else if (c->state == SRV_CONN_READING && cs->read_timeout > 0 &&
                        now - c->since > cs->read_timeout) {
-                shutdown(c->fd, SHUT_RDWR);
-                c->cut = true;
-                cut++;
+                conn_cut(cs, c, SRV_CONN_READ_LATE);
+                late++;
+            } else if (c->state == SRV_CONN_SENDING && cs->min_send_rate > 0) {
+                double last_data_s;
+                uint64_t acked;
+                socket_rx(c->fd, &last_data_s, &acked);
+                if (acked == RX_UNREAD) /* TCP_INFO failed: the next look tries again */
+                    continue;
+                if (c->tx_mark == RX_UNREAD) {
+                    c->tx_mark = acked;
+                    c->since = now;
+                    continue;
+                }
+                double over = now - c->since - cs->send_timeout;
+                if (over > 0 && (double)(acked - c->tx_mark) < cs->min_send_rate * over) {
+                    conn_cut(cs, c, SRV_CONN_SEND_SLOW);
+                    slow++;
+                }
             }
         }
-        if (cut) {
-            srv_kv kv[] = {SRV_INT("connections", cut),
+        if (late) {
+            srv_kv kv[] = {SRV_INT("connections", late),
                            SRV_NUM("read_timeout_s", cs->read_timeout)};
             srv_log_write(cs->log, "warn", "read_timeout", kv, 2);
+        }
+        if (slow) {
+            srv_kv kv[] = {SRV_INT("connections", slow),
+                           SRV_NUM("send_timeout_s", cs->send_timeout),
+                           SRV_NUM("min_send_rate", cs->min_send_rate)};
+            srv_log_write(cs->log, "warn", "send_timeout", kv, 3);
         }
         srv_cond_wait_for(&cs->reaper_cv, &cs->mu, period);
     }
@@ -242,15 +368,18 @@ srv_conns *srv_conns_create(const srv_config *cfg, const srv_log *log, srv_error
         return NULL;
     }
     cs->read_timeout = cfg->read_timeout;
+    cs->send_timeout = cfg->send_timeout;
+    cs->min_send_rate = (double)cfg->min_send_rate;
     cs->idle_timeout = cfg->idle_timeout;
+    cs->max_live = cfg->max_connections;
     cs->log = log;
     pthread_mutex_init(&cs->mu, NULL);
     srv_cond_init(&cs->reaper_cv);
-    if (cs->read_timeout > 0) {
+    if (cs->read_timeout > 0 || cs->min_send_rate > 0) {
         int rc = pthread_create(&cs->reaper, NULL, reaper_main, cs);
         if (rc != 0) {
             srv_conns_destroy(cs);
-            srv_fail(err, "cannot start the read-timeout thread: %s", strerror(rc));
+            srv_fail(err, "cannot start the connections' reaper thread: %s", strerror(rc));
             return NULL;
         }
         cs->has_reaper = true;

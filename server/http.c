@@ -18,6 +18,7 @@
  *   REQ_REPLIED nothing more to do; the completion callback logs, counts and lets go.
  */
 #include <ctype.h>
+#include <limits.h>
 #include <microhttpd.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -150,7 +151,6 @@ static void job_settle(http_req *r) {
                  sj->body.len, h->cfg->max_unsent_bytes);
         srv_metrics_reject(h->metrics, SRV_REJECT_REPLY_BUDGET);
         http_unsent_release(h, r, r->unsent);
-        atomic_store(&h->unsent_refused, true); /* held replies exist: they will go */
         api_buf_free(&sj->body);
         api_error_body(&e, &sj->body);
         sj->status = (unsigned)e.status;
@@ -233,7 +233,6 @@ static enum MHD_Result on_body_complete(srv_http *h, http_req *r) {
     }
     if (!http_unsent_reserve(h, r, reply_max)) {
         api_job_destroy(job);
-        atomic_store(&h->unsent_refused, true); /* reserved and held replies exist: they go */
         srv_metrics_reject(h->metrics, SRV_REJECT_REPLY_BUDGET);
         return http_reply_error(r, 503, "reply_budget",
                                 "the reply can take up to %zu bytes, and the replies reserved or "
@@ -296,16 +295,23 @@ static enum MHD_Result on_job_result(http_req *r) {
 
 /* The header lines that decide where a request's body ends, and its Host, as counted. */
 typedef struct framing {
-    int host, cl, te; /* how many Host, Content-Length and Transfer-Encoding lines */
-    const char *cl1;  /* the first Content-Length (the one libmicrohttpd goes by) */
-    bool cl_differ;   /* another Content-Length says something else */
-    const char *te1;  /* the first Transfer-Encoding */
+    int host, cl, te;     /* how many Host, Content-Length and Transfer-Encoding lines */
+    const char *cl1;      /* the first Content-Length (the one libmicrohttpd goes by) */
+    bool cl_differ;       /* another Content-Length says something else */
+    const char *te1;      /* the first Transfer-Encoding */
+    const char *bad_name; /* the first field name with whitespace in it (before its colon) */
 } framing;
 
 static enum MHD_Result framing_count(void *cls, enum MHD_ValueKind kind, const char *key,
                                      const char *value) {
     (void)kind;
     framing *f = cls;
+    /* libmicrohttpd 0.9.75 keeps whitespace before the colon in the name ("Content-Length "),
+     * and so does not frame by it, where another server may trim it and frame by it (RFC 9112
+     * section 5.1: a server MUST refuse such a field with 400). wire.c refuses it off the wire
+     * first; this holds for a connection wire.c could not track. */
+    if (!f->bad_name && key[strcspn(key, " \t")] != '\0')
+        f->bad_name = key;
     if (!strcasecmp(key, MHD_HTTP_HEADER_HOST)) {
         f->host++;
     } else if (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) {
@@ -321,15 +327,22 @@ static enum MHD_Result framing_count(void *cls, enum MHD_ValueKind kind, const c
 }
 
 /* Checks how the request says its body ends, and its Host, before anything else: a request that
- * a proxy in front could frame differently (two Content-Lengths, Content-Length with
- * Transfer-Encoding) gets 400, a transfer coding other than chunked 501, an HTTP/1.1 request
- * without exactly one Host 400; each reply closes the connection. Returns true and *rc when it
- * replied. (A Content-Length libmicrohttpd cannot read never gets here: it answers that itself.) */
+ * a proxy in front could frame differently (a field name with whitespace before its colon, two
+ * Content-Lengths, Content-Length with Transfer-Encoding) gets 400, a transfer coding other than
+ * chunked 501, an HTTP/1.1 request without exactly one Host 400; each reply closes the connection.
+ * Returns true and *rc when it replied. (A Content-Length libmicrohttpd cannot read never gets
+ * here: it answers that itself.) */
 static bool framing_refused(http_req *r, const char *version, enum MHD_Result *rc) {
     framing f = {0};
     MHD_get_connection_values(r->conn, MHD_HEADER_KIND, framing_count, &f);
     r->close = true;
-    if (f.cl > 0 && f.te > 0) {
+    if (f.bad_name) {
+        size_t n = strcspn(f.bad_name, " \t");
+        *rc = http_reply_error(r, 400, "invalid_request",
+                               "the header field \"%.*s\" has whitespace before its colon; a field "
+                               "name ends at the colon (RFC 9112 section 5.1)",
+                               (int)(n > 60 ? 60 : n), f.bad_name);
+    } else if (f.cl > 0 && f.te > 0) {
         *rc =
             http_reply_error(r, 400, "invalid_request",
                              "the request has both Content-Length and Transfer-Encoding; send one");
@@ -459,8 +472,11 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (r->code[0])
         kv[n++] = SRV_STR("code", r->code);
     const char *end = end_name(toe);
-    if (r->late || srv_conn_cut(h->conns, r->track))
+    srv_conn_end cut = srv_conn_cut(h->conns, r->track);
+    if (r->late)
         end = "read_timeout";
+    else if (cut != SRV_CONN_LIVE)
+        end = srv_conn_end_name(cut);
     if (end)
         kv[n++] = SRV_STR("end", end);
     srv_log_write(h->log, "info", "access", kv, n);
@@ -484,6 +500,34 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
  * nowhere. The connection is the one on this thread whose request line has come and whose
  * headers are not handed over: when there are several, they cannot be told apart, and
  * libmicrohttpd's reply goes out as it is. */
+static void answer_raw(srv_http *h, int fd, const api_error *e, const char *reason,
+                       const char *event, const char *why) {
+    api_buf body = {0};
+    api_error_body(e, &body);
+    char id[ID_MAX + 1], head[512];
+    uint64_t k = atomic_fetch_add_explicit(&h->next_id, 1, memory_order_relaxed);
+    snprintf(id, sizeof id, "%016llx", (unsigned long long)mix64(h->id_salt ^ k));
+    int n = snprintf(head, sizeof head,
+                     "HTTP/1.1 %d %s\r\nConnection: close\r\nX-Request-Id: %s\r\n"
+                     "Content-Type: application/json\r\nX-Content-Type-Options: nosniff\r\n"
+                     "Referrer-Policy: no-referrer\r\nCache-Control: no-store\r\n"
+                     "Content-Length: %zu\r\n\r\n",
+                     e->status, reason, id, body.len);
+    if (n > 0 && (size_t)n < sizeof head && !body.failed) {
+        struct iovec iov[2] = {{head, (size_t)n}, {body.data, body.len}};
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2};
+        sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+    shutdown(fd, SHUT_WR); /* a partial reply, if any, ends here too */
+    srv_kv kv[4] = {SRV_INT("status", e->status), SRV_STR("code", e->code), SRV_STR("id", id)};
+    size_t nkv = 3;
+    if (why)
+        kv[nkv++] = SRV_STR("why", why);
+    srv_log_write(h->log, "warn", event, kv, nkv);
+    srv_metrics_request(h->metrics, SRV_ROUTE_UNKNOWN, (unsigned)e->status, 0, body.len);
+    api_buf_free(&body);
+}
+
 static void answer_bad_length(srv_http *h, bool too_large) {
     int fd = srv_conns_take_head(h->conns);
     if (fd < 0)
@@ -497,27 +541,23 @@ static void answer_bad_length(srv_http *h, bool too_large) {
     else
         api_fail(&e, 400, "invalid_request", NULL,
                  "the Content-Length is not a number of bytes; send digits only, once");
-    api_buf body = {0};
-    api_error_body(&e, &body);
-    char id[ID_MAX + 1], head[512];
-    uint64_t k = atomic_fetch_add_explicit(&h->next_id, 1, memory_order_relaxed);
-    snprintf(id, sizeof id, "%016llx", (unsigned long long)mix64(h->id_salt ^ k));
-    int n = snprintf(head, sizeof head,
-                     "HTTP/1.1 %d %s\r\nConnection: close\r\nX-Request-Id: %s\r\n"
-                     "Content-Type: application/json\r\nX-Content-Type-Options: nosniff\r\n"
-                     "Referrer-Policy: no-referrer\r\nCache-Control: no-store\r\n"
-                     "Content-Length: %zu\r\n\r\n",
-                     e.status, too_large ? "Content Too Large" : "Bad Request", id, body.len);
-    if (n > 0 && (size_t)n < sizeof head && !body.failed) {
-        struct iovec iov[2] = {{head, (size_t)n}, {body.data, body.len}};
-        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2};
-        sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-    }
-    shutdown(fd, SHUT_WR); /* a partial reply, if any, ends here too */
-    srv_kv kv[] = {SRV_INT("status", e.status), SRV_STR("code", e.code), SRV_STR("id", id)};
-    srv_log_write(h->log, "warn", "bad_content_length", kv, 3);
-    srv_metrics_request(h->metrics, SRV_ROUTE_UNKNOWN, (unsigned)e.status, 0, body.len);
-    api_buf_free(&body);
+    answer_raw(h, fd, &e, too_large ? "Content Too Large" : "Bad Request", "bad_content_length",
+               NULL);
+}
+
+/* wire.c found the bytes of the connection on fd breaking HTTP/1.1's framing: 400 on the socket,
+ * then what is left of the request in the socket is read and dropped (at most 64 KiB, without
+ * waiting), so that libmicrohttpd's close ends the connection with FIN after the reply, not with
+ * a reset that could destroy it. libmicrohttpd reads the connection as ended. */
+static void on_wire_refused(void *ctx, int fd, const char *why) {
+    srv_http *h = ctx;
+    api_error e = {0};
+    api_fail(&e, 400, "invalid_request", NULL,
+             "the request's framing is refused: %s (RFC 9112); the connection is closed", why);
+    answer_raw(h, fd, &e, "Bad Request", "framing_refused", why);
+    char drop[4096];
+    for (int i = 0; i < 16 && recvfrom(fd, drop, sizeof drop, MSG_DONTWAIT, NULL, NULL) > 0; i++)
+        ;
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
@@ -540,11 +580,14 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode code) {
     srv_http *h = cls;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    int fd = ci ? (int)ci->connect_fd : -1;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
-        const union MHD_ConnectionInfo *ci =
-            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-        *socket_context = srv_conn_open(h->conns, ci ? (int)ci->connect_fd : -1);
+        srv_wire_open(fd, on_wire_refused, h);
+        *socket_context = srv_conn_open(h->conns, fd);
     } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        srv_wire_close(fd);
         srv_conn_close(h->conns, *socket_context);
         *socket_context = NULL;
     }
@@ -578,13 +621,18 @@ srv_http *srv_http_start(const srv_config *cfg, const srv_log *log, int listen_f
     atomic_init(&h->draining, false);
     atomic_init(&h->outstanding, 0);
     atomic_init(&h->unsent, 0);
-    atomic_init(&h->unsent_refused, false);
     atomic_init(&h->next_id, 1);
     struct timeval tv;
     gettimeofday(&tv, NULL);
     h->start_wall = (double)tv.tv_sec + (double)tv.tv_usec * 1e-6;
     if (getrandom(&h->id_salt, sizeof h->id_salt, GRND_NONBLOCK) != sizeof h->id_salt)
         h->id_salt = mix64((uint64_t)tv.tv_usec ^ ((uint64_t)getpid() << 32));
+    if (srv_wire_start() != SRV_OK) {
+        close(listen_fd);
+        free(h);
+        srv_fail(err, "out of memory starting HTTP");
+        return NULL;
+    }
     if (!(h->conns = srv_conns_create(cfg, log, err))) {
         close(listen_fd);
         free(h);
@@ -594,6 +642,12 @@ srv_http *srv_http_start(const srv_config *cfg, const srv_log *log, int listen_f
     /* poll(2), not epoll: with epoll, libmicrohttpd 0.9.75 misses a client's FIN that arrives
      * together with its last bytes (a client that sends and closes at once) and holds the
      * connection until the idle timeout; tests/reliability checks it is closed at once. */
+    /* --max-connections is kept by conn.c (a connection past it evicts an idle or late one, or
+     * is shut down at once), not by libmicrohttpd, which would leave new connections waiting in
+     * the kernel's backlog, probes among them. Its own limit, split between its threads, leaves
+     * room beside them for the connections attnd has shut down and it has not closed yet. */
+    size_t all = srv_config_connections_max(cfg);
+    unsigned mhd_limit = all > UINT_MAX ? UINT_MAX : (unsigned)all;
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_ALLOW_SUSPEND_RESUME |
                      MHD_USE_ERROR_LOG;
     h->daemon = MHD_start_daemon(
@@ -603,7 +657,7 @@ srv_http *srv_http_start(const srv_config *cfg, const srv_log *log, int listen_f
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->idle_timeout, MHD_OPTION_NOTIFY_CONNECTION,
         on_connection, h, MHD_OPTION_URI_LOG_CALLBACK, on_request_line, h,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)MHD_MEMORY, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)cfg->max_connections, MHD_OPTION_END);
+        mhd_limit, MHD_OPTION_END);
     if (!h->daemon) {
         close(listen_fd);
         srv_conns_destroy(h->conns);

@@ -21,9 +21,8 @@ struct srv_http {
     api_limits limits;
     srv_workers *workers;
     atomic_bool ready, draining;
-    atomic_size_t outstanding;  /* requests begun (headers read) and not yet completed */
-    atomic_size_t unsent;       /* bytes of job replies reserved or held, not yet sent */
-    atomic_bool unsent_refused; /* a job's reply did not fit since room was last given back */
+    atomic_size_t outstanding; /* requests begun (headers read) and not yet completed */
+    atomic_size_t unsent;      /* bytes of job replies reserved or held, not yet sent */
     atomic_uint_fast64_t next_id;
     uint64_t id_salt;
     double start_wall;
@@ -112,8 +111,8 @@ bool http_unsent_reserve(srv_http *h, http_req *r, size_t n);
  * admitted again. */
 void http_unsent_release(srv_http *h, http_req *r, size_t n);
 
-/* True when the replies not yet sent fill the budget (they reach it, or a job's reply did not
- * fit since room was last given back): new jobs are refused until some is. */
+/* True when the replies not yet sent fill the budget: no job's reply can fit until some room is
+ * given back. */
 bool http_unsent_full(const srv_http *h);
 
 /* Routes (routes.c). */

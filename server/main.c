@@ -215,6 +215,9 @@ static void log_settings(const srv_config *cfg, const srv_log *log, const api_li
                        SRV_NUM("request_timeout_s", cfg->request_timeout),
                        SRV_INT("max_depth", cfg->max_depth),
                        SRV_NUM("read_timeout_s", cfg->read_timeout),
+                       SRV_NUM("send_timeout_s", cfg->send_timeout),
+                       SRV_INT("min_send_rate", cfg->min_send_rate),
+                       SRV_INT("max_job_flops", cfg->max_job_flops),
                        SRV_NUM("drain_timeout_s", cfg->drain_timeout),
                        SRV_STR("auth", cfg->api_key_len ? "bearer" : "none"),
                        SRV_STR("cors_origins", cfg->cors_origins[0] ? cfg->cors_origins : NULL)};
@@ -269,6 +272,7 @@ static int start(const srv_config *cfg, const srv_log *log, attnd *a) {
     a->limits.max_dim = cfg->max_dim;
     a->limits.max_heads = cfg->max_heads;
     a->limits.max_depth = cfg->max_depth;
+    a->limits.max_job_flops = (double)cfg->max_job_flops;
     a->limits.nslots = attn_pool_slots(a->pool);
     if (!(a->workers =
               srv_workers_create(cfg->threads, cfg->max_queue, a->pool, a->metrics, &err))) {

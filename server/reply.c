@@ -80,7 +80,7 @@ static enum MHD_Result reply_resp(http_req *r, unsigned status, const char *type
     r->status = status;
     r->bytes_out = len;
     r->state = REQ_REPLIED;
-    srv_conn_set(h->conns, r->track, SRV_CONN_ARRIVED);
+    srv_conn_set(h->conns, r->track, SRV_CONN_SENDING);
     enum MHD_Result rc = MHD_queue_response(r->conn, status, resp);
     MHD_destroy_response(resp);
     if (rc != MHD_YES) { /* not sent: the log and metrics must not say it was */
@@ -110,7 +110,9 @@ enum MHD_Result http_reply(http_req *r, unsigned status, const char *type, void 
  * down to the buffer's capacity (what is really held); it is released when the request completes
  * (libmicrohttpd has written the reply out, or the connection has gone), or at once when the job
  * ends in an error. Other replies (errors, /metrics, /v1/models) are small, at most one per
- * connection, and are not counted. */
+ * connection, and are not counted. A refusal leaves no trace: the next job whose reply fits is
+ * admitted, however large the refused one was. No reply holds its room for ever: one taken
+ * slower than --min-send-rate is cut (conn.c), and its room comes back. */
 
 bool http_unsent_reserve(srv_http *h, http_req *r, size_t n) {
     size_t cur = atomic_load(&h->unsent), max = h->cfg->max_unsent_bytes;
@@ -129,11 +131,10 @@ void http_unsent_release(srv_http *h, http_req *r, size_t n) {
         return;
     r->unsent -= n;
     atomic_fetch_sub(&h->unsent, n);
-    atomic_store(&h->unsent_refused, false);
 }
 
 bool http_unsent_full(const srv_http *h) {
-    return atomic_load(&h->unsent) >= h->cfg->max_unsent_bytes || atomic_load(&h->unsent_refused);
+    return atomic_load(&h->unsent) >= h->cfg->max_unsent_bytes;
 }
 
 enum MHD_Result http_reply_buf(http_req *r, unsigned status, const char *type, api_buf *b) {

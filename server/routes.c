@@ -84,8 +84,10 @@ static bool v2_model_route(const char *url, srv_route *route, char **name, char 
         }
     }
     const char *v = NULL;
-    for (const char *q = p; (q = strstr(q, "/versions/")) != NULL && q < p + n; q++)
-        v = q; /* the last one: a name may not hold it, but be sure */
+    /* the last "/versions/" that ends within the name's n bytes ("demo/versions/infer" has
+     * none: its "/versions/" reaches into the "/infer" taken off) */
+    for (const char *q = p; (q = strstr(q, "/versions/")) != NULL && q + 10 <= p + n; q++)
+        v = q;
     if (v) {
         vn = (size_t)(p + n - v) - 10;
         n = (size_t)(v - p);

@@ -103,7 +103,7 @@ typedef struct srv_config {
     size_t max_heads;        /* largest num_heads */
     size_t max_queue;        /* jobs waiting for a worker (503 beyond) */
     size_t max_unsent_bytes; /* job replies reserved or held, not yet sent (503 beyond) */
-    size_t max_connections;  /* open connections; more are refused at accept */
+    size_t max_connections;  /* open connections; a new one past it evicts one (conn.c) */
     double request_timeout;  /* seconds from arrival; a job still queued past it gets 503 */
     double drain_timeout;    /* seconds SIGTERM waits for queued and running jobs */
     size_t idle_timeout;     /* seconds before an idle connection is closed; 0 = never */
@@ -117,6 +117,10 @@ typedef struct srv_config {
     size_t max_depth;        /* deepest nesting of arrays and objects in a body (400 beyond) */
     double read_timeout;     /* seconds one request may take to arrive, headers and body, from
                                 its first byte; 0 = no limit */
+    double send_timeout;     /* seconds a reply may take before --min-send-rate applies */
+    size_t min_send_rate;    /* bytes per second a reply must be taken at, on average, once
+                                send_timeout has passed; 0 = no limit */
+    size_t max_job_flops;    /* largest api_job_flops of one job (413 beyond); 0 = no limit */
 } srv_config;
 
 /* Fills cfg with the defaults (threads = the cores this process may run on). */
@@ -136,8 +140,15 @@ void srv_config_usage(FILE *f);
  * reached on loopback). Returns 0 on a 200, 1 otherwise with one line on out. */
 int srv_health_check(const srv_config *cfg, FILE *out);
 
+/* Connections libmicrohttpd may hold at once: --max-connections live ones, and up to
+ * SRV_CONN_SLACK per HTTP thread that attnd has shut down (evicted, or refused past the limit)
+ * and libmicrohttpd has not closed yet (conn.c keeps the limit). Saturates at SIZE_MAX. */
+#define SRV_CONN_SLACK 8
+size_t srv_config_connections_max(const srv_config *cfg);
+
 /* The job memory cache's cap, from cfg's limits (SECURITY.md): bodies being read
- * (--max-connections x (--max-body-bytes + SRV_CONN_BYTES)), jobs' arenas and the replies being
+ * (srv_config_connections_max x (1.5 x --max-body-bytes + SRV_CONN_BYTES): a growing body holds
+ * its old and new blocks at once), jobs' arenas and the replies being
  * written ((--max-queue + --threads + --http-threads) x --max-job-bytes), batch workspaces
  * (--threads x --max-job-bytes), and replies not yet sent (--max-unsent-bytes). Saturates at
  * SIZE_MAX. */
@@ -454,22 +465,38 @@ const char *srv_static_mime(const char *path);
  * ("127.0.0.1:43121", with the actual port) to bound. Returns the fd, or SRV_ERR with err. */
 int srv_listen(const srv_config *cfg, char *bound, size_t bound_len, srv_error *err);
 
-/* Where a connection is, as the read timeout sees it. */
+/* Where a connection is, as the read and send timeouts see it. */
 typedef enum srv_conn_state {
     SRV_CONN_IDLE = 0, /* between requests (or before the first): no byte of the next yet */
     SRV_CONN_READING,  /* a request is arriving (headers or body) */
-    SRV_CONN_ARRIVED,  /* the request has arrived: it is computed or its reply is being sent */
+    SRV_CONN_ARRIVED,  /* the request has arrived and is being computed */
+    SRV_CONN_SENDING,  /* its reply is queued and being sent (--min-send-rate applies) */
 } srv_conn_state;
 
-/* The open connections as --read-timeout and --idle-timeout see them, and the reaper thread that
- * shuts down those whose request is late. Opaque; every function is thread-safe. */
+/* Why attnd shut a connection down. */
+typedef enum srv_conn_end {
+    SRV_CONN_LIVE = 0,   /* it has not */
+    SRV_CONN_READ_LATE,  /* its request took longer than --read-timeout to arrive */
+    SRV_CONN_SEND_SLOW,  /* its reply was read slower than --min-send-rate */
+    SRV_CONN_EVICTED,    /* at --max-connections, a new connection took its place */
+    SRV_CONN_OVER_LIMIT, /* it came at --max-connections with no connection to evict */
+} srv_conn_end;
+
+/* The reason's name for logs ("read_timeout", "send_timeout", "evicted", "connection_limit");
+ * NULL for SRV_CONN_LIVE. */
+const char *srv_conn_end_name(srv_conn_end end);
+
+/* The open connections as --read-timeout, --send-timeout with --min-send-rate, --idle-timeout
+ * and --max-connections see them, and the reaper thread that shuts down those whose request is
+ * late or whose reply is read too slowly. Opaque; every function is thread-safe. */
 typedef struct srv_conns srv_conns;
 
 /* One tracked connection, owned by its srv_conns. Opaque. */
 typedef struct srv_conn srv_conn;
 
-/* Tracks connections by cfg's read and idle timeouts, logging to log (borrowed), with a reaper
- * thread when the read timeout is on. NULL with err on failure. Free with srv_conns_destroy. */
+/* Tracks connections by cfg's timeouts and connection limit, logging to log (borrowed), with a
+ * reaper thread when the read timeout or the send rate is on. NULL with err on failure. Free
+ * with srv_conns_destroy. */
 srv_conns *srv_conns_create(const srv_config *cfg, const srv_log *log, srv_error *err);
 
 /* Stops the reaper (joins it): from now on no connection is shut down for its read timeout.
@@ -480,9 +507,13 @@ void srv_conns_stop(srv_conns *cs);
  * (srv_conn_close). NULL does nothing. */
 void srv_conns_destroy(srv_conns *cs);
 
-/* A connection has opened on socket fd (-1 when unknown): idle, before its first request. NULL
- * when out of memory; the socket is then shut down, so that every connection that serves is
- * tracked (srv_conns_take_head relies on it). */
+/* A connection has opened on socket fd (-1 when unknown): idle, before its first request. When
+ * it makes more than --max-connections live ones, another is shut down to make room: the one
+ * idle the longest (silent before its first request, or between requests), else the one whose
+ * request has been arriving the longest; when every other is computing or sending a reply, this
+ * one is shut down instead (refused at accept). Either is logged. NULL when out of memory; the
+ * socket is then shut down, so that every connection that serves is tracked
+ * (srv_conns_take_head relies on it). */
 srv_conn *srv_conn_open(srv_conns *cs, int fd);
 
 /* The connection is closing (its socket is still open): logs idle_timeout when it closes idle
@@ -494,22 +525,41 @@ void srv_conn_close(srv_conns *cs, srv_conn *c);
  * nothing. */
 void srv_conn_request_line(srv_conns *cs, srv_conn *c);
 
-/* Moves c to state (its headers have been handed over, or its request is done):
+/* Moves c to state (its headers have been handed over, its reply queued, or its request done):
  * SRV_CONN_READING starts the read timeout unless the request was already seen arriving;
- * SRV_CONN_IDLE starts idleness. NULL does nothing. */
+ * SRV_CONN_SENDING starts the send rule; SRV_CONN_IDLE starts idleness. NULL does nothing. */
 void srv_conn_set(srv_conns *cs, srv_conn *c, srv_conn_state state);
 
 /* True when the request on c has been arriving for longer than --read-timeout (never when it is
  * off, or c is NULL). */
 bool srv_conn_late(srv_conns *cs, srv_conn *c);
 
-/* True when the reaper shut c down for its read timeout (false for NULL). */
-bool srv_conn_cut(srv_conns *cs, srv_conn *c);
+/* Why attnd shut c down (SRV_CONN_LIVE when it has not, or for NULL). */
+srv_conn_end srv_conn_cut(srv_conns *cs, srv_conn *c);
 
 /* The socket of the one connection served by the calling thread whose request line has come and
  * whose headers are not handed over yet, now marked handed over; -1 when there is none, or more
  * than one (they cannot be told apart). */
 int srv_conns_take_head(srv_conns *cs);
+
+/* ---- The wire (wire.c) -------------------------------------------------------------------- */
+
+/* Called when the bytes of the connection on socket fd break HTTP/1.1's framing (why: one line
+ * saying how): answers on fd (the caller owns the connection's fate: it has ended for
+ * libmicrohttpd). Runs on the thread that serves the connection. */
+typedef void (*srv_wire_refuse_fn)(void *ctx, int fd, const char *why);
+
+/* Makes wire.c's table of connections (once per process; later calls do nothing). SRV_OK, or
+ * SRV_ERR when out of memory. */
+int srv_wire_start(void);
+
+/* A connection has opened on fd: its bytes are checked from a request's start, and refuse (with
+ * ctx) answers it if they break the framing. Out of memory (or an fd past the process's limit):
+ * its bytes are not checked. */
+void srv_wire_open(int fd, srv_wire_refuse_fn refuse, void *ctx);
+
+/* The connection on fd is closing: fd is no longer checked. */
+void srv_wire_close(int fd);
 
 /* ---- HTTP (http.c, with reply.c and routes.c) --------------------------------------------- */
 

@@ -445,7 +445,8 @@ int srv_workers_run_inline(srv_workers *w, srv_job *job) {
     if (w->closed)
         rc = SRV_CLOSED;
     else if (w->queued || w->held >= w->max_queue || w->inline_flops <= 0 || /* 0: never */
-             !(api_job_flops(job->job) <= w->inline_flops) || !api_job_params_cheap(job->job) ||
+             !(api_job_plan_flops(job->job) <= w->inline_flops) ||
+             !api_job_params_cheap(job->job) ||
              api_job_response_bytes(job->job) > SRV_INLINE_MAX_REPLY)
         rc = SRV_NOT_INLINE;
     else /* seen by wait_idle, stats and a collecting worker as a worker's job, and holding a

@@ -2357,6 +2357,7 @@ static void test_limits(void) {
         if (!job)
             continue;
         job->plan.flops = fl[i].flops;
+        job->init_flops = 0; /* the body's identity weights are counted apart (test_job_flops) */
         api_buf fb = {0};
         CHECK(api_job_respond(job, 0.0, 0.0, &fb, &fe) == 0, "respond: %s", fe.message);
         api_buf_append(&fb, "", 1);
@@ -2446,6 +2447,108 @@ static void test_declared_shapes(void) {
 }
 
 /* ---- Response size (issue 10, item 2) ---------------------------------------------------- */
+
+/* ---- The compute bound (issue 23, item 4) -------------------------------------------------- */
+
+/* usage.flops counts making params.init weights (4 E^2 of them, at APIP_INIT_RANDOM_FLOP or
+ * APIP_INIT_IDENTITY_FLOP each) beside the plan's FLOPs; max_job_flops refuses a job over it with
+ * 413 from the shapes alone, before any tensor is decoded; num_heads past max_heads names the
+ * limit, not the integer range. */
+static void test_job_flops(void) {
+    const char *fmt = "{\"query\":[[0.5,1,2,3],[1,0,0,0]],\"params\":{\"init\":\"%s\",%s"
+                      "\"num_heads\":2}}";
+    const struct {
+        const char *init, *seed;
+        double per_weight;
+    } inits[] = {{"random", "\"seed\":3,", APIP_INIT_RANDOM_FLOP},
+                 {"identity", "", APIP_INIT_IDENTITY_FLOP}};
+    for (size_t i = 0; i < 2; i++) {
+        char body[256];
+        snprintf(body, sizeof body, fmt, inits[i].init, inits[i].seed);
+        api_limits lim = api_limits_default();
+        api_error e = {0};
+        api_job *job = api_job_parse(API_OP_ATTENTION, body, strlen(body), NULL, &lim, &e);
+        CHECK(job != NULL, "init %s: %s", inits[i].init, e.message);
+        if (!job)
+            continue;
+        double want = api_job_plan_flops(job) + 4.0 * 4 * 4 * inits[i].per_weight;
+        CHECK(api_job_flops(job) == want && api_job_plan_flops(job) > 0,
+              "init %s: flops %.17g, want plan %.17g + 16 weights", inits[i].init,
+              api_job_flops(job), api_job_plan_flops(job));
+        api_error re = {0};
+        api_buf out = {0};
+        CHECK(api_job_run(job, NULL, &re) == 0 && api_job_respond(job, 0, 0, &out, &re) == 0,
+              "init %s runs: %s", inits[i].init, re.message);
+        api_buf_append(&out, "", 1);
+        char usage[64];
+        snprintf(usage, sizeof usage, "\"flops\":%.0f,", want);
+        CHECK(!out.failed && strstr(out.data, usage), "init %s: usage says %s in %.120s",
+              inits[i].init, usage, out.data ? out.data : "");
+        api_buf_free(&out);
+        /* The limit: at the job's FLOPs it passes; one FLOP less, 413 naming both figures. */
+        lim.max_job_flops = want;
+        api_job *again = api_job_parse(API_OP_ATTENTION, body, strlen(body), NULL, &lim, &e);
+        CHECK(again != NULL, "init %s at max_job_flops = its flops: %s", inits[i].init, e.message);
+        api_job_destroy(again);
+        lim.max_job_flops = want - 1;
+        api_error over = {0};
+        again = api_job_parse(API_OP_ATTENTION, body, strlen(body), NULL, &lim, &over);
+        CHECK(!again && over.status == 413 && strcmp(over.code, "job_too_large") == 0 &&
+                  strstr(over.message, "max_job_flops") &&
+                  strstr(over.message, "making params.init weights included"),
+              "init %s one FLOP over: %d %s", inits[i].init, over.status, over.message);
+        api_job_destroy(again);
+        api_job_destroy(job);
+    }
+    /* The issue's body: SDPA with L = S = 65536 and D = 1 (17 GFLOP) in under 1 MB, with a value
+     * that is not a number at its end. A limit of 1 GFLOP refuses it with 413 from its shapes,
+     * before the tensors are decoded (decoding would have found the bad value: 400). */
+    sb b = {0};
+    for (int t = 0; t < 3; t++) {
+        sb_add(&b, "%s\"%c\":", t ? "," : "{", "qkv"[t]);
+        sb_hollow(&b, "[1]", 65536);
+    }
+    b.n -= 2; /* the last row of v, ",0]" -> ",\"x\"]" */
+    b.s[b.n] = '\0';
+    sb_add(&b, "\"x\"]}");
+    api_limits lim = api_limits_default();
+    lim.max_job_flops = 1e9;
+    api_error e = {0};
+    api_job *job = api_job_parse(API_OP_SDPA, b.s, b.n, NULL, &lim, &e);
+    CHECK(!job && e.status == 413 && strstr(e.message, "max_job_flops limit of 1e+09") &&
+              !strstr(e.message, "params.init"),
+          "17 GFLOP SDPA over a 1 GFLOP limit: %d %s", e.status, e.message);
+    lim.max_job_flops = 0; /* no limit: decoding finds the bad value */
+    api_error bad = {0};
+    job = api_job_parse(API_OP_SDPA, b.s, b.n, NULL, &lim, &bad);
+    CHECK(!job && bad.status == 400, "without the limit the bad value is found: %d %s", bad.status,
+          bad.message);
+    api_job_destroy(job);
+    free(b.s);
+    /* num_heads: past max_heads (even past 2^64) is 413 naming the limit; 0 or 2.5 is 400 naming
+     * the range the limit allows. */
+    const struct {
+        const char *heads;
+        int status;
+        const char *says;
+    } nh[] = {
+        {"257", 413, "max_heads limit of 256"},  {"1099511627777", 413, "max_heads limit of 256"},
+        {"1e30", 413, "max_heads limit of 256"}, {"0", 400, "from 1 to 256"},
+        {"2.5", 400, "from 1 to 256"},           {"-3", 400, "from 1 to 256"}};
+    for (size_t i = 0; i < sizeof nh / sizeof nh[0]; i++) {
+        char body[160];
+        snprintf(body, sizeof body,
+                 "{\"query\":[[1,2]],\"params\":{\"init\":\"identity\",\"num_heads\":%s}}",
+                 nh[i].heads);
+        api_limits dl = api_limits_default();
+        api_error he = {0};
+        job = api_job_parse(API_OP_ATTENTION, body, strlen(body), NULL, &dl, &he);
+        CHECK(!job && he.status == nh[i].status && strstr(he.message, nh[i].says) &&
+                  !strstr(he.message, "1099511627776") && !strcmp(he.field, "params.num_heads"),
+              "num_heads %s: %d %s", nh[i].heads, he.status, he.message);
+        api_job_destroy(job);
+    }
+}
 
 /* The issue's example: SDPA q, k, v (1, 200, 512, 1) with weights, 2.9 MB of request and a
  * 690 MB JSON response, is refused before compute with default limits (api/'s 1 GiB and
@@ -4129,6 +4232,7 @@ int main(int argc, char **argv) {
     test_batches();
     test_lesson();
     test_declared_shapes();
+    test_job_flops();
     test_response_limit();
     test_response_bound();
     test_response_bound_words();

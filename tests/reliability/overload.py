@@ -24,7 +24,12 @@ them), so the queue is exercised by a second, compute-bound variant. Steps:
      compute per job, small bodies and replies) against 1 worker, --max-queue 4, no batching,
      64 connections: most of it refused, and a 503 reaches the probe within BUSY_P99_BOUND_MS
      (p99); the same checks of answers, RSS and recovery;
-  5. SIGTERM and exit status 0 for both daemons.
+  5. the connection limit under load: wrk with 64 connections on W1 against --max-connections
+     32, while a prober opens a new connection every 50 ms for /healthz or /readyz: every
+     probe is answered 200 (the new connection takes an idle one's place: none waits in the
+     kernel's backlog), wrk is still served, and the log names the evictions; the probes'
+     times are reported;
+  6. SIGTERM and exit status 0 for every daemon.
 Prints the figures and a markdown section (--report FILE also writes it there). Exits 1 when
 a check fails.
 
@@ -325,8 +330,52 @@ def main():
         code = dl.stop()
     check(code == 0, f"exit status after SIGTERM: {code}")
 
+    # 5. The connection limit under load: wrk holds 64 keep-alive connections against 32.
+    dc = Daemon(a.attnd, os.path.join(a.work, "overload-conns.log"), ["--max-connections", "32"])
+    try:
+        probes, stop = [], threading.Event()
+
+        def prober():
+            k = 0
+            while not stop.is_set():
+                path = ("/healthz", "/readyz")[k % 2]
+                k += 1
+                try:
+                    st, _, _, ms = dc.request("GET", path, timeout=3)
+                except OSError:
+                    st, ms = 0, 3000.0
+                probes.append((st, ms))
+                time.sleep(0.05)
+
+        th = threading.Thread(target=prober)
+        th.start()
+        time.sleep(0.2)
+        cl = wrk(dc.port, body_path, expect_path, 64, max(3, a.seconds // 2))
+        stop.set()
+        th.join()
+        ms = sorted(m for _, m in probes)
+        good = sum(1 for st, _ in probes if st == 200)
+        evicted = open(dc.log, errors="replace").read().count("connection_evicted")
+        cl["probe_n"], cl["probe_ok"] = len(probes), good
+        cl["probe_p50"] = ms[len(ms) // 2] if ms else 0.0
+        cl["probe_p99"] = ms[int(0.99 * (len(ms) - 1))] if ms else 0.0
+        cl["evicted"] = evicted
+        print(f"connection limit: wrk with 64 connections against --max-connections 32: "
+              f"{cl['rps']:.0f} answers/s ({cl['ok']} 200, socket errors {cl['errors']}); "
+              f"{evicted} evictions; probes: {good} of {len(probes)} answered 200, p50 "
+              f"{cl['probe_p50']:.1f} ms, p99 {cl['probe_p99']:.1f} ms", flush=True)
+        check(len(probes) >= 10 and good == len(probes),
+              f"connection limit: every probe answered 200 beside 64 connections at a limit of "
+              f"32 ({good} of {len(probes)})")
+        check(cl["ok"] > 0 and cl["wrong"] == 0 and cl["other"] == 0,
+              "connection limit: wrk still served, every checked answer right")
+        check(evicted > 0, "connection limit: the log names the evictions")
+    finally:
+        code = dc.stop()
+    check(code == 0, f"exit status after SIGTERM: {code}")
+
     if best:
-        report = make_report(best, sweep, w1, cb, a.seconds)
+        report = make_report(best, sweep, w1, cb, a.seconds, cl)
         print("\n" + report)
         if a.report:
             open(a.report, "w").write(report)
@@ -405,7 +454,7 @@ def overload(d, body, body_path, expect_path, want_output, conns, seconds, rss_r
             "rss_rest": rss_rest, "rec_ms": rec_ms}
 
 
-def make_report(best, sweep, w1, cb, seconds):
+def make_report(best, sweep, w1, cb, seconds, cl):
     o, c = w1["over"], cb["over"]
     pb = w1["busy_ms"]
     return f"""## Overload (make overload)
@@ -442,6 +491,13 @@ the probe beside wrk saw 503s in p50 {pb[len(pb) // 2] if pb else 0:.0f} ms. VmR
 200 and {c['busy']} 503; the probe got its 503s in p99 {cb['busy_p99']:.2f} ms; VmRSS peaked at
 {cb['peak']:.1f} MiB (at rest {cb['rss_rest']:.1f} MiB); the first request after: 200 in
 {cb['rec_ms']:.1f} ms.
+
+**The connection limit under load** (`attnd --max-connections 32`, wrk with 64 keep-alive
+connections on W1, {max(3, seconds // 2)} s): {cl['rps']:.0f} answers/s ({cl['ok']} 200; wrk
+counted {cl['errors']} socket errors: its connections evicted or shut at the limit),
+{cl['evicted']} evictions logged; a prober opening a new connection every 50 ms got
+{cl['probe_ok']} of {cl['probe_n']} probes answered 200, p50 {cl['probe_p50']:.1f} ms, p99
+{cl['probe_p99']:.1f} ms (the same shared cores as wrk).
 """
 
 if __name__ == "__main__":

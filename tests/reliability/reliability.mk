@@ -29,7 +29,7 @@ REL_ONLY ?= limits,faults,slow,framing,security,rss,unsent,jobmem,probes
 
 $(BUILD)/tests/test_reliability: $(BUILD)/tests/reliability/test_reliability.o \
                                  $(BUILD)/tests/harness.o
-	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ -lcurl -lz -lpthread
+	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ -lcurl -ljansson -lz -lpthread
 
 .PHONY: test-reliability
 test-reliability: $(BUILD)/attnd $(BUILD)/tests/test_reliability fuzz-replay
