@@ -10,7 +10,7 @@
 
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -41,8 +41,12 @@ export const SHOTS = [
 ];
 export const DEVICE_SCALE_FACTOR = 1;
 
-// The files whose bytes decide what the screenshots show; their hash goes in the manifest.
-export const INPUTS = ['web/index.html', 'web/app.js', 'web/i18n.js', 'web/style.css', 'tests/web/shots.mjs'];
+// The files whose bytes decide what the screenshots show; their hash goes in the manifest. The
+// page's files are those attnd serves from web/ (server/server.mk SRV_EMBED: web/*.html,
+// web/*.js, web/*.css), so that a new module counts too.
+export const WEB_FILES = readdirSync(join(ROOT, 'web')).filter((f) => /\.(html|js|css)$/.test(f)).sort()
+  .map((f) => `web/${f}`);
+export const INPUTS = [...WEB_FILES, 'tests/web/shots.mjs'];
 
 export function inputsHash(root = ROOT) {
   const h = createHash('sha256');

@@ -7,8 +7,8 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
 import {
-  CHROMIUM_ARGS, DEVICE_SCALE_FACTOR, ROOT, SHOTS, compareImages, inputsHash, launchShotBrowser,
-  renderShot, sha256, startAttnd as startAttndAt,
+  CHROMIUM_ARGS, DEVICE_SCALE_FACTOR, ROOT, SHOTS, WEB_FILES, compareImages, inputsHash,
+  launchShotBrowser, renderShot, sha256, startAttnd as startAttndAt,
 } from './shots.mjs';
 
 const [attndBin, outDir] = process.argv.slice(2);
@@ -82,6 +82,43 @@ async function cellPixel(page, i, j) {
     for (let k = 0; k < d.length; k += 4) if (Math.abs(d[k] - d[k + 1]) > 6 || Math.abs(d[k + 1] - d[k + 2]) > 6) grey = false;
     return { grey, rgb: [d[48], d[49], d[50]] };
   }, [i, j]);
+}
+
+// ---- Modules --------------------------------------------------------------------------------
+
+// The page's modules (STYLE.md, "The page"): index.html loads one entry module, app.js, and the
+// page then loads every module of web/ and no other script, each served by attnd as the file is;
+// each module is at most 500 lines and opens with a comment, and no modules import each other in
+// a circle.
+async function checkModules(page, base) {
+  const files = WEB_FILES.filter((f) => f.endsWith('.js')).map((f) => f.slice('web/'.length));
+  const scripts = await page.$$eval('script', (ss) => ss.map((s) => `${s.type} ${s.getAttribute('src')}`));
+  check(scripts.join() === 'module app.js', `index.html loads one entry module, app.js (${scripts.join(', ')})`);
+  const loaded = await page.evaluate(() => performance.getEntriesByType('resource')
+    .map((e) => new URL(e.name).pathname).filter((p) => p.endsWith('.js')).map((p) => p.slice(1)).sort());
+  check(loaded.join() === files.join(), `the page loads the ${files.length} modules of web/ and no other script (${loaded.join(' ')})`);
+  const bad = [];
+  for (const f of files) {
+    const r = await fetch(new URL(f, base));
+    const body = Buffer.from(await r.arrayBuffer());
+    const type = r.headers.get('content-type') || '';
+    if (!r.ok || !type.startsWith('text/javascript') || !body.equals(readFileSync(join(ROOT, 'web', f)))) bad.push(`${f}: ${r.status} ${type}`);
+  }
+  check(bad.length === 0, `attnd serves each module as the file is, as text/javascript (${bad.join('; ') || 'it does'})`);
+  const src = Object.fromEntries(files.map((f) => [f, readFileSync(join(ROOT, 'web', f), 'utf8')]));
+  const over = files.map((f) => [f, (src[f].match(/\n/g) || []).length]).filter(([f, n]) => n > 500 || !/^\/\/ \S/.test(src[f]));
+  check(over.length === 0, `each module is at most 500 lines and opens with a comment (${over.map(([f, n]) => `${f}: ${n} lines`).join(', ') || 'each does'})`);
+  const deps = Object.fromEntries(files.map((f) => [f, [...src[f].matchAll(/^import\b[^;]*?from '\.\/([\w.-]+)';/gm)].map((m) => m[1])]));
+  const state = new Map(), cycle = []; // state: 1 while its imports are visited, 2 once done
+  const visit = (f, path) => {
+    if (cycle.length || state.get(f) === 2) return;
+    if (state.get(f) === 1) { cycle.push(...path.slice(path.indexOf(f)), f); return; }
+    state.set(f, 1);
+    for (const d of deps[f] || []) visit(d, [...path, f]);
+    state.set(f, 2);
+  };
+  files.forEach((f) => visit(f, []));
+  check(cycle.length === 0, `no modules of web/ import each other in a circle (${cycle.join(' -> ') || 'none do'})`);
 }
 
 // ---- Languages ------------------------------------------------------------------------------
@@ -246,6 +283,7 @@ async function main() {
     // 1. Preset (a): the seed's numbers.
     await page.goto(base);
     await page.waitForFunction(() => document.body.dataset.ready);
+    await checkModules(page, base);
     let mark = await readyMark(page);
     await page.selectOption('[data-testid=preset]', 'c1');
     await waitReady(page, mark);

@@ -1,0 +1,161 @@
+// A run's request: the input a preset or the controls describe, the request(s) it makes to the
+// API, and the view model, what every view draws, from the response.
+
+import { isSentence, models, paramsChoice, state, t, vocabModel } from './state.js';
+import { randomMatrix } from './numbers.js';
+import { f32Tensor, readTensor } from './tensors.js';
+import { PageError, post } from './api.js';
+import { meanOf } from './maps.js';
+
+const DENSE_LIMIT = 1 << 20; // above this many weights per request, ask the API for the top-k
+const AUTO_TOP_K = 16;
+
+// ---- Inputs -------------------------------------------------------------------------------
+
+// Returns {mode: 'sdpa', tokens, q, k, v, scale?}, {mode: 'mha', tokens, x} or, for a sentence,
+// {mode: 'words', text, model}.
+export function buildInput() {
+  if (isSentence(state.preset)) {
+    const model = vocabModel();
+    if (!model) throw new PageError('err.novocab');
+    if (!state.text.trim()) throw new PageError('err.text_empty');
+    return { mode: 'words', text: state.text, model };
+  }
+  switch (state.preset) {
+  case 'a':
+    return {
+      mode: 'sdpa', tokens: ['token 0', 'token 1', 'token 2', 'token 3'],
+      q: [[1, 1], [0, 1], [1, 0], [0.5, 0.5]], k: [[1, 1], [0, 1], [1, 0], [0.5, 0.5]],
+      v: [[1, 0], [0, 1], [1, 1], [0.5, 0.5]],
+    };
+  case 'b':
+    // One query whose logits against the four keys are the chapter's [3.0 0.5 -1.0 2.0]:
+    // q = [1], the keys hold the logits, scale 1; V = I so the output equals the weights.
+    return {
+      mode: 'sdpa', qTokens: [t('tok.query')], tokens: [t('tok.key', { i: 0 }), t('tok.key', { i: 1 }), '<pad>', '<pad>'], scale: 1,
+      q: [[1]], k: [[3.0], [0.5], [-1.0], [2.0]], v: [[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]],
+    };
+  case 'd': {
+    const e = 96;
+    return { mode: 'mha', tokens: Array.from({ length: 512 }, (_, i) => `t${i}`), x: randomMatrix(512, e, 512) };
+  }
+  case 'random': {
+    const e = embedWidth(state.randE);
+    return {
+      mode: 'mha', tokens: Array.from({ length: state.randL }, (_, i) => `t${i}`),
+      x: randomMatrix(state.randL, e, state.randSeed),
+    };
+  }
+  default: {
+    let j;
+    try { j = JSON.parse(state.custom); } catch (e) { throw new PageError('err.json_parse', { msg: e.message }); }
+    if (!j || typeof j !== 'object') throw new PageError('err.json_object');
+    if ('q' in j) {
+      const n = j.q.length, s = j.k ? j.k.length : 0;
+      return {
+        mode: 'sdpa', q: j.q, k: j.k, v: j.v, scale: j.scale,
+        qTokens: j.query_tokens || j.tokens || Array.from({ length: n }, (_, i) => `q${i}`),
+        tokens: j.key_tokens || j.tokens || Array.from({ length: s }, (_, i) => `k${i}`),
+      };
+    }
+    if (!Array.isArray(j.embeddings)) throw new PageError('err.json_fields');
+    const tokens = j.tokens || j.embeddings.map((_, i) => `t${i}`);
+    if (tokens.length !== j.embeddings.length) throw new PageError('err.json_labels', { n: tokens.length, m: j.embeddings.length });
+    return { mode: 'mha', tokens, x: j.embeddings };
+  }
+  }
+}
+
+// The embedding width a preset should use: the model's when a server model is chosen.
+function embedWidth(dflt) {
+  const p = paramsChoice();
+  if (p.kind === 'model' && models) {
+    const m = models.models.find((mm) => mm.name === p.name);
+    if (m) return m.embed_dim;
+  }
+  return dflt;
+}
+
+// ---- Requests -----------------------------------------------------------------------------
+
+// Adds the causal and padding options; key_lengths holds one length for the batch of one. s is
+// the number of keys, or null when only the API knows it (a sentence's words).
+function maskOptions(body, s) {
+  if (state.causal !== 'off') body.causal = state.causal;
+  if (state.keyLength !== '') {
+    const kl = Number(state.keyLength);
+    if (!(Number.isInteger(kl) && kl >= 0 && (s === null || kl <= s))) throw new PageError(s === null ? 'err.keys_words' : 'err.keys', { s });
+    body.key_lengths = [kl];
+  }
+}
+
+// Builds the request(s), calls the API and returns the view model.
+export async function compute(input) {
+  if (input.mode === 'sdpa') {
+    const l = input.q.length, s = input.k.length;
+    // Leading dims (N=1, H=1) so that key_lengths may be given.
+    const body = { q: [[input.q]], k: [[input.k]], v: [[input.v]], need_weights: true };
+    if (input.scale !== undefined) body.scale = input.scale;
+    maskOptions(body, s);
+    const t0 = performance.now();
+    const r = await post('v1/sdpa', body);
+    const out = readTensor(r.output), w = readTensor(r.weights);
+    return {
+      mode: 'sdpa', request: { path: '/v1/sdpa', body }, ms: performance.now() - t0, usage: r.usage,
+      qTokens: input.qTokens || input.tokens, kTokens: input.tokens, l, s, h: 1,
+      heads: [w.data], mean: null, topk: null, output: out, input,
+      dk: input.q[0].length, scale: input.scale !== undefined ? input.scale : 1 / Math.sqrt(input.q[0].length),
+    };
+  }
+  const words = input.mode === 'words';
+  const p = words ? { kind: 'model', name: input.model } : paramsChoice();
+  const model = p.kind === 'model' && models ? models.models.find((m) => m.name === p.name) : null;
+  const heads = model ? model.num_heads : p.heads;
+  // A text of n characters has at most n words: its L is known only from the response.
+  const lMax = words ? [...input.text].length : input.x.length;
+  const big = lMax * lMax * heads > DENSE_LIMIT;
+  const body = {};
+  if (words) {
+    body.model = p.name;
+    body.text = input.text;
+  } else {
+    const e = input.x[0].length;
+    body.query = big ? f32Tensor(Float32Array.from(input.x.flat()), [lMax, e]) : input.x;
+    if (p.kind === 'model') body.model = p.name;
+    else body.params = p.init === 'random' ? { init: 'random', seed: p.seed, num_heads: p.heads } : { init: 'identity', num_heads: p.heads };
+  }
+  maskOptions(body, words ? null : lMax);
+  if (big) body.encoding = 'base64';
+  const reqs = [];
+  const want = state.weights;
+  const k = big ? Math.min(AUTO_TOP_K, lMax) : 0;
+  const withW = (mode) => Object.assign({}, body, { need_weights: mode }, k ? { weights_top_k: k } : {});
+  if (want === 'per_head') reqs.push(withW('per_head'));
+  if (want === 'mean' || k) reqs.push(withW('mean'));
+  const t0 = performance.now();
+  const res = await Promise.all(reqs.map((b) => post('v1/attention', b)));
+  const ms = performance.now() - t0;
+  const r0 = res[0];
+  const h = r0.num_heads;
+  // A sentence's words are the API's: the text as the model's vocabulary split it.
+  const tokens = words ? r0.tokens : input.tokens;
+  const l = tokens.length, e = r0.shape.E;
+  const v = { mode: 'mha', request: { path: '/v1/attention', body: reqs[0] }, ms, usage: r0.usage,
+    qTokens: tokens, kTokens: tokens, l, s: l, h, heads: null, mean: null, topk: k || null,
+    output: readTensor(r0.output), input, params: p, e, dk: e / h, scale: 1 / Math.sqrt(e / h),
+    words, model: p.kind === 'model' ? p.name : null, headNames: r0.head_names || null };
+  const split = (w) => { // (H, L, X) or (L, X) flat -> per map
+    const t = readTensor(w);
+    const per = t.shape.length === 3 ? t.shape[0] : 1, size = t.data.length / per;
+    return Array.from({ length: per }, (_, i) => t.data.subarray(i * size, (i + 1) * size));
+  };
+  const sparse = (w) => {
+    const idx = split(w.indices), val = split(w.values);
+    return idx.map((ix, i) => ({ idx: ix, val: val[i], k }));
+  };
+  if (want === 'per_head') v.heads = k ? sparse(r0.weights) : split(r0.weights);
+  const rm = res[want === 'per_head' ? 1 : 0];
+  if (rm) v.mean = (k ? sparse(rm.weights) : split(rm.weights))[0];
+  else if (v.heads) v.mean = meanOf(v.heads, l * l);
+  return v;
+}

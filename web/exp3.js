@@ -1,0 +1,183 @@
+// 实验三, no peeking at the future: one word of the sentence replaced, with the causal mask and
+// without it, and how much each row's output changed.
+
+import { isWordToken, runSeq, state, t, view, writeUrl } from './state.js';
+import { $, fillSelect, tokenItems } from './dom.js';
+import { loadVocab, post, vocabLists } from './api.js';
+import { readTensor } from './tensors.js';
+import { renderError, setFailure, setStatus, status } from './status.js';
+
+// ---- 实验三: no peeking at the future --------------------------------------------------------
+//
+// The sentence's words A and the same words with word t replaced, B, go to the API twice each
+// (causal top-left, then without the mask) as tokens with base64 outputs; per row i the page
+// shows max_c |A_out[i][c] − B_out[i][c]| and whether the row's float32 values are bit for bit
+// the same.
+
+let exp3 = null; // {key, t, w, on, off}: the runs of the last settings; on/off are rows or null
+let exp3Runs = 0; // runs so far, shown as the result's data-runs (the tests wait on it)
+
+// Position t: the chosen one, else the last word (数据库 in "Redis 是一个内存数据库。").
+function exp3Pos(v) {
+  if (Number.isInteger(state.e3t) && state.e3t >= 0 && state.e3t < v.l) return state.e3t;
+  for (let i = v.l - 1; i >= 0; i--) if (isWordToken(v.qTokens[i])) return i;
+  return v.l - 1;
+}
+
+// The replacement: the chosen word, else 缓存 (数据库 in place of 缓存), else the vocabulary's
+// first word that differs.
+function exp3Word(v, vocab, t3) {
+  if (state.e3w) return state.e3w;
+  const cur = v.qTokens[t3];
+  return ['缓存', '数据库'].concat(vocab || []).find((w) => w !== cur && (!vocab || vocab.includes(w))) || cur;
+}
+
+const exp3Key = (v, t3, w) => JSON.stringify([v.model, v.qTokens, t3, w]);
+
+// 2.48 × 10⁻³ (a power of ten, readable from the back of a room).
+function pow10(x) {
+  let e = Math.floor(Math.log10(x)), m = x / 10 ** e;
+  if (m >= 9.995) { m /= 10; e += 1; }
+  const sup = String(e).replace(/-/g, '⁻').replace(/\d/g, (d) => '⁰¹²³⁴⁵⁶⁷⁸⁹'[d]);
+  return `${m.toFixed(2)} × 10${sup}`;
+}
+
+// Rows of two outputs (L, E): {same: every bit equal, max: the largest |difference|}.
+function deltaRows(a, b, l, e) {
+  const ua = new Uint32Array(a.buffer, a.byteOffset, a.length), ub = new Uint32Array(b.buffer, b.byteOffset, b.length);
+  return Array.from({ length: l }, (_, i) => {
+    let same = true, max = 0;
+    for (let c = i * e; c < (i + 1) * e; c++) {
+      if (ua[c] !== ub[c]) same = false;
+      max = Math.max(max, Math.abs(a[c] - b[c]));
+    }
+    return { same, max };
+  });
+}
+
+// Runs 实验三 with the causal mask (causal true) or without it; the settings come from the
+// selects. Causal on starts the experiment again; off needs it started.
+export async function runExp3(causal) {
+  const v = view;
+  if (!v || !v.words) return;
+  const seq = runSeq;
+  let vocab = null;
+  try { vocab = await loadVocab(v.model); } catch { /* the default word then */ }
+  const t3 = exp3Pos(v), w = exp3Word(v, vocab, t3), key = exp3Key(v, t3, w);
+  if (causal || !exp3 || exp3.key !== key) exp3 = { key, t: t3, w, on: null, off: null };
+  const a = v.qTokens, b = a.slice();
+  b[t3] = w;
+  const body = (tokens) => Object.assign({ model: v.model, tokens, need_weights: false, encoding: 'base64' },
+    causal ? { causal: 'top_left' } : {});
+  setStatus('loading', 'status.busy');
+  try {
+    const [ra, rb] = await Promise.all([post('v1/attention', body(a)), post('v1/attention', body(b))]);
+    if (seq !== runSeq || view !== v) return;
+    const oa = readTensor(ra.output), ob = readTensor(rb.output);
+    exp3[causal ? 'on' : 'off'] = deltaRows(oa.data, ob.data, v.l, oa.shape[oa.shape.length - 1]);
+    exp3.runs = (exp3Runs += 1);
+    state.e3 = causal ? 1 : 2;
+    writeUrl();
+    setStatus('ok', 'status.ok', status.time);
+  } catch (e) {
+    if (seq !== runSeq) return;
+    setFailure(e);
+    renderError();
+    setStatus('error', 'status.error');
+  }
+  drawExp3(v);
+}
+
+// After a run from a link: the experiment's runs the URL records.
+export async function resumeExp3(v) {
+  if (!v.words || !state.e3) return;
+  const t3 = exp3Pos(v), cur = exp3 && exp3.key === exp3Key(v, t3, exp3Word(v, vocabLists.get(v.model) || null, t3));
+  if (cur && exp3.on && (state.e3 < 2 || exp3.off)) { drawExp3(v); return; }
+  const want = state.e3;
+  await runExp3(true);
+  if (want >= 2 && exp3 && exp3.on) await runExp3(false);
+}
+
+export function drawExp3(v) {
+  $('exp3').hidden = !v.words;
+  if (!v.words) return;
+  const t3 = exp3Pos(v);
+  fillSelect($('exp3-pos'), tokenItems(v.qTokens), t3);
+  // The replacement: any word of the model's vocabulary (the list comes once it is loaded).
+  const vocab = vocabLists.get(v.model) || null;
+  if (!vocab) loadVocab(v.model).then(() => { if (view === v) drawExp3(v); }).catch(() => {});
+  const w = exp3Word(v, vocab, t3);
+  fillSelect($('exp3-word'), (vocab && vocab.includes(w) ? vocab : [w].concat(vocab || [])).map((x) => [x, x]), w);
+  const cur = exp3 && exp3.key === exp3Key(v, t3, w) ? exp3 : null;
+  $('exp3-off').disabled = !(cur && cur.on);
+  const res = $('exp3-result');
+  res.hidden = !(cur && cur.on);
+  res.dataset.runs = cur ? String(cur.runs || 0) : '0';
+  if (!cur || !cur.on) return;
+  const before = (rows) => rows.slice(0, t3);
+  const on = cur.on, off = cur.off;
+  const onBad = before(on).filter((r) => !r.same).length;
+  $('exp3-verdict-on').textContent = onBad
+    ? t('exp3.on.bad', { c: onBad, n: t3 })
+    : t('exp3.on.ok', { n: t3, m: on.slice(t3).filter((r) => !r.same).length, k: v.l - t3 });
+  const vOff = $('exp3-verdict-off');
+  vOff.hidden = !off;
+  if (off) {
+    const changed = before(off).filter((r) => !r.same);
+    vOff.textContent = changed.length
+      ? t('exp3.off.leak', { c: changed.length, n: t3, max: pow10(Math.max(...changed.map((r) => r.max))) })
+      : t('exp3.off.none');
+  }
+  const tbl = $('exp3-table');
+  tbl.textContent = '';
+  const head = document.createElement('tr');
+  for (const [text, cls] of [['', ''], [t('exp3.col.row'), ''], [t('exp3.col.word'), '']]
+    .concat([[t('exp3.col.on'), 'on']], off ? [[t('exp3.col.off'), 'off']] : [])) {
+    const el = document.createElement('th');
+    el.textContent = text;
+    if (cls) el.className = cls;
+    head.append(el);
+  }
+  tbl.append(head);
+  for (let i = 0; i < v.l; i++) {
+    const tr = document.createElement('tr');
+    tr.dataset.i = i;
+    tr.className = i < t3 ? 'before' : i === t3 ? 'at-t' : 'after';
+    if (i === 0 || i === t3) { // the two groups: before t, and from t on
+      const g = document.createElement('th');
+      g.className = 'group';
+      g.rowSpan = i === 0 && t3 > 0 ? t3 : v.l - t3;
+      g.textContent = t(i < t3 ? 'exp3.before' : 'exp3.after');
+      tr.append(g);
+    }
+    const n = document.createElement('th');
+    n.textContent = String(i);
+    n.dataset.i18nData = '';
+    const word = document.createElement('td');
+    word.className = 'word';
+    word.dataset.i18nData = '';
+    word.textContent = i === t3 ? `${v.qTokens[i]} → ${w}` : v.qTokens[i];
+    tr.append(n, word);
+    for (const [which, rows] of [['on', on]].concat(off ? [['off', off]] : [])) {
+      const r = rows[i], td = document.createElement('td');
+      td.className = `delta ${which}`;
+      td.dataset.same = r.same ? '1' : '0';
+      td.dataset.max = String(r.max);
+      if (r.same) {
+        td.classList.add('exact-zero');
+        td.textContent = t('exp3.zero');
+      } else if (r.max === 0) {
+        td.textContent = t('exp3.signzero');
+      } else { // a power of ten on a bar whose length is log10 of it, from 10⁻⁸ to 1
+        td.classList.add('nonzero');
+        td.style.setProperty('--w', String(Math.max(0.02, Math.min(1, (Math.log10(r.max) + 8) / 8))));
+        const num = document.createElement('span');
+        num.dataset.i18nData = '';
+        num.textContent = pow10(r.max);
+        td.append(num);
+      }
+      tr.append(td);
+    }
+    tbl.append(tr);
+  }
+}

@@ -1,0 +1,121 @@
+// The page's state and its URL: what the controls chose, the server's models, the last result,
+// and the lesson's sentences and the model a sentence goes to.
+
+import { pickLang, tr } from './i18n.js';
+
+// The seed chapters' sentences (第 6 章), sent as text to a model with a vocabulary (the built-in
+// lesson model), which splits them into its words.
+export const SENTENCES = {
+  c1: '程序员把服务器日志发给同事，因为它记录了错误原因。',
+  c2: '小李把笔记本放进背包，因为它太重了。',
+  c3: '小王昨天提交了补丁，因为他发现缓存模块在高并发下会返回旧数据。',
+  c4: '张工把配置文件发给测试同学，因为它包含新的开关。',
+  c5: 'Redis 是一个内存数据库。',
+};
+export const LESSON_MODEL = 'lesson';
+export const PRONOUNS = ['它', '他', '她', '它们', '他们', '她们'];
+export const isSentence = (p) => p in SENTENCES || p === 'text';
+// A word with a letter or a digit in it; the others are punctuation.
+export const isWordToken = (s) => /[\p{L}\p{N}]/u.test(s);
+
+// ---- State and URL ------------------------------------------------------------------------
+
+// The experiments' settings (a sentence's only): e1q the query word of 实验一 (-1: the default,
+// its pronoun), e1g its guess as "key:weight,…" over the candidate keys, e1 whether it is
+// compared; e3t the position t of 实验三 (-1: the default), e3w the replacement word, e3 what has
+// been run (0 nothing, 1 causal on, 2 on and off).
+export const EXP_DEFAULTS = { e1q: -1, e1g: '', e1: false, e3t: -1, e3w: '', e3: 0 };
+
+export const state = {
+  preset: 'a', causal: 'off', keyLength: '', weights: 'per_head', filter: 'none', filterValue: 0.1,
+  params: 'model:demo', heads: 4, seed: 7, randL: 8, randE: 16, randSeed: 1, custom: '', head: 0,
+  large: false, lang: 'en', text: '', ...EXP_DEFAULTS,
+};
+export let models = null;   // GET /v1/models
+export let view = null;     // the last result: what every view draws
+export let runSeq = 0;      // the number of the latest run
+
+// The other modules' way to change them (an imported binding cannot be assigned).
+export function setModels(m) { models = m; }
+export function setView(v) { view = v; }
+export const nextRun = () => ++runSeq;
+
+const URL_KEYS = {
+  preset: 'p', causal: 'causal', keyLength: 'klen', weights: 'w', filter: 'f', filterValue: 'fv',
+  params: 'params', heads: 'h', seed: 'seed', randL: 'L', randE: 'E', randSeed: 'rseed', custom: 'json',
+  head: 'head', large: 'large', lang: 'lang', text: 'text',
+  e1q: 'e1q', e1g: 'e1g', e1: 'e1', e3t: 'e3t', e3w: 'e3w', e3: 'e3',
+};
+const SENTENCE_KEYS = ['text', ...Object.keys(EXP_DEFAULTS)];
+
+// The string of key in the page's language (i18n.js).
+export const t = (key, params) => tr(state.lang, key, params);
+
+export function readUrl() {
+  const q = new URLSearchParams(location.search);
+  state.lang = pickLang(q.get('lang'), navigator.languages);
+  for (const [k, u] of Object.entries(URL_KEYS)) {
+    if (!q.has(u) || k === 'lang') continue;
+    const v = q.get(u);
+    if (k === 'head') state.head = v === 'mean' ? 'mean' : Math.max(0, Math.floor(Number(v)) || 0);
+    else if (typeof state[k] === 'number') state[k] = Number.isFinite(Number(v)) ? Number(v) : state[k];
+    else if (typeof state[k] === 'boolean') state[k] = v === '1';
+    else state[k] = v;
+  }
+  if (isSentence(state.preset)) {
+    if (!q.has(URL_KEYS.text)) state.text = SENTENCES[state.preset] || '';
+    state.preset = presetOfText(state.text);
+  }
+  return q.has('p');
+}
+
+// The preset whose sentence text is, else 'text' (a sentence of one's own).
+export function presetOfText(text) {
+  return Object.keys(SENTENCES).find((k) => SENTENCES[k] === text) || 'text';
+}
+
+export function writeUrl() {
+  const q = new URLSearchParams(location.search);
+  for (const [k, u] of Object.entries(URL_KEYS)) {
+    const v = state[k];
+    if (k === 'custom' && state.preset !== 'custom') { q.delete(u); continue; }
+    if (['randL', 'randE', 'randSeed'].includes(k) && state.preset !== 'random') { q.delete(u); continue; }
+    // A sentence's text and experiments; an experiment's setting only once it is not the default.
+    if (SENTENCE_KEYS.includes(k) && (!isSentence(state.preset) || (k in EXP_DEFAULTS && v === EXP_DEFAULTS[k]))) {
+      q.delete(u);
+      continue;
+    }
+    q.set(u, typeof v === 'boolean' ? (v ? '1' : '0') : String(v));
+  }
+  history.replaceState(null, '', `${location.pathname}?${q}`);
+}
+
+export function apiBase() {
+  const api = new URLSearchParams(location.search).get('api');
+  return api ? new URL(api.endsWith('/') ? api : api + '/') : new URL('.', location.href);
+}
+
+// ---- Choices the state implies ------------------------------------------------------------
+
+export function isSdpa() {
+  if (state.preset === 'a' || state.preset === 'b') return true;
+  if (state.preset !== 'custom') return false;
+  try { return 'q' in JSON.parse(state.custom); } catch { return false; }
+}
+
+// The name of the model a sentence goes to: the chosen one when it has a vocabulary, else the
+// lesson model, else the first model with a vocabulary (null when there is none).
+export function vocabModel() {
+  const list = models ? models.models.filter((m) => m.vocab_size > 0) : [];
+  const chosen = state.params.startsWith('model:') ? state.params.slice(6) : null;
+  if (list.some((m) => m.name === chosen)) return chosen;
+  if (list.some((m) => m.name === LESSON_MODEL)) return LESSON_MODEL;
+  return list.length ? list[0].name : (models && models.models.length ? null : LESSON_MODEL);
+}
+
+export function paramsChoice() {
+  const [kind, rest] = state.params.split(':');
+  if (kind === 'model') return { kind: 'model', name: rest };
+  return rest === 'random' ? { kind: 'init', init: 'random', seed: state.seed, heads: state.heads }
+    : { kind: 'init', init: 'identity', heads: state.heads };
+}

@@ -1,0 +1,51 @@
+// A result drawn in every view: the grid of heads (a click selects one), the large heatmap, the
+// lines, the lesson's note and experiments, and the tables.
+
+import { LESSON_MODEL, state, writeUrl } from './state.js';
+import { $, setupCanvas } from './dom.js';
+import { drawHeat } from './heatmap.js';
+import { headNameEl } from './heads.js';
+import { drawLarge } from './large.js';
+import { drawLines } from './lines.js';
+import { drawOutput, drawSteps } from './steps.js';
+import { drawExp1 } from './exp1.js';
+import { drawExp3 } from './exp3.js';
+
+function drawGrid(v) {
+  const grid = $('head-grid');
+  grid.textContent = '';
+  const entries = [];
+  if (v.heads) v.heads.forEach((m, i) => entries.push([String(i), m]));
+  if (v.mean && v.h > 1) entries.push(['mean', v.mean]);
+  // Thumbnails show patterns, not text: smaller with large font, to leave the first screen to
+  // the selected head's heatmap and its labels (and to the second line of a named head's gloss).
+  const cell = (state.large ? 56 : 96) / Math.max(v.l, v.s);
+  for (const [key, map] of entries) {
+    const div = document.createElement('div');
+    div.className = 'head-cell' + (String(state.head) === key ? ' selected' : '');
+    div.dataset.head = key;
+    div.dataset.testid = `head-${key}`;
+    const cv = document.createElement('canvas');
+    drawHeat(setupCanvas(cv, v.s * cell, v.l * cell), map, v, 0, 0, cell, cell);
+    const cap = document.createElement('div');
+    cap.append(headNameEl(v, key, true));
+    div.append(cv, cap);
+    div.addEventListener('click', () => { state.head = key; writeUrl(); drawViews(v); });
+    grid.append(div);
+  }
+}
+
+function drawNote(v) {
+  $('lesson-note').hidden = !(v.words && v.model === LESSON_MODEL);
+}
+
+export function drawViews(v) {
+  drawGrid(v);
+  drawLarge(v);
+  drawLines(v);
+  drawNote(v);
+  drawExp1(v);
+  drawExp3(v);
+  drawSteps(v);
+  drawOutput(v);
+}
