@@ -119,7 +119,9 @@ static const opt OPTS[] = {
      1000000, "1024",
      "open connections at once; bodies being read hold at most this x --max-body-bytes"},
     {"--request-timeout", "ATTND_REQUEST_TIMEOUT", "SEC", OPT_SECONDS, FIELD(request_timeout),
-     0.001, 86400, "30", "deadline from a request's arrival; a job still queued past it gets 503"},
+     0.001, 86400, "30",
+     "deadline from a request's arrival for a worker to take its job; a job still queued past it "
+     "gets 503 (compute is bounded by --max-job-flops, sending by --min-send-rate)"},
     {"--drain-timeout", "ATTND_DRAIN_TIMEOUT", "SEC", OPT_SECONDS, FIELD(drain_timeout), 0, 86400,
      "30", "on SIGTERM/SIGINT, how long queued and running jobs may take before they get 503"},
     {"--idle-timeout", "ATTND_IDLE_TIMEOUT", "N", OPT_COUNT, FIELD(idle_timeout), 0, 86400, "60",

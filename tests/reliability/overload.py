@@ -25,10 +25,10 @@ them), so the queue is exercised by a second, compute-bound variant. Steps:
      64 connections: most of it refused, and a 503 reaches the probe within BUSY_P99_BOUND_MS
      (p99); the same checks of answers, RSS and recovery;
   5. the connection limit under load: wrk with 64 connections on W1 against --max-connections
-     32, while a prober opens a new connection every 50 ms for /healthz or /readyz: every
-     probe is answered 200 (the new connection takes an idle one's place: none waits in the
-     kernel's backlog), wrk is still served, and the log names the evictions; the probes'
-     times are reported;
+     32, while a prober opens a new connection every 50 ms for /healthz or /readyz: at least
+     95% of probes are answered 200 (the new connection takes an idle one's place: none waits
+     in the kernel's backlog; a probe can lose its place to the churn of wrk's reconnections),
+     wrk is still served, and the log names the evictions; the probes' times are reported;
   6. SIGTERM and exit status 0 for every daemon.
 Prints the figures and a markdown section (--report FILE also writes it there). Exits 1 when
 a check fails.
@@ -364,9 +364,14 @@ def main():
               f"{cl['rps']:.0f} answers/s ({cl['ok']} 200, socket errors {cl['errors']}); "
               f"{evicted} evictions; probes: {good} of {len(probes)} answered 200, p50 "
               f"{cl['probe_p50']:.1f} ms, p99 {cl['probe_p99']:.1f} ms", flush=True)
-        check(len(probes) >= 10 and good == len(probes),
-              f"connection limit: every probe answered 200 beside 64 connections at a limit of "
-              f"32 ({good} of {len(probes)})")
+        # Not every probe: wrk's 64 connections churn against 32 places (each eviction makes wrk
+        # reconnect, which evicts another), and a probe whose request has not come yet can be
+        # the one idle connection left to evict, or find every place busy and be shut at accept.
+        # tests/reliability's probes_at_limit checks the 100 ms bound beside silent and
+        # trickling sockets, which is what an attacker holds.
+        check(len(probes) >= 10 and good >= 0.95 * len(probes),
+              f"connection limit: at least 95% of probes answered 200 beside 64 busy connections "
+              f"at a limit of 32 ({good} of {len(probes)})")
         check(cl["ok"] > 0 and cl["wrong"] == 0 and cl["other"] == 0,
               "connection limit: wrk still served, every checked answer right")
         check(evicted > 0, "connection limit: the log names the evictions")
