@@ -151,7 +151,7 @@ bench: deps-test
 	  --out $(BUILD)/bench/results.md
 
 FORMATTED := $(wildcard attention/*.[ch] api/*.[ch] server/*.[ch] tests/*.[ch] bench/*.c \
-               tests/fuzz/*.[ch] tests/reliability/*.[ch])
+               tests/fuzz/*.[ch] tests/reliability/*.[ch] tests/server/*.[ch])
 
 check-format:
 	clang-format --dry-run -Werror $(FORMATTED)

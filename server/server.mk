@@ -66,7 +66,13 @@ FORCE:
 # JavaScript and tritonclient examples as the README says to. Each is bounded in time.
 SRV_TEST_DIR := $(BUILD)/tests/server
 
-$(BUILD)/tests/test_server: $(BUILD)/tests/test_server.o $(BUILD)/tests/harness.o
+# test_server's sources: tests/server/main.c and a file per group of tests, sharing
+# tests/server/server_test.h (not in $(HEADERS), so named here).
+SRV_TEST_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/server/*.c))
+
+$(SRV_TEST_OBJ): tests/server/server_test.h
+
+$(BUILD)/tests/test_server: $(SRV_TEST_OBJ) $(BUILD)/tests/harness.o
 	$(CC) $(CFLAGS) $^ -o $@ -lcurl -ljansson -lz -lpthread -lm
 
 .PHONY: test-server

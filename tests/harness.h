@@ -1,5 +1,5 @@
-/* harness.h - what the daemon's integration tests (tests/test_server.c and
- * tests/reliability/test_reliability.c) share, in tests/harness.c: counted checks, the clock,
+/* harness.h - what the daemon's integration tests (test_server, in tests/server/, and
+ * test_reliability, in tests/reliability/) share, in tests/harness.c: counted checks, the clock,
  * starting and stopping build/attnd on 127.0.0.1:0, and HTTP requests with libcurl.
  *
  *     harness_init("build/attnd", "build/tests/server", 1.0);

@@ -27,8 +27,13 @@
 REL_DIR  := $(BUILD)/tests/reliability
 REL_ONLY ?= limits,faults,slow,framing,security,rss,unsent,jobmem,probes
 
-$(BUILD)/tests/test_reliability: $(BUILD)/tests/reliability/test_reliability.o \
-                                 $(BUILD)/tests/harness.o
+# test_reliability's sources: tests/reliability/main.c and a file per scenario, sharing
+# tests/reliability/reliability.h (not in $(HEADERS), so named here).
+REL_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/reliability/*.c))
+
+$(REL_OBJ): tests/reliability/reliability.h
+
+$(BUILD)/tests/test_reliability: $(REL_OBJ) $(BUILD)/tests/harness.o
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ -lcurl -ljansson -lz -lpthread
 
 .PHONY: test-reliability

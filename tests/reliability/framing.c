@@ -1,0 +1,391 @@
+/* framing.c - HTTP framing (RFC 9112) read off the wire with raw sockets: request smuggling, field
+ * names, line endings, transfer codings, Host, bad Content-Lengths, the replies libmicrohttpd
+ * writes itself; and content codings (gzip, deflate, a gzip bomb, bad streams). */
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "../harness.h"
+#include "reliability.h"
+
+/* Checks an exchange: one status line with status, a JSON error with code (NULL: no JSON body is
+ * asked for), and the connection closed (close) within 2 s, or left open. */
+static void check_exchange(const exchange *x, long status, const char *code, bool close_it,
+                           const char *what) {
+    CHECK(x->lines == 1 && x->status == status,
+          "%s: %d status lines, the first %ld; expected one %ld: %.300s", what, x->lines, x->status,
+          status, x->out.p);
+    if (code) {
+        char want[64];
+        snprintf(want, sizeof want, "\"code\":\"%s\"", code);
+        CHECK(strstr(x->out.p, want) != NULL, "%s: expected the JSON error %s: %.300s", what, code,
+              x->out.p);
+    }
+    if (close_it)
+        CHECK(x->closed && x->secs < 2 * cfg.scale,
+              "%s: the connection should be closed at once "
+              "(closed %d after %.2f s)",
+              what, x->closed, x->secs);
+    else
+        CHECK(!x->closed, "%s: the connection should stay open", what);
+}
+
+/* body (n bytes) compressed as gzip (gzip true) or zlib (deflate), appended to out. */
+static void compress_to(str *out, const void *body, size_t n, bool gzip) {
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    if (deflateInit2(&z, 9, Z_DEFLATED, gzip ? 31 : 15, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+        return;
+    z.next_in = (Bytef *)body;
+    z.avail_in = (uInt)n;
+    unsigned char buf[65536];
+    int rc;
+    do {
+        z.next_out = buf;
+        z.avail_out = sizeof buf;
+        rc = deflate(&z, Z_FINISH);
+        str_add(out, (const char *)buf, sizeof buf - z.avail_out);
+    } while (rc == Z_OK);
+    deflateEnd(&z);
+}
+
+/* A POST of body (n bytes) to path with extra header lines (each ending in \r\n). */
+static void post_with(str *q, const char *path, const char *extra, const void *body, size_t n) {
+    str_printf(q,
+               "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+               "Content-Length: %zu\r\n%s\r\n",
+               path, n, extra);
+    str_add(q, body, n);
+}
+
+void test_framing(void) {
+    attnd d;
+    const char *args[] = {
+        "--threads", "1", "--pool-threads", "0", "--http-threads", "1", "--max-body-bytes",
+        "1M",        NULL};
+    if (!attnd_start(&d, "framing", args, NULL))
+        return;
+    exchange x;
+    str q = {0};
+    const char *body = SDPA_SMALL;
+    size_t bl = strlen(body);
+    static const char head[] = "POST /v1/sdpa HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                               "Content-Type: application/json\r\n";
+
+    /* Request smuggling: two different Content-Lengths, or Content-Length with chunked. */
+    str_printf(&q, "%sContent-Length: %zu\r\nContent-Length: 5\r\n\r\n%s", head, bl, body);
+    exchange_raw(d.port, q.p, q.n, 5 * cfg.scale, &x);
+    check_exchange(&x, 400, "invalid_request", true, "two different Content-Lengths");
+    CHECK(strstr(x.out.p, "Content-Length") != NULL, "the 400 should name Content-Length");
+    free(x.out.p);
+    q.n = 0;
+    str_printf(&q, "%sContent-Length: %zu\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n%s",
+               head, bl, bl, body);
+    exchange_raw(d.port, q.p, q.n, 5 * cfg.scale, &x);
+    check_exchange(&x, 200, NULL, true, "two equal Content-Lengths (accepted as one)");
+    free(x.out.p);
+    q.n = 0;
+    str_printf(&q,
+               "%sContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n%zx\r\n%s\r\n0\r\n\r\n",
+               head, bl, body);
+    exchange_raw(d.port, q.p, q.n, 5 * cfg.scale, &x);
+    check_exchange(&x, 400, "invalid_request", true, "Content-Length with chunked");
+    free(x.out.p);
+    /* Whitespace between a field name and its colon (RFC 9112 section 5.1: 400). libmicrohttpd
+     * keeps it in the name and frames by neither field, so the body would be read as a second
+     * request: here a GET /metrics behind each. One status line, and the connection closed. */
+    static const char smuggled[] = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+    static const struct {
+        const char *fields, *what;
+    } ws[] = {
+        {"Content-Length : %zu\r\n", "Content-Length followed by a space"},
+        {"Content-Length\t: %zu\r\n", "Content-Length followed by a tab"},
+        {"Transfer-Encoding : chunked\r\nContent-Length: %zu\r\n", "TE.CL: Transfer-Encoding "
+                                                                   "followed by a space"},
+        {"Content-Length: %zu\r\nX-Pad : 1\r\n", "another field followed by a space"},
+    };
+    for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) {
+        q.n = 0;
+        str_cat(&q, head);
+        str_printf(&q, ws[i].fields, sizeof smuggled - 1);
+        str_printf(&q, "\r\n%s", smuggled);
+        exchange_raw(d.port, q.p, q.n, 5 * cfg.scale, &x);
+        check_exchange(&x, 400, "invalid_request", true, ws[i].what);
+        CHECK(strstr(x.out.p, "whitespace before") != NULL &&
+                  strstr(x.out.p, "attnd_requests_total") == NULL,
+              "%s: the 400 should name the whitespace, and no /metrics follow: %.300s", ws[i].what,
+              x.out.p);
+        free(x.out.p);
+    }
+    /* Line endings and folding, read off the wire (wire.c): libmicrohttpd takes a bare LF as the
+     * end of a header, chunk-size or trailer line and after a chunk's data, and folds a line
+     * that begins with whitespace; attnd refuses each with 400 and closes, and the request
+     * hidden behind it (a GET /metrics) is never read. */
+    static const struct {
+        const char *head, *chunks, *why; /* head fields; then the chunked body (%zx, %s) */
+    } wire[] = {
+        {"Transfer-Encoding: chunked\r\n", "%zx\n%s\r\n0\r\n\r\n", "chunk-size line"},
+        {"Transfer-Encoding: chunked\r\n", "%zx\r\n%s\n0\r\n\r\n", "chunk's data"},
+        {"Transfer-Encoding: chunked\r\n", "%zx\r\n%s\r\n0\n\r\n", "chunk-size line"},
+        {"Transfer-Encoding: chunked\r\n", "%zx\r\n%s\r\n0\r\nX-T: 1\n\r\n", "trailer line"},
+        {"Transfer-Encoding: chunked\r\n", "%zx\r\n%sXY\r\n0\r\n\r\n", "longer than its size"},
+        {"X-Pad: 1\n", NULL, "request head"},
+        {"X-Pad: 1\r\n  2\r\n", NULL, "folded"},
+        {"X-Pad: 1\r2\r\n", NULL, "CR not followed by LF"},
+    };
+    for (size_t i = 0; i < sizeof wire / sizeof wire[0]; i++) {
+        q.n = 0;
+        str_printf(&q, "%s%s", head, wire[i].head);
+        if (wire[i].chunks) {
+            str_cat(&q, "\r\n");
+            str_printf(&q, wire[i].chunks, bl, body);
+        } else {
+            str_printf(&q, "Content-Length: %zu\r\n\r\n%s", bl, body);
+        }
+        str_cat(&q, smuggled);
+        exchange_raw(d.port, q.p, q.n, 5 * cfg.scale, &x);
+        char what[96];
+        snprintf(what, sizeof what, "wire case %zu (%s)", i, wire[i].why);
+        check_exchange(&x, 400, "invalid_request", true, what);
+        CHECK(strstr(x.out.p, wire[i].why) != NULL && strstr(x.out.p, "attnd_requests") == NULL,
+              "%s: the 400 should say why, and no /metrics follow: %.300s", what, x.out.p);
+        free(x.out.p);
+    }
+    /* The same framings done right, one after another on one keep-alive connection: a body by
+     * Content-Length, a chunked one with an extension and a trailer, a GET; each answered. */
+    {
+        int fd = tcp_connect(d.port);
+        str one = {0};
+        for (int k = 0; k < 3; k++) {
+            one.n = 0;
+            if (k == 0)
+                str_printf(&one, "%sContent-Length: %zu\r\n\r\n%s", head, bl, body);
+            else if (k == 1)
+                str_printf(&one,
+                           "%sTransfer-Encoding: chunked\r\n\r\n%zx;ext=1\r\n%s\r\n0\r\nX-T: "
+                           "1\r\n\r\n",
+                           head, bl, body);
+            else
+                str_cat(&one,
+                        "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+            send_all(fd, one.p, one.n);
+            str got = {0};
+            double t0 = now();
+            while (now() - t0 < 5 * cfg.scale) { /* until this reply's body has come */
+                struct pollfd pf = {fd, POLLIN, 0};
+                if (poll(&pf, 1, 100) != 1)
+                    continue;
+                char b[4096];
+                ssize_t r = recv(fd, b, sizeof b, 0);
+                if (r <= 0)
+                    break;
+                str_add(&got, b, (size_t)r);
+                const char *end = strstr(got.p, "\r\n\r\n");
+                const char *cl = got.p ? strstr(got.p, "Content-Length: ") : NULL;
+                if (end && cl && (size_t)(got.p + got.n - (end + 4)) >= (size_t)atol(cl + 16))
+                    break;
+            }
+            str_add(&got, "", 1);
+            CHECK(strncmp(got.p, "HTTP/1.1 200", 12) == 0,
+                  "keep-alive request %d (%s) should get 200: %.200s", k,
+                  k == 0   ? "Content-Length"
+                  : k == 1 ? "chunked, extension, trailer"
+                           : "GET",
+                  got.p);
+            free(got.p);
+        }
+        free(one.p);
+        close(fd);
+    }
+    /* Transfer codings other than plain chunked: 501 at once, not a wait for the read timeout. */
+    static const char *const te[] = {"gzip, chunked", "identity", "chunked, chunked", "br"};
+    for (size_t i = 0; i < sizeof te / sizeof te[0]; i++) {
+        q.n = 0;
+        str_printf(&q, "%sTransfer-Encoding: %s\r\n\r\n%zx\r\n%s\r\n0\r\n\r\n", head, te[i], bl,
+                   body);
+        exchange_raw(d.port, q.p, q.n, 5 * cfg.scale, &x);
+        char what[80];
+        snprintf(what, sizeof what, "Transfer-Encoding: %s", te[i]);
+        check_exchange(&x, 501, "not_implemented", true, what);
+        free(x.out.p);
+    }
+    q.n = 0;
+    str_cat(&q, "GET /healthz HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: identity\r\n\r\n");
+    exchange_raw(d.port, q.p, q.n, 5 * cfg.scale, &x);
+    check_exchange(&x, 501, "not_implemented", true, "GET with Transfer-Encoding: identity");
+    free(x.out.p);
+    /* Host: required once in HTTP/1.1 (kept open in HTTP/1.0 without it). */
+    static const char *const hosts[] = {
+        "GET /healthz HTTP/1.1\r\n\r\n",
+        "GET /healthz HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+    };
+    for (size_t i = 0; i < 2; i++) {
+        exchange_raw(d.port, hosts[i], strlen(hosts[i]), 5 * cfg.scale, &x);
+        check_exchange(&x, 400, "invalid_request", true, i ? "two Host headers" : "no Host");
+        CHECK(strstr(x.out.p, "Host") != NULL, "the 400 should name Host: %.300s", x.out.p);
+        free(x.out.p);
+    }
+    exchange_raw(d.port, "GET /healthz HTTP/1.0\r\n\r\n", 25, 5 * cfg.scale, &x);
+    check_exchange(&x, 200, NULL, true, "HTTP/1.0 without Host");
+    free(x.out.p);
+    /* A Content-Length that is not a number, or past 2^64: one reply (libmicrohttpd 0.9.75 wrote
+     * its own, with its status line and headers twice), attnd's JSON. */
+    static const struct {
+        const char *value, *code;
+        long status;
+    } bad_cl[] = {{"abc", "invalid_request", 400},
+                  {"-1", "invalid_request", 400},
+                  {"12345678901234567890123", "body_too_large", 413}};
+    for (size_t i = 0; i < 3; i++) {
+        q.n = 0;
+        str_printf(&q, "%sContent-Length: %s\r\n\r\n%s", head, bad_cl[i].value, body);
+        exchange_raw(d.port, q.p, q.n, 5 * cfg.scale, &x);
+        char what[80];
+        snprintf(what, sizeof what, "Content-Length: %s", bad_cl[i].value);
+        check_exchange(&x, bad_cl[i].status, bad_cl[i].code, true, what);
+        CHECK(strstr(x.out.p, "Content-Length is") != NULL, "%s: the message: %.300s", what,
+              x.out.p);
+        free(x.out.p);
+    }
+    /* ...but never to another connection: with a second request line waiting on the same HTTP
+     * thread, which of the two is refused cannot be told, and that one request ends as
+     * libmicrohttpd ends it, while the other goes on unharmed. */
+    {
+        int other = tcp_connect(d.port);
+        send_all(other, head, 24); /* "POST /v1/sdpa HTTP/1.1\r\n" */
+        sleep_s(0.1);
+        q.n = 0;
+        str_printf(&q, "%sContent-Length: abc\r\n\r\n", head);
+        exchange_raw(d.port, q.p, q.n, 5 * cfg.scale, &x);
+        CHECK(x.closed && x.status == 400,
+              "a bad Content-Length beside another request line: %.200s", x.out.p);
+        free(x.out.p);
+        q.n = 0;
+        str_printf(&q, "%sContent-Length: %zu\r\nConnection: close\r\n\r\n%s", head + 24, bl, body);
+        send_all(other, q.p, q.n);
+        str out = {0};
+        read_to_end(other, 5 * cfg.scale, &out);
+        CHECK(out.p && !strncmp(out.p, "HTTP/1.1 200 ", 13) && strstr(out.p, "\"output\""),
+              "the other request, finished after the refusal: %.200s", out.p ? out.p : "nothing");
+        free(out.p);
+        close(other);
+    }
+
+    /* Content-Encoding: gzip and deflate bodies decoded, on a kept-alive connection too. */
+    reply plain;
+    post(NULL, d.port, "/v1/sdpa", body, bl, &plain);
+    CHECK(plain.status == 200, "the plain request: %ld", plain.status);
+    static const char *const codings[] = {"gzip", "deflate", "x-gzip", "GZip"};
+    for (size_t i = 0; i < 4; i++) {
+        str z = {0};
+        compress_to(&z, body, bl, i != 1);
+        char ce[64];
+        snprintf(ce, sizeof ce, "Content-Encoding: %s", codings[i]);
+        const char *const hdrs[] = {ce, NULL};
+        reply r;
+        request(NULL, d.port, NULL, "/v1/sdpa", z.p, z.n, hdrs, &r);
+        /* The usage times differ; the answer before them must not. */
+        const char *u1 = strstr(r.body, "\"usage\""), *u2 = strstr(plain.body, "\"usage\"");
+        CHECK(r.status == 200 && u1 && u2 && u1 - r.body == u2 - plain.body &&
+                  !strncmp(r.body, plain.body, (size_t)(u1 - r.body)),
+              "a %s body: %ld %.200s", codings[i], r.status, r.body);
+        reply_free(&r);
+        free(z.p);
+    }
+    reply_free(&plain);
+    /* A gzip bomb: 64 MiB of spaces in about 64 KB, against --max-body-bytes 1M: 413 without
+     * inflating past the limit. */
+    {
+        size_t n = (size_t)64 << 20;
+        char *spaces = malloc(n);
+        memset(spaces, ' ', n);
+        memcpy(spaces, "{", 1);
+        str z = {0};
+        compress_to(&z, spaces, n, true);
+        free(spaces);
+        q.n = 0;
+        post_with(&q, "/v1/sdpa", "Content-Encoding: gzip\r\nConnection: close\r\n", z.p, z.n);
+        size_t rss0 = rss_bytes(&d);
+        exchange_raw(d.port, q.p, q.n, 10 * cfg.scale, &x);
+        size_t rss1 = rss_bytes(&d);
+        check_exchange(&x, 413, "body_too_large", true, "a gzip bomb (64 MiB in 64 KB)");
+        CHECK(strstr(x.out.p, "decoded") != NULL, "the 413 should say the decoded body: %.300s",
+              x.out.p);
+        CHECK(cfg.scale > 1 || rss1 < rss0 + ((size_t)8 << 20),
+              "a gzip bomb grew RSS from %zu to %zu", rss0, rss1); /* not under valgrind */
+        printf("test_reliability: gzip bomb of %zu bytes (64 MiB decoded): %.3f s to its 413\n",
+               z.n, x.secs);
+        free(x.out.p);
+        free(z.p);
+    }
+    /* Bad streams: 400 naming the coding; codings attnd does not know: 415 naming them. */
+    {
+        str z = {0};
+        compress_to(&z, body, bl, true);
+        static const struct {
+            const char *what, *extra;
+            size_t len; /* of the gzip stream sent; 0 = garbage instead */
+            const char *needle;
+        } bad[] = {
+            {"garbage labelled gzip", "Content-Encoding: gzip\r\nConnection: close\r\n", 0, "gzip"},
+            {"a truncated gzip stream", "Content-Encoding: gzip\r\nConnection: close\r\n", 1,
+             "gzip"},
+            {"gzip labelled deflate", "Content-Encoding: deflate\r\nConnection: close\r\n", 2,
+             "deflate"},
+        };
+        for (size_t i = 0; i < 3; i++) {
+            q.n = 0;
+            const char *data = bad[i].len ? z.p : body;
+            size_t len = bad[i].len == 1 ? z.n / 2 : bad[i].len ? z.n : bl;
+            post_with(&q, "/v1/sdpa", bad[i].extra, data, len);
+            exchange_raw(d.port, q.p, q.n, 5 * cfg.scale, &x);
+            check_exchange(&x, 400, "invalid_encoding", true, bad[i].what);
+            CHECK(strstr(x.out.p, bad[i].needle) != NULL, "%s: the 400 should name %s: %.300s",
+                  bad[i].what, bad[i].needle, x.out.p);
+            free(x.out.p);
+        }
+        static const char *const unknown[] = {"br", "zstd", "gzip, gzip", "compress"};
+        for (size_t i = 0; i < 4; i++) {
+            char extra[64];
+            snprintf(extra, sizeof extra, "Content-Encoding: %s\r\n", unknown[i]);
+            q.n = 0;
+            post_with(&q, "/v1/sdpa", extra, body, bl);
+            exchange_raw(d.port, q.p, q.n, 5 * cfg.scale, &x);
+            check_exchange(&x, 415, "unsupported_media_type", true, unknown[i]);
+            CHECK(strstr(x.out.p, unknown[i]) != NULL, "the 415 should name %s: %.300s", unknown[i],
+                  x.out.p);
+            free(x.out.p);
+        }
+        free(z.p);
+    }
+    /* The replies libmicrohttpd writes itself: 414, 505 and 431, no JSON body, then closed. */
+    {
+        str big = {0};
+        str_cat(&big, "GET /");
+        str_repeat(&big, "a", 40000);
+        str_cat(&big, " HTTP/1.1\r\nHost: x\r\n\r\n");
+        exchange_raw(d.port, big.p, big.n, 5 * cfg.scale, &x);
+        check_exchange(&x, 414, NULL, true, "a 40 kB URI");
+        free(x.out.p);
+        big.n = 0;
+        str_cat(&big, "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ");
+        str_repeat(&big, "a", 40000);
+        str_cat(&big, "\r\n\r\n");
+        exchange_raw(d.port, big.p, big.n, 5 * cfg.scale, &x);
+        check_exchange(&x, 431, NULL, true, "40 kB of headers");
+        free(x.out.p);
+        free(big.p);
+        exchange_raw(d.port, "GET /healthz HTTP/2.0\r\nHost: x\r\n\r\n", 35, 5 * cfg.scale, &x);
+        check_exchange(&x, 505, NULL, true, "HTTP/2.0 in a request line");
+        free(x.out.p);
+    }
+    free(q.p);
+    CHECK(healthy(&d), "the daemon after framing errors");
+    CHECK(attnd_stop(&d, SIGTERM) == 0, "framing daemon: exit status after SIGTERM");
+}

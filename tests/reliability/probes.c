@@ -1,0 +1,226 @@
+/* probes.c - /healthz and /readyz answer fast beside requests that declare huge shapes in small
+ * bodies, and pass the connection limit beside silent and trickling sockets. */
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "../harness.h"
+#include "reliability.h"
+
+#define PROBE_BOUND_S 0.5 /* far below the seconds such requests held the HTTP threads */
+#define DOS_CLIENTS   4
+#define DOS_WINDOW_S  3.0
+
+/* A tensor whose nested arrays declare (m, 1, m, 1) by their first elements, though the body
+ * holds only about 4 m bytes of it: "[[[[0],0,...]],0,...]". */
+static void str_declared_4d(str *s, size_t m) {
+    str_cat(s, "[[[[0]");
+    str_repeat(s, ",0", m - 1);
+    str_cat(s, "]]");
+    str_repeat(s, ",0", m - 1);
+    str_cat(s, "]");
+}
+
+/* The issue's request: q, k and v each declaring (65536, 1, 65536, 1) in about 262 KB, with
+ * bottom-right causal masking. */
+static char *declared_body(size_t m) {
+    str s = {0};
+    const char *names[3] = {"q", "k", "v"};
+    for (int t = 0; t < 3; t++) {
+        str_printf(&s, "%s\"%s\": ", t ? ", " : "{", names[t]);
+        str_declared_4d(&s, m);
+    }
+    str_cat(&s, ", \"causal\": \"bottom_right\"}");
+    return s.p;
+}
+
+typedef struct dos_ctx {
+    int port;
+    const char *req; /* the whole request, headers and body */
+    size_t len;
+    double until;
+    int sent;
+} dos_ctx;
+
+/* Sends the request again and again on new connections until ctx->until, each time reading the
+ * answer only until then. */
+static void *dos_main(void *arg) {
+    dos_ctx *c = arg;
+    while (now() < c->until) {
+        int fd = tcp_connect(c->port);
+        if (fd < 0)
+            break;
+        if (send_all(fd, c->req, c->len))
+            c->sent++;
+        read_to_end(fd, c->until - now(), NULL);
+        close_reset(fd);
+    }
+    return NULL;
+}
+
+/* GET /healthz and /readyz stay fast while requests that declare huge shapes in small bodies
+ * arrive on several connections: refusing such a request costs time bounded by its body, not
+ * by its declared shape, and never holds the HTTP threads. */
+void test_probes(void) {
+    attnd d;
+    if (!attnd_start(&d, "probes", NULL, NULL)) /* the defaults: 2 HTTP threads */
+        return;
+    char *body = declared_body(65536);
+    str raw = {0};
+    post_head(&raw, "/v1/sdpa", strlen(body));
+    str_cat(&raw, body);
+    pthread_t th[DOS_CLIENTS];
+    dos_ctx ctx[DOS_CLIENTS];
+    double t0 = now();
+    for (int i = 0; i < DOS_CLIENTS; i++) {
+        ctx[i] = (dos_ctx){d.port, raw.p, raw.n, t0 + DOS_WINDOW_S * cfg.scale, 0};
+        pthread_create(&th[i], NULL, dos_main, &ctx[i]);
+    }
+    sleep_s(0.2);          /* the first bodies are in */
+    harness_http_secs = 5; /* a liveness probe's patience, or more */
+    double worst = 0;
+    int probes = 0, good = 0;
+    const char *worst_path = "";
+    while (now() - t0 < DOS_WINDOW_S * cfg.scale) {
+        static const char *const paths[] = {"/healthz", "/readyz"};
+        for (int k = 0; k < 2; k++) {
+            reply r;
+            request(NULL, d.port, NULL, paths[k], NULL, 0, NULL, &r);
+            probes++;
+            good += r.status == 200;
+            if (r.secs > worst) {
+                worst = r.secs;
+                worst_path = paths[k];
+            }
+            reply_free(&r);
+        }
+        sleep_s(0.05);
+    }
+    harness_http_secs = 30;
+    int sent = 0;
+    for (int i = 0; i < DOS_CLIENTS; i++) {
+        pthread_join(th[i], NULL);
+        sent += ctx[i].sent;
+    }
+    printf("test_reliability: probes: %d probes beside %d requests of %zu bytes declaring "
+           "(65536, 1, 65536, 1) on %d connections: slowest %.1f ms (%s; bound %.0f ms)\n",
+           probes, sent, strlen(body), DOS_CLIENTS, worst * 1e3, worst_path, PROBE_BOUND_S * 1e3);
+    CHECK(good == probes, "%d of %d probes answered 200", good, probes);
+    CHECK(worst <= PROBE_BOUND_S * cfg.scale,
+          "the slowest probe (%s) took %.1f ms beside requests declaring huge shapes (bound %.0f "
+          "ms)",
+          worst_path, worst * 1e3, PROBE_BOUND_S * 1e3);
+    free(raw.p);
+    free(body);
+    CHECK(attnd_stop(&d, SIGTERM) == 0, "probes daemon: exit status after SIGTERM");
+}
+
+/* ---- the connection limit (issue 23, item 3) ------------------------------------------------- */
+
+#define LIMIT_PROBE_S 0.1 /* a probe's bound at a saturated --max-connections */
+
+/* One probe on a new connection (Connection: close): its status, and the seconds to the close. */
+static long limit_probe(int port, const char *path, double *secs) {
+    str q = {0};
+    str_printf(&q, "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", path);
+    exchange x;
+    exchange_raw(port, q.p, q.n, 5 * cfg.scale, &x);
+    free(q.p);
+    *secs = x.secs;
+    long status = x.lines == 1 && x.closed ? x.status : 0;
+    free(x.out.p);
+    return status;
+}
+
+/* Probes past --max-connections 4: with four silent sockets, then four trickling ones, /healthz
+ * and /readyz answer within 100 ms (an idle one, then a late one, is evicted for them); with
+ * four connections whose replies are being sent, a new connection is shut at once, not left in
+ * the backlog. */
+void test_probes_at_limit(void) {
+    attnd d;
+    const char *args[] = {"--max-connections", "4", "--threads", "1", "--pool-threads", "0", NULL};
+    if (!attnd_start(&d, "conn-limit", args, NULL))
+        return;
+    static const char *const paths[] = {"/healthz", "/readyz"};
+    static const char *const kinds[] = {"silent", "trickling"};
+    for (int kind = 0; kind < 2; kind++) {
+        int fds[4];
+        for (int i = 0; i < 4; i++) {
+            fds[i] = tcp_connect(d.port);
+            if (kind == 1)
+                send_all(fds[i], "GET /healthz HTTP/1.1\r\nHo", 25);
+            sleep_s(0.01);
+        }
+        sleep_s(0.3);
+        double worst = 0;
+        int good = 0;
+        for (int i = 0; i < 10; i++) {
+            double secs;
+            good += limit_probe(d.port, paths[i % 2], &secs) == 200;
+            worst = secs > worst ? secs : worst;
+        }
+        int evicted = 0;
+        for (int i = 0; i < 4; i++) {
+            struct pollfd p = {fds[i], POLLIN, 0};
+            char b[256];
+            evicted += poll(&p, 1, 0) == 1 && recv(fds[i], b, sizeof b, MSG_DONTWAIT) <= 0;
+            close(fds[i]);
+        }
+        printf("test_reliability: connection limit: 10 probes beside 4 %s sockets at "
+               "--max-connections 4: slowest %.1f ms, %d of 4 sockets evicted\n",
+               kinds[kind], worst * 1e3, evicted);
+        CHECK(good == 10 && worst <= LIMIT_PROBE_S * cfg.scale,
+              "beside 4 %s sockets at the limit: %d of 10 probes got 200, slowest %.1f ms (bound "
+              "%.0f ms)",
+              kinds[kind], good, worst * 1e3, LIMIT_PROBE_S * 1e3);
+        CHECK(evicted >= 1, "%s sockets: one should have been evicted for the probes", kinds[kind]);
+        sleep_s(0.2);
+    }
+    /* Four replies being sent to clients that do not read: nothing to evict; a new connection is
+     * shut at once. */
+    char *big = weights_body(700);
+    str raw = {0};
+    post_head(&raw, "/v1/sdpa", strlen(big));
+    str_cat(&raw, big);
+    trickle_ctx t[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        t[i] = (trickle_ctx){.port = d.port,
+                             .raw = raw.p,
+                             .n = raw.n,
+                             .rcvbuf = 8192,
+                             .chunk = 1,
+                             .gap = 0.5,
+                             .secs = 10 * cfg.scale};
+        pthread_create(&th[i], NULL, trickle_main, &t[i]);
+    }
+    /* Their jobs take milliseconds; then the four connections are sending (a /metrics poll
+     * would itself be refused now). */
+    sleep_s(1.5 * cfg.scale);
+    exchange x;
+    str q = {0};
+    str_cat(&q, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+    exchange_raw(d.port, q.p, q.n, 5 * cfg.scale, &x);
+    CHECK(x.closed && x.lines == 0 && x.secs <= LIMIT_PROBE_S * cfg.scale,
+          "with 4 replies being sent at --max-connections 4, a new connection should be shut at "
+          "once: closed %d after %.1f ms, %d status lines",
+          x.closed, x.secs * 1e3, x.lines);
+    free(x.out.p);
+    free(q.p);
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        free(t[i].out.p);
+    }
+    char *log = slurp(d.log);
+    CHECK(strstr(log, "connection_evicted") && strstr(log, "connection_refused"),
+          "the log should name the evictions and the refusal");
+    free(log);
+    free(raw.p);
+    free(big);
+    CHECK(attnd_stop(&d, SIGTERM) == 0, "conn-limit daemon: exit status after SIGTERM");
+}
