@@ -10,12 +10,21 @@ WARN     := -std=c11 -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmis
             -Wvla -Wdouble-promotion $(if $(WERROR),-Werror)
 CPPFLAGS += -D_GNU_SOURCE
 # Each layer sees its own headers and those below it, never those above: attention/ compiles with
-# -Iattention alone, api/ with -Iattention -Iapi, and the server, tests and benchmarks with all
-# three. A layer that includes a header above it is a compile error (make check-layers).
-INC_attention := -Iattention
-INC_api       := -Iattention -Iapi
-INC_ALL       := -Iattention -Iapi -Iserver
-layer_inc      = $(or $(INC_$(firstword $(subst /, ,$<))),$(INC_ALL))
+# -Iattention alone; api/ is rooms (api/README.md), base < codec < models < job < v1 < v2, each
+# compiling with -Iattention, its own folder and the folders of the rooms below it (a room
+# reaches api.h as "../api.h"); the server, tests and benchmarks compile with all of them. A file
+# that includes a header from above is a compile error (make check-layers). The flags of a source
+# are those of its folder: INC_api_v1 for api/v1/*.c, INC_ALL where a folder has none.
+API_ROOMS      := base codec models job v1 v2
+INC_attention  := -Iattention
+INC_api_base   := $(INC_attention) -Iapi/base
+INC_api_codec  := $(INC_api_base) -Iapi/codec
+INC_api_models := $(INC_api_codec) -Iapi/models
+INC_api_job    := $(INC_api_models) -Iapi/job
+INC_api_v1     := $(INC_api_job) -Iapi/v1
+INC_api_v2     := $(INC_api_v1) -Iapi/v2
+INC_ALL        := -Iattention -Iapi $(API_ROOMS:%=-Iapi/%) -Iserver
+layer_inc       = $(or $(INC_$(subst /,_,$(patsubst %/,%,$(dir $<)))),$(INC_ALL))
 LDLIBS   := -lopenblas -lpthread -lm
 PY       := /usr/bin/python3
 
@@ -33,7 +42,7 @@ ATTN_OBJ := $(ATTN_SRC:%.c=$(BUILD)/%.o)
 .PHONY: all run test test-core check-layers check-readme-deps test-web screenshots test-deploy \
         container-test bench deps-build deps-test check-format format clean
 
-HEADERS := $(wildcard attention/*.h api/*.h server/*.h tests/*.h)
+HEADERS := $(wildcard attention/*.h api/*.h api/*/*.h server/*.h tests/*.h)
 
 all: $(BUILD)/libattn.a $(BUILD)/attnd
 
@@ -103,18 +112,32 @@ test-core: $(BUILD)/tests/test_attention $(BUILD)/tests/oracle_run check-layers
 	$(BUILD)/tests/test_attention
 	$(PY) tests/oracle/run_oracle.py --runner $(BUILD)/tests/oracle_run --work $(BUILD)/oracle
 
-# The layer rule, tried: a header from above must not be found from attention/ or api/ (a probe
-# that includes it has to fail to compile), and one from the layer itself or below must be.
+# The layer rule, tried: a header from above must not be found from attention/ or from a room of
+# api/ (__has_include must say no), and one from the layer or room itself must compile. Each room of api/ is probed with its own flags against the header of every
+# room above it and server.h; and no source of a room includes by a path (only "../api.h"), which
+# would step around the flags.
 check-layers:
 	@probe() { printf '#include "%s"\n' "$$1" | $(CC) $(CPPFLAGS) $$2 -fsyntax-only -x c - 2>/dev/null; }; \
+	found() { printf '#if !__has_include("%s")\n#error\n#endif\n' "$$1" \
+	  | $(CC) $(CPPFLAGS) $$2 -fsyntax-only -x c - 2>/dev/null; }; \
 	ok=1; bad() { echo "check-layers: $$*"; ok=0; }; \
-	probe api.h "$(INC_attention)" && bad "attention/ can include api.h"; \
-	probe server.h "$(INC_attention)" && bad "attention/ can include server.h"; \
-	probe server.h "$(INC_api)" && bad "api/ can include server.h"; \
+	found api.h "$(INC_attention)" && bad "attention/ can include api.h"; \
+	found server.h "$(INC_attention)" && bad "attention/ can include server.h"; \
+	found base.h "$(INC_attention)" && bad "attention/ can include base.h"; \
 	probe attention.h "$(INC_attention)" || bad "attention/ cannot include attention.h"; \
-	probe api.h "$(INC_api)" || bad "api/ cannot include api.h"; \
 	probe server.h "$(INC_ALL)" || bad "the server cannot include server.h"; \
-	[ $$ok = 1 ] && echo "check-layers: attention/ sees attention/ only, api/ attention/ and api/"
+	above="$(API_ROOMS)"; \
+	$(foreach r,$(API_ROOMS),above="$${above#*$(r)}"; \
+	  probe $(r).h "$(INC_api_$(r))" || bad "api/$(r)/ cannot include $(r).h"; \
+	  found server.h "$(INC_api_$(r))" && bad "api/$(r)/ can include server.h"; \
+	  for a in $$above; do \
+	    found $$a.h "$(INC_api_$(r))" && bad "api/$(r)/ can include $$a.h, a room above it"; \
+	  done;) \
+	bypass=$$(grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"[^"]*/' $(API_ROOMS:%=api/%/*.[ch]) \
+	  | grep -v '"\.\./api\.h"'); \
+	[ -z "$$bypass" ] || bad "api/ includes by a path: $$bypass"; \
+	[ $$ok = 1 ] && echo "check-layers: attention/ sees attention/ only; api/'s rooms" \
+	  "$(API_ROOMS) each see attention/, themselves and the rooms before them, never one after"
 
 # The visualizer in Debian's chromium, driven by playwright-core (never a downloaded browser).
 test-web: $(BUILD)/attnd tests/web/node_modules/playwright-core
@@ -150,8 +173,8 @@ bench: deps-test
 	$(PY) bench/run_bench.py --bin $(BUILD)/bench/bench_attention --api-bin $(BUILD)/bench/bench_api \
 	  --out $(BUILD)/bench/results.md
 
-FORMATTED := $(wildcard attention/*.[ch] api/*.[ch] server/*.[ch] tests/*.[ch] bench/*.c \
-               tests/fuzz/*.[ch] tests/reliability/*.[ch] tests/server/*.[ch])
+FORMATTED := $(wildcard attention/*.[ch] api/*.[ch] api/*/*.[ch] server/*.[ch] tests/*.[ch] \
+               bench/*.c tests/fuzz/*.[ch] tests/reliability/*.[ch] tests/server/*.[ch])
 
 check-format:
 	clang-format --dry-run -Werror $(FORMATTED)

@@ -289,7 +289,7 @@ size_t api_job_response_bytes(const api_job *job);
 
 /* What usage.flops reports: the plan's FLOPs (the projections and the attended cells) plus the
  * cost of making params.init weights (4 E^2 of them, each counted as a measured number of FLOP:
- * api_internal.h), whether or not a thread had them cached. 0 for NULL. */
+ * api/models/models.h), whether or not a thread had them cached. 0 for NULL. */
 double api_job_flops(const api_job *job);
 
 /* The plan's FLOPs alone (api_job_flops without making params.init weights). 0 for NULL. */

@@ -8,12 +8,12 @@
 # float32 with api_float_write and checks that it reads back, and that it matches the previous
 # writer (tests/float_ref.c) byte for byte.
 
-API_SRC := $(wildcard api/*.c)
+API_SRC := $(wildcard $(API_ROOMS:%=api/%/*.c)) # the rooms: api/README.md
 API_OBJ := $(API_SRC:%.c=$(BUILD)/%.o) $(BUILD)/api/gen/lesson_file.o
 OPENAPI_DIR := tests/openapi
 LESSON := api/lesson/lesson.safetensors
 
-# The built-in model "lesson" (api/lesson.c): the file's bytes as the symbols apip_lesson_file and
+# The built-in model "lesson" (api/models/lesson.c): the file's bytes as the symbols apip_lesson_file and
 # apip_lesson_file_end, so that api/ never reads a file at run time.
 $(BUILD)/api/gen/lesson_file.S: $(LESSON) api/api.mk
 	@mkdir -p $(dir $@)

@@ -28,7 +28,7 @@
 
 #include "../tests/float_ref.h"
 #include "api.h"
-#include "api_internal.h"
+#include "codec.h"
 #include "attention.h"
 
 typedef struct workload {
@@ -370,7 +370,7 @@ static int bench_floats(void) {
         }
         print_floats("read", kinds[kind], median(tn, FLOATS_RUNS), median(to, FLOATS_RUNS), same);
         /* The row as a request body {"x":[...]}, checked (apip_json_check) and read, against the
-         * code before api/rows.c: the check byte by byte and the row number by number (the
+         * code before api/codec/rows.c: the check byte by byte and the row number by number (the
          * last of apip_rows_impls). */
         size_t nimpl = 0, rl = (size_t)(strchr(a, ']') - a) + 1, bl = rl + 7;
         const apip_rows_impl *before = &apip_rows_impls(&nimpl)[nimpl - 1];

@@ -1,4 +1,4 @@
-/* float_ref.c - the previous float32 writer of api/fmt.c, kept as a test-only reference: the
+/* float_ref.c - the previous float32 writer of api/codec/fmt.c, kept as a test-only reference: the
  * tests and `make check-floats-exhaustive` compare api_float_write with it, and bench_api times
  * both side by side. It has the same contract and writes every finite float32 alike (checked
  * exhaustively), from another method, so a slip in either shows up as a difference.

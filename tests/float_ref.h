@@ -1,5 +1,5 @@
 /* float_ref.h - the previous float32 writer (tests/float_ref.c), a reference for tests and
- * benchmarks only; attnd itself uses api_float_write (api/fmt.c). */
+ * benchmarks only; attnd itself uses api_float_write (api/codec/fmt.c). */
 #ifndef ATTND_FLOAT_REF_H
 #define ATTND_FLOAT_REF_H
 

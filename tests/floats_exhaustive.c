@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "api.h"
-#include "api_internal.h"
+#include "codec.h"
 #include "float_ref.h"
 
 #define CHUNK ((uint64_t)1 << 22) /* bit patterns a thread takes at a time */

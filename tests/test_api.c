@@ -23,8 +23,11 @@
 #include <time.h>
 
 #include "api.h"
-#include "api_internal.h"
+#include "codec.h"
 #include "float_ref.h"
+#include "job.h"
+#include "models.h"
+#include "v1.h"
 
 static int failures, checks;
 static const char *cases_dir = "tests/api_cases";
@@ -561,7 +564,7 @@ static void test_float_write(void) {
     bad_rows = rows_differ(lay, nlay, got, want);
     CHECK(bad_rows == 0,
           "apip_floats_write differs from the previous writer on %zu rows of layouts", bad_rows);
-    /* The row writer's room (api_internal.h): it writes nothing before o, at most 32 bytes from
+    /* The row writer's room (api/codec/codec.h): it writes nothing before o, at most 32 bytes from
      * its end on, and nothing past APIP_FLOAT_MAX * n + 32 bytes (a block of exactly that size,
      * for test-asan), in rows of 1 to 140 floats (1 to 2 chunks of 64, every tail) of every
      * kind, each row ended by each kind: a shuffled text, the 16-byte one, 1-byte ones, and
@@ -800,7 +803,7 @@ static void test_float_read(void) {
     free(body.s), free(want), free(got);
 }
 
-/* ---- Rows of numbers (api/rows.c) --------------------------------------------------------- */
+/* ---- Rows of numbers (api/codec/rows.c) --------------------------------------------------- */
 
 /* A number for the row tests, of kind k: dec_string's kinds (0-5), attnd's own output (6),
  * short decimals as Python writes round(x, 6) (7), zeros (8), and float midpoints that have at

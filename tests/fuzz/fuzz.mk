@@ -118,6 +118,6 @@ fuzz-coverage:
 	  llvm-profdata merge -o $(FUZZ_COV)/$$t.profdata $(FUZZ_COV)/$$t.profraw || exit 1; \
 	  echo "== $$t: lines and branches its corpus reaches"; \
 	  llvm-cov report $(FUZZ_COV)/fuzz/fuzz_$$t-replay -instr-profile=$(FUZZ_COV)/$$t.profdata \
-	    api/*.c server/http.c server/conn.c server/reply.c server/routes.c server/wire.c \
+	    api/*/*.c server/http.c server/conn.c server/reply.c server/routes.c server/wire.c \
 	    | awk '/\.c / && $$8 != $$9 { \
 	      printf "  %-22s lines %6s  branches %6s\n", $$1, $$10, $$13 }'; done

@@ -4,7 +4,8 @@
 #define ATTND_FUZZ_API_H
 
 #include "api.h"
-#include "api_internal.h"
+#include "codec.h"
+#include "models.h"
 #include "fuzz.h"
 
 /* A model "tiny" of E = 4, H = 2, kdim 3, vdim 2 with biases, its weights small fixed values:

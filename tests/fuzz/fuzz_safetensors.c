@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "api.h"
-#include "api_internal.h"
+#include "codec.h"
 #include "fuzz.h"
 
 /* Appends a (rows, cols) JSON matrix of small values. */

@@ -1,7 +1,7 @@
 /* lesson.c - the built-in model "lesson": api/lesson/lesson.safetensors, written by
  * api/lesson/make_lesson.py and built into the library by api/api.mk (an .incbin), read with
  * the ordinary safetensors loader. Nothing is read from disk at run time. */
-#include "api_internal.h"
+#include "models.h"
 
 /* The file's bytes, [apip_lesson_file, apip_lesson_file_end) (api/api.mk). */
 extern const unsigned char apip_lesson_file[], apip_lesson_file_end[];

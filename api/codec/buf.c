@@ -1,12 +1,11 @@
-/* buf.c - the growable byte buffer responses are written into, the first-error-wins error
- * record, error bodies, and JSON string literals. */
+/* buf.c - the growable byte buffer responses are written into, error bodies, JSON string
+ * literals, and the shapes of messages. (The error record itself is api/base/error.c.) */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "api_internal.h"
+#include "codec.h"
 
 void api_buf_free(api_buf *b) {
     if (!b)
@@ -228,20 +227,6 @@ void api_buf_json_string(api_buf *b, const char *s, size_t n) {
     b->len += (size_t)(o - start);
 }
 
-int api_fail(api_error *err, int status, const char *code, const char *field, const char *fmt,
-             ...) {
-    if (!err || err->status != 0)
-        return -1;
-    err->status = status;
-    snprintf(err->code, sizeof err->code, "%s", code);
-    snprintf(err->field, sizeof err->field, "%s", field ? field : "");
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err->message, sizeof err->message, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 void api_error_body(const api_error *err, api_buf *out) {
     static const api_error unknown = {
         .status = 500, .code = "internal", .message = "unknown error", .field = ""};
@@ -258,4 +243,16 @@ void api_error_body(const api_error *err, api_buf *out) {
     else
         apip_buf_puts(out, "null");
     apip_buf_puts(out, "}}");
+}
+
+void apip_dims_str(char *out, size_t cap, const size_t *dims, size_t rank) {
+    size_t w = 0;
+    int n = snprintf(out, cap, "(");
+    w = n > 0 ? (size_t)n : 0;
+    for (size_t i = 0; i < rank && w < cap; i++) {
+        n = snprintf(out + w, cap - w, i ? ", %zu" : "%zu", dims[i]);
+        w += n > 0 ? (size_t)n : 0;
+    }
+    if (w < cap)
+        snprintf(out + w, cap - w, rank == 1 ? ",)" : ")");
 }

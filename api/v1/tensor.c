@@ -12,19 +12,7 @@
 #include <immintrin.h>
 #endif
 
-#include "api_internal.h"
-
-void apip_dims_str(char *out, size_t cap, const size_t *dims, size_t rank) {
-    size_t w = 0;
-    int n = snprintf(out, cap, "(");
-    w = n > 0 ? (size_t)n : 0;
-    for (size_t i = 0; i < rank && w < cap; i++) {
-        n = snprintf(out + w, cap - w, i ? ", %zu" : "%zu", dims[i]);
-        w += n > 0 ? (size_t)n : 0;
-    }
-    if (w < cap)
-        snprintf(out + w, cap - w, rank == 1 ? ",)" : ")");
-}
+#include "v1.h"
 
 /* "name[i0][i1]..." for the first depth indices. */
 static void elem_path(char *out, size_t cap, const char *name, const size_t *idx, size_t depth) {

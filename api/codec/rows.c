@@ -38,7 +38,7 @@
 #include <immintrin.h>
 #endif
 
-#include "api_internal.h"
+#include "codec.h"
 
 static bool is_digit(char c) {
     return c >= '0' && c <= '9';

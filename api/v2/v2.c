@@ -19,7 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "api_internal.h"
+#include "v2.h"
 
 /* ---- Names -------------------------------------------------------------------------------- */
 
@@ -52,8 +52,6 @@ static const v2_input SDPA_INPUTS[IN_COUNT] = {{"q", DT(APIP_DT_FP32)},
                                                {"key_mask", DT(APIP_DT_BOOL) | DT(APIP_DT_INT32)},
                                                {"attn_mask", DT(APIP_DT_BOOL)},
                                                {"attn_bias", DT(APIP_DT_FP32)}};
-
-const char *const apip_v2_out_names[APIP_V2_NOUTS] = {"output", "weights", "weights_indices"};
 
 /* The request parameters taken (besides binary_data_output), each a v1 field of that name. */
 enum { P_CAUSAL, P_NEED_WEIGHTS, P_HEADS, P_TOP_K, P_SCALE, P_COUNT };
@@ -720,6 +718,7 @@ api_job *api_v2_parse(const char *body, size_t len, size_t header_len, const cha
     c->reply.model = c->sdpa ? API_V2_SDPA_MODEL : apip_model_name(model);
     c->given.model = model;
     c->given.reply = &c->reply;
+    c->given.reply_ops = &apip_v2_reply_ops;
     v1_root(c, &root);
     return apip_job_parse_given(c->sdpa ? API_OP_SDPA : API_OP_ATTENTION, &root, &c->given, models,
                                 lim, err);

@@ -1,7 +1,7 @@
 /* cpu.c - which of the instruction sets api/'s SIMD paths use this CPU has: asked once, with
  * GCC's and clang's __builtin_cpu_supports (which also checks that the OS saves the AVX-512
  * registers), then cached. Off x86-64, or with another compiler, the answer is always none. */
-#include "api_internal.h"
+#include "base.h"
 
 #define CPU_KNOWN (1u << 31) /* set once the features have been asked */
 

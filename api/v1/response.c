@@ -9,7 +9,7 @@
  * Legend: N batch, H heads, L query length, S key length, E embedding width, K top-k count. */
 #include <string.h>
 
-#include "api_internal.h"
+#include "v1.h"
 
 /* ---- Writers ------------------------------------------------------------------------------ */
 
@@ -247,8 +247,8 @@ int api_job_respond(const api_job *job, double queue_ms, double compute_ms, api_
                     api_error *err) {
     if (!job || !out || !job->ran)
         return api_fail(err, 500, "internal", NULL, "the job has not run");
-    if (job->v2) /* the Open Inference Protocol's response */
-        return apip_v2_respond(job, queue_ms, compute_ms, out, err);
+    if (job->reply_ops) /* another protocol's response (the Open Inference Protocol's) */
+        return job->reply_ops->respond(job, queue_ms, compute_ms, out, err);
     size_t start = out->len;
     /* All the room the response can take, at once and exactly: the buffer never grows past
      * start + response_bytes + API_RESPOND_SLACK, and never reallocates while writing. */

@@ -8,7 +8,7 @@
 #ifndef ATTND_API_REQUEST_H
 #define ATTND_API_REQUEST_H
 
-#include "api_internal.h"
+#include "v1.h"
 
 /* The fields of a request (fields.c names them per endpoint). */
 enum {

@@ -42,7 +42,7 @@
 #include <immintrin.h>
 #endif
 
-#include "api_internal.h"
+#include "codec.h"
 
 __extension__ typedef unsigned __int128 u128;
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api_internal.h"
+#include "models.h"
 
 #define DEMO_SEED 24301u /* 0x5EED; documented in api.h and api/openapi.yaml */
 

@@ -21,7 +21,7 @@
 #include <immintrin.h>
 #endif
 
-#include "api_internal.h"
+#include "codec.h"
 
 static const char b64_alphabet[] =
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";

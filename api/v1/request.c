@@ -12,7 +12,7 @@
  * value widths, D/Dv the SDPA query-key and value widths, K the top-k count. */
 #include <string.h>
 
-#include "api_internal.h"
+#include "v1.h"
 #include "request.h"
 
 #define ARENA_ALIGN 64 /* what api_mem_alloc gives */
@@ -135,7 +135,7 @@ typedef struct layout {
     size_t ids;               /* the words' token ids (L) uint32 */
     size_t ws;                /* libattn's workspace: workspace_bytes */
     size_t out, w, ix;        /* output, weights and top-k indices: the plan's elems of each */
-    size_t reply;             /* the v2 reply form (apip_v2_reply_place's bytes) */
+    size_t reply;             /* another protocol's reply form (reply_ops->place's bytes) */
 } layout;
 
 /* Appends count items of size bytes at the next 64-byte boundary; returns their offset. */
@@ -192,7 +192,7 @@ static int fit_limit(const apip_req *r, apip_resp_shape *rs, bool words_fit, lay
     size_t total = 0, reply_place = 0;
     bool resp_fits = true;
     if (r->given && r->given->reply) { /* the response of another protocol */
-        if (apip_v2_reply_plan(r->given->reply, rs, resp, &reply_place, r->err))
+        if (r->given->reply_ops->plan(r->given->reply, rs, resp, &reply_place, r->err))
             return -1;
         a->reply = take(a, reply_place, 1);
     } else {
@@ -425,8 +425,10 @@ api_job *apip_job_parse_given(api_op op, const apip_json_root *root, apip_job_gi
     job->mem = lim->mem;
     job->response_bytes = resp;
     job->base64 = r->base64;
-    if (given && given->reply)
-        job->v2 = apip_v2_reply_place(given->reply, arena + a.reply);
+    if (given && given->reply) {
+        job->reply = given->reply_ops->place(given->reply, arena + a.reply);
+        job->reply_ops = given->reply_ops;
+    }
 
     /* The tensors decoded into the arena, then the job's plan bound to its masks. */
     if (decode_inputs(r, &a, job, arena) || decode_params(r, &a, job, arena) ||

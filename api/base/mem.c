@@ -33,7 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "api_internal.h"
+#include "base.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define MEM_ASAN 1

@@ -1,6 +1,6 @@
-/* vocab.c - words instead of vectors: the string lists of a model file's metadata (vocab,
- * head_names), and the "tokens" and "text" of POST /v1/attention, looked up in a model's
- * vocabulary and turned into embeddings (token_embeddings row + position_embeddings row).
+/* vocab.c - words instead of vectors: the "tokens" and "text" of POST /v1/attention, looked up
+ * in a model's vocabulary (its string list, strlist.c) and turned into embeddings
+ * (token_embeddings row + position_embeddings row).
  *
  * Text has no spaces to split on in Chinese, so it is split by longest match: at each point the
  * longest token of the vocabulary that the text starts with there is taken. A binary search over
@@ -14,233 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api_internal.h"
-
-/* ---- String lists ------------------------------------------------------------------------- */
-
-/* The list and its arrays, in one allocation. */
-typedef struct strlist_mem {
-    apip_strlist l;
-    /* then: s (n pointers), len (n), order (n), the strings */
-} strlist_mem;
-
-void apip_strlist_free(apip_strlist *l) {
-    free(l); /* l is the start of its strlist_mem */
-}
-
-static int hex_digit(char c) {
-    return c >= '0' && c <= '9'   ? c - '0'
-           : c >= 'a' && c <= 'f' ? c - 'a' + 10
-           : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                  : -1;
-}
-
-static long hex4_at(const char *p) {
-    long v = 0;
-    for (int i = 0; i < 4; i++) {
-        int h = hex_digit(p[i]);
-        if (h < 0)
-            return -1;
-        v = v * 16 + h;
-    }
-    return v;
-}
-
-static const char *skip_space(const char *p, const char *e) {
-    while (p < e && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
-        p++;
-    return p;
-}
-
-/* At '"' (p < e): the end of a valid JSON string (past its closing quote), or NULL with *why.
- * The text is valid UTF-8 already (it was decoded from a checked JSON string). */
-static const char *string_end(const char *p, const char *e, const char **why) {
-    for (p++; p < e; p++) {
-        unsigned char c = (unsigned char)*p;
-        if (c == '"')
-            return p + 1;
-        if (c < 0x20)
-            return *why = "a control character inside a string", NULL;
-        if (c != '\\')
-            continue;
-        if (e - p < 2)
-            break;
-        char x = p[1];
-        if (strchr("\"\\/bfnrt", x) && x) {
-            p++;
-            continue;
-        }
-        long u = x == 'u' && e - p >= 6 ? hex4_at(p + 2) : -1;
-        if (u < 0)
-            return *why = "an invalid escape", NULL;
-        if (u >= 0xDC00 && u <= 0xDFFF)
-            return *why = "a lone low surrogate escape", NULL;
-        if (u >= 0xD800 && u <= 0xDBFF) {
-            long lo = e - p >= 12 && p[6] == '\\' && p[7] == 'u' ? hex4_at(p + 8) : -1;
-            if (lo < 0xDC00 || lo > 0xDFFF)
-                return *why = "a lone high surrogate escape", NULL;
-            p += 6;
-        }
-        p += 5;
-    }
-    return *why = "a string that is not closed", NULL;
-}
-
-/* Byte order, a string before its extensions. */
-static int cmp_bytes(const char *a, size_t na, const char *b, size_t nb) {
-    int c = memcmp(a, b, na < nb ? na : nb);
-    return c ? c : (na > nb) - (na < nb);
-}
-
-/* Orders indices of the list ctx by their strings (qsort_r, glibc's argument order). */
-static int cmp_order(const void *x, const void *y, void *ctx) {
-    const apip_strlist *l = ctx;
-    uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
-    return cmp_bytes(l->s[a], l->len[a], l->s[b], l->len[b]);
-}
-
-/* True for the whitespace that separates words in text: space, tab, CR, LF, U+3000. *n gets
- * its length in bytes. */
-static bool is_space(const char *p, size_t avail, size_t *n) {
-    if (avail >= 1 && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
-        return *n = 1, true;
-    if (avail >= 3 && !memcmp(p, "\xE3\x80\x80", 3))
-        return *n = 3, true;
-    return false;
-}
-
-/* Shows s (n bytes) in msg form: cut at a character boundary to at most 40 bytes. */
-static void quote(char *out, size_t cap, const char *s, size_t n) {
-    size_t k = n < 40 ? n : 40;
-    while (k < n && k > 0 && ((unsigned char)s[k] & 0xC0) == 0x80)
-        k--;
-    snprintf(out, cap, "\"%.*s%s\"", (int)k, s, k < n ? "..." : "");
-}
-
-apip_strlist *apip_strlist_parse(const char *text, size_t n, const char *what, int kind, char *msg,
-                                 size_t cap) {
-    const char *p = text, *e = text + n, *why = NULL;
-    size_t count = 0, bytes = 0;
-    /* First pass: the syntax, the number of strings and an upper bound of their bytes. */
-    p = skip_space(p, e);
-    if (p == e || *p != '[')
-        return snprintf(msg, cap, "%s must be a JSON list of strings, like [\"a\", \"b\"]", what),
-               NULL;
-    p = skip_space(p + 1, e);
-    if (p < e && *p == ']') {
-        p = skip_space(p + 1, e);
-    } else {
-        for (;;) {
-            if (p == e || *p != '"')
-                return snprintf(msg, cap,
-                                "%s must be a JSON list of strings: entry %zu is not a string",
-                                what, count),
-                       NULL;
-            const char *q = string_end(p, e, &why);
-            if (!q)
-                return snprintf(msg, cap, "%s is not valid JSON: entry %zu holds %s", what, count,
-                                why),
-                       NULL;
-            bytes += (size_t)(q - p) + 1; /* decoding never makes a string longer */
-            count++;
-            p = skip_space(q, e);
-            if (p < e && *p == ',') {
-                p = skip_space(p + 1, e);
-                continue;
-            }
-            if (p < e && *p == ']') {
-                p = skip_space(p + 1, e);
-                break;
-            }
-            return snprintf(msg, cap, "%s is not valid JSON: expected , or ] after entry %zu", what,
-                            count - 1),
-                   NULL;
-        }
-    }
-    if (p != e)
-        return snprintf(msg, cap, "%s is not valid JSON: something follows the list's ]", what),
-               NULL;
-    if (count == 0)
-        return snprintf(msg, cap, "%s is an empty list", what), NULL;
-    if (count > UINT32_MAX)
-        return snprintf(msg, cap, "%s has more than %u entries", what, UINT32_MAX), NULL;
-
-    /* One allocation: the record, s, len, order, the strings. */
-    size_t total = sizeof(strlist_mem), arrays = 0;
-    bool ok = apip_mul(count, sizeof(char *) + sizeof(size_t) + sizeof(uint32_t), &arrays) &&
-              apip_add(total, arrays, &total) && apip_add(total, bytes, &total);
-    strlist_mem *mem = ok ? malloc(total) : NULL;
-    if (!mem)
-        return snprintf(msg, cap, "out of memory reading %s", what), NULL;
-    const char **s = (const char **)(void *)(mem + 1);
-    size_t *len = (size_t *)(void *)(s + count);
-    uint32_t *order = (uint32_t *)(void *)(len + count);
-    char *at = (char *)(order + count);
-    mem->l = (apip_strlist){.n = count, .s = s, .len = len, .order = order};
-
-    /* Second pass: decode, check each string, sort, look for repeats. */
-    size_t max = kind == APIP_LIST_TOKENS ? APIP_TOKEN_MAX_BYTES : APIP_NAME_MAX_BYTES;
-    char shown[64];
-    p = skip_space(text, e) + 1;
-    for (size_t i = 0; i < count; i++) {
-        p = skip_space(p, e);
-        const char *q = string_end(p, e, &why);
-        size_t k = apip_jv_decode((apip_span){p + 1, q - 1}, at, (size_t)(q - p));
-        s[i] = at;
-        len[i] = k;
-        order[i] = (uint32_t)i;
-        at += k + 1;
-        p = skip_space(q, e) + 1; /* past the , or ] */
-        quote(shown, sizeof shown, s[i], k);
-        if (k == 0) {
-            snprintf(msg, cap, "%s entry %zu is an empty string", what, i);
-            goto fail;
-        }
-        if (k > max) {
-            snprintf(msg, cap, "%s entry %zu %s is %zu bytes long, over the limit of %zu", what, i,
-                     shown, k, max);
-            goto fail;
-        }
-        for (size_t b = 0; b < k; b++) {
-            size_t sp = 0;
-            if ((unsigned char)s[i][b] < 0x20 || s[i][b] == 0x7F) {
-                snprintf(msg, cap, "%s entry %zu holds a control character", what, i);
-                goto fail;
-            }
-            if (kind == APIP_LIST_TOKENS && is_space(s[i] + b, k - b, &sp)) {
-                snprintf(msg, cap,
-                         "%s entry %zu %s holds whitespace, which text splitting drops: split it "
-                         "into two tokens",
-                         what, i, shown);
-                goto fail;
-            }
-        }
-    }
-    qsort_r(order, count, sizeof *order, cmp_order, &mem->l);
-    for (size_t i = 1; i < count; i++) {
-        uint32_t a = order[i - 1], b = order[i];
-        if (!cmp_bytes(s[a], len[a], s[b], len[b])) {
-            quote(shown, sizeof shown, s[b], len[b]);
-            snprintf(msg, cap, "%s lists %s twice (entries %u and %u)", what, shown, a < b ? a : b,
-                     a < b ? b : a);
-            goto fail;
-        }
-    }
-    return &mem->l;
-fail:
-    free(mem);
-    return NULL;
-}
-
-void apip_strlist_json(const apip_strlist *l, api_buf *out) {
-    apip_buf_puts(out, "[");
-    for (size_t i = 0; l && i < l->n; i++) {
-        if (i)
-            apip_buf_puts(out, ",");
-        api_buf_json_string(out, l->s[i], l->len[i]);
-    }
-    apip_buf_puts(out, "]");
-}
+#include "models.h"
 
 /* ---- Lookup ------------------------------------------------------------------------------- */
 
@@ -250,7 +24,7 @@ static bool find_exact(const apip_strlist *v, const char *s, size_t n, uint32_t 
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         uint32_t t = v->order[mid];
-        int c = cmp_bytes(v->s[t], v->len[t], s, n);
+        int c = apip_strlist_cmp(v->s[t], v->len[t], s, n);
         if (c == 0)
             return *id = t, true;
         if (c < 0)
@@ -339,7 +113,7 @@ static int rd_next(text_rd *r, const apip_strlist *v, uint32_t *id) {
         size_t sp = 0;
         if (r->at == r->len)
             return 0;
-        if (is_space(r->buf + r->at, r->len - r->at, &sp)) {
+        if (apip_word_space(r->buf + r->at, r->len - r->at, &sp)) {
             rd_take(r, sp);
             continue;
         }
@@ -367,7 +141,7 @@ static void rd_unknown(text_rd *r, const apip_strlist *v, char *out, size_t cap)
         rd_fill(r);
         uint32_t id;
         size_t sp = 0, len = 0;
-        if (r->at == r->len || is_space(r->buf + r->at, r->len - r->at, &sp) ||
+        if (r->at == r->len || apip_word_space(r->buf + r->at, r->len - r->at, &sp) ||
             find_longest(v, r->buf + r->at, r->len - r->at, &id, &len))
             break;
         if (++chars == 12) {
@@ -412,7 +186,7 @@ int apip_words_count(const api_model *m, const char *tokens_val, const char *tex
             uint32_t id;
             if (k >= sizeof word || !find_exact(v, word, k, &id)) {
                 snprintf(path, sizeof path, "tokens[%zu]", n);
-                quote(shown, sizeof shown, word, k < sizeof word ? k : strlen(word));
+                apip_word_quote(shown, sizeof shown, word, k < sizeof word ? k : strlen(word));
                 return api_fail(err, 400, "unknown_token", path,
                                 "%s %s is not in the vocabulary of model %s (%zu tokens: GET "
                                 "/v1/models/%s lists them)",

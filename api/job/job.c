@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api_internal.h"
+#include "job.h"
 
 /* The params.init weights of the last job a thread made them for, kept for its next job: a
  * flood of small jobs on the same "init" and seed (the classroom's, a benchmark's) then makes

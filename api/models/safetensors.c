@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api_internal.h"
+#include "models.h"
 
 #define MAX_HEADER (100u << 20) /* the reference implementation's limit */
 

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api_internal.h"
+#include "codec.h"
 
 /* ---- Validation --------------------------------------------------------------------------- */
 

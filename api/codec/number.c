@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api_internal.h"
+#include "codec.h"
 
 __extension__ typedef unsigned __int128 u128;
 

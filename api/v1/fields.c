@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "api_internal.h"
+#include "v1.h"
 #include "request.h"
 
 /* ---- Fields ------------------------------------------------------------------------------- */

@@ -6,7 +6,14 @@
  * Legend: N batch, L query length, S key length, E embedding width, H heads, K top-k count. */
 #include <string.h>
 
-#include "api_internal.h"
+#include "v2.h"
+
+const char *const apip_v2_out_names[APIP_V2_NOUTS] = {"output", "weights", "weights_indices"};
+
+/* The v2 form of job, or NULL when the job answers in another protocol's form (v1: none). */
+static const apip_v2_reply *v2_form(const api_job *job) {
+    return job && job->reply_ops == &apip_v2_reply_ops ? job->reply : NULL;
+}
 
 /* ---- The response ------------------------------------------------------------------------- */
 
@@ -98,7 +105,8 @@ const apip_v2_reply *apip_v2_reply_place(const apip_v2_reply *rp, void *dst) {
 }
 
 size_t api_job_binary_bytes(const api_job *job) {
-    return job && job->v2 ? job->v2->binary_bytes : 0;
+    const apip_v2_reply *rp = v2_form(job);
+    return rp ? rp->binary_bytes : 0;
 }
 
 /* Appends the (count) values at data as raw little-endian 4-byte values. */
@@ -120,7 +128,7 @@ static void put_raw(api_buf *b, const void *data, size_t count) {
 
 int apip_v2_respond(const api_job *job, double queue_ms, double compute_ms, api_buf *out,
                     api_error *err) {
-    const apip_v2_reply *rp = job->v2;
+    const apip_v2_reply *rp = v2_form(job);
     size_t start = out->len, room = 0;
     /* As api_job_respond: all the room at once (API_RESPOND_SLACK for the float writer's
      * scribbling), a block of the job memory cache when the job has one. */
@@ -205,3 +213,16 @@ int apip_v2_respond(const api_job *job, double queue_ms, double compute_ms, api_
     }
     return 0;
 }
+
+/* ---- The table API v1 and api_job_respond call through ------------------------------------ */
+
+static int plan_form(void *form, const apip_resp_shape *rs, size_t *bytes, size_t *place,
+                     api_error *err) {
+    return apip_v2_reply_plan(form, rs, bytes, place, err);
+}
+
+static const void *place_form(const void *form, void *dst) {
+    return apip_v2_reply_place(form, dst);
+}
+
+const apip_reply_ops apip_v2_reply_ops = {plan_form, place_form, apip_v2_respond};

@@ -1,0 +1,101 @@
+/* job.h - api/job/, the job: the record of a parsed job (struct api_job, laid out in its own
+ * arena by the protocol that parsed it), running jobs on libattn one at a time or as batches on
+ * the same parameters (job.c), and what a protocol tells the job about its response: the shape
+ * the response's size depends on, and the form of a protocol above API v1's.
+ *
+ * Owns: job.c. May include: models.h (api/models/), codec.h (api/codec/), base.h (api/base/),
+ * api.h and attention.h, nothing above. The protocol rooms (v1, v2) include this header.
+ * Nothing here is part of api.h's contract.
+ *
+ * Legend (shapes outermost first, row-major): N batch, L query length, S key length,
+ * E embedding width, H heads, D/Dv query-key and value widths (SDPA), K top-k count. */
+#ifndef ATTND_API_JOB_H
+#define ATTND_API_JOB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "models.h"
+
+#define APIP_MAX_RANK 4 /* the most dimensions of a tensor of a job */
+
+/* ---- Response size --------------------------------------------------------------------------- */
+
+/* What the size of a job's 200 response depends on: known from the shapes, before compute. */
+typedef struct apip_resp_shape {
+    api_op op;
+    bool base64;                    /* "encoding": "base64" */
+    size_t out_rank;                /* the output is (out_dims) */
+    size_t out_dims[APIP_MAX_RANK]; /* (out_rank) */
+    size_t w_rank;                  /* 0 when no weights are returned */
+    size_t w_dims[APIP_MAX_RANK];   /* (w_rank) */
+    bool indices;                   /* top-k: indices (w_dims) beside the weights */
+    size_t model_len;               /* attention: bytes of the registry model's name, or 0 */
+    size_t words_bytes; /* attention: the most bytes of "head_names" and "tokens" (words) */
+} apip_resp_shape;
+
+/* ---- Another protocol's response ------------------------------------------------------------- */
+
+/* How a protocol above API v1 (the Open Inference Protocol, api/v2/) answers the jobs it
+ * parses, as a table of its functions: API v1's parser (api/v1/) hands it the form the request
+ * asked for (an object only that protocol reads), and api_job_respond hands it the job. This
+ * is how a room below reaches the room above without calling it by name.
+ *
+ * plan checks the outputs form asks for against a job of response shape rs, settles them, and
+ * puts the most bytes respond writes into *bytes and the bytes place needs into *place: 0, or
+ * -1 with err. place copies form into dst (*place bytes of the job's arena, 8-byte aligned) and
+ * returns the copy. respond writes the 200 body of a job that has run, as api_job_respond
+ * does. */
+typedef struct apip_reply_ops {
+    int (*plan)(void *form, const apip_resp_shape *rs, size_t *bytes, size_t *place,
+                api_error *err);
+    const void *(*place)(const void *form, void *dst);
+    int (*respond)(const api_job *job, double queue_ms, double compute_ms, api_buf *out,
+                   api_error *err);
+} apip_reply_ops;
+
+/* ---- Jobs ------------------------------------------------------------------------------------ */
+
+/* A parsed job. It lives at the start of its own arena (one 64-byte aligned block of
+ * api_mem_alloc, of arena_bytes): every pointer below points into that arena, or into the model it
+ * borrows. */
+struct api_job {
+    api_op op;
+    size_t arena_bytes;    /* the arena's capacity */
+    api_mem *mem;          /* where its arena, batch workspace and response come from; or NULL */
+    size_t response_bytes; /* apip_response_bound of its shapes: counted with the arena */
+    bool base64;           /* "encoding": "base64" */
+    bool ran;              /* api_job_run succeeded */
+    attn_plan plan;        /* made from the shapes, bound to the decoded masks and opts.heads */
+    attn_opts opts;
+    attn_masks masks;
+    /* attention: query (N, L, E), key (N, S, kdim), value (N, S, vdim); key may equal query and
+     * value may equal key (then libattn shares the projection GEMMs).
+     * sdpa: q (N, H, L, D), k (N, H, S, D), v (N, H, S, Dv). */
+    const float *q, *k, *v;
+    attn_mha_params params; /* attention: borrowed from the model or in the arena */
+    const char *model_name; /* attention: the registry model's name; NULL for inline params */
+    void *workspace;        /* plan.workspace_bytes, 64-byte aligned */
+    float *out;             /* (out_dims) */
+    attn_weights_out wout;  /* values (w_dims), indices (w_dims) with top-k */
+    size_t out_rank, out_dims[APIP_MAX_RANK];
+    size_t w_rank, w_dims[APIP_MAX_RANK]; /* 0 when no weights are returned */
+    size_t n, l, s, e, h;                 /* attention: what "shape" and "num_heads" report */
+    /* attention with params "init": the weights are made in the arena by the first run that
+     * needs them (api_job_run, or once per batch by api_jobs_run), not while parsing. */
+    int init;          /* APIP_INIT_* */
+    uint64_t seed;     /* APIP_INIT_RANDOM's seed */
+    bool params_ready; /* params holds its weights */
+    double init_flops; /* making them, in FLOP (apip_init_flops); 0 without init */
+    /* attention: the registry model (NULL for inline params), and with "tokens" or "text" the
+     * words' token ids, tokens (l), whose strings the response echoes. */
+    const api_model *model;
+    const uint32_t *tokens;
+    /* Another protocol's response form (its copy in the arena) and the functions that answer
+     * with it; both NULL for API v1's response. */
+    const void *reply;
+    const apip_reply_ops *reply_ops;
+};
+
+#endif
