@@ -174,7 +174,8 @@ bench: deps-test
 	  --out $(BUILD)/bench/results.md
 
 FORMATTED := $(wildcard attention/*.[ch] api/*.[ch] api/*/*.[ch] server/*.[ch] tests/*.[ch] \
-               bench/*.c tests/fuzz/*.[ch] tests/reliability/*.[ch] tests/server/*.[ch])
+               bench/*.c tests/fuzz/*.[ch] tests/reliability/*.[ch] tests/server/*.[ch] \
+               tests/api/*.[ch])
 
 check-format:
 	clang-format --dry-run -Werror $(FORMATTED)
