@@ -79,7 +79,13 @@ $(BUILD)/attention/kernels.o: attention/kernels.c $(HEADERS)
 $(BUILD)/libattn.a: $(ATTN_OBJ)
 	$(AR) rcs $@ $^
 
-$(BUILD)/tests/test_attention: $(BUILD)/tests/test_attention.o $(BUILD)/libattn.a
+# test_attention's sources: tests/attention/main.c and a file per behaviour it tests, sharing
+# tests/attention/attention_test.h (not in $(HEADERS), so named here).
+ATTN_TEST_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/attention/*.c))
+
+$(ATTN_TEST_OBJ): tests/attention/attention_test.h
+
+$(BUILD)/tests/test_attention: $(ATTN_TEST_OBJ) $(BUILD)/libattn.a
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 $(BUILD)/tests/oracle_run: $(BUILD)/tests/oracle_run.o $(BUILD)/libattn.a
@@ -174,7 +180,8 @@ bench: deps-test
 	  --out $(BUILD)/bench/results.md
 
 FORMATTED := $(wildcard attention/*.[ch] api/*.[ch] api/*/*.[ch] server/*.[ch] tests/*.[ch] \
-               bench/*.c tests/fuzz/*.[ch] tests/reliability/*.[ch] tests/server/*.[ch])
+               bench/*.c tests/fuzz/*.[ch] tests/reliability/*.[ch] tests/server/*.[ch] \
+               tests/api/*.[ch] tests/attention/*.[ch])
 
 check-format:
 	clang-format --dry-run -Werror $(FORMATTED)

@@ -1,8 +1,9 @@
 # api.mk - build and test rules of api/, included by the top-level Makefile.
 #
-# test-api (run by `make test`) builds and runs tests/test_api, lints api/openapi.yaml with
-# @redocly/cli from tests/openapi (installed there by `npm ci` when missing; node_modules is not
-# committed), and regenerates the lesson model to check that the committed file is its output.
+# test-api (run by `make test`) builds and runs build/tests/test_api (its sources: tests/api/),
+# lints api/openapi.yaml with @redocly/cli from tests/openapi (installed there by `npm ci` when
+# missing; node_modules is not committed), and regenerates the lesson model to check that the
+# committed file is its output.
 #
 # check-floats-exhaustive (not in `make test`: minutes, one thread per core) writes every finite
 # float32 with api_float_write and checks that it reads back, and that it matches the previous
@@ -28,7 +29,13 @@ $(BUILD)/api/gen/lesson_file.o: $(BUILD)/api/gen/lesson_file.S $(LESSON)
 $(BUILD)/libapi.a: $(API_OBJ)
 	$(AR) rcs $@ $^
 
-$(BUILD)/tests/test_api: $(BUILD)/tests/test_api.o $(BUILD)/tests/float_ref.o $(BUILD)/libapi.a \
+# test_api's sources: tests/api/main.c and a file per room of api/ (or behaviour) it tests,
+# sharing tests/api/api_test.h (not in $(HEADERS), so named here).
+API_TEST_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/api/*.c))
+
+$(API_TEST_OBJ): tests/api/api_test.h
+
+$(BUILD)/tests/test_api: $(API_TEST_OBJ) $(BUILD)/tests/float_ref.o $(BUILD)/libapi.a \
                         $(BUILD)/libattn.a
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ -ljansson $(LDLIBS)
 

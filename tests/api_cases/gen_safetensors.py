@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""gen_safetensors.py - writes the safetensors test cases of tests/test_api.c.
+"""gen_safetensors.py - writes the safetensors test cases of test_api (tests/api/models_safetensors.c).
 
 Run with /usr/bin/python3 (it needs torch and numpy) from the repository root:
 

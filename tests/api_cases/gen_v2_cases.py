@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""gen_v2_cases.py - writes the Open Inference Protocol (v2) request cases of tests/test_api.c.
+"""gen_v2_cases.py - writes the Open Inference Protocol (v2) request cases of test_api (tests/api/v2.c).
 
 Run from the repository root (it needs numpy):
 

@@ -1,0 +1,308 @@
+/* models_safetensors.c - models loaded from safetensors files (api/models/safetensors.c,
+ * vocab.c): the valid cases against PyTorch, with their vocabularies, the invalid cases with their
+ * messages (data files under tests/api_cases/safetensors), prefixes and corruptions. */
+#include <dirent.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "models.h"
+#include "api_test.h"
+
+/* ---- Safetensors -------------------------------------------------------------------------- */
+
+/* The output of a 200 response, flattened into a new array (*n floats); NULL when none. */
+static float *output_of(json_t *resp, size_t *n) {
+    float *o = malloc(65536 * sizeof *o);
+    *n = resp ? flatten(json_object_get(resp, "output"), o, 65536) : 0;
+    if (*n == 0 || *n == SIZE_MAX) {
+        free(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* A model with a vocabulary (reference.json of a *-vocab-* case, registered in reg as "model";
+ * query_resp: the answer to the reference's query): its tables bit for bit, its description,
+ * every text's split, text and tokens answering what the query does, an unknown word. */
+static void check_vocab_model(const char *name, api_registry *reg, const json_t *ref,
+                              json_t *query_resp) {
+    const api_model *m = api_registry_find(reg, "model");
+    size_t p = 0;
+    const float *pos = apip_model_position_embeddings(m, &p);
+    const float *tables[2] = {apip_model_token_embeddings(m), pos};
+    const char *tn[2] = {"token_embeddings", "position_embeddings"};
+    json_t *wj = json_object_get(ref, "weights");
+    for (int i = 0; i < 2; i++) {
+        json_t *a = json_object_get(wj, tn[i]);
+        CHECK((a != NULL) == (tables[i] != NULL), "%s: %s presence", name, tn[i]);
+        size_t bad = 0;
+        for (size_t k = 0; a && tables[i] && k < json_array_size(a); k++) {
+            float want = (float)json_number_value(json_array_get(a, k));
+            bad += memcmp(&want, tables[i] + k, 4) != 0;
+        }
+        CHECK(bad == 0, "%s: %zu values of %s differ after conversion", name, bad, tn[i]);
+    }
+    api_model_info mi = api_model_describe(m);
+    size_t max_tokens = (size_t)json_number_value(json_object_get(ref, "max_tokens"));
+    CHECK(mi.vocab_size == json_array_size(json_object_get(ref, "vocab")) && mi.max_tokens == p &&
+              p == max_tokens,
+          "%s: vocab_size %zu, max_tokens %zu", name, mi.vocab_size, mi.max_tokens);
+
+    /* GET /v1/models/model: the vocabulary in id order, the head names. */
+    api_buf b = {0};
+    api_error e = {0};
+    CHECK(api_registry_model_json(reg, "model", &b, &e) == 0, "%s: describe: %s", name, e.message);
+    json_error_t je;
+    json_t *d = json_loadb(b.data, b.len, 0, &je);
+    CHECK(d && same_strings(json_object_get(d, "vocab"), json_object_get(ref, "vocab")) &&
+              same_strings(json_object_get(d, "head_names"), json_object_get(ref, "head_names")) &&
+              json_is_true(json_object_get(d, "default")) &&
+              json_integer_value(json_object_get(d, "vocab_size")) == (json_int_t)mi.vocab_size &&
+              (p ? json_integer_value(json_object_get(d, "max_tokens")) == (json_int_t)p
+                 : json_object_get(d, "max_tokens") == NULL),
+          "%s: GET /v1/models/model: %.*s", name, (int)b.len, b.data);
+    json_decref(d);
+    api_buf_free(&b);
+
+    /* Each text: split as the reference says; tokens answer bit for bit what text does. */
+    size_t nq = 0;
+    float *q_out = output_of(query_resp, &nq);
+    json_t *splits = json_object_get(ref, "splits");
+    for (size_t i = 0; i < json_array_size(splits); i++) {
+        json_t *sp = json_array_get(splits, i);
+        json_t *body =
+            json_pack("{s:s,s:O}", "model", "model", "text", json_object_get(sp, "text"));
+        char *text_body = json_dumps(body, JSON_COMPACT);
+        json_object_del(body, "text");
+        json_object_set(body, "tokens", json_object_get(sp, "tokens"));
+        char *tokens_body = json_dumps(body, JSON_COMPACT);
+        json_t *rt = request_str(API_OP_ATTENTION, text_body, reg, &e);
+        CHECK(rt && same_strings(json_object_get(rt, "tokens"), json_object_get(sp, "tokens")),
+              "%s: text %s split otherwise (%s)", name, text_body, e.message);
+        CHECK(rt && same_strings(json_object_get(rt, "head_names"),
+                                 json_object_get(ref, "head_names")),
+              "%s: the response's head_names", name);
+        json_t *rk = request_str(API_OP_ATTENTION, tokens_body, reg, &e);
+        CHECK(rk && same_strings(json_object_get(rk, "tokens"), json_object_get(sp, "tokens")),
+              "%s: tokens echoed otherwise (%s)", name, e.message);
+        size_t nt = 0, nk = 0;
+        float *t_out = output_of(rt, &nt), *k_out = output_of(rk, &nk);
+        CHECK(t_out && k_out && nt == nk && !memcmp(t_out, k_out, nt * sizeof *t_out),
+              "%s: tokens and text answer differently for %s", name, text_body);
+        /* The first text's words make the reference's query: the same answer, bit for bit. */
+        if (i == 0)
+            CHECK(t_out && q_out && nt == nq && !memcmp(t_out, q_out, nt * sizeof *t_out),
+                  "%s: text and its embeddings as query answer differently", name);
+        free(t_out);
+        free(k_out);
+        json_decref(rt);
+        json_decref(rk);
+        free(text_body);
+        free(tokens_body);
+        json_decref(body);
+    }
+    free(q_out);
+
+    /* An unknown word: its character offset (code points) in the message. */
+    json_t *u = json_object_get(ref, "unknown");
+    json_t *body = json_pack("{s:s,s:O}", "model", "model", "text", json_object_get(u, "text"));
+    char *ub = json_dumps(body, JSON_COMPACT);
+    json_t *ru = request_str(API_OP_ATTENTION, ub, reg, &e);
+    char at[48];
+    snprintf(at, sizeof at, "at character %.0f of text",
+             json_number_value(json_object_get(u, "at")));
+    CHECK(!ru && e.status == 400 && !strcmp(e.code, "unknown_token") && !strcmp(e.field, "text") &&
+              strstr(e.message, at),
+          "%s: unknown word in %s: %d %s %s", name, ub, e.status, e.code, e.message);
+    json_decref(ru);
+    free(ub);
+    json_decref(body);
+}
+
+static void test_safetensors_valid(const char *dir, const char *name) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s/model.safetensors", dir, name);
+    api_error e = {0};
+    api_model *m = api_model_load_file(path, &e);
+    CHECK(m != NULL, "%s: %s", path, e.message);
+    if (!m)
+        return;
+    snprintf(path, sizeof path, "%s/%s/reference.json", dir, name);
+    json_error_t je;
+    json_t *ref = json_load_file(path, JSON_DECODE_INT_AS_REAL, &je);
+    CHECK(ref != NULL, "%s: %s", path, je.text);
+    if (!ref) {
+        api_model_destroy(m);
+        return;
+    }
+    api_model_info mi = api_model_describe(m);
+    CHECK(strcmp(mi.name, "model") == 0 && strcmp(mi.source, "file") == 0, "name is the stem");
+    CHECK(mi.embed_dim == (size_t)json_number_value(json_object_get(ref, "embed_dim")) &&
+              mi.num_heads == (size_t)json_number_value(json_object_get(ref, "num_heads")) &&
+              mi.kdim == (size_t)json_number_value(json_object_get(ref, "kdim")) &&
+              mi.vdim == (size_t)json_number_value(json_object_get(ref, "vdim")) &&
+              mi.has_bias == json_is_true(json_object_get(ref, "has_bias")),
+          "%s: model info", name);
+    /* Weights: bit-exact after the dtype conversion. */
+    const attn_mha_params *pp = apip_model_params(m);
+    const char *tn[] = {"in_proj_weight", "in_proj_bias",  "out_proj.weight", "out_proj.bias",
+                        "q_proj_weight",  "k_proj_weight", "v_proj_weight"};
+    const float *tp[] = {pp->in_proj_weight, pp->in_proj_bias,  pp->out_proj_weight,
+                         pp->out_proj_bias,  pp->q_proj_weight, pp->k_proj_weight,
+                         pp->v_proj_weight};
+    json_t *wj = json_object_get(ref, "weights");
+    for (int i = 0; i < 7; i++) {
+        json_t *a = json_object_get(wj, tn[i]);
+        CHECK((a != NULL) == (tp[i] != NULL), "%s: %s presence", name, tn[i]);
+        size_t bad = 0;
+        for (size_t k = 0; a && tp[i] && k < json_array_size(a); k++) {
+            float want = (float)json_number_value(json_array_get(a, k));
+            bad += memcmp(&want, tp[i] + k, 4) != 0;
+        }
+        CHECK(bad == 0, "%s: %zu values of %s differ after conversion", name, bad, tn[i]);
+    }
+    /* Output against PyTorch, through a request to the registered model. */
+    api_registry *reg = api_registry_create();
+    api_registry_add(reg, m, &e);
+    api_buf lb = {0};
+    api_registry_list_json(reg, &lb);
+    json_t *list = json_loadb(lb.data, lb.len, 0, &je);
+    json_t *m0 = json_array_get(json_object_get(list, "models"), 0);
+    CHECK(json_is_integer(json_object_get(m0, "kdim")) &&
+              json_integer_value(json_object_get(m0, "kdim")) == (json_int_t)mi.kdim &&
+              json_is_integer(json_object_get(m0, "vdim")) &&
+              json_integer_value(json_object_get(m0, "vdim")) == (json_int_t)mi.vdim,
+          "%s: GET /v1/models gives kdim %zu and vdim %zu: %.*s", name, mi.kdim, mi.vdim,
+          (int)lb.len, lb.data);
+    json_decref(list);
+    api_buf_free(&lb);
+    char *q = json_dumps(json_object_get(ref, "query"), JSON_COMPACT | JSON_REAL_PRECISION(9));
+    char *k = json_object_get(ref, "key")
+                  ? json_dumps(json_object_get(ref, "key"), JSON_COMPACT | JSON_REAL_PRECISION(9))
+                  : NULL;
+    char *v = json_object_get(ref, "value")
+                  ? json_dumps(json_object_get(ref, "value"), JSON_COMPACT | JSON_REAL_PRECISION(9))
+                  : NULL;
+    sb body = {0};
+    sb_add(&body, "{\"model\":\"model\",\"query\":%s", q);
+    if (k)
+        sb_add(&body, ",\"key\":%s,\"value\":%s", k, v);
+    sb_add(&body, "}");
+    json_t *resp = request_str(API_OP_ATTENTION, body.s, reg, &e);
+    CHECK(resp != NULL, "%s: request: %s", name, e.message);
+    if (resp) {
+        float got[4096], want[4096];
+        size_t n = flatten(json_object_get(resp, "output"), got, 4096);
+        size_t nw = flatten(json_object_get(ref, "output"), want, 4096);
+        CHECK(n == nw && n > 0, "%s: output sizes %zu vs %zu", name, n, nw);
+        double err = 0;
+        for (size_t i = 0; i < n && n == nw; i++)
+            err = fmax(err, fabs((double)got[i] - (double)want[i]) / (1.0 + fabs((double)want[i])));
+        CHECK(err < 2e-5, "%s: output differs from PyTorch by %g", name, err);
+        if (json_object_get(ref, "vocab"))
+            check_vocab_model(name, reg, ref, resp);
+        json_decref(resp);
+    }
+    free(q), free(k), free(v), free(body.s);
+    json_decref(ref);
+    api_registry_destroy(reg);
+}
+
+void test_safetensors(void) {
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/safetensors/valid", cases_dir);
+    DIR *d = opendir(dir);
+    CHECK(d != NULL, "cannot open %s", dir);
+    size_t nvalid = 0, ninvalid = 0;
+    struct dirent *de;
+    while (d && (de = readdir(d)))
+        if (de->d_name[0] != '.') {
+            test_safetensors_valid(dir, de->d_name);
+            nvalid++;
+        }
+    if (d)
+        closedir(d);
+    CHECK(nvalid >= 6, "only %zu valid safetensors cases", nvalid);
+
+    snprintf(dir, sizeof dir, "%s/safetensors/invalid", cases_dir);
+    d = opendir(dir);
+    CHECK(d != NULL, "cannot open %s", dir);
+    while (d && (de = readdir(d))) {
+        if (de->d_name[0] == '.')
+            continue;
+        char path[1024], epath[1024];
+        snprintf(path, sizeof path, "%s/%s/model.safetensors", dir, de->d_name);
+        snprintf(epath, sizeof epath, "%s/%s/expect", dir, de->d_name);
+        size_t el = 0;
+        char *expect = read_file(epath, &el);
+        CHECK(expect != NULL, "cannot read %s", epath);
+        if (!expect)
+            continue;
+        while (el && (expect[el - 1] == '\n'))
+            expect[--el] = '\0';
+        api_error e = {0};
+        api_model *m = api_model_load_file(path, &e);
+        CHECK(m == NULL, "%s was accepted", path);
+        CHECK(e.status == 400 && strcmp(e.code, "invalid_model") == 0, "%s: %d %s", path, e.status,
+              e.code);
+        CHECK(strncmp(e.message, path, strlen(path)) == 0, "%s: message does not name the file",
+              path);
+        CHECK(strstr(e.message, expect) != NULL, "%s: message \"%s\" lacks \"%s\"", path, e.message,
+              expect);
+        CHECK(!strchr(e.message, '\n'), "%s: message is not one line", path);
+        api_model_destroy(m);
+        free(expect);
+        ninvalid++;
+    }
+    if (d)
+        closedir(d);
+    CHECK(ninvalid >= 60, "only %zu invalid safetensors cases", ninvalid);
+    printf("safetensors cases: %zu valid, %zu invalid\n", nvalid, ninvalid);
+
+    /* A missing file is an I/O error naming it. */
+    api_error e = {0};
+    CHECK(!api_model_load_file("/nonexistent/x.safetensors", &e) && e.status == 500 &&
+              strstr(e.message, "/nonexistent/x.safetensors"),
+          "missing file: %s", e.message);
+    /* Every prefix and random corruptions of a valid file fail cleanly or load (ASan watches
+     * the reads: each copy is exactly as long as claimed). */
+    char path[1024];
+    snprintf(path, sizeof path, "%s/safetensors/valid/bf16-kvdim-bias/model.safetensors",
+             cases_dir);
+    size_t len = 0;
+    char *ok = read_file(path, &len);
+    CHECK(ok != NULL, "read %s", path);
+    for (size_t n = 0; ok && n < len; n++) {
+        uint8_t *cut = malloc(n ? n : 1);
+        memcpy(cut, ok, n);
+        api_error ce = {0};
+        api_model *m = api_model_from_safetensors("cut", cut, n, &ce);
+        CHECK(!m && ce.status == 400 && strncmp(ce.message, "cut: ", 5) == 0,
+              "prefix of %zu bytes: %s", n, ce.message);
+        api_model_destroy(m);
+        free(cut);
+    }
+    size_t loaded = 0;
+    for (int it = 0; ok && it < 3000; it++) {
+        uint8_t *c = malloc(len);
+        memcpy(c, ok, len);
+        int flips = 1 + (int)(rnd64() % 4);
+        for (int f = 0; f < flips; f++) {
+            size_t at = (size_t)(rnd64() % (it % 2 ? len : (len < 400 ? len : 400)));
+            c[at] = (uint8_t)rnd64();
+        }
+        api_error ce = {0};
+        api_model *m = api_model_from_safetensors("fuzz", c, len, &ce);
+        CHECK(m || (ce.status && ce.message[0]), "corrupt file: no model and no error");
+        loaded += m != NULL;
+        api_model_destroy(m);
+        free(c);
+    }
+    free(ok);
+    CHECK(loaded > 0, "no corrupted file loaded at all (data flips should still load)");
+}
