@@ -117,7 +117,9 @@ static const opt OPTS[] = {
      "with Retry-After at once"},
     {"--max-connections", "ATTND_MAX_CONNECTIONS", "N", OPT_COUNT, FIELD(max_connections), 1,
      1000000, "1024",
-     "open connections at once; bodies being read hold at most this x --max-body-bytes"},
+     "open connections at once; past it a new one evicts the one idle the longest, else the one "
+     "whose request has been arriving the longest, else is shut at once (SECURITY.md: bodies "
+     "being read hold at most (this + 8 x --http-threads) x 1.5 x --max-body-bytes)"},
     {"--request-timeout", "ATTND_REQUEST_TIMEOUT", "SEC", OPT_SECONDS, FIELD(request_timeout),
      0.001, 86400, "30",
      "deadline from a request's arrival for a worker to take its job; a job still queued past it "

@@ -276,7 +276,7 @@ int srv_conns_take_head(srv_conns *cs) {
     int fd = -1;
     pthread_mutex_lock(&cs->mu);
     for (srv_conn *c = cs->list; c; c = c->next) {
-        if (!c->head || !pthread_equal(c->thread, pthread_self()))
+        if (!c->head || c->cut != SRV_CONN_LIVE || !pthread_equal(c->thread, pthread_self()))
             continue;
         if (fd != -1) { /* a second candidate */
             fd = -2;
@@ -298,8 +298,11 @@ static void *reaper_main(void *arg) {
     double period = 0.25;
     if (cs->read_timeout > 0 && cs->read_timeout / 8 < period)
         period = cs->read_timeout / 8;
-    if (cs->min_send_rate > 0 && cs->send_timeout / 8 < period)
-        period = cs->send_timeout / 8;
+    /* the send rule: a look at least every quarter second, and at most 20 a second however short
+     * --send-timeout is (each pass holds the lock that every request takes) */
+    double send_period = cs->send_timeout / 8 < 0.05 ? 0.05 : cs->send_timeout / 8;
+    if (cs->min_send_rate > 0 && send_period < period)
+        period = send_period;
     period = period < 0.01 ? 0.01 : period;
     pthread_mutex_lock(&cs->mu);
     while (!cs->reaper_stop) {

@@ -346,8 +346,9 @@ int srv_workers_submit(srv_workers *w, srv_job *job);
  * 15,000 JSON floats, a fraction of a millisecond to encode on the HTTP thread. */
 #define SRV_INLINE_MAX_REPLY ((size_t)256 << 10)
 
-/* Lets srv_workers_run_inline run jobs of at most max_flops (api_job_flops) on the caller's
- * thread; 0 (the default) never does. */
+/* Lets srv_workers_run_inline run jobs of at most max_flops (api_job_plan_flops: the plan's
+ * FLOPs; params.init weights are judged by api_job_params_cheap) on the caller's thread; 0 (the
+ * default) never does. */
 void srv_workers_set_inline(srv_workers *w, double max_flops);
 
 /* Runs job at once on the calling thread, without queueing it, when it is tiny: its flops are

@@ -2,7 +2,7 @@
  * HTTP/1.1 (RFC 9112) before libmicrohttpd parses them: every line of a request's head, of a
  * chunked body's chunk sizes and of its trailer must end in CRLF; a CR must be followed by LF; a
  * field name ends at its colon, with no whitespace before it; no field line is folded onto the
- * one before it; a chunk's data must be followed by CRLF at once.
+ * one before it; a chunk's data must be followed by CRLF at once; no line holds a NUL byte.
  *
  * Why here: libmicrohttpd 0.9.75 takes a bare LF as the end of a header line and of a chunk line,
  * and folds lines that begin with whitespace, where a proxy in front may not: the two would then
@@ -15,7 +15,8 @@
  * Content-Length bytes, or chunks up to the last one and its trailer. A request whose framing
  * attnd refuses anyway, and closes the connection after (two Content-Lengths that differ, one
  * that is not a number, Content-Length with Transfer-Encoding, a coding other than chunked: see
- * http.c), is not followed further: the rest of the connection passes as it comes.
+ * http.c; a chunk size libmicrohttpd refuses), is not followed further, and the connection
+ * reads as ended if libmicrohttpd ever asks it for more.
  *
  * A line that breaks these rules gets 400 invalid_request, written to the socket by the refuse
  * callback, and the connection ends: recv returns 0 (end of stream) to libmicrohttpd from then
@@ -189,6 +190,10 @@ static void line_reset(wire_conn *w) {
 /* One content byte of the current line (not CR or LF). NULL, or why it breaks the rules. */
 static const char *line_byte(wire_conn *w, unsigned char c) {
     bool first = w->len++ == 0;
+    /* libmicrohttpd reads its lines as C strings: a NUL ends a value, and a line that begins
+     * with one ends the head. Read on here, a NUL would make the two disagree on the framing. */
+    if (c == '\0')
+        return "a NUL byte in a line";
     switch (w->part) {
     case W_START:
         w->part = W_LINE;
@@ -345,7 +350,10 @@ ssize_t recv(int fd, void *buf, size_t len, int flags) {
     wire_conn *w = fd >= 0 && (size_t)fd < wire_nslots
                        ? atomic_load_explicit(&wire_slots[fd], memory_order_acquire)
                        : NULL;
-    if (w && w->part == W_BAD)
+    /* A connection past framing attnd refuses is closed by the reply that refuses it, so
+     * libmicrohttpd never reads it again; if it does, the two disagree on the framing, and the
+     * connection ends here without a byte more. */
+    if (w && (w->part == W_BAD || w->part == W_PASS))
         return 0;
     ssize_t got = (ssize_t)syscall(SYS_recvfrom, fd, buf, len, flags, NULL, NULL);
     if (!w || got <= 0 || (flags & MSG_PEEK))

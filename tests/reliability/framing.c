@@ -157,6 +157,36 @@ void test_framing(void) {
               "%s: the 400 should say why, and no /metrics follow: %.300s", what, x.out.p);
         free(x.out.p);
     }
+    /* A NUL byte in a line: libmicrohttpd reads its lines as C strings (a NUL ends a value, and
+     * a line that begins with one ends the head), so the framing it reads would differ from the
+     * bytes'. Each of these, followed by a GET /metrics whose lines end in bare LF, once ran
+     * that GET: a Transfer-Encoding "chunked<NUL>", a Content-Length "2<NUL>", and a NUL line
+     * that ends libmicrohttpd's head early, making the next bytes a body wire.c skipped. */
+    static const char bare_get[] = "GET /metrics HTTP/1.1\nHost: a\n\n";
+    static const struct {
+        const char *fields; /* the head's fields after head; '@' stands for a NUL byte */
+        const char *body;
+    } nul[] = {
+        {"Transfer-Encoding: chunked@\r\n\r\n", "2\r\n{}\r\n0\r\n\r\n"},
+        {"Content-Length: 2@\r\n\r\n", "{}"},
+        {"Content-Length: 12\r\n@\r\nX:aaaaaaaa\r\n\r\n", ""},
+    };
+    for (size_t i = 0; i < sizeof nul / sizeof nul[0]; i++) {
+        q.n = 0;
+        str_cat(&q, head);
+        for (const char *f = nul[i].fields; *f; f++)
+            str_add(&q, *f == '@' ? "" : f, 1); /* "" is one NUL byte */
+        str_cat(&q, nul[i].body);
+        str_cat(&q, bare_get);
+        exchange_raw(d.port, q.p, q.n, 5 * cfg.scale, &x);
+        char what[64];
+        snprintf(what, sizeof what, "NUL case %zu", i);
+        check_exchange(&x, 400, "invalid_request", true, what);
+        CHECK(strstr(x.out.p, "NUL byte") != NULL && strstr(x.out.p, "attnd_requests") == NULL,
+              "%s: the 400 should name the NUL byte, and no /metrics follow: %.300s", what,
+              x.out.p);
+        free(x.out.p);
+    }
     /* The same framings done right, one after another on one keep-alive connection: a body by
      * Content-Length, a chunked one with an extension and a trailer, a GET; each answered. */
     {
@@ -381,7 +411,8 @@ void test_framing(void) {
         check_exchange(&x, 431, NULL, true, "40 kB of headers");
         free(x.out.p);
         free(big.p);
-        exchange_raw(d.port, "GET /healthz HTTP/2.0\r\nHost: x\r\n\r\n", 35, 5 * cfg.scale, &x);
+        static const char h2[] = "GET /healthz HTTP/2.0\r\nHost: x\r\n\r\n";
+        exchange_raw(d.port, h2, sizeof h2 - 1, 5 * cfg.scale, &x); /* (once sent its NUL too) */
         check_exchange(&x, 505, NULL, true, "HTTP/2.0 in a request line");
         free(x.out.p);
     }
