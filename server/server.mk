@@ -72,8 +72,10 @@ SRV_TEST_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/server/*.c))
 
 $(SRV_TEST_OBJ): tests/server/server_test.h
 
-$(BUILD)/tests/test_server: $(SRV_TEST_OBJ) $(BUILD)/tests/harness.o
-	$(CC) $(CFLAGS) $^ -o $@ -lcurl -ljansson -lz -lpthread -lm
+# body.c calls server/body.c directly, with the job memory cache of libapi.
+$(BUILD)/tests/test_server: $(SRV_TEST_OBJ) $(BUILD)/tests/harness.o $(BUILD)/server/body.o \
+                            $(BUILD)/libapi.a $(BUILD)/libattn.a
+	$(CC) $(CFLAGS) $^ -o $@ -lcurl -ljansson -lz $(LDLIBS)
 
 .PHONY: test-server
 test-server: $(BUILD)/attnd $(BUILD)/tests/test_server

@@ -18,7 +18,7 @@
  *
  * Usage: test_server --attnd build/attnd --data build/tests/server [--openapi api/openapi.yaml]
  *                    [--promtool promtool] [--only NAME]
- *   NAME: one of startup, main, auth, v2-budget, queue, drain, batching (default all).
+ *   NAME: one of body, startup, main, auth, v2-budget, queue, drain, batching (default all).
  * Prints one line per failed check and a closing "N passed, N failed" line; exits 1 on any
  * failure. Every wait is bounded.
  */
@@ -66,6 +66,8 @@ int main(int argc, char **argv) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     double t0 = now();
 
+    if (want("body"))
+        test_body_blocks();
     if (want("startup")) {
         test_startup_refusals();
         test_broken_models();

@@ -134,6 +134,7 @@ void check_v2_error(const reply *r, long status, const char *phrase, const char 
 
 /* startup.c */
 void test_startup_refusals(void);
+void test_body_blocks(void); /* body.c: server/body.c called directly */
 void test_broken_models(void);
 
 /* v1.c */
