@@ -92,9 +92,12 @@ PY
 log "the seed example gives output row 0 = [0.70, 0.50]"
 
 # And an MHA job on the built-in demo model.
-curl -fsS -H 'Content-Type: application/json' \
+# (Each answer is read whole before grep looks at it: grep -q in a pipe closes it at the first
+# match, and under pipefail curl's "Failed writing body" then failed the check, as one run did.)
+demo=$(curl -fsS -H 'Content-Type: application/json' \
     -d "{\"query\": [$(python3 -c 'print(",".join("[" + ",".join(str((i * 7 + j) % 5 / 5) for j in range(64)) + "]" for i in range(3)))')]}" \
-    "$base/v1/attention" | grep -q '"output"' || fail "/v1/attention on the demo model failed"
+    "$base/v1/attention") || fail "/v1/attention on the demo model failed"
+grep -q '"output"' <<<"$demo" || fail "/v1/attention on the demo model failed"
 
 # And words on the built-in lesson model: 它 looks at 服务器日志 in the coreference head.
 lesson=$(curl -fsS -H 'Content-Type: application/json' -d '{"model": "lesson", "text":
@@ -110,7 +113,8 @@ PY
 log "the lesson model's coreference head reads 它 as 服务器日志"
 
 # 5. The page.
-curl -fsS "$base/" | grep -qi '<html' || fail "GET / does not serve the page"
+page=$(curl -fsS "$base/") || fail "GET / does not serve the page"
+grep -qi '<html' <<<"$page" || fail "GET / does not serve the page"
 
 # 6. Not root.
 uid=$(podman top "$NAME" user | awk 'NR == 2 {print $1}')
