@@ -29,6 +29,7 @@ enum {
     APIP_F_ENCODING,
     APIP_F_TOKENS, /* attention on a model with a vocabulary: words instead of query */
     APIP_F_TEXT,
+    APIP_F_TRACE, /* "trace": true, every step of the attention in the response */
     APIP_F_COUNT
 };
 
@@ -64,6 +65,7 @@ typedef struct apip_req {
     bool has_scale;
     float scale;
     bool base64;
+    bool trace; /* "trace": true */
     bool words;            /* "tokens" or "text": query is made from them (L words, N = 1) */
     apip_job_given *given; /* what another codec adds (apip_job_parse_given); NULL for v1 */
 } apip_req;
