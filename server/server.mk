@@ -62,7 +62,8 @@ FORCE:
 # http_oracle.py sends the PyTorch oracle grid to a live daemon, through API v1 and the Open
 # Inference Protocol; v2_client.py, a client of that protocol, discovers the models and checks
 # its answers against v1's bit for bit; openapi_methods.py checks that every route answers
-# every method as api/openapi.yaml says; readme_examples.py runs the README's Python,
+# every method as api/openapi.yaml says; tests/openapi/responses.mjs validates attnd's answers
+# (with and without a trace) against api/openapi.yaml's schemas with ajv; readme_examples.py runs the README's Python,
 # JavaScript and tritonclient examples as the README says to. Each is bounded in time.
 SRV_TEST_DIR := $(BUILD)/tests/server
 
@@ -88,5 +89,8 @@ test-server: $(BUILD)/attnd $(BUILD)/tests/test_server
 	    --models $(SRV_TEST_DIR)/models
 	timeout -k 10 120 $(PY) tests/server/openapi_methods.py --attnd $(BUILD)/attnd \
 	    --openapi api/openapi.yaml
+	@[ -d $(OPENAPI_DIR)/node_modules/ajv ] || \
+	  (cd $(OPENAPI_DIR) && npm ci --no-audit --no-fund --loglevel=error)
+	timeout -k 10 150 node tests/openapi/responses.mjs $(BUILD)/attnd
 	timeout -k 10 180 $(PY) tests/server/readme_examples.py --attnd $(BUILD)/attnd \
 	    --readme README.md

@@ -1,0 +1,115 @@
+// responses.mjs - the 200 answers of a live attnd against api/openapi.yaml's response schemas,
+// validated by ajv (JSON Schema 2020-12, which OpenAPI 3.1 uses), not by attnd's own tests.
+//
+// Sends every 200 case of tests/api_cases/requests/{attention,sdpa} to POST /v1/attention or
+// /v1/sdpa, each once as written and once with "trace": true added where the case allows one
+// (the trace's members are the schema's hardest: "-inf" strings among numbers), and validates
+// each answer against AttentionResponse or SdpaResponse. Then, so that the check can fail, a few
+// answers altered by hand must be refused. Exits 1 on any failure.
+//
+// Usage: node tests/openapi/responses.mjs ATTND_BINARY [CASES_DIR]
+import { spawn } from 'node:child_process';
+import { readFileSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { createRequire } from 'node:module';
+
+const require = createRequire(import.meta.url);
+const Ajv2020 = require('ajv/dist/2020').default;
+const yaml = require('js-yaml');
+
+const [bin, casesDir = 'tests/api_cases/requests'] = process.argv.slice(2);
+if (!bin) {
+  console.error('usage: responses.mjs ATTND_BINARY [CASES_DIR]');
+  process.exit(2);
+}
+
+let failures = 0, checks = 0;
+function check(ok, what) {
+  checks++;
+  if (!ok) { failures++; console.error(`FAIL: ${what}`); }
+}
+
+const spec = yaml.load(readFileSync(new URL('../../api/openapi.yaml', import.meta.url), 'utf8'));
+const ajv = new Ajv2020({ strict: false, allErrors: true });
+ajv.addSchema({ $id: 'spec', components: spec.components });
+const schemas = {
+  attention: ajv.getSchema('spec#/components/schemas/AttentionResponse'),
+  sdpa: ajv.getSchema('spec#/components/schemas/SdpaResponse'),
+};
+
+function start() {
+  return new Promise((resolve, reject) => {
+    const p = spawn(bin, ['--listen', '127.0.0.1:0', '--log-format', 'text'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let log = '';
+    const timer = setTimeout(() => reject(new Error(`attnd did not report its port:\n${log}`)), 15000);
+    const onData = (d) => {
+      log += d.toString();
+      const m = log.match(/listening address=127\.0\.0\.1:(\d+)/);
+      if (m) { clearTimeout(timer); resolve({ proc: p, base: `http://127.0.0.1:${m[1]}` }); }
+    };
+    p.stdout.on('data', onData);
+    p.stderr.on('data', onData);
+    p.on('exit', (code) => { clearTimeout(timer); reject(new Error(`attnd exited ${code}:\n${log}`)); });
+  });
+}
+
+function errorsOf(validate) {
+  return JSON.stringify((validate.errors || []).slice(0, 3));
+}
+
+const { proc, base } = await start();
+const timeout = setTimeout(() => { console.error('FAIL: responses.mjs took over 120 s'); proc.kill(); process.exit(1); }, 120000);
+let answers = 0, traced = 0;
+const kept = {};
+try {
+  for (const ep of ['attention', 'sdpa']) {
+    const dir = join(casesDir, ep);
+    for (const f of readdirSync(dir).filter((n) => n.endsWith('.case')).sort()) {
+      const raw = readFileSync(join(dir, f));
+      const nl = raw.indexOf(10);
+      if (!/^200\b/.test(raw.subarray(0, nl).toString())) continue;
+      const body = raw.subarray(nl + 1);
+      const bodies = [body];
+      let parsed = null;
+      try { parsed = JSON.parse(body.toString()); } catch { /* raw bytes: sent as written only */ }
+      // "trace" goes in as text, so that the rest of the body stays byte for byte (JSON.parse
+      // would round a 64-bit seed).
+      const at = body.indexOf(123); // '{'
+      if (parsed && typeof parsed === 'object' && !Array.isArray(parsed) && !('trace' in parsed) && at >= 0) {
+        bodies.push(Buffer.concat([body.subarray(0, at + 1), Buffer.from('"trace":true,'), body.subarray(at + 1)]));
+      }
+      for (const [i, b] of bodies.entries()) {
+        const r = await fetch(`${base}/v1/${ep}`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: b });
+        const text = await r.text();
+        if (i === 1 && r.status === 400 && /"field":"trace"/.test(text)) continue; // past the bound
+        check(r.status === 200, `${ep}/${f}${i ? ' with trace' : ''}: HTTP ${r.status} ${text.slice(0, 200)}`);
+        if (r.status !== 200) continue;
+        const doc = JSON.parse(text);
+        const v = schemas[ep];
+        check(v(doc), `${ep}/${f}${i ? ' with trace' : ''}: the answer does not match ${ep === 'sdpa' ? 'SdpaResponse' : 'AttentionResponse'}: ${errorsOf(v)}`);
+        answers++;
+        if (doc.trace) { traced++; kept[ep] = doc; }
+      }
+    }
+  }
+} finally {
+  clearTimeout(timeout);
+  proc.kill('SIGTERM');
+}
+
+// The check can fail: answers altered by hand are refused.
+const alter = [
+  ['attention', 'a member the trace does not have', (d) => { d.trace.extra = 1; }],
+  ['attention', 'a trace without head_outputs', (d) => { delete d.trace.head_outputs; }],
+  ['sdpa', 'masked scores holding "minus infinity"', (d) => { let x = d.trace.masked_scores; while (Array.isArray(x[0])) x = x[0]; x[0] = 'minus infinity'; }],
+  ['sdpa', 'an answer without usage', (d) => { delete d.usage; }],
+];
+for (const [ep, what, f] of alter) {
+  if (!kept[ep]) { check(false, `no ${ep} answer with a trace to alter`); continue; }
+  const d = structuredClone(kept[ep]);
+  f(d);
+  check(!schemas[ep](d), `${ep}: ${what} is refused by the schema`);
+}
+check(answers >= 100 && traced >= 40, `validated ${answers} answers, ${traced} with a trace (want at least 100 and 40)`);
+console.log(`openapi responses: ${answers} answers validated (${traced} with a trace) against api/openapi.yaml with ajv; ${checks - failures} passed, ${failures} failed`);
+process.exit(failures ? 1 : 0);
