@@ -73,6 +73,7 @@ struct api_job {
     size_t arena_bytes;    /* the arena's capacity */
     api_mem *mem;          /* where its arena, batch workspace and response come from; or NULL */
     size_t response_bytes; /* apip_response_bound of its shapes: counted with the arena */
+    size_t need_bytes;     /* the arena's size as laid out (arena_bytes may be more) */
     bool base64;           /* "encoding": "base64" */
     bool ran;              /* api_job_run succeeded */
     attn_plan plan;        /* made from the shapes, bound to the decoded masks and opts.heads */

@@ -470,6 +470,7 @@ api_job *apip_job_parse_given(api_op op, const apip_json_root *root, apip_job_gi
     job->plan = plan;
     job->init_flops = init_flops;
     job->arena_bytes = cap;
+    job->need_bytes = a.total;
     job->mem = lim->mem;
     job->response_bytes = resp;
     job->base64 = r->base64;

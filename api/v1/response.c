@@ -38,6 +38,8 @@
 #define T_USAGE      ",\"usage\":{\"flops\":"
 #define T_QUEUE_MS   ",\"queue_ms\":"
 #define T_COMPUTE_MS ",\"compute_ms\":"
+#define T_WS_BYTES   ",\"workspace_bytes\":"
+#define T_JOB_BYTES  ",\"job_bytes\":"
 #define T_B64_DTYPE  "{\"dtype\":\""
 #define T_B64_SHAPE  "\",\"shape\":"
 #define T_B64_DATA   ",\"data\":\""
@@ -253,7 +255,8 @@ static bool tensor_bound(const size_t *dims, size_t rank, bool base64, bool ints
 }
 
 bool apip_response_bound(const apip_resp_shape *rs, size_t *bytes) {
-    size_t n = LIT(T_OUTPUT) + LIT(T_USAGE T_QUEUE_MS T_COMPUTE_MS) + U64_MAX_DIGITS + 2 * MS_MAX +
+    size_t n = LIT(T_OUTPUT) + LIT(T_USAGE T_QUEUE_MS T_COMPUTE_MS T_WS_BYTES T_JOB_BYTES) +
+               3 * U64_MAX_DIGITS + 2 * MS_MAX +
                2, /* "}}" */
         t = 0;
     if (!tensor_bound(rs->out_dims, rs->out_rank, rs->base64, false, &t) || !apip_add(n, t, &n))
@@ -394,6 +397,10 @@ int api_job_respond(const api_job *job, double queue_ms, double compute_ms, api_
     apip_buf_put_ms(out, queue_ms);
     apip_buf_puts(out, T_COMPUTE_MS);
     apip_buf_put_ms(out, compute_ms);
+    apip_buf_puts(out, T_WS_BYTES);
+    apip_buf_put_u64(out, job->plan.workspace_bytes);
+    apip_buf_puts(out, T_JOB_BYTES);
+    apip_buf_put_u64(out, job->need_bytes + job->response_bytes);
     apip_buf_puts(out, "}}");
     if (out->failed) {
         out->len = start;

@@ -114,6 +114,7 @@ void test_job_flops(void);
 void test_response_limit(void);
 void test_response_bound(void);
 void test_response_bound_words(void);
+void test_usage_bytes(void);
 /* models_safetensors.c */
 void test_safetensors(void);
 /* job.c */

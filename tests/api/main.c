@@ -54,6 +54,7 @@ int main(int argc, char **argv) {
     test_response_limit();
     test_response_bound();
     test_response_bound_words();
+    test_usage_bytes();
     test_sdpa_key_masks();
     test_trace();
     test_integer_rule();

@@ -469,3 +469,56 @@ void test_response_bound_words(void) {
     }
     api_registry_destroy(models);
 }
+
+/* usage.workspace_bytes and usage.job_bytes: the job's bytes as the limit counts them (its
+ * arena and response bound), and attention's memory linear in L without weights (the tiled
+ * path) and quadratic with them, as the chapter's n² cost says. */
+void test_usage_bytes(void) {
+    api_limits lim = api_limits_default();
+    const size_t Ls[2] = {1024, 2048};
+    double ws[2][2] = {{0}}, jb[2][2] = {{0}};
+    for (int li = 0; li < 2; li++)
+        for (int weights = 0; weights < 2; weights++) {
+            size_t L = Ls[li], dims[2] = {L, 8};
+            float *x = malloc(L * 8 * sizeof *x);
+            for (size_t i = 0; i < L * 8; i++)
+                x[i] = (float)(i % 13) / 13.0f;
+            sb b = {0};
+            sb_add(&b, "{\"encoding\":\"base64\",\"need_weights\":%s,\"q\":",
+                   weights ? "true" : "false");
+            sb_tensor_b64(&b, x, dims, 2);
+            sb_add(&b, ",\"k\":");
+            sb_tensor_b64(&b, x, dims, 2);
+            sb_add(&b, ",\"v\":");
+            sb_tensor_b64(&b, x, dims, 2);
+            sb_add(&b, "}");
+            api_error e = {0};
+            api_job *job = api_job_parse(API_OP_SDPA, b.s, strlen(b.s), NULL, &lim, &e);
+            CHECK(job != NULL, "L = %zu: %s", L, e.message);
+            json_t *j = job ? request(API_OP_SDPA, b.s, strlen(b.s), NULL, &lim, &e) : NULL;
+            const json_t *u = json_object_get(j, "usage");
+            CHECK(json_is_integer(json_object_get(u, "workspace_bytes")) &&
+                      json_is_integer(json_object_get(u, "job_bytes")),
+                  "L = %zu: usage has workspace_bytes and job_bytes", L);
+            ws[li][weights] = (double)json_integer_value(json_object_get(u, "workspace_bytes"));
+            jb[li][weights] = (double)json_integer_value(json_object_get(u, "job_bytes"));
+            if (job)
+                CHECK(jb[li][weights] ==
+                          (double)(api_job_bytes(job) + api_job_response_bytes(job)),
+                      "L = %zu: job_bytes %.0f is the arena and the response bound (%zu + %zu)",
+                      L, jb[li][weights], api_job_bytes(job), api_job_response_bytes(job));
+            api_job_destroy(job);
+            json_decref(j);
+            free(x);
+            free(b.s);
+        }
+    /* Without weights the attention's scratch does not grow with L (tiles of keys), and the job
+     * stays far below one L x L matrix; with them the job holds L² floats (and its response). */
+    CHECK(ws[1][0] <= ws[0][0] * 1.01 + 4096, "no weights: workspace %.0f at L 2048, %.0f at 1024",
+          ws[1][0], ws[0][0]);
+    CHECK(jb[1][0] < 2048.0 * 2048 * 4 / 8, "no weights: job_bytes %.0f at L 2048 is under 1/8 of "
+          "one L x L float32 matrix", jb[1][0]);
+    CHECK(jb[1][1] > 2048.0 * 2048 * 4 && jb[1][1] / jb[0][1] > 3.5,
+          "weights: job_bytes %.0f at L 2048 holds the L x L map and grows as L² (%.2fx from 1024)",
+          jb[1][1], jb[1][1] / jb[0][1]);
+}
