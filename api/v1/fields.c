@@ -18,8 +18,7 @@
 static const char *const attention_fields[APIP_F_COUNT] = {
     "query",  "key",           "value",    "model",     "params",    NULL,
     "causal", "key_lengths",   "key_mask", "attn_mask", "attn_bias", "need_weights",
-    "heads",  "weights_top_k", "encoding", "tokens",    "text",
-    [APIP_F_ADD_SPECIAL] = "add_special_tokens"};
+    "heads",  "weights_top_k", "encoding", "tokens",    "text",      "add_special_tokens"};
 
 static const char *const sdpa_fields[APIP_F_COUNT] = {
     "q",           "k",        "v",         NULL,        NULL,           "scale", "causal",
