@@ -90,3 +90,4 @@ test-server: $(BUILD)/attnd $(BUILD)/tests/test_server
 	    --openapi api/openapi.yaml
 	timeout -k 10 180 $(PY) tests/server/readme_examples.py --attnd $(BUILD)/attnd \
 	    --readme README.md
+	timeout -k 10 180 $(PY) tests/server/lesson_rules.py --attnd $(BUILD)/attnd

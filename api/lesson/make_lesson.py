@@ -162,7 +162,7 @@ def position_encoding():
 # G_h[i][j]. W_Q carries a factor 8 to undo libattn's 1/sqrt(64). The constants below are the
 # scores softmax sees.
 
-WALL = 40.0        # relation heads: the token itself and every later token get -40 (e^-40 ~ 4e-18)
+WALL = 64.0        # relation heads: the token itself and every later token get -64 (e^-64 ~ 2e-28)
 ADJ = 8.0          # adjacent: every key but the two neighbours i-1 and i+1 gets -8
 ADJ_START = 3.0    # ... the start token as a neighbour -3 (word 1 looks ahead when it may)
 ADJ_SELF = 11.0    # ... and the start token's own row +11 on itself (8 over word 1)
@@ -177,7 +177,7 @@ STRUCT_CLOSE = 24.0  # ... a closing bracket or quote meets an opening one of it
 STRUCT_SINK = 26.0   # ... the start token (the start of the text is a boundary)
 CO_MATCH = 5.0     # coreference: 它 meets a thing or system, 他 a person it can stand for
 CO_MISMATCH = 8.0  # ... and the other kind gets -8
-CO_PLAIN = 4.0     # ... every other word (not the start token) gets -4 from a pronoun
+CO_PLAIN = 8.0     # ... every other word (not the start token) gets -8 from a pronoun
 CO_FIRST = 0.25    # ... - 0.25 log2(j): of two candidates, the earlier mention (the topic) wins
 CO_SINK = 10.0     # ... rows of other words rest on the start token: +10 there
 
@@ -200,8 +200,9 @@ def position_tables():
             G[0, i, j] = 0 if abs(j - i) == 1 or i == j == 0 else -ADJ
             for h in (1, 2, 3):
                 G[h, i, j] = -WALL if j > i or (j == i and i > 0) else 0
-            if j < i:
+            if 0 < j < i:  # (the start token, at 0, is not nearer or farther for subject)
                 G[1, i, j] = log_term(SUBJ_NEAR, i - j)
+            if j < i:
                 G[2, i, j] = recency(i - j)
                 G[3, i, j] = log_term(CO_FIRST, j) if j > 0 else 0
     return G
