@@ -94,3 +94,4 @@ test-server: $(BUILD)/attnd $(BUILD)/tests/test_server
 	timeout -k 10 150 node tests/openapi/responses.mjs $(BUILD)/attnd
 	timeout -k 10 180 $(PY) tests/server/readme_examples.py --attnd $(BUILD)/attnd \
 	    --readme README.md
+	timeout -k 10 180 $(PY) tests/server/lesson_rules.py --attnd $(BUILD)/attnd
