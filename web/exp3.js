@@ -1,18 +1,20 @@
 // 实验三, no peeking at the future: one word of the sentence replaced, with the causal mask and
 // without it, and how much each row's output changed.
 
-import { isWordToken, runSeq, state, t, view, writeUrl } from './state.js';
+import { isStart, isWordToken, runSeq, state, t, view, writeUrl } from './state.js';
 import { $, fillSelect, tokenItems } from './dom.js';
 import { loadVocab, post, vocabLists } from './api.js';
 import { readTensor } from './tensors.js';
 import { renderError, setFailure, setStatus, status } from './status.js';
+import { drawExp3Maps } from './exp3map.js';
 
 // ---- 实验三: no peeking at the future --------------------------------------------------------
 //
 // The sentence's words A and the same words with word t replaced, B, go to the API twice each
 // (causal top-left, then without the mask) as tokens with base64 outputs; per row i the page
 // shows max_c |A_out[i][c] − B_out[i][c]| and whether the row's float32 values are bit for bit
-// the same.
+// the same, in a table and on A's weights (exp3map.js). The tokens go without the model's start
+// token, which the API puts back (so A's rows are the run's).
 
 let exp3 = null; // {key, t, w, on, off}: the runs of the last settings; on/off are rows or null
 let exp3Runs = 0; // runs so far, shown as the result's data-runs (the tests wait on it)
@@ -20,7 +22,7 @@ let exp3Runs = 0; // runs so far, shown as the result's data-runs (the tests wai
 // Position t: the chosen one, else the last word (数据库 in "Redis 是一个内存数据库。").
 function exp3Pos(v) {
   if (Number.isInteger(state.e3t) && state.e3t >= 0 && state.e3t < v.l) return state.e3t;
-  for (let i = v.l - 1; i >= 0; i--) if (isWordToken(v.qTokens[i])) return i;
+  for (let i = v.l - 1; i >= 0; i--) if (isWordToken(v.tokens[i]) && !isStart(v, i)) return i;
   return v.l - 1;
 }
 
@@ -28,11 +30,11 @@ function exp3Pos(v) {
 // first word that differs.
 function exp3Word(v, vocab, t3) {
   if (state.e3w) return state.e3w;
-  const cur = v.qTokens[t3];
+  const cur = v.tokens[t3];
   return ['缓存', '数据库'].concat(vocab || []).find((w) => w !== cur && (!vocab || vocab.includes(w))) || cur;
 }
 
-const exp3Key = (v, t3, w) => JSON.stringify([v.model, v.qTokens, t3, w]);
+const exp3Key = (v, t3, w) => JSON.stringify([v.model, v.tokens, t3, w]);
 
 // 2.48 × 10⁻³ (a power of ten, readable from the back of a room).
 function pow10(x) {
@@ -65,16 +67,18 @@ export async function runExp3(causal) {
   try { vocab = await loadVocab(v.model); } catch { /* the default word then */ }
   const t3 = exp3Pos(v), w = exp3Word(v, vocab, t3), key = exp3Key(v, t3, w);
   if (causal || !exp3 || exp3.key !== key) exp3 = { key, t: t3, w, on: null, off: null };
-  const a = v.qTokens, b = a.slice();
-  b[t3] = w;
-  const body = (tokens) => Object.assign({ model: v.model, tokens, need_weights: false, encoding: 'base64' },
+  const off = v.start === 0 ? 1 : 0, a = v.tokens.slice(off), b = a.slice();
+  b[t3 - off] = w;
+  const body = (tokens) => Object.assign({ model: v.model, tokens, need_weights: 'per_head', encoding: 'base64' },
     causal ? { causal: 'top_left' } : {});
   setStatus('loading', 'status.busy');
   try {
     const [ra, rb] = await Promise.all([post('v1/attention', body(a)), post('v1/attention', body(b))]);
     if (seq !== runSeq || view !== v) return;
-    const oa = readTensor(ra.output), ob = readTensor(rb.output);
+    const oa = readTensor(ra.output), ob = readTensor(rb.output), wa = readTensor(ra.weights);
     exp3[causal ? 'on' : 'off'] = deltaRows(oa.data, ob.data, v.l, oa.shape[oa.shape.length - 1]);
+    const hw = v.l * v.l; // A's weights per head, (H, L, L)
+    exp3[causal ? 'wOn' : 'wOff'] = Array.from({ length: wa.data.length / hw }, (_, h) => wa.data.slice(h * hw, (h + 1) * hw));
     exp3.runs = (exp3Runs += 1);
     state.e3 = causal ? 1 : 2;
     writeUrl();
@@ -128,6 +132,7 @@ export function drawExp3(v) {
       ? t('exp3.off.leak', { c: changed.length, n: t3, max: pow10(Math.max(...changed.map((r) => r.max))) })
       : t('exp3.off.none');
   }
+  drawExp3Maps(v, cur, t3);
   const tbl = $('exp3-table');
   tbl.textContent = '';
   const head = document.createElement('tr');
