@@ -69,13 +69,16 @@ export async function runExp3(causal) {
   if (causal || !exp3 || exp3.key !== key) exp3 = { key, t: t3, w, on: null, off: null };
   const off = v.start === 0 ? 1 : 0, a = v.tokens.slice(off), b = a.slice();
   b[t3 - off] = w;
-  const body = (tokens) => Object.assign({ model: v.model, tokens, need_weights: 'per_head', encoding: 'base64' },
+  const body = (tokens, nw = false) => Object.assign({ model: v.model, tokens, need_weights: nw, encoding: 'base64' },
     causal ? { causal: 'top_left' } : {});
   setStatus('loading', 'status.busy');
   try {
-    const [ra, rb] = await Promise.all([post('v1/attention', body(a)), post('v1/attention', body(b))]);
+    // The outputs compared come from requests alike but for word t; A's weights (for the
+    // heatmaps) from a third.
+    const [ra, rb, rw] = await Promise.all([post('v1/attention', body(a)), post('v1/attention', body(b)),
+      post('v1/attention', body(a, 'per_head'))]);
     if (seq !== runSeq || view !== v) return;
-    const oa = readTensor(ra.output), ob = readTensor(rb.output), wa = readTensor(ra.weights);
+    const oa = readTensor(ra.output), ob = readTensor(rb.output), wa = readTensor(rw.weights);
     exp3[causal ? 'on' : 'off'] = deltaRows(oa.data, ob.data, v.l, oa.shape[oa.shape.length - 1]);
     const hw = v.l * v.l; // A's weights per head, (H, L, L)
     exp3[causal ? 'wOn' : 'wOff'] = Array.from({ length: wa.data.length / hw }, (_, h) => wa.data.slice(h * hw, (h + 1) * hw));

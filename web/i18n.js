@@ -302,7 +302,7 @@ export const STRINGS = {
 
     'steps.title': '逐步计算：softmax(QK^T / √d_k) V',
     'steps.pick': '选中一个头（注意力权重选“每个头”），就能看到它的逐步计算。',
-    'steps.notrace': '逐步计算表需要这次运行的中间结果（"trace": true），API 没有给出：{msg}',
+    'steps.notrace': '逐步计算表需要这次运行的中间结果（请求里的 "trace"），API 没有给出：{msg}',
     'steps.wide': '每个头的 Q、K 有 {dk} 维，V 有 {dv} 维，放不进表格。下面的分数就是它们的乘积。',
     'row.pick': '行（查询词）',
     'row.title': '{name}里「{q}」这一行，逐步计算',

@@ -45,7 +45,9 @@ export function drawReceived(v, h, i, r, box) {
     }
     tbl.append(tr);
   }
-  box.append(tbl);
+  const wrap = el('div', 'canvas-wrap');
+  wrap.append(tbl);
+  box.append(wrap);
   if (!(v.words && v.model)) return;
   // The nearest vocabulary word, once the vocabulary's value vectors are read (once per model).
   const line = el('p', 'verdict nearest', t('recv.loading'));

@@ -143,7 +143,7 @@ function templates(strings) {
 }
 
 // Words a Chinese string may keep: the chapters' own (token, softmax), names, and protocols.
-const ZH_KEEPS = new Set(['token', 'softmax', 'attnd', 'demo', 'API', 'JSON', 'HTTP', 'GET', 'QK', 'Redis']);
+const ZH_KEEPS = new Set(['token', 'softmax', 'attnd', 'demo', 'API', 'JSON', 'HTTP', 'GET', 'QK', 'Redis', 'CLS', 'SEP']);
 
 // The English words left in a Chinese string once its placeholders, "quoted code" and URL paths
 // are set aside; single letters are symbols (Q, K, V, d_k, L, E).
