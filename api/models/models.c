@@ -28,6 +28,8 @@ struct api_model {
     float *tables, *tok, *pos;
     size_t p;                 /* 0 when there is no position table */
     apip_strlist *head_names; /* (H) or NULL */
+    bool has_start;           /* a start token (__metadata__.start_token): vocab->s[start] */
+    uint32_t start;
 };
 
 /* Allocates a model whose tensors are zeroed: in_proj_weight (3E, E) when packed, else
@@ -137,6 +139,17 @@ int apip_model_set_vocab(api_model *m, apip_strlist *tokens, size_t p, float **t
 void apip_model_set_head_names(api_model *m, apip_strlist *names) {
     apip_strlist_free(m->head_names);
     m->head_names = names;
+}
+
+bool apip_model_start_token(const api_model *m, uint32_t *id) {
+    if (m->has_start && id)
+        *id = m->start;
+    return m->has_start;
+}
+
+void apip_model_set_start_token(api_model *m, uint32_t id) {
+    m->has_start = m->vocab && id < m->vocab->n;
+    m->start = id;
 }
 
 void apip_model_set_source(api_model *m, const char *source) {
@@ -364,6 +377,11 @@ static void model_json(const api_registry *r, const api_model *m, bool full, api
         apip_buf_puts(out, ",\"head_names\":");
         apip_strlist_json(m->head_names, out);
     }
+    apip_buf_puts(out, ",\"start_token\":"); /* every model: a token, or null */
+    if (m->has_start)
+        api_buf_json_string(out, m->vocab->s[m->start], m->vocab->len[m->start]);
+    else
+        apip_buf_puts(out, "null");
     if (full) {
         apip_buf_puts(out, ",\"vocab\":");
         apip_strlist_json(m->vocab, out);

@@ -145,25 +145,39 @@ const apip_strlist *apip_model_head_names(const api_model *m);
 int apip_model_set_vocab(api_model *m, apip_strlist *tokens, size_t p, float **tok, float **pos,
                          api_error *err);
 void apip_model_set_head_names(api_model *m, apip_strlist *names); /* takes names */
+
+/* Model m's start token (__metadata__.start_token): true with its index in the vocabulary in *id
+ * (id may be NULL), false when m has none. A request's tokens or text get it at position 0 unless
+ * the request says "add_special_tokens": false. */
+bool apip_model_start_token(const api_model *m, uint32_t *id);
+
+/* Makes token id (< the vocabulary's size) m's start token. m must have a vocabulary. */
+void apip_model_set_start_token(api_model *m, uint32_t id);
 void apip_model_set_source(api_model *m, const char *source);      /* a static string */
 
 /* ---- Words of a request (vocab.c) ------------------------------------------------------------ */
 
+/* The token of vocabulary v that is exactly s (n bytes): true with *id, false when none. */
+bool apip_vocab_find(const apip_strlist *v, const char *s, size_t n, uint32_t *id);
+
 /* The words of POST /v1/attention for a model with a vocabulary: tokens_val is the value of
  * "tokens" (a JSON list of strings, each looked up whole) or text_val that of "text" (a JSON
  * string split by longest match, whitespace separating and dropped); exactly one is non-NULL.
+ * With start true and a model that has a start token (apip_model_start_token), that token comes
+ * first, at position 0, before the request's words, and counts as one of them.
  * apip_words_count counts them, checking every word: 400 invalid_field for a malformed list or
- * no words at all, 400 unknown_token (field "tokens[i]" or "text", the message quoting the word
- * and, for text, its offset in characters) for a word the vocabulary lacks, 400 invalid_field
- * for more words than m's position table holds, 413 job_too_large for more than max_words.
- * Counting stops at the first error. 0 or -1 with err. */
-int apip_words_count(const api_model *m, const char *tokens_val, const char *text_val,
+ * no words at all (the start token alone is not a text), 400 unknown_token (field "tokens[i]" or
+ * "text", the message quoting the word and, for text, its offset in characters) for a word the
+ * vocabulary lacks, 400 invalid_field for more words than m's position table holds (the start
+ * token included), 413 job_too_large for more than max_words. Counting stops at the first
+ * error. 0 or -1 with err. */
+int apip_words_count(const api_model *m, const char *tokens_val, const char *text_val, bool start,
                      size_t max_words, size_t *count, api_error *err);
 
-/* For words apip_words_count accepted (count of them): writes their token ids into ids (count)
- * and their embeddings, token_embeddings row plus position_embeddings row i for word i, into x
- * (count, E). */
-void apip_words_embed(const api_model *m, const char *tokens_val, const char *text_val,
+/* For words apip_words_count accepted (count of them, with the same start): writes their token
+ * ids into ids (count) and their embeddings, token_embeddings row plus position_embeddings row i
+ * for word i, into x (count, E). */
+void apip_words_embed(const api_model *m, const char *tokens_val, const char *text_val, bool start,
                       uint32_t *ids, float *x);
 
 #endif

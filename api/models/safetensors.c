@@ -9,7 +9,9 @@
  *
  * A model that takes words carries a vocabulary: __metadata__ "vocab", a JSON list of token
  * strings held in one metadata string, with the tensors token_embeddings (V, E) and optionally
- * position_embeddings (P, E); __metadata__ "head_names" (a JSON list likewise) names the heads.
+ * position_embeddings (P, E); __metadata__ "head_names" (a JSON list likewise) names the heads,
+ * and __metadata__ "start_token", one token of the vocabulary, is put before the words of every
+ * request (unless it says "add_special_tokens": false).
  *
  * Legend: E embedding width, kdim/vdim the key and value widths, V vocabulary size, P
  * positions. */
@@ -129,9 +131,10 @@ static int read_entry(st_ctx *c, const char *name, const char *obj, st_tensor *t
     return 0;
 }
 
-/* Reads num_heads into *h, and the values of vocab and head_names (NULL when absent). */
+/* Reads num_heads into *h, and the values of vocab, head_names and start_token (NULL when
+ * absent). */
 static int read_num_heads(st_ctx *c, const char *meta, size_t *h, const char **vocab,
-                          const char **names) {
+                          const char **names, const char **start) {
     if (apip_jv_kind(meta) != '{')
         return st_fail(c, "__metadata__ is not an object");
     const char *it = meta, *val = NULL;
@@ -140,13 +143,16 @@ static int read_num_heads(st_ctx *c, const char *meta, size_t *h, const char **v
     while (apip_jv_obj_next(&it, &key, &val)) {
         if (apip_jv_kind(val) != '"')
             return st_fail(c, "__metadata__ values must be strings");
-        const char **list = apip_jv_streq(key, "vocab")        ? vocab
-                            : apip_jv_streq(key, "head_names") ? names
-                                                               : NULL;
+        const char **list = apip_jv_streq(key, "vocab")         ? vocab
+                            : apip_jv_streq(key, "head_names")  ? names
+                            : apip_jv_streq(key, "start_token") ? start
+                                                                : NULL;
         if (list) {
             if (*list)
                 return st_fail(c, "__metadata__.%s appears twice",
-                               list == vocab ? "vocab" : "head_names");
+                               list == vocab   ? "vocab"
+                               : list == names ? "head_names"
+                                               : "start_token");
             *list = val;
             continue;
         }
@@ -247,11 +253,28 @@ static int read_lists(st_ctx *c, const char *vocab_val, const char *names_val, s
     return 0;
 }
 
+/* The start token of __metadata__ (val: its JSON string) in vocab (NULL when the file has
+ * none): true with *id, or false with c->err. */
+static bool read_start(st_ctx *c, const char *val, const apip_strlist *vocab, uint32_t *id) {
+    char tok[APIP_TOKEN_MAX_BYTES + 1], shown[80];
+    size_t n = apip_jv_decode(apip_jv_string(val), tok, sizeof tok);
+    if (!vocab)
+        return st_fail(c, "__metadata__.start_token needs __metadata__.vocab, the list of tokens "
+                          "it is one of"),
+               false;
+    if (n < sizeof tok && apip_vocab_find(vocab, tok, n, id))
+        return true;
+    apip_word_quote(shown, sizeof shown, tok, n < sizeof tok ? n : strlen(tok));
+    return st_fail(c, "__metadata__.start_token %s is not a token of __metadata__.vocab", shown),
+           false;
+}
+
 /* What a file's header says, and where its data is. */
 typedef struct st_file {
     st_tensor t[T_COUNT];              /* by APIP_P_* and T_* */
     size_t h;                          /* num_heads */
     const char *vocab_val, *names_val; /* the metadata lists' JSON values; NULL when absent */
+    const char *start_val;             /* __metadata__.start_token's JSON value; NULL if absent */
     const uint8_t *data;               /* the data section, data_len bytes */
     size_t data_len;
 } st_file;
@@ -284,7 +307,7 @@ static int read_header(st_ctx *c, const uint8_t *bytes, size_t len, st_file *f) 
             if (have_meta)
                 return st_fail(c, "__metadata__ appears twice");
             have_meta = true;
-            if (read_num_heads(c, val, &f->h, &f->vocab_val, &f->names_val))
+            if (read_num_heads(c, val, &f->h, &f->vocab_val, &f->names_val, &f->start_val))
                 return -1;
             continue;
         }
@@ -479,10 +502,12 @@ static api_model *parse(const char *label, const char *name, const uint8_t *byte
         return NULL;
     /* The vocabulary: its lists first, then the shapes of its tables. */
     apip_strlist *vocab = NULL, *names = NULL;
+    uint32_t start = 0;
     if (read_lists(c, f.vocab_val, f.names_val, f.h, &vocab, &names))
         return NULL;
     api_model *m = NULL;
-    if (!check_shapes(c, &f, e, kdim, vdim, vocab, &npos))
+    if ((!f.start_val || read_start(c, f.start_val, vocab, &start)) &&
+        !check_shapes(c, &f, e, kdim, vdim, vocab, &npos))
         m = apip_model_alloc(name, "file", e, f.h, kdim, vdim, packed, f.t[APIP_P_IN_B].present,
                              f.t[APIP_P_OUT_B].present, err);
     if (!m) {
@@ -490,7 +515,10 @@ static api_model *parse(const char *label, const char *name, const uint8_t *byte
         apip_strlist_free(names);
         return NULL;
     }
-    return fill_model(c, m, &f, vocab, names, npos);
+    m = fill_model(c, m, &f, vocab, names, npos);
+    if (m && f.start_val)
+        apip_model_set_start_token(m, start);
+    return m;
 }
 
 api_model *api_model_from_safetensors(const char *name, const uint8_t *bytes, size_t len,

@@ -35,6 +35,10 @@ static bool find_exact(const apip_strlist *v, const char *s, size_t n, uint32_t 
     return false;
 }
 
+bool apip_vocab_find(const apip_strlist *v, const char *s, size_t n, uint32_t *id) {
+    return find_exact(v, s, n, id);
+}
+
 /* The longest token that s (n bytes) starts with: true with *id and its length *len. */
 static bool find_longest(const apip_strlist *v, const char *s, size_t n, uint32_t *id,
                          size_t *len) {
@@ -154,7 +158,7 @@ static void rd_unknown(text_rd *r, const apip_strlist *v, char *out, size_t cap)
 
 /* ---- Words of a request ------------------------------------------------------------------- */
 
-int apip_words_count(const api_model *m, const char *tokens_val, const char *text_val,
+int apip_words_count(const api_model *m, const char *tokens_val, const char *text_val, bool start,
                      size_t max_words, size_t *count, api_error *err) {
     const apip_strlist *v = apip_model_vocab(m);
     const char *name = apip_model_name(m);
@@ -162,7 +166,8 @@ int apip_words_count(const api_model *m, const char *tokens_val, const char *tex
     size_t p = 0;
     apip_model_position_embeddings(m, &p);
     char shown[80];
-    size_t n = 0;
+    /* n counts the words with the start token; first is 1 when it leads them. */
+    size_t first = start && apip_model_start_token(m, NULL) ? 1 : 0, n = first;
     if (!v)
         return api_fail(err, 400, "invalid_field", field,
                         "model %s has no vocabulary, so it takes no %s: send query embeddings (L, "
@@ -176,7 +181,7 @@ int apip_words_count(const api_model *m, const char *tokens_val, const char *tex
         char path[48], word[APIP_TOKEN_MAX_BYTES + 1];
         while (apip_jv_arr_next(&it, &el)) {
             if (apip_jv_kind(el) != '"') {
-                snprintf(path, sizeof path, "tokens[%zu]", n); /* made only for an error */
+                snprintf(path, sizeof path, "tokens[%zu]", n - first); /* only for an error */
                 return api_fail(err, 400, "invalid_field", path,
                                 "%s is not a string: tokens is the list of words of one text (it "
                                 "has no batch dimension)",
@@ -185,7 +190,7 @@ int apip_words_count(const api_model *m, const char *tokens_val, const char *tex
             size_t k = apip_jv_decode(apip_jv_string(el), word, sizeof word);
             uint32_t id;
             if (k >= sizeof word || !find_exact(v, word, k, &id)) {
-                snprintf(path, sizeof path, "tokens[%zu]", n);
+                snprintf(path, sizeof path, "tokens[%zu]", n - first);
                 apip_word_quote(shown, sizeof shown, word, k < sizeof word ? k : strlen(word));
                 return api_fail(err, 400, "unknown_token", path,
                                 "%s %s is not in the vocabulary of model %s (%zu tokens: GET "
@@ -214,13 +219,16 @@ int apip_words_count(const api_model *m, const char *tokens_val, const char *tex
                             shown, at, name, v->n, name);
         }
     }
-    if (n == 0)
+    if (n == first)
         return api_fail(err, 400, "invalid_field", field, "%s holds no words", field);
     if (p && n > p)
         return api_fail(err, 400, "invalid_field", field,
                         "%s has more than %zu words, the most model %s has positions for "
-                        "(position_embeddings)",
-                        field, p, name);
+                        "(position_embeddings)%s",
+                        field, p - first, name,
+                        first ? ", besides its start token at position 0 (\"add_special_tokens\": "
+                                "false leaves it out)"
+                              : "");
     if (n > max_words)
         return api_fail(err, 413, "job_too_large", field,
                         "%s has more than %zu words, over the max_dim limit", field, max_words);
@@ -228,12 +236,14 @@ int apip_words_count(const api_model *m, const char *tokens_val, const char *tex
     return 0;
 }
 
-void apip_words_embed(const api_model *m, const char *tokens_val, const char *text_val,
+void apip_words_embed(const api_model *m, const char *tokens_val, const char *text_val, bool start,
                       uint32_t *ids, float *x) {
     const apip_strlist *v = apip_model_vocab(m);
     const float *tok = apip_model_token_embeddings(m);
     size_t p = 0, e = api_model_describe(m).embed_dim, n = 0;
     const float *pos = apip_model_position_embeddings(m, &p);
+    if (start && apip_model_start_token(m, &ids[0]))
+        n++;
     if (tokens_val) {
         const char *it = tokens_val, *el = NULL;
         char word[APIP_TOKEN_MAX_BYTES + 1];

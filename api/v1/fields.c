@@ -18,7 +18,8 @@
 static const char *const attention_fields[APIP_F_COUNT] = {
     "query",  "key",           "value",    "model",     "params",    NULL,
     "causal", "key_lengths",   "key_mask", "attn_mask", "attn_bias", "need_weights",
-    "heads",  "weights_top_k", "encoding", "tokens",    "text"};
+    "heads",  "weights_top_k", "encoding", "tokens",    "text",
+    [APIP_F_ADD_SPECIAL] = "add_special_tokens"};
 
 static const char *const sdpa_fields[APIP_F_COUNT] = {
     "q",           "k",        "v",         NULL,        NULL,           "scale", "causal",
@@ -172,6 +173,12 @@ static int words_inputs(apip_req *r) {
                    "%s needs a model with a vocabulary (GET /v1/models shows vocab_size), not "
                    "params",
                    field);
+    const char *add = r->f[APIP_F_ADD_SPECIAL];
+    if (add && apip_jv_kind(add) != 't' && apip_jv_kind(add) != 'f')
+        return bad(r, "add_special_tokens",
+                   "add_special_tokens must be true (the default: the model's start token, if it "
+                   "has one, goes first) or false");
+    r->add_special = !add || apip_jv_kind(add) == 't';
     r->words = true;
     r->rank = 2;
     r->n = 1;
@@ -181,8 +188,8 @@ static int words_inputs(apip_req *r) {
 /* Counts the words against the model's vocabulary: L = S = their number. */
 static int words_count(apip_req *r) {
     size_t count = 0, elems = 0;
-    if (apip_words_count(r->model, r->f[APIP_F_TOKENS], r->f[APIP_F_TEXT], r->lim->max_dim, &count,
-                         r->err))
+    if (apip_words_count(r->model, r->f[APIP_F_TOKENS], r->f[APIP_F_TEXT], r->add_special,
+                         r->lim->max_dim, &count, r->err))
         return -1;
     if (!apip_mul(count, r->e, &elems) || elems > SIZE_MAX / sizeof(float))
         return api_fail(r->err, 413, "job_too_large", NULL,
@@ -196,6 +203,10 @@ static int attention_inputs(apip_req *r) {
     char sh[96];
     if (r->f[APIP_F_TOKENS] || r->f[APIP_F_TEXT])
         return words_inputs(r);
+    if (r->f[APIP_F_ADD_SPECIAL])
+        return bad(r, "add_special_tokens",
+                   "add_special_tokens goes only with tokens or text: query, key and value are "
+                   "embeddings, to which no token can be added");
     if (!r->f[APIP_F_QUERY])
         return bad(r, "query", "query is required: (L, E) or (N, L, E)");
     if (probe(r, &r->x[0], "query", r->f[APIP_F_QUERY], 3))

@@ -219,9 +219,10 @@ void test_registry(void) {
     api_registry_list_json(r, &b);
     const char *want = "{\"default\":\"id\\\"x\",\"models\":[{\"name\":\"demo\",\"embed_dim\":64,"
                        "\"num_heads\":4,\"kdim\":64,\"vdim\":64,\"source\":\"builtin\","
-                       "\"has_bias\":false,\"vocab_size\":0},{\"name\":\"id\\\"x\",\"embed_dim\":4,"
+                       "\"has_bias\":false,\"vocab_size\":0,\"start_token\":null},{\"name\":\"id\\\"x\","
+                       "\"embed_dim\":4,"
                        "\"num_heads\":2,\"kdim\":4,\"vdim\":4,\"source\":\"builtin\","
-                       "\"has_bias\":false,\"vocab_size\":0}]}";
+                       "\"has_bias\":false,\"vocab_size\":0,\"start_token\":null}]}";
     CHECK(b.len == strlen(want) && memcmp(b.data, want, b.len) == 0, "list: %.*s", (int)b.len,
           b.data);
     api_buf_free(&b);

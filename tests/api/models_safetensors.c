@@ -26,6 +26,85 @@ static float *output_of(json_t *resp, size_t *n) {
     return o;
 }
 
+/* A model with a start token (reference.json's start_token, the model registered as "model"):
+ * "add_special_tokens": false leaves it out of text and tokens; the start token counts against
+ * the position table; add_special_tokens with query, or not a boolean, is a 400. */
+static void check_start_token(const char *name, api_registry *reg, const json_t *ref,
+                              const char *start) {
+    json_t *sp = json_array_get(json_object_get(ref, "splits"), 0);
+    json_t *with = json_object_get(sp, "tokens"), *without = json_deep_copy(with);
+    json_array_remove(without, 0);
+    api_error e = {0};
+    for (int k = 0; k < 2; k++) { /* text, then tokens */
+        json_t *body = json_pack("{s:s,s:O,s:b}", "model", "model", k ? "tokens" : "text",
+                                 k ? without : json_object_get(sp, "text"),
+                                 "add_special_tokens", 0);
+        char *bs = json_dumps(body, JSON_COMPACT);
+        json_t *r = request_str(API_OP_ATTENTION, bs, reg, &e);
+        json_t *out = json_object_get(r, "output");
+        CHECK(r && same_strings(json_object_get(r, "tokens"), without) &&
+                  json_array_size(out) == json_array_size(without),
+              "%s: %s: the words alone, without %s (%s)", name, bs, start, e.message);
+        json_decref(r);
+        free(bs);
+        /* "add_special_tokens": true is the default: the same answer as without the field. */
+        json_object_set_new(body, "add_special_tokens", json_true());
+        bs = json_dumps(body, JSON_COMPACT);
+        r = request_str(API_OP_ATTENTION, bs, reg, &e);
+        CHECK(r && same_strings(json_object_get(r, "tokens"), with),
+              "%s: %s: the start token first (%s)", name, bs, e.message);
+        json_decref(r);
+        free(bs);
+        json_decref(body);
+    }
+    json_decref(without);
+
+    /* max_tokens counts the start token: max_tokens words fit only without it. */
+    size_t p = (size_t)json_number_value(json_object_get(ref, "max_tokens"));
+    json_t *full = json_array();
+    for (size_t i = 0; i < p; i++)
+        json_array_append_new(full, json_string("b"));
+    json_t *body = json_pack("{s:s,s:O}", "model", "model", "tokens", full);
+    char *bs = json_dumps(body, JSON_COMPACT);
+    e = (api_error){0};
+    json_t *r = request_str(API_OP_ATTENTION, bs, reg, &e);
+    char want[64];
+    snprintf(want, sizeof want, "more than %zu words", p - 1);
+    CHECK(!r && e.status == 400 && !strcmp(e.code, "invalid_field") && !strcmp(e.field, "tokens") &&
+              strstr(e.message, want) && strstr(e.message, "start token"),
+          "%s: %zu words and the start token: %d %s", name, p, e.status, e.message);
+    json_decref(r);
+    free(bs);
+    json_object_set_new(body, "add_special_tokens", json_false());
+    bs = json_dumps(body, JSON_COMPACT);
+    r = request_str(API_OP_ATTENTION, bs, reg, &e);
+    CHECK(r && json_array_size(json_object_get(r, "tokens")) == p,
+          "%s: %zu words without the start token: %s", name, p, e.message);
+    json_decref(r);
+    free(bs);
+    json_decref(body);
+    json_decref(full);
+
+    /* The 400s: with query (embeddings take no token), or not a boolean. */
+    static const char *const bad[][2] = {
+        {"{\"model\":\"model\",\"query\":[[0,0,0,0,0,0,0,0]],\"add_special_tokens\":false}",
+         "goes only with tokens or text"},
+        {"{\"model\":\"model\",\"query\":[[0,0,0,0,0,0,0,0]],\"add_special_tokens\":true}",
+         "goes only with tokens or text"},
+        {"{\"model\":\"model\",\"text\":\"b\",\"add_special_tokens\":\"false\"}",
+         "must be true"},
+        {"{\"model\":\"model\",\"text\":\"b\",\"add_special_tokens\":0}", "must be true"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        e = (api_error){0};
+        r = request_str(API_OP_ATTENTION, bad[i][0], reg, &e);
+        CHECK(!r && e.status == 400 && !strcmp(e.code, "invalid_field") &&
+                  !strcmp(e.field, "add_special_tokens") && strstr(e.message, bad[i][1]),
+              "%s: %s: %d %s %s", name, bad[i][0], e.status, e.field, e.message);
+        json_decref(r);
+    }
+}
+
 /* A model with a vocabulary (reference.json of a *-vocab-* case, registered in reg as "model";
  * query_resp: the answer to the reference's query): its tables bit for bit, its description,
  * every text's split, text and tokens answering what the query does, an unknown word. */
@@ -66,10 +145,19 @@ static void check_vocab_model(const char *name, api_registry *reg, const json_t 
               (p ? json_integer_value(json_object_get(d, "max_tokens")) == (json_int_t)p
                  : json_object_get(d, "max_tokens") == NULL),
           "%s: GET /v1/models/model: %.*s", name, (int)b.len, b.data);
+    /* start_token: the reference's (a string), or null; every model shows it. */
+    const char *start = json_string_value(json_object_get(ref, "start_token"));
+    json_t *ds = json_object_get(d, "start_token");
+    CHECK(ds && (start ? json_is_string(ds) && !strcmp(json_string_value(ds), start)
+                       : json_is_null(ds)) &&
+              apip_model_start_token(m, NULL) == (start != NULL),
+          "%s: start_token %s, want %s", name, ds ? json_dumps(ds, JSON_ENCODE_ANY) : "absent",
+          start ? start : "null");
     json_decref(d);
     api_buf_free(&b);
 
-    /* Each text: split as the reference says; tokens answer bit for bit what text does. */
+    /* Each text: split as the reference says (the start token first, when the model has one);
+     * tokens, which get it too, answer bit for bit what text does. */
     size_t nq = 0;
     float *q_out = output_of(query_resp, &nq);
     json_t *splits = json_object_get(ref, "splits");
@@ -79,7 +167,10 @@ static void check_vocab_model(const char *name, api_registry *reg, const json_t 
             json_pack("{s:s,s:O}", "model", "model", "text", json_object_get(sp, "text"));
         char *text_body = json_dumps(body, JSON_COMPACT);
         json_object_del(body, "text");
-        json_object_set(body, "tokens", json_object_get(sp, "tokens"));
+        json_t *words = json_deep_copy(json_object_get(sp, "tokens"));
+        if (start) /* the words as sent: attnd puts the start token before them */
+            json_array_remove(words, 0);
+        json_object_set_new(body, "tokens", words);
         char *tokens_body = json_dumps(body, JSON_COMPACT);
         json_t *rt = request_str(API_OP_ATTENTION, text_body, reg, &e);
         CHECK(rt && same_strings(json_object_get(rt, "tokens"), json_object_get(sp, "tokens")),
@@ -104,6 +195,24 @@ static void check_vocab_model(const char *name, api_registry *reg, const json_t 
         json_decref(rk);
         free(text_body);
         free(tokens_body);
+        json_decref(body);
+    }
+    if (start) {
+        check_start_token(name, reg, ref, start);
+    } else { /* without a start token, add_special_tokens changes nothing */
+        json_t *sp = json_array_get(splits, 0);
+        json_t *body = json_pack("{s:s,s:O,s:b}", "model", "model", "text",
+                                 json_object_get(sp, "text"), "add_special_tokens", 1);
+        char *bs = json_dumps(body, JSON_COMPACT);
+        json_t *r = request_str(API_OP_ATTENTION, bs, reg, &e);
+        size_t n = 0;
+        float *o = output_of(r, &n);
+        CHECK(r && same_strings(json_object_get(r, "tokens"), json_object_get(sp, "tokens")) && o &&
+                  n == nq && q_out && !memcmp(o, q_out, n * sizeof *o),
+              "%s: %s: no start token, the same words and answer (%s)", name, bs, e.message);
+        free(o);
+        json_decref(r);
+        free(bs);
         json_decref(body);
     }
     free(q_out);

@@ -139,9 +139,11 @@ def jlist(items):
     return json.dumps(items, ensure_ascii=False, separators=(",", ":"))
 
 
-def vocab_case(case, dtype, e, h, vocab, positions, texts, unknown, seed):
+def vocab_case(case, dtype, e, h, vocab, positions, texts, unknown, seed, start=None):
     """A model with a vocabulary: token_embeddings (V, E), position_embeddings (P, E) when
-    positions, head names; the reference of texts split and embedded."""
+    positions, head names; the reference of texts split and embedded. With start, the metadata's
+    start_token: each split's tokens are those attnd echoes, the start token first, and the query
+    is made from them."""
     g = torch.Generator().manual_seed(seed)
     mha = torch.nn.MultiheadAttention(e, h, bias=True, batch_first=True)
     sd = {k: torch.randn(v.shape, generator=g) * 0.5 for k, v in mha.state_dict().items()}
@@ -152,12 +154,15 @@ def vocab_case(case, dtype, e, h, vocab, positions, texts, unknown, seed):
     mha.load_state_dict({k: v for k, v in exact.items() if "embeddings" not in k})
     names = ["head%d" % i for i in range(h)]
     tensors = [(k, dtype, sd[k].shape, raw_of(sd[k], dtype)) for k in sd]
-    blob = encode(tensors, {"num_heads": str(h), "vocab": jlist(vocab), "head_names": jlist(names)})
+    meta = {"num_heads": str(h), "vocab": jlist(vocab), "head_names": jlist(names)}
+    if start:
+        meta["start_token"] = start
+    blob = encode(tensors, meta)
     splits = []
     for text in texts:
         words, bad = split(text, vocab)
         assert bad is None, text
-        splits.append({"text": text, "tokens": words})
+        splits.append({"text": text, "tokens": ([start] if start else []) + words})
     # The query of the first text: token_embeddings rows plus position_embeddings rows, in float32.
     words = splits[0]["tokens"]
     x = exact["token_embeddings"][[vocab.index(w) for w in words]]
@@ -170,6 +175,7 @@ def vocab_case(case, dtype, e, h, vocab, positions, texts, unknown, seed):
     ref = {
         "num_heads": h, "embed_dim": e, "kdim": e, "vdim": e, "has_bias": True,
         "vocab": vocab, "head_names": names, "max_tokens": positions, "splits": splits,
+        "start_token": start,
         "unknown": {"text": unknown, "at": at},
         "query": [[[f32(v) for v in row] for row in b] for b in query.tolist()],
         "output": [[[f32(v) for v in row] for row in b] for b in out.tolist()],
@@ -197,6 +203,9 @@ def main():
                ["你好 abcab。", "aba\u3000你好好\n\t🙂", "abca", "\"q\"x\\y"], "ab 🙂好 z你", seed=5)
     vocab_case("f16-vocab-nopos", "F16", 4, 4, vocab[:8], 0,
                ["abcabcab 你好 你好好好 a b 。" * 3, "b"], "你好吗", seed=6)
+    # A start token (〈s〉, first in no order) before every text's words.
+    vocab_case("f32-vocab-start", "F32", 8, 2, vocab[:8] + ["〈s〉"], 6,
+               ["你好 abcab", "b", "〈s〉a"], "ab z", seed=7, start="〈s〉")
 
     e, h = 8, 2
     g = torch.Generator().manual_seed(9)
@@ -298,16 +307,18 @@ def vocab_invalid(W):
     pos = ("position_embeddings", "F32", (4, e), raw_of(W(4, e), "F32"))
     words = jlist(["程序员", "它", "。"])
 
-    def meta(vocab=words, names=None):
+    def meta(vocab=words, names=None, start=None):
         m = {"num_heads": "2"}
         if vocab is not None:
             m["vocab"] = vocab
         if names is not None:
             m["head_names"] = names
+        if start is not None:
+            m["start_token"] = start
         return m
 
-    def case(name, vocab, expect, tensors=None, names=None):
-        invalid(name, encode(tensors or mha + [tok, pos], meta(vocab, names)), expect)
+    def case(name, vocab, expect, tensors=None, names=None, start=None):
+        invalid(name, encode(tensors or mha + [tok, pos], meta(vocab, names, start)), expect)
 
     case("vocab-bad-json", '["程序员", "它"', "__metadata__.vocab is not valid JSON")
     case("vocab-trailing", '["程序员", "它", "。"] x', "something follows the list")
@@ -357,6 +368,17 @@ def vocab_invalid(W):
     case("head-names-empty", words, "head_names entry 1 is an empty string", names=jlist(["a", ""]))
     case("head-names-bad-json", words, "__metadata__.head_names is not valid JSON", names='["a", "b"')
     case("head-names-too-long", words, "over the limit of 64", names=jlist(["a", "b" * 65]))
+    case("start-token-unknown", words, '__metadata__.start_token "〈s〉" is not a token of __meta',
+         start="〈s〉")
+    case("start-token-empty", words, '__metadata__.start_token "" is not a token', start="")
+    case("start-token-prefix", words, 'start_token "程序" is not a token', start="程序")
+    case("start-token-no-vocab", None, "__metadata__.start_token needs __metadata__.vocab",
+         mha, start="。")
+    text = ('{"__metadata__":{"num_heads":"2","vocab":"[\\"a\\"]","start_token":"a",'
+            '"start_token":"a"},'
+            '"out_proj.weight":{"dtype":"F32","shape":[1,1],"data_offsets":[0,4]}}').encode()
+    invalid("start-token-twice", struct.pack("<Q", len(text)) + text + b"\0" * 4,
+            "__metadata__.start_token appears twice")
 
 
 if __name__ == "__main__":
