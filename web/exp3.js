@@ -44,18 +44,24 @@ function pow10(x) {
   return `${m.toFixed(2)} × 10${sup}`;
 }
 
-// Rows of two outputs (L, E): {same: every bit equal, max: the largest |difference|}.
+// Rows of two outputs (L, E): {same: every bit equal, max: the largest |difference|, rel: the
+// length of the difference over the length of a's row}.
 function deltaRows(a, b, l, e) {
   const ua = new Uint32Array(a.buffer, a.byteOffset, a.length), ub = new Uint32Array(b.buffer, b.byteOffset, b.length);
   return Array.from({ length: l }, (_, i) => {
-    let same = true, max = 0;
+    let same = true, max = 0, dd = 0, aa = 0;
     for (let c = i * e; c < (i + 1) * e; c++) {
       if (ua[c] !== ub[c]) same = false;
       max = Math.max(max, Math.abs(a[c] - b[c]));
+      dd += (a[c] - b[c]) ** 2;
+      aa += a[c] ** 2;
     }
-    return { same, max };
+    return { same, max, rel: aa > 0 ? Math.sqrt(dd / aa) : 0 };
   });
 }
+
+// A share as a percentage: 12 %, 0.12 %.
+const percent = (x) => `${x >= 0.1 ? (x * 100).toFixed(0) : (x * 100).toPrecision(2)} %`;
 
 // Runs 实验三 with the causal mask (causal true) or without it; the settings come from the
 // selects. Causal on starts the experiment again; off needs it started.
@@ -132,7 +138,7 @@ export function drawExp3(v) {
   if (off) {
     const changed = before(off).filter((r) => !r.same);
     vOff.textContent = changed.length
-      ? t('exp3.off.leak', { c: changed.length, n: t3, max: pow10(Math.max(...changed.map((r) => r.max))) })
+      ? t('exp3.off.leak', { c: changed.length, n: t3, max: pow10(Math.max(...changed.map((r) => r.max))), rel: percent(Math.max(...changed.map((r) => r.rel))) })
       : t('exp3.off.none');
   }
   drawExp3Maps(v, cur, t3);
@@ -182,7 +188,12 @@ export function drawExp3(v) {
         const num = document.createElement('span');
         num.dataset.i18nData = '';
         num.textContent = pow10(r.max);
-        td.append(num);
+        const rel = document.createElement('span');
+        rel.className = 'rel';
+        rel.dataset.i18nData = '';
+        rel.textContent = ` (${percent(r.rel)})`;
+        td.dataset.rel = String(r.rel);
+        td.append(num, rel);
       }
       tr.append(td);
     }

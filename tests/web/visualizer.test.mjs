@@ -731,7 +731,7 @@ async function main() {
     let on = await exp3Rows('on');
     let ref = await bitsDiffer(redis, 4, '缓存', true);
     check(on.length === 6 && on.slice(0, 4).every((r) => r.same && r.zeroMark && r.text === table.STRINGS.en['exp3.zero'])
-      && on.slice(4).every((r) => !r.same && r.max > 0 && !r.zeroMark && /^\d\.\d\d × 10[⁻⁰¹²³⁴⁵⁶⁷⁸⁹]+$/.test(r.text)),
+      && on.slice(4).every((r) => !r.same && r.max > 0 && !r.zeroMark && /^\d\.\d\d × 10[⁻⁰¹²³⁴⁵⁶⁷⁸⁹]+ \([\d.]+ %\)$/.test(r.text)),
     `实验三, causal on: rows 0-3 are marked exactly 0, rows 4-5 non-zero (${on.map((r) => r.text).join(' | ')})`);
     check(on.every((r, i) => r.same === ref[i].same && (r.same || Math.abs(r.max - ref[i].max) <= 1e-12)),
       `实验三, causal on: the page's rows are the bitwise comparison of the API's float32 outputs (${ref.map((r) => (r.same ? '=' : r.max.toExponential(2))).join(' ')})`);
@@ -836,6 +836,143 @@ async function main() {
     check((await page3.inputValue('[data-testid=text]')) === '程序员把服务器日志发给同事。' && (await page3.inputValue('[data-testid=preset]')) === 'text'
       && (await rowLabels(page3)).length === 6, 'a link with a sentence of one\'s own opens it');
     await page3.close();
+
+    // 12. Issue 25: the page uses the API's trace and the start token. The step tables' numbers
+    // are the trace's; what 它 received; the start token apart, and hidden; 实验三 on the heatmap.
+    const S0 = lessonModel.start_token ? 1 : 0;
+    check(S0 === 1, `the lesson model declares a start token (GET /v1/models/lesson: ${JSON.stringify(lessonModel.start_token)})`);
+    const traceOf = async (body) => (await apiPost(Object.assign({}, body, { trace: true, need_weights: body.q ? true : 'per_head' }))).trace;
+    const num = (x) => (x === '-inf' ? -Infinity : Number(x));
+    const near = (a, b) => (a === b) || Math.abs(a - b) <= 1e-6 * Math.max(1, Math.abs(b));
+    const rowCol = (p, col) => p.$$eval(`[data-testid=row-steps] td[data-col=${col}]`, (tds) => tds.map((td) => Number(td.dataset.x)));
+    const vnorm = (x) => Math.sqrt(x.reduce((s, y) => s + y * y, 0));
+    await open(page, '?lang=en&p=c1&head=3');
+    const tok1 = (await apiPost({ model: 'lesson', text: sentences.c1, need_weights: false })).tokens;
+    const tr1 = await traceOf({ model: 'lesson', text: sentences.c1 });
+    const it = tok1.indexOf('它');
+    const rs = await page.$eval('[data-testid=row-steps]', (x) => ({ row: Number(x.dataset.row), head: Number(x.dataset.head) }));
+    const [sc1, ms1, w1, c1c] = [await rowCol(page, 'score'), await rowCol(page, 'masked'), await rowCol(page, 'weight'), await rowCol(page, 'contrib')];
+    const wantW = tr1.weights[3][it].map(num);
+    check(rs.row === it && rs.head === 3 && sc1.length === tok1.length
+      && sc1.every((x, j) => near(x, num(tr1.scores[3][it][j]))) && ms1.every((x, j) => near(x, num(tr1.masked_scores[3][it][j])))
+      && w1.every((x, j) => near(x, wantW[j])) && c1c.every((x, j) => near(x, wantW[j] * vnorm(tr1.v[3][j]))),
+    `the row of 它 (row ${it}) in coreference: score, masked score, softmax weight and weight × |v| are the trace's (${sc1.map((x) => x.toFixed(2)).join(' ')})`);
+    const bestW = wantW.indexOf(Math.max(...wantW));
+    const scoreText = await page.textContent(`[data-testid=row-steps] tr[data-j="${bestW}"] td[data-col=score]`);
+    check(tok1[bestW] === '服务器日志' && wantW[bestW] > 0.8 && scoreText === num(tr1.scores[3][it][bestW]).toFixed(2),
+      `它's row rests on 服务器日志 as the chapter's table does: score ${scoreText} → weight ${wantW[bestW].toFixed(2)}`);
+    const out1 = await tableRow(page, 'row-out', 0);
+    check(out1.length === 16 && out1.every((x, c) => x === num(tr1.head_outputs[3][it][c]).toFixed(2)),
+      `× V: the head's output row is the trace's head_outputs (${out1.slice(0, 6).join(' ')} …)`);
+    const scaledOk = [];
+    for (const [tid, key] of [['table-scaled', 'scores'], ['table-masked', 'masked_scores'], ['table-softmax', 'weights']]) {
+      const shown = await tableRow(page, tid, it);
+      const want = tr1[key][3][it].map((x) => (num(x) === -Infinity ? '−∞' : (tid === 'table-softmax' && false ? '' : num(x).toFixed(2))));
+      scaledOk.push(shown.join(' ') === want.join(' ') ? '' : `${tid}: ${shown.join(' ')} / ${want.join(' ')}`);
+    }
+    check(scaledOk.every((x) => !x), `the whole matrices (scaled, masked, softmax) show the trace's rows (${scaledOk.filter(Boolean).join('; ') || 'they do'})`);
+    // What 它 received: the keys by weight × |v|, and the nearest vocabulary word, 服务器日志.
+    const recv = await page.$$eval('[data-testid=recv-top] tr[data-j]', (trs) => trs.map((tr) => ({ j: Number(tr.dataset.j), c: Number(tr.lastElementChild.dataset.x) })));
+    check(recv.length > 0 && tok1[recv[0].j] === '服务器日志' && recv.every((x, k) => k === 0 || x.c <= recv[k - 1].c)
+      && recv.every((x) => near(x.c, wantW[x.j] * vnorm(tr1.v[3][x.j]))),
+    `what 它 received: the keys that added most, by weight × |v|, 服务器日志 first (${recv.map((x) => `${tok1[x.j]} ${x.c.toFixed(2)}`).join(', ')})`);
+    await page.waitForSelector('[data-testid=recv-nearest][data-word]', { timeout: 15000 });
+    const nearest = await page.$eval('[data-testid=recv-nearest]', (x) => ({ word: x.dataset.word, text: x.textContent }));
+    check(nearest.word === '服务器日志' && nearest.text.includes('服务器日志'),
+      `the output of 它 in coreference is nearest to the value vector of 服务器日志 (${nearest.text})`);
+    // The row is chosen in its select and kept in the URL.
+    await page.selectOption('[data-testid=row-pick]', String(it + 1));
+    check((await page.getAttribute('[data-testid=row-steps]', 'data-row')) === String(it + 1) && new URL(page.url()).searchParams.get('row') === String(it + 1),
+      'another row is picked from the select and recorded in the URL');
+    // Any model: the demo model (no vocabulary), its step tables from its own trace.
+    await open(page, '?lang=en&p=random&params=model:demo&L=6&rseed=3');
+    const dreq = await sentReq(page);
+    const trd = await traceOf(dreq);
+    let demoOk = true;
+    for (let i = 0; i < 6; i++) {
+      const shown = await tableRow(page, 'table-softmax', i);
+      if (shown.join(' ') !== trd.weights[0][i].map((x) => num(x).toFixed(2)).join(' ')) demoOk = false;
+    }
+    const q0 = await tableRow(page, 'table-q', 0), dsc = await rowCol(page, 'score');
+    check(demoOk && q0.join(' ') === trd.q[0][0].map((x) => x.toFixed(2)).join(' ') && dsc.every((x, j) => near(x, trd.scores[0][0][j])),
+      `the demo model's step tables are its trace's (Q row 0: ${q0.slice(0, 4).join(' ')} …)`);
+
+    // The start token: its column apart and named, one line saying what it is, and the switch
+    // that hides it, each row renormalised over the real words.
+    if (S0) {
+      await open(page, '?lang=zh&p=c1&head=3');
+      const g0 = JSON.parse(await page.getAttribute('[data-testid=large-canvas]', 'data-geom'));
+      const col0 = await page.textContent('[data-testid=table-softmax] tr:first-of-type th:nth-of-type(2)');
+      check(g0.start === 0 && col0 === table.STRINGS.zh['tok.start'] && await page.isVisible('[data-testid=start-note]')
+        && (await page.textContent('[data-testid=start-note]')) === table.STRINGS.zh['start.note'],
+      `the start token's column is drawn apart and labelled ${col0}, with its line (${await page.textContent('[data-testid=start-note]')})`);
+      await page.click('[data-testid=nostart]');
+      await page.waitForFunction(() => JSON.parse(document.querySelector('[data-testid=large-canvas]').dataset.geom).start === -1);
+      const g1 = JSON.parse(await page.getAttribute('[data-testid=large-canvas]', 'data-geom'));
+      const title = await page.textContent('[data-testid=large-title]');
+      const b1 = await page.locator('[data-testid=large-canvas]').boundingBox();
+      const hid = [];
+      for (let j = 0; j < g1.s; j++) {
+        await page.mouse.move(b1.x + g1.labW + (j + 0.5) * g1.cell, b1.y + g1.labH + (it - 1 + 0.5) * g1.cell);
+        await page.waitForFunction((jj) => document.querySelector('[data-testid=tooltip]').dataset.j === String(jj), j);
+        hid.push(await page.textContent('[data-testid=tooltip]'));
+      }
+      await page.mouse.move(0, 0);
+      const ws = hid.map((x) => Number(/([\d.]+)$/.exec(x)[1]));
+      const rest = 1 - wantW[0];
+      check(g1.s === tok1.length - 1 && title.includes(table.STRINGS.zh['large.renorm']) && new URL(page.url()).searchParams.get('ns') === '1'
+        && Math.abs(ws.reduce((s, x) => s + x, 0) - 1) < 2e-3 && ws.every((x, j) => Math.abs(x - wantW[j + 1] / rest) < 1e-4)
+        && hid.every((x) => !x.includes(table.STRINGS.zh['tok.start'])),
+      `hiding the start token: 它's row without its column sums to 1, each weight renormalised over the real words (${ws.join(' ')}; ${title})`);
+    }
+
+    // 实验三: with the mask off, replacing 数据库 changes 内存's row by at least 10% of its norm,
+    // and the heatmap marks the changed rows (a red bar at their right), mask on and off.
+    await open(page, '?lang=en&p=c5');
+    const t5 = S0 + 4;
+    await exp3Click('exp3-run');
+    await exp3Click('exp3-off');
+    const marks = async (which) => page.$eval(`[data-testid=exp3-map-${which}] canvas`, (cv) => {
+      const g = JSON.parse(cv.dataset.geom), ctx = cv.getContext('2d'), d = window.devicePixelRatio || 1;
+      const px = (i) => Array.from(ctx.getImageData(Math.round((g.markX + g.markW / 2) * d), Math.round((g.labH + (i + 0.5) * g.cell) * d), 1, 1).data.slice(0, 3));
+      const marked = JSON.parse(cv.dataset.marked);
+      return { marked, px: Array.from({ length: Math.round((cv.height / d - g.labH - 2) / g.cell) }, (_, i) => px(i)) };
+    });
+    const red = (c) => c[0] > 150 && c[1] < 90 && c[2] < 90, white = (c) => c.every((x) => x > 240);
+    for (const which of ['on', 'off']) {
+      const rows = await exp3Rows(which), m = await marks(which);
+      const want = rows.map((r, i) => (r.same ? -1 : i)).filter((i) => i >= 0);
+      check(m.marked.join() === want.join() && m.px.every((c, i) => (want.includes(i) ? red(c) : white(c))),
+        `实验三, causal ${which}: the heatmap marks exactly the rows whose output changed (${want.join(', ')})`);
+    }
+    const rel = await page.$$eval('[data-testid=exp3-table] td.delta.off', (tds) => tds.map((td) => Number(td.dataset.rel || 0)));
+    const mem = t5 - 1;
+    const outs = await Promise.all(['数据库', '缓存'].map((w) => apiPost({ model: 'lesson', tokens: ['Redis', '是', '一个', '内存', w, '。'], need_weights: false })));
+    const d5 = outs[0].output[mem].map((x, c) => x - outs[1].output[mem][c]);
+    const want5 = vnorm(d5) / vnorm(outs[0].output[mem]);
+    check(Math.abs(rel[mem] - want5) < 1e-4 && rel[mem] >= 0.1,
+      `实验三, causal off: replacing 数据库 changes 内存's row by ${(rel[mem] * 100).toFixed(1)}% of its norm (at least 10%)`);
+    await shot(page, 'exp3-maps', '[data-testid=exp3]');
+
+    // The new parts keep the page within the window: a phone (390x844) and a projector
+    // (1024x768), with the step tables, what 它 received and both runs of 实验三.
+    for (const vp of [{ width: 390, height: 844 }, { width: 1024, height: 768 }]) {
+      const c = await newContext({ viewport: vp, locale: 'zh-CN' });
+      const p = await c.newPage();
+      for (const q of ['?lang=zh&p=c1&head=3&e3=2', '?lang=en&p=a', '?lang=zh&p=c5&e3=2&large=1']) {
+        await open(p, q);
+        if (q.includes('e3=2')) await p.waitForSelector('[data-testid=exp3-map-off]', { timeout: 10000 });
+        const w = await p.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth]);
+        check(w[0] <= w[1], `${vp.width}x${vp.height}, ${q}: the document is no wider than the window (${w[0]} <= ${w[1]})`);
+      }
+      await c.close();
+    }
+    await open(page, '?lang=zh&p=c1&head=3&e3=2');
+    await page.waitForSelector('[data-testid=exp3-map-off]', { timeout: 10000 });
+    await page.waitForSelector('[data-testid=recv-nearest][data-word]', { timeout: 15000 });
+    await checkLanguage(page, table, 'zh', 'the step tables, what 它 received and 实验三\'s heatmaps in Chinese');
+    await page.click('[data-testid=lang-en]');
+    await checkLanguage(page, table, 'en', 'and in English');
 
     // 10. The README's pictures are the ones make screenshots produces: the manifest names each
     // shot as shots.mjs defines it, each file is the one it hashed, the page's inputs are the
