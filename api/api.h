@@ -238,6 +238,11 @@ typedef struct api_limits {
 
 #define API_MAX_HEADS 65536 /* the largest max_heads honoured; a larger one counts as this */
 
+/* "trace": true is for small jobs: each of its maps (N, H, L, S) and its widest other step
+ * (attention: N max(L,S) E; sdpa: N H max(L,S) max(D,Dv)) may hold at most this many floats;
+ * a larger job with trace is 400 invalid_field naming "trace". */
+#define API_TRACE_MAX_CELLS 65536
+
 /* max_job_bytes 1 GiB, max_dim 65536, max_heads 256 (at most API_MAX_HEADS), nslots 1,
  * max_depth 64, no FLOP limit, no memory cache. A job over any of the first three, or over
  * max_job_flops, is refused with 413 job_too_large, the message naming the limit (max_job_flops:
@@ -312,7 +317,7 @@ size_t api_job_rows(const api_job *job); /* query rows, N*L: what a batch's size
  * have not run, on the same parameters (the same registry model, or params.init "identity", or
  * "random" with the same seed, on the same E and H), planned for the same slots. Jobs with
  * inline parameter tensors never batch (telling their weights equal would cost a pass over
- * them). NULL is batchable with nothing. */
+ * them), nor do jobs with "trace". NULL is batchable with nothing. */
 bool api_jobs_batchable(const api_job *a, const api_job *b);
 
 /* Runs count jobs as one batch (attn_mha_batch_forward): their projections as one GEMM over all

@@ -244,6 +244,43 @@ int attn_sdpa_forward(const attn_plan *plan, void *workspace, float *out, attn_w
                       const float *q, const float *k, const float *v, attn_pool *pool,
                       attn_error *err);
 
+/* ---- Trace -------------------------------------------------------------------------------- */
+
+/* Every step of a job's attention, for a lesson or a check: where a traced forward writes the
+ * intermediate tensors. Each pointer may be NULL (that tensor is not written). Shapes are per
+ * attention problem (n, h); for MHA, D = Dv = Dh and head h is the columns [h Dh, (h+1) Dh) of
+ * each projection. The steps, as a traced forward computes them after the job has run:
+ *   scores  = scale * q k^T              (q.k, then scaled, as the forward does)
+ *   masked  = scores + bias, -INFINITY where a mask, the causal limit or key_lengths blocks it
+ *   weights = softmax of each row of masked (a fully blocked row is zeros)
+ *   heads   = weights v                  (MHA: concatenated over h, then out_proj, is out)
+ * q, k, v and heads are copied from the forward's own buffers; scores, masked and weights are
+ * computed again by the row code of the direct path, so they match a forward that returns
+ * weights. A trace costs about 3 N H L S floats and one more QK^T: it is for small jobs. */
+typedef struct attn_trace {
+    float *q;       /* (N, H, L, D): MHA, the projected queries; SDPA, a copy of q */
+    float *k;       /* (N, H, S, D) */
+    float *v;       /* (N, H, S, Dv) */
+    float *scores;  /* (N, H, L, S) */
+    float *masked;  /* (N, H, L, S) */
+    float *weights; /* (N, H, L, S) */
+    float *heads;   /* (N, H, L, Dv): each head's output, before concat and out_proj (MHA) */
+    float scale;    /* set by the forward: the scale of the scores */
+} attn_trace;
+
+/* attn_mha_forward, and then the trace of the job into *trace (which may be NULL: then it is
+ * attn_mha_forward). The trace runs on the calling thread. Same returns; on error the trace is
+ * unspecified. */
+int attn_mha_forward_traced(const attn_plan *plan, void *workspace, float *out,
+                            attn_weights_out *weights, attn_trace *trace, const float *query,
+                            const float *key, const float *value, const attn_mha_params *params,
+                            attn_pool *pool, attn_error *err);
+
+/* attn_sdpa_forward, and then the trace of the job into *trace (NULL: none); as above. */
+int attn_sdpa_forward_traced(const attn_plan *plan, void *workspace, float *out,
+                             attn_weights_out *weights, attn_trace *trace, const float *q,
+                             const float *k, const float *v, attn_pool *pool, attn_error *err);
+
 /* ---- Batches of MHA jobs ------------------------------------------------------------------ */
 
 /* Many small MHA jobs on the same parameters make poor GEMMs one by one. A batch runs them

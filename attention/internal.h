@@ -121,6 +121,11 @@ typedef struct attn_run {
  * Returns ATTN_OK, or ATTN_ERR_NUMERIC (err filled) when a logit or a row was not finite. */
 int attn_run_attention(attn_run *r, attn_pool *pool, attn_error *err);
 
+/* Writes the trace of r's attention problems into *t (t->scale too), on the calling thread,
+ * after attn_run_attention has run them: q, k, v and the heads' outputs copied from r's view,
+ * scores, masked scores and weights computed again with the direct path's row code. */
+void attn_trace_write(attn_run *r, attn_trace *t);
+
 /* Checks a forward's arguments against plan p of the given kind: the workspace (64-byte aligned),
  * out, the weights buffers the plan needs, and the pool's slots. ATTN_OK or ATTN_ERR_ARG. */
 int attn_check_run_args(const attn_plan *p, int kind, void *ws, float *out,

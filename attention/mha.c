@@ -214,6 +214,14 @@ void attn_out_proj_run(float *out, const float *ob, size_t rows, size_t e,
 int attn_mha_forward(const attn_plan *plan, void *workspace, float *out, attn_weights_out *weights,
                      const float *query, const float *key, const float *value,
                      const attn_mha_params *params, attn_pool *pool, attn_error *err) {
+    return attn_mha_forward_traced(plan, workspace, out, weights, NULL, query, key, value, params,
+                                   pool, err);
+}
+
+int attn_mha_forward_traced(const attn_plan *plan, void *workspace, float *out,
+                            attn_weights_out *weights, attn_trace *trace, const float *query,
+                            const float *key, const float *value, const attn_mha_params *params,
+                            attn_pool *pool, attn_error *err) {
     int rc = attn_check_run_args(plan, ATTN_PLAN_MHA, workspace, out, weights, pool, err);
     if (rc != ATTN_OK)
         return rc;
@@ -255,6 +263,8 @@ int attn_mha_forward(const attn_plan *plan, void *workspace, float *out, attn_we
     rc = attn_run_attention(&r, pool, err);
     if (rc != ATTN_OK)
         return rc;
+    if (trace)
+        attn_trace_write(&r, trace);
 
     attn_out_proj_run(out, ws + l.ob, NL, d->e, params, plan->nslots, pool);
     if (!attnk_get()->all_finite(out, plan->out_elems))

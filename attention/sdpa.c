@@ -383,6 +383,70 @@ int attn_run_attention(attn_run *r, attn_pool *pool, attn_error *err) {
     return ATTN_OK;
 }
 
+/* ---- Trace -------------------------------------------------------------------------------- */
+
+/* Copies the rows of one view tensor, problem (n, h) at base with strides sn, sh and leading
+ * dimension ld, into dst (N, H, rows, w) contiguous. */
+static void trace_copy(float *dst, const float *base, size_t sn, size_t sh, size_t ld,
+                       const attn_sdpa_dims *d, size_t rows, size_t w) {
+    for (size_t n = 0; n < d->n; n++)
+        for (size_t h = 0; h < d->h; h++)
+            for (size_t i = 0; i < rows; i++)
+                memcpy(dst + ((n * d->h + h) * rows + i) * w, base + n * sn + h * sh + i * ld,
+                       w * sizeof *dst);
+}
+
+void attn_trace_write(attn_run *r, attn_trace *t) {
+    const attn_plan *p = r->p;
+    const attn_view *v = &r->view;
+    const attn_sdpa_dims *d = &p->sd;
+    const size_t L = d->l, S = d->s;
+    r->ks = attnk_get();
+    t->scale = p->scale;
+    if (t->q)
+        trace_copy(t->q, v->q, v->q_sn, v->q_sh, v->ldq, d, L, d->d);
+    if (t->k)
+        trace_copy(t->k, v->k, v->k_sn, v->k_sh, v->ldk, d, S, d->d);
+    if (t->v)
+        trace_copy(t->v, v->v, v->v_sn, v->v_sh, v->ldv, d, S, d->dv);
+    if (t->heads)
+        trace_copy(t->heads, v->o, v->o_sn, v->o_sh, v->ldo, d, L, d->dv);
+    if (!t->scores && !t->masked && !t->weights)
+        return;
+    for (size_t n = 0; n < d->n; n++)
+        for (size_t h = 0; h < d->h; h++) {
+            size_t at = (n * d->h + h) * L * S;
+            /* Each step's (L, S) rows: scores first, then the others made from them. */
+            float *sc = t->scores ? t->scores + at : t->masked ? t->masked + at : t->weights + at;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)L, (int)S, (int)d->d,
+                        p->scale, v->q + n * v->q_sn + h * v->q_sh, (int)v->ldq,
+                        v->k + n * v->k_sn + h * v->k_sh, (int)v->ldk, 0.0f, sc, (int)S);
+            for (size_t i = 0; i < L && (t->masked || t->weights); i++) {
+                size_t lim = row_limit(p, n, i);
+                /* masked: the scores row through the direct path's mask code */
+                float *x = t->masked ? t->masked + at + i * S : t->weights + at + i * S;
+                if (x != sc + i * S)
+                    memcpy(x, sc + i * S, S * sizeof *x);
+                float m = row_mask_max(r, x, S, lim, masks_for_row(p, n, h, i), 0);
+                if (!t->weights)
+                    continue;
+                /* weights: the softmax of the masked row, as softmax_rows takes it */
+                float *w = t->weights + at + i * S;
+                if (w != x)
+                    memcpy(w, x, S * sizeof *w);
+                if (m == -INFINITY) {
+                    memset(w, 0, S * sizeof *w);
+                    continue;
+                }
+                if (lim > S)
+                    lim = S;
+                float sum = r->ks->exp_sum(w, lim, m);
+                r->ks->scale(w, lim, 1.0f / sum);
+                memset(w + lim, 0, (S - lim) * sizeof *w);
+            }
+        }
+}
+
 int attn_check_run_args(const attn_plan *p, int kind, void *ws, float *out,
                         const attn_weights_out *w, attn_pool *pool, attn_error *err) {
     if (!p || p->kind != kind)
@@ -405,6 +469,12 @@ int attn_check_run_args(const attn_plan *p, int kind, void *ws, float *out,
 int attn_sdpa_forward(const attn_plan *plan, void *workspace, float *out, attn_weights_out *weights,
                       const float *q, const float *k, const float *v, attn_pool *pool,
                       attn_error *err) {
+    return attn_sdpa_forward_traced(plan, workspace, out, weights, NULL, q, k, v, pool, err);
+}
+
+int attn_sdpa_forward_traced(const attn_plan *plan, void *workspace, float *out,
+                             attn_weights_out *weights, attn_trace *trace, const float *q,
+                             const float *k, const float *v, attn_pool *pool, attn_error *err) {
     int rc = attn_check_run_args(plan, ATTN_PLAN_SDPA, workspace, out, weights, pool, err);
     if (rc != ATTN_OK)
         return rc;
@@ -436,5 +506,7 @@ int attn_sdpa_forward(const attn_plan *plan, void *workspace, float *out, attn_w
     rc = attn_run_attention(&r, pool, err);
     if (rc == ATTN_OK && !attnk_get()->all_finite(out, plan->out_elems))
         rc = attn_fail(err, ATTN_ERR_NUMERIC, "the output is not finite: float32 overflowed");
+    if (rc == ATTN_OK && trace)
+        attn_trace_write(&r, trace);
     return rc;
 }

@@ -119,11 +119,12 @@ int api_job_run(api_job *job, attn_pool *pool, api_error *err) {
         params_make(job);
     attn_error ae = {0};
     attn_weights_out *wo = job->plan.weights_elems ? &job->wout : NULL;
+    attn_trace *tr = job->traced ? &job->trace : NULL;
     int rc = job->op == API_OP_SDPA
-                 ? attn_sdpa_forward(&job->plan, job->workspace, job->out, wo, job->q, job->k,
-                                     job->v, pool, &ae)
-                 : attn_mha_forward(&job->plan, job->workspace, job->out, wo, job->q, job->k,
-                                    job->v, &job->params, pool, &ae);
+                 ? attn_sdpa_forward_traced(&job->plan, job->workspace, job->out, wo, tr, job->q,
+                                            job->k, job->v, pool, &ae)
+                 : attn_mha_forward_traced(&job->plan, job->workspace, job->out, wo, tr, job->q,
+                                           job->k, job->v, &job->params, pool, &ae);
     if (rc != ATTN_OK)
         return run_fail(err, rc, &ae);
     job->ran = true;
@@ -139,7 +140,8 @@ api_op api_job_op(const api_job *job) {
 }
 
 bool api_jobs_batchable(const api_job *a, const api_job *b) {
-    if (!a || !b || a->op != API_OP_ATTENTION || b->op != API_OP_ATTENTION || a->ran || b->ran)
+    if (!a || !b || a->op != API_OP_ATTENTION || b->op != API_OP_ATTENTION || a->ran || b->ran ||
+        a->traced || b->traced) /* a batch has no trace */
         return false;
     if (a->e != b->e || a->h != b->h || a->plan.mha.kdim != b->plan.mha.kdim ||
         a->plan.mha.vdim != b->plan.mha.vdim || a->plan.nslots != b->plan.nslots)
@@ -218,7 +220,8 @@ size_t api_jobs_run(api_job *const *jobs, size_t count, attn_pool *pool, size_t 
     api_error *chunk_errs[BATCH_CHUNK];
     size_t n = 0, failed = 0;
     for (size_t i = 0; i < count; i++) {
-        bool with = i == 0 ? jobs[0] && jobs[0]->op == API_OP_ATTENTION && !jobs[0]->ran
+        bool with = i == 0 ? jobs[0] && jobs[0]->op == API_OP_ATTENTION && !jobs[0]->ran &&
+                                 !jobs[0]->traced
                            : api_jobs_batchable(jobs[0], jobs[i]);
         if (!with) {
             failed += api_job_run(jobs[i], pool, &errs[i]) != 0;

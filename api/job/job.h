@@ -33,6 +33,14 @@ typedef struct apip_resp_shape {
     bool indices;                   /* top-k: indices (w_dims) beside the weights */
     size_t model_len;               /* attention: bytes of the registry model's name, or 0 */
     size_t words_bytes; /* attention: the most bytes of "head_names" and "tokens" (words) */
+    /* "trace": true. The tensors share the output's leading dimensions (lead); attention:
+     * q (lead, H, L, Dh), k and v (lead, H, S, Dh), the three maps (lead, H, L, S), heads
+     * (lead, H, L, Dh); sdpa: the three maps only, (lead, L, S) with lead q's leading dims. */
+    bool trace;
+    size_t tr_rank;                   /* the rank of every trace tensor */
+    size_t tr_q[APIP_MAX_RANK];       /* attention: q and head_outputs (tr_rank) */
+    size_t tr_kv[APIP_MAX_RANK];      /* attention: k and v (tr_rank) */
+    size_t tr_maps[APIP_MAX_RANK];    /* scores, masked_scores, weights (tr_rank) */
 } apip_resp_shape;
 
 /* ---- Another protocol's response ------------------------------------------------------------- */
@@ -92,6 +100,11 @@ struct api_job {
      * words' token ids, tokens (l), whose strings the response echoes. */
     const api_model *model;
     const uint32_t *tokens;
+    /* "trace": true: the steps of the attention (attn_trace's buffers in the arena, each
+     * NULL when not traced), and their shapes as the response reports them. */
+    bool traced;
+    attn_trace trace;
+    size_t tr_rank, tr_q[APIP_MAX_RANK], tr_kv[APIP_MAX_RANK], tr_maps[APIP_MAX_RANK];
     /* Another protocol's response form (its copy in the arena) and the functions that answer
      * with it; both NULL for API v1's response. */
     const void *reply;

@@ -19,12 +19,12 @@ static const char *const attention_fields[APIP_F_COUNT] = {
     "query",  "key",           "value",    "model",     "params",    NULL,
     "causal", "key_lengths",   "key_mask", "attn_mask", "attn_bias", "need_weights",
     "heads",  "weights_top_k", "encoding", "tokens",    "text",
-    [APIP_F_ADD_SPECIAL] = "add_special_tokens"};
+    [APIP_F_ADD_SPECIAL] = "add_special_tokens", [APIP_F_TRACE] = "trace"};
 
 static const char *const sdpa_fields[APIP_F_COUNT] = {
     "q",           "k",        "v",         NULL,        NULL,           "scale", "causal",
     "key_lengths", "key_mask", "attn_mask", "attn_bias", "need_weights", NULL,    "weights_top_k",
-    "encoding",    NULL,       NULL};
+    "encoding",    NULL,       NULL,        [APIP_F_TRACE] = "trace"};
 
 /* 400 invalid_field naming field, with a printf-style message; returns -1 (api_fail). */
 #define bad(r, field, ...) api_fail((r)->err, 400, "invalid_field", (field), __VA_ARGS__)
@@ -630,6 +630,35 @@ static int heads_field(apip_req *r, const char *v) {
     return 0;
 }
 
+/* "trace": a boolean; true only for a job small enough (API_TRACE_MAX_CELLS, api.h). */
+static int trace_field(apip_req *r, const char *v) {
+    int k = apip_jv_kind(v);
+    if (k != 't' && k != 'f')
+        return bad(r, "trace", "trace must be true or false");
+    r->trace = k == 't';
+    if (!r->trace)
+        return 0;
+    /* Each of the three maps (N, H, L, S), and the widest of the other steps: attention's
+     * (N, L or S, E) projections, SDPA's (N, H, L or S, D or Dv) inputs. */
+    size_t maps = 0, rows = 0, ls = r->l > r->s ? r->l : r->s, w = 0;
+    bool fits = apip_mul(r->n, r->h, &maps) && apip_mul(maps, r->l, &maps) &&
+                apip_mul(maps, r->s, &maps);
+    if (r->op == API_OP_SDPA)
+        fits = fits && apip_mul(r->n, r->h, &rows) && apip_mul(rows, ls, &rows) &&
+               apip_mul(rows, r->d > r->dv ? r->d : r->dv, &w);
+    else
+        fits = fits && apip_mul(r->n, ls, &rows) && apip_mul(rows, r->e, &w);
+    if (!fits || maps > API_TRACE_MAX_CELLS || w > API_TRACE_MAX_CELLS)
+        return bad(r, "trace",
+                   "a trace is for small jobs: its maps hold N*H*L*S = %zu cells and its widest "
+                   "step %s = %zu floats, and each may hold at most %d; send fewer or shorter "
+                   "sequences, or leave trace out",
+                   fits ? maps : (size_t)-1,
+                   r->op == API_OP_SDPA ? "N*H*max(L,S)*max(D,Dv)" : "N*max(L,S)*E",
+                   fits ? w : (size_t)-1, API_TRACE_MAX_CELLS);
+    return 0;
+}
+
 /* causal, key_lengths, key_mask, attn_mask, attn_bias, need_weights, heads, weights_top_k and
  * encoding, checked against the shapes learnt before them. 0, or -1 with r->err. */
 static int masks_and_options(apip_req *r) {
@@ -716,6 +745,8 @@ static int masks_and_options(apip_req *r) {
         else if (!(apip_jv_kind(v) == '"' && apip_jv_streq(apip_jv_string(v), "json")))
             return bad(r, "encoding", "encoding must be \"json\" or \"base64\"");
     }
+    if ((v = r->f[APIP_F_TRACE]) && trace_field(r, v))
+        return -1;
     return 0;
 }
 

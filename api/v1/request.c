@@ -112,6 +112,25 @@ static bool out_shapes(const apip_req *r, size_t maps, apip_resp_shape *rs) {
         rs->w_dims[rs->w_rank++] = r->l;
         rs->w_dims[rs->w_rank++] = r->top_k ? r->top_k : r->s;
     }
+    if (r->trace) {
+        rs->trace = true;
+        size_t dh = r->op == API_OP_SDPA ? 0 : r->e / r->h;
+        for (size_t i = 0; i < nlead; i++)
+            rs->tr_q[i] = rs->tr_kv[i] = rs->tr_maps[i] = lead[i];
+        rs->tr_rank = nlead;
+        if (r->op == API_OP_ATTENTION) {
+            rs->tr_q[nlead] = rs->tr_kv[nlead] = rs->tr_maps[nlead] = r->h;
+            rs->tr_rank++;
+        }
+        size_t t = rs->tr_rank;
+        rs->tr_q[t] = r->l;
+        rs->tr_q[t + 1] = dh;
+        rs->tr_kv[t] = r->s;
+        rs->tr_kv[t + 1] = dh;
+        rs->tr_maps[t] = r->l;
+        rs->tr_maps[t + 1] = r->s;
+        rs->tr_rank += 2;
+    }
     if (r->op == API_OP_ATTENTION && r->model) {
         rs->model_len = strlen(apip_model_name(r->model));
         return apip_words_json_bound(r->model, r->words ? r->l : 0, &rs->words_bytes);
@@ -136,6 +155,8 @@ typedef struct layout {
     size_t ws;                /* libattn's workspace: workspace_bytes */
     size_t out, w, ix;        /* output, weights and top-k indices: the plan's elems of each */
     size_t reply;             /* another protocol's reply form (reply_ops->place's bytes) */
+    size_t tq, tk, tv, th;    /* trace, attention: q and heads (N*L*E), k and v (N*S*E) */
+    size_t ts, tm, tw;        /* trace: scores, masked scores, weights (N*H*L*S each) */
 } layout;
 
 /* Appends count items of size bytes at the next 64-byte boundary; returns their offset. */
@@ -181,6 +202,18 @@ static void lay_out(const apip_req *r, const attn_plan *p, layout *a) {
     a->out = take(a, p->out_elems, sizeof(float));
     a->w = r->weights ? take(a, p->weights_elems, sizeof(float)) : 0;
     a->ix = r->top_k ? take(a, p->index_elems, sizeof(int32_t)) : 0;
+    if (r->trace) { /* trace_field bounded each of these */
+        size_t maps = r->n * r->h * r->l * r->s;
+        if (r->op == API_OP_ATTENTION) {
+            a->tq = take(a, r->n * r->l * r->e, sizeof(float));
+            a->tk = take(a, r->n * r->s * r->e, sizeof(float));
+            a->tv = take(a, r->n * r->s * r->e, sizeof(float));
+            a->th = take(a, r->n * r->l * r->e, sizeof(float));
+        }
+        a->ts = take(a, maps, sizeof(float));
+        a->tm = take(a, maps, sizeof(float));
+        a->tw = take(a, maps, sizeof(float));
+    }
 }
 
 /* The most bytes of the job's response, into *resp: v1's bound, or the reply form given->reply
@@ -350,6 +383,21 @@ static int bind_job(const apip_req *r, const apip_resp_shape *rs, const layout *
     memcpy(job->out_dims, rs->out_dims, sizeof job->out_dims);
     job->w_rank = rs->w_rank;
     memcpy(job->w_dims, rs->w_dims, sizeof job->w_dims);
+    if (r->trace) {
+        job->traced = true;
+        if (r->op == API_OP_ATTENTION)
+            job->trace = (attn_trace){.q = (float *)(void *)(arena + a->tq),
+                                      .k = (float *)(void *)(arena + a->tk),
+                                      .v = (float *)(void *)(arena + a->tv),
+                                      .heads = (float *)(void *)(arena + a->th)};
+        job->trace.scores = (float *)(void *)(arena + a->ts);
+        job->trace.masked = (float *)(void *)(arena + a->tm);
+        job->trace.weights = (float *)(void *)(arena + a->tw);
+        job->tr_rank = rs->tr_rank;
+        memcpy(job->tr_q, rs->tr_q, sizeof job->tr_q);
+        memcpy(job->tr_kv, rs->tr_kv, sizeof job->tr_kv);
+        memcpy(job->tr_maps, rs->tr_maps, sizeof job->tr_maps);
+    }
     return 0;
 }
 

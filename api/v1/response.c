@@ -7,6 +7,7 @@
  * indices as "int32"), which costs about what copying the bytes does.
  *
  * Legend: N batch, H heads, L query length, S key length, E embedding width, K top-k count. */
+#include <math.h>
 #include <string.h>
 
 #include "v1.h"
@@ -26,6 +27,14 @@
 #define T_SHAPE_L    ",\"L\":"
 #define T_SHAPE_S    ",\"S\":"
 #define T_SHAPE_E    ",\"E\":"
+#define T_TRACE      ",\"trace\":{\"scale\":"
+#define T_TR_Q       ",\"q\":"
+#define T_TR_K       ",\"k\":"
+#define T_TR_V       ",\"v\":"
+#define T_TR_SCORES  ",\"scores\":"
+#define T_TR_MASKED  ",\"masked_scores\":"
+#define T_TR_WEIGHTS ",\"weights\":"
+#define T_TR_HEADS   ",\"head_outputs\":"
 #define T_USAGE      ",\"usage\":{\"flops\":"
 #define T_QUEUE_MS   ",\"queue_ms\":"
 #define T_COMPUTE_MS ",\"compute_ms\":"
@@ -50,8 +59,27 @@ static void put_shape(api_buf *b, const size_t *dims, size_t rank) {
     apip_buf_puts(b, "]");
 }
 
-/* Nested arrays of floats: data is (dims) row-major. */
-static void json_floats(api_buf *b, const float *data, const size_t *dims, size_t rank) {
+/* The floats v[0, n) as JSON, the non-finite ones as the strings "-inf", "inf" and "nan" (no
+ * longer than a number): the slow way, for the rows of a trace that hold them. */
+static char *floats_write_any(char *o, const float *v, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            *o++ = ',';
+        const char *t = isnan(v[i]) ? "\"nan\"" : v[i] < 0 ? "\"-inf\"" : "\"inf\"";
+        if (isfinite(v[i])) {
+            o += api_float_write(o, v[i]);
+        } else {
+            memcpy(o, t, strlen(t));
+            o += strlen(t);
+        }
+    }
+    return o;
+}
+
+/* Nested arrays of floats: data is (dims) row-major. Non-finite values only where any may be
+ * (a trace's masked scores): see floats_write_any. */
+static void json_floats(api_buf *b, const float *data, const size_t *dims, size_t rank,
+                        bool any) {
     if (rank == 1) {
         size_t n = dims[0], room = 0;
         if (!apip_mul(n, APIP_FLOAT_MAX, &room) || !apip_add(room, 40, &room)) {
@@ -63,7 +91,10 @@ static void json_floats(api_buf *b, const float *data, const size_t *dims, size_
             return;
         char *s = o;
         *o++ = '[';
-        o = apip_floats_write(o, data, n);
+        bool finite = true;
+        for (size_t i = 0; any && i < n; i++)
+            finite = finite && isfinite(data[i]);
+        o = finite ? apip_floats_write(o, data, n) : floats_write_any(o, data, n);
         *o++ = ']';
         b->len += (size_t)(o - s);
         return;
@@ -75,7 +106,7 @@ static void json_floats(api_buf *b, const float *data, const size_t *dims, size_
     for (size_t i = 0; i < dims[0] && !b->failed; i++) {
         if (i)
             apip_buf_puts(b, ",");
-        json_floats(b, data + i * inner, dims + 1, rank - 1);
+        json_floats(b, data + i * inner, dims + 1, rank - 1, any);
     }
     apip_buf_puts(b, "]");
 }
@@ -139,7 +170,40 @@ static void put_floats(api_buf *b, bool base64, const float *data, const size_t 
     if (base64)
         b64_tensor(b, "float32", data, dims, rank);
     else
-        json_floats(b, data, dims, rank);
+        json_floats(b, data, dims, rank, false);
+}
+
+/* The "trace" member of a traced job's response. */
+static void put_trace(api_buf *b, const api_job *job) {
+    const attn_trace *t = &job->trace;
+    char num[32];
+    apip_buf_puts(b, T_TRACE);
+    size_t n = api_float_write(num, t->scale);
+    num[n] = 0;
+    apip_buf_puts(b, num);
+    if (job->op == API_OP_ATTENTION) {
+        apip_buf_puts(b, T_TR_Q);
+        put_floats(b, job->base64, t->q, job->tr_q, job->tr_rank);
+        apip_buf_puts(b, T_TR_K);
+        put_floats(b, job->base64, t->k, job->tr_kv, job->tr_rank);
+        apip_buf_puts(b, T_TR_V);
+        put_floats(b, job->base64, t->v, job->tr_kv, job->tr_rank);
+    }
+    /* Scores past a causal limit or key length are still q.k, and may overflow: "inf". */
+    const float *maps[3] = {t->scores, t->masked, t->weights};
+    const char *names[3] = {T_TR_SCORES, T_TR_MASKED, T_TR_WEIGHTS};
+    for (int i = 0; i < 3; i++) {
+        apip_buf_puts(b, names[i]);
+        if (job->base64)
+            b64_tensor(b, "float32", maps[i], job->tr_maps, job->tr_rank);
+        else
+            json_floats(b, maps[i], job->tr_maps, job->tr_rank, i < 2);
+    }
+    if (job->op == API_OP_ATTENTION) {
+        apip_buf_puts(b, T_TR_HEADS);
+        put_floats(b, job->base64, t->heads, job->tr_q, job->tr_rank);
+    }
+    apip_buf_puts(b, "}");
 }
 
 /* ---- Response size ------------------------------------------------------------------------ */
@@ -201,6 +265,21 @@ bool apip_response_bound(const apip_resp_shape *rs, size_t *bytes) {
         if (rs->indices && (!tensor_bound(rs->w_dims, rs->w_rank, rs->base64, true, &t) ||
                             !apip_add(n, LIT(T_INDICES T_VALUES) + 1 + t, &n)))
             return false;
+    }
+    if (rs->trace) {
+        /* scale, then q, k, v and head_outputs (attention) and the three maps */
+        size_t fixed = LIT(T_TRACE T_TR_SCORES T_TR_MASKED T_TR_WEIGHTS "}") + FLOAT_CHARS;
+        if (!apip_add(n, fixed, &n) ||
+            !tensor_bound(rs->tr_maps, rs->tr_rank, rs->base64, false, &t) ||
+            !acc_mad(&n, t, 3, 0))
+            return false;
+        if (rs->op == API_OP_ATTENTION) {
+            size_t tk = 0;
+            if (!tensor_bound(rs->tr_q, rs->tr_rank, rs->base64, false, &t) ||
+                !tensor_bound(rs->tr_kv, rs->tr_rank, rs->base64, false, &tk) ||
+                !acc_mad(&n, t, 2, LIT(T_TR_Q T_TR_K T_TR_V T_TR_HEADS)) || !acc_mad(&n, tk, 2, 0))
+                return false;
+        }
     }
     if (rs->op == API_OP_ATTENTION) {
         /* The name as a JSON string: at most 6 bytes per byte ("\ufffd", "\u001f"), quoted. */
@@ -307,6 +386,8 @@ int api_job_respond(const api_job *job, double queue_ms, double compute_ms, api_
         apip_buf_put_u64(out, job->e);
         apip_buf_puts(out, "}");
     }
+    if (job->traced)
+        put_trace(out, job);
     apip_buf_puts(out, T_USAGE);
     apip_buf_put_flops(out, api_job_flops(job));
     apip_buf_puts(out, T_QUEUE_MS);

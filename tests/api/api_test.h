@@ -105,6 +105,8 @@ void test_bitwise_self(void);
 void test_weights_views(void);
 void test_fully_masked(void);
 void test_sdpa_key_masks(void);
+/* v1_trace.c */
+void test_trace(void);
 /* v1_limits.c */
 void test_limits(void);
 void test_declared_shapes(void);

@@ -55,6 +55,7 @@ int main(int argc, char **argv) {
     test_response_bound();
     test_response_bound_words();
     test_sdpa_key_masks();
+    test_trace();
     test_integer_rule();
     test_mem_cache();
     test_mem_jobs();

@@ -69,6 +69,7 @@ void test_tiled_equals_direct(attn_pool *pool);
 void test_weights_modes(attn_pool *pool);
 void test_cross_kdim(attn_pool *pool);
 void test_near_float_max(attn_pool *pool);
+void test_trace(attn_pool *pool);
 /* plan.c */
 void test_plan_bind(void);
 void test_limits_and_errors(void);

@@ -392,3 +392,96 @@ void test_near_float_max(attn_pool *pool) {
               paths[path], attn_status_name(rc));
     }
 }
+
+/* attn_mha_forward_traced: the trace leaves the output bit for bit as it was, on both paths;
+ * its weights are the forward's own; q is x W_Q^T + b; the heads' outputs through out_proj are
+ * the output; masked cells are -inf; and any one map alone (which the forward computes in
+ * that map's buffer) is the same as with all three. */
+void test_trace(attn_pool *pool) {
+    const size_t N = 2, L = 9, E = 16, H = 4, S = 9, Dh = E / H;
+    mha_case c = mha_case_new(N, L, E, H);
+    float *x = frand_new(N * L * E), *bias = frand_new(L * S);
+    float *out = malloc(N * L * E * 4), *out_t = malloc(N * L * E * 4);
+    float *w = malloc(N * H * L * S * 4);
+    float *tq = malloc(N * L * E * 4), *tk = malloc(N * S * E * 4), *tv = malloc(N * S * E * 4);
+    float *th = malloc(N * L * E * 4), *ts = malloc(N * H * L * S * 4);
+    float *tm = malloc(N * H * L * S * 4), *tw = malloc(N * H * L * S * 4);
+    float *alone = malloc(N * H * L * S * 4);
+    int32_t kl[2] = {9, 5};
+    attn_masks m = {.causal = ATTN_CAUSAL_TOP_LEFT, .key_lengths = kl, .attn_bias = bias};
+    attn_mha_params prm = {.in_proj_weight = c.win,
+                           .in_proj_bias = c.bin,
+                           .out_proj_weight = c.wout,
+                           .out_proj_bias = c.bout};
+    for (int path = ATTN_PATH_DIRECT; path <= ATTN_PATH_TILED; path++) {
+        bool direct = path == ATTN_PATH_DIRECT;
+        attn_opts o = {.weights = direct ? ATTN_WEIGHTS_PER_HEAD : ATTN_WEIGHTS_NONE,
+                       .path = (attn_path)path};
+        attn_weights_out wo = {.values = w};
+        attn_plan p;
+        attn_error err = {0};
+        CHECK(attn_mha_plan(&p, &c.d, &o, &m, attn_pool_slots(pool), &err) == ATTN_OK, "%s",
+              err.msg);
+        void *ws = ws_new(&p);
+        CHECK(attn_mha_forward(&p, ws, out, direct ? &wo : NULL, x, x, x, &prm, pool, &err) ==
+                  ATTN_OK,
+              "%s", err.msg);
+        attn_trace t = {.q = tq, .k = tk, .v = tv, .scores = ts, .masked = tm, .weights = tw,
+                        .heads = th};
+        CHECK(attn_mha_forward_traced(&p, ws, out_t, direct ? &wo : NULL, &t, x, x, x, &prm,
+                                      pool, &err) == ATTN_OK,
+              "%s", err.msg);
+        CHECK(memcmp(out, out_t, N * L * E * 4) == 0, "path %d: the trace changed the output",
+              path);
+        CHECK(t.scale == 0.5f, "trace scale %g, want 1/sqrt(16 / 4)", (double)t.scale);
+        if (direct)
+            CHECK(max_abs_diff(w, tw, N * H * L * S) < 1e-6,
+                  "the trace's weights differ from the forward's by %.3g",
+                  max_abs_diff(w, tw, N * H * L * S));
+        /* q against x W_Q^T + b, the heads through out_proj against the output, in double;
+         * blocked cells -inf in masked and 0 in weights. */
+        double eq = 0, eo = 0;
+        bool blocked_ok = true;
+        for (size_t n = 0; n < N; n++)
+            for (size_t i = 0; i < L; i++) {
+                for (size_t col = 0; col < E; col++) {
+                    double q = (double)c.bin[col], o_ = (double)c.bout[col];
+                    for (size_t e = 0; e < E; e++) {
+                        q += (double)x[(n * L + i) * E + e] * (double)c.win[col * E + e];
+                        o_ += (double)th[((n * H + e / Dh) * L + i) * Dh + e % Dh] *
+                              (double)c.wout[col * E + e];
+                    }
+                    eq = fmax(eq, fabs(q - (double)tq[((n * H + col / Dh) * L + i) * Dh +
+                                                      col % Dh]));
+                    eo = fmax(eo, fabs(o_ - (double)out[(n * L + i) * E + col]));
+                }
+                for (size_t h = 0; h < H; h++)
+                    for (size_t j = 0; j < S; j++) {
+                        size_t at = ((n * H + h) * L + i) * S + j;
+                        bool blocked = j > i || (int32_t)j >= kl[n];
+                        if (blocked)
+                            blocked_ok &= isinf(tm[at]) && tm[at] < 0 && tw[at] == 0;
+                        else
+                            blocked_ok &= tm[at] == ts[at] + bias[i * S + j];
+                    }
+            }
+        CHECK(eq < 1e-5, "path %d: trace q off x W_Q^T + b by %.3g", path, eq);
+        CHECK(eo < 1e-5, "path %d: trace heads through out_proj off the output by %.3g", path, eo);
+        CHECK(blocked_ok, "path %d: masked = scores + bias, -inf and weight 0 where blocked", path);
+        /* One map alone. */
+        float *want[3] = {ts, tm, tw};
+        for (int k = 0; k < 3; k++) {
+            attn_trace t1 = {0};
+            *(k == 0 ? &t1.scores : k == 1 ? &t1.masked : &t1.weights) = alone;
+            CHECK(attn_mha_forward_traced(&p, ws, out_t, direct ? &wo : NULL, &t1, x, x, x, &prm,
+                                          pool, &err) == ATTN_OK,
+                  "%s", err.msg);
+            CHECK(memcmp(alone, want[k], N * H * L * S * 4) == 0,
+                  "path %d: map %d alone differs from the full trace's", path, k);
+        }
+        free(ws);
+    }
+    mha_case_free(&c);
+    free(x), free(bias), free(out), free(out_t), free(w), free(tq), free(tk), free(tv), free(th);
+    free(ts), free(tm), free(tw), free(alone);
+}

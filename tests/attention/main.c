@@ -59,6 +59,7 @@ int main(int argc, char **argv) {
         test_cross_kdim(p);
         test_batch(p);
         test_near_float_max(p);
+        test_trace(p);
     }
     test_flops_closed_form();
     test_limits_and_errors();

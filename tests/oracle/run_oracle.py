@@ -321,6 +321,7 @@ class Case:
     expect: Expect
     runs: list
     dirs: list = field(default_factory=list)
+    masks: object = None  # the Masks of the case (http_oracle's trace check reads them)
 
 
 def run_variants(index, primary):
@@ -426,6 +427,7 @@ class Grid:
         name = (f"mha-n{N}-l{L}-s{S}-e{E}-h{H}-k{kdim}-v{vdim}-{inputs}"
                 f"{'-split' if split else ''}{'' if bias else '-nobias'}")
         self._add(group, name, keys, files, expect, H, S, primary, every_run)
+        self.cases[-1].masks = m
 
     def sdpa(self, group, N, H, L, S, D, Dv, scale=None, same_qk=False, masks=None,
              primary=None, every_run=False):
@@ -449,6 +451,7 @@ class Grid:
         name = (f"sdpa-n{N}-h{H}-l{L}-s{S}-d{D}-dv{Dv}{'-qk' if same_qk else ''}"
                 f"{'' if scale is None else f'-scale{scale}'}")
         self._add(group, name, keys, files, expect, H, S, primary, every_run)
+        self.cases[-1].masks = m
 
     def _resolve(self, masks, N, H):
         """The mask arguments of a case: masks, or the next preset of the cycle when None."""
@@ -596,6 +599,7 @@ class Tally:
         self.failures = []
         self.runs = 0
         self.cases = 0
+        self.traces = 0  # http_oracle: replies with a trace checked
 
     def fail(self, where, msg):
         self.failures.append(f"{where}: {msg}")

@@ -15,6 +15,10 @@ broadcast to (N, H, L, S); -inf biases as the string "-inf". SDPA sends (N, H, L
 mask is given, and (L, D) or (H, L, D) otherwise; its weights are dense per head (need_weights is
 a bool there), and its mean/top-k runs are checked against the dense maps.
 
+Through API v1, every case within the trace's bound (trace_oracle.traceable) also goes once
+with "trace": true (alternately JSON and base64), and trace_oracle.py checks each step of the
+trace against the case's inputs in float64 and against the step before it.
+
 The grid runs twice: through API v1 as above, then through the Open Inference Protocol (v2).
 For v2, each MHA case's weights are written as a safetensors model file (o<index>), a second
 attnd loads them (--models), and the case is POSTed to /v2/models/o<index>/infer; SDPA cases
@@ -50,8 +54,10 @@ import numpy as np
 sys.dont_write_bytecode = True  # leave no __pycache__ in tests/oracle
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "oracle"))
 import run_oracle as ro  # noqa: E402  (the grid, the references and the comparisons)
+import trace_oracle  # noqa: E402  (the "trace" of v1, checked step by step)
 
 MIN_VALUES = 100000
+MIN_TRACES = 100  # v1 replies with a trace: most of the grid is within its bound
 START_SECS = 20
 REQUEST_SECS = 120
 
@@ -472,8 +478,16 @@ def run_pass(args, cases, protocol, work):
         else:
             reqs, sdpa = requests_of(case, i)
             reqs = [r + (r[1]["encoding"] == "base64",) for r in reqs]
+            if trace_oracle.traceable(case):  # one more request: the trace, no weights
+                path, body, run, out_shape, wshape = reqs[0][:5]
+                body = {k: v for k, v in body.items()
+                        if k not in ("need_weights", "heads", "weights_top_k")}
+                body["trace"] = True
+                body["encoding"] = "base64" if i % 2 else "json"
+                reqs.append((path, body, "trace", out_shape, wshape, i % 2 == 1))
         for path, body, run, out_shape, wshape, binary in reqs:
-            where = (f"{protocol} {case.group}/{case.name}/{run.label}-"
+            label = run if run == "trace" else run.label
+            where = (f"{protocol} {case.group}/{case.name}/{label}-"
                      f"{'binary' if binary else 'json'}")
             try:
                 status, reply = client.post(path, body)
@@ -487,7 +501,11 @@ def run_pass(args, cases, protocol, work):
             if reply.get("binary_left_over"):
                 t.fail(where, f"{reply['binary_left_over']} bytes after the binary outputs")
             before = t.values
-            check_reply(t, where, reply, case, run, out_shape, wshape, sdpa)
+            if run == "trace":
+                trace_oracle.check(t, where, reply, case, out_shape, sdpa)
+                t.traces += 1
+            else:
+                check_reply(t, where, reply, case, run, out_shape, wshape, sdpa)
             if t.values == before and not t.failures:
                 t.fail(where, "compared nothing")
         t.cases = 1
@@ -499,7 +517,7 @@ def run_pass(args, cases, protocol, work):
         with ThreadPoolExecutor(max_workers=args.threads) as ex:
             for group, t in ex.map(run_case, [(i, c) for i, c in enumerate(cases)]):
                 g = totals.setdefault(group, ro.Tally())
-                for k in ("values", "by_def", "runs", "cases"):
+                for k in ("values", "by_def", "runs", "cases", "traces"):
                     setattr(g, k, getattr(g, k) + getattr(t, k))
                 g.max_err = max(g.max_err, t.max_err)
                 g.failures += t.failures
@@ -539,10 +557,13 @@ def main():
             print(f"{protocol} {group:<13} {g.cases:4d} cases {g.runs:5d} requests {g.values:9d} "
                   f"values ({g.by_def} by definition)  max err {g.max_err:.1e}  "
                   f"{'ok' if not g.failures else f'{len(g.failures)} FAILED'}")
-            for k in ("values", "by_def", "runs", "cases"):
+            for k in ("values", "by_def", "runs", "cases", "traces"):
                 setattr(total, k, getattr(total, k) + getattr(g, k))
             total.max_err = max(total.max_err, g.max_err)
             total.failures += g.failures
+        if protocol == "v1" and total.traces < MIN_TRACES:
+            total.fail("total", f"only {total.traces} traces checked; expected at least "
+                       f"{MIN_TRACES}")
         if total.values < MIN_VALUES:
             total.fail("total", f"{protocol}: only {total.values} values compared; expected at "
                        f"least {MIN_VALUES}")
@@ -554,7 +575,8 @@ def main():
         if len(shown) < len(total.failures):
             print(f"... and {len(total.failures) - len(shown)} more (-v shows all)")
         verdict = "FAIL" if total.failures else "PASS"
-        print(f"http_oracle {protocol}: {verdict}: {total.cases} cases, {total.runs} requests, "
+        print(f"http_oracle {protocol}: {verdict}: {total.cases} cases, {total.runs} requests "
+              f"({total.traces} with a trace), "
               f"{total.values} values compared, {len(total.failures)} failures, max err "
               f"{total.max_err:.1e}, {time.monotonic() - t_pass:.1f} s")
         any_fail |= bool(total.failures)
