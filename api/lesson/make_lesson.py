@@ -35,7 +35,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # ---- Vocabulary -------------------------------------------------------------------------------
 # Each kind with its tokens, in vocabulary order. Attributes follow in ATTRS.
 
+START = "〈s〉"  # the start token: put before every text's words (position 0) by attnd
+
 KINDS = [
+    ("start", START),
     ("person", "程序员 同事 小王 小李 张工 测试同学 同学 老师 学生 经理 产品经理 运维 用户 客户 "
                "小明 小红 老王 小张 我 你 我们"),
     ("pronoun", "它 他 她 它们 他们 她们"),
@@ -103,6 +106,7 @@ FEATURES = [
     # 21..28: the pair of a bracket or quote mark: opening marks, then closing marks
     "open_paren", "open_quote", "open_book", "open_corner",
     "close_paren", "close_quote", "close_book", "close_corner",
+    "start",            # 29: the start token 〈s〉, where a row with nothing to show rests
 ]
 F = {name: i for i, name in enumerate(FEATURES)}
 V_READS = 32  # every head's W_V copies features 0..31 of the tokens it reads
@@ -159,18 +163,28 @@ def position_encoding():
 # scores softmax sees.
 
 WALL = 40.0        # relation heads: the token itself and every later token get -40 (e^-40 ~ 4e-18)
-ADJ = 6.0          # adjacent: every key but i-1 gets -6 (row 0, with no i-1, rests on itself)
+ADJ = 8.0          # adjacent: every key but the two neighbours i-1 and i+1 gets -8
+ADJ_START = 3.0    # ... the start token as a neighbour -3 (word 1 looks ahead when it may)
+ADJ_SELF = 11.0    # ... and the start token's own row +11 on itself (8 over word 1)
+ADJ_ID = 4.0       # ... its W_V copies the identity code again, times 4 (see head_weights)
 SUBJ_AGENT = 12.0  # subject: a predicate meets a person, pronoun or system before it
 SUBJ_THING = 6.0   # ... or a thing, for a predicate with no agent before it
-SUBJ_NEAR = 0.5    # ... + 0.5 j: of two candidates the nearer (the later) wins
-SUBJ_SINK = 4.0    # ... other tokens rest on the first token (j = 0): +4 there
+SUBJ_PLAIN = 8.0   # ... every other word (not the start token) gets -8 from a predicate
+SUBJ_NEAR = 1.0    # ... - log2(distance): of two candidates the nearer wins
+SUBJ_SINK = 10.0   # ... rows of other words rest on the start token: +10 there
 STRUCT_PUNCT = 30.0  # structure: every token meets the punctuation marks before it
 STRUCT_CLOSE = 24.0  # ... a closing bracket or quote meets an opening one of its pair
-STRUCT_SINK = 26.0   # ... the first token (the start of the text counts as a boundary)
+STRUCT_SINK = 26.0   # ... the start token (the start of the text is a boundary)
 CO_MATCH = 5.0     # coreference: 它 meets a thing or system, 他 a person it can stand for
 CO_MISMATCH = 8.0  # ... and the other kind gets -8
-CO_FIRST = 0.125   # ... - 0.125 j: of two candidates, the earlier mention (the topic) wins a little
-CO_SINK = 4.0      # ... other tokens rest on the first token
+CO_PLAIN = 4.0     # ... every other word (not the start token) gets -4 from a pronoun
+CO_FIRST = 0.25    # ... - 0.25 log2(j): of two candidates, the earlier mention (the topic) wins
+CO_SINK = 10.0     # ... rows of other words rest on the start token: +10 there
+
+
+def log_term(c, d):
+    """-c log2(d) for d >= 1, rounded to 1/256 (8 times it is exact in F16 below 64)."""
+    return -round(256 * c * math.log2(d)) / 256
 
 
 def recency(d):
@@ -183,11 +197,13 @@ def position_tables():
     G = np.zeros((H, P, P))
     for i in range(P):
         for j in range(P):
-            G[0, i, j] = 0 if j == i - 1 or i == j == 0 else -ADJ
+            G[0, i, j] = 0 if abs(j - i) == 1 or i == j == 0 else -ADJ
             for h in (1, 2, 3):
                 G[h, i, j] = -WALL if j > i or (j == i and i > 0) else 0
             if j < i:
+                G[1, i, j] = log_term(SUBJ_NEAR, i - j)
                 G[2, i, j] = recency(i - j)
+                G[3, i, j] = log_term(CO_FIRST, j) if j > 0 else 0
     return G
 
 
@@ -211,13 +227,14 @@ def head_weights():
         for c, v in k.items():
             Wk[h, r, c] = v
 
-    b = F["bias"]
-    ramp = {POS0 + j: j for j in range(P)}   # a key's position j
-    start = {POS0: 1}                        # the first token
+    b, st = F["bias"], F["start"]
+    start = {st: 1}  # the start token, wherever it is (attnd puts it at position 0)
+    # 0 adjacent: the start token as a neighbour -3; the start token's row on itself
+    term(0, 0, {b: -ADJ_START, st: ADJ_SELF}, start)
     # 1 subject
     term(1, 0, {F["predicate"]: SUBJ_AGENT}, {F["agent"]: 1})
     term(1, 1, {F["predicate"]: SUBJ_THING}, {F["thing"]: 1})
-    term(1, 2, {F["predicate"]: SUBJ_NEAR}, ramp)
+    term(1, 2, {F["predicate"]: -SUBJ_PLAIN}, {b: 1, F["agent"]: -1, F["thing"]: -1, st: -1})
     term(1, 3, {b: SUBJ_SINK, F["predicate"]: -SUBJ_SINK}, start)
     # 2 structure
     term(2, 0, {b: STRUCT_PUNCT}, {F["punct"]: 1})
@@ -227,7 +244,8 @@ def head_weights():
     # 3 coreference
     term(3, 0, {F["it"]: CO_MATCH, F["he"]: -CO_MISMATCH}, {F["thing"]: 1, F["system"]: 1})
     term(3, 1, {F["he"]: CO_MATCH, F["it"]: -CO_MISMATCH}, {F["referent_person"]: 1})
-    term(3, 2, {F["it"]: -CO_FIRST, F["he"]: -CO_FIRST}, ramp)
+    term(3, 2, {F["it"]: -CO_PLAIN, F["he"]: -CO_PLAIN},
+         {b: 1, F["thing"]: -1, F["system"]: -1, F["referent_person"]: -1, st: -1})
     term(3, 3, {b: CO_SINK, F["it"]: -CO_SINK, F["he"]: -CO_SINK}, start)
 
     # W_V: every head copies features 0..31 of the token it reads into its first 32 dimensions;
@@ -236,6 +254,10 @@ def head_weights():
     for h in range(H):
         for f in range(V_READS):
             Wv[h, f, f] = 1
+    # adjacent also copies the identity code, times ADJ_ID, into its dimensions 32..35: which
+    # word a neighbour is matters to this head, and a replaced neighbour moves the row visibly.
+    for k, name in enumerate(("id0", "id1", "id2", "id3")):
+        Wv[0, V_READS + k, F[name]] = ADJ_ID
     return Wq.reshape(E, E), Wk.reshape(E, E), Wv.reshape(E, E), np.eye(E)
 
 
@@ -285,14 +307,24 @@ def weights(x, Wq, Wk, causal=False):
     return w / w.sum(axis=2, keepdims=True)
 
 
+def forward(x, Wq, Wk, Wv, Wo, causal=False):
+    """(L, E) output of x (L, E): every head's weights times its values, concatenated, out_proj."""
+    L = x.shape[0]
+    v = (x @ Wv.T).reshape(L, H, DH).transpose(1, 0, 2)
+    heads = weights(x, Wq, Wk, causal) @ v  # (H, L, DH)
+    return heads.transpose(1, 0, 2).reshape(L, E) @ Wo.T
+
+
 def rule_targets(words, kind_of):
-    """What each head's rule says, per row: {head: {row: target or targets}}."""
+    """What each head's rule says, per row of words (the start token first, at 0): {row: target}
+    for subject and structure, {row: (good, wrong)} for coreference; a row of subject or
+    coreference that is not listed has no relation and rests on the start token (0)."""
     attrs = {a: set(ws.split()) for a, ws in ATTRS.items()}
     kinds = [kind_of[w] for w in words]
     L = len(words)
     subj, struct, coref = {}, {}, {}
-    for i in range(L):
-        before = range(i - 1, -1, -1)  # nearest first
+    for i in range(1, L):
+        before = range(i - 1, 0, -1)  # the words before i, nearest first (not the start token)
         if kinds[i] == "predicate":
             agents = [j for j in before if kinds[j] in ("person", "pronoun", "system")]
             things = [j for j in before if kinds[j] == "thing"]
@@ -305,41 +337,104 @@ def rule_targets(words, kind_of):
             struct[i] = opens[0]
         else:
             struct[i] = puncts[0] if puncts else 0
+        good = wrong = None
         if words[i] in attrs["it"]:
-            coref[i] = ([j for j in before if kinds[j] in ("thing", "system")],
-                        [j for j in before if words[j] in attrs["referent_person"]])
+            good = [j for j in before if kinds[j] in ("thing", "system")]
+            wrong = [j for j in before if words[j] in attrs["referent_person"]]
         elif words[i] in attrs["he"]:
-            coref[i] = ([j for j in before if words[j] in attrs["referent_person"]],
-                        [j for j in before if kinds[j] in ("thing", "system")])
+            good = [j for j in before if words[j] in attrs["referent_person"]]
+            wrong = [j for j in before if kinds[j] in ("thing", "system")]
+        if good:
+            coref[i] = (good, wrong)
+    struct[0] = 0
     return subj, struct, coref
 
 
-def check_rules(words, w, kind_of):
-    """The failures of each head's documented rule on one sentence's weights (H, L, L)."""
+SINK_MIN = 0.9  # a row with nothing to show puts at least this on the start token
+
+
+def check_rules(words, w, kind_of, causal):
+    """The failures of each head's documented rule on one text's weights (H, L, L); words[0] is
+    the start token. Also returns the least weight a resting row put on the start token."""
     bad = []
     subj, struct, coref = rule_targets(words, kind_of)
     L = len(words)
+    name = lambda j: words[j]  # noqa: E731
+    sink = 1.0
+
+    def at_least(h, i, j, m, what):
+        if w[h, i, j] < m:
+            bad.append("%s row %d (%s): %.3f on %s, want >= %.2f" % (
+                HEAD_NAMES[h], i, words[i], w[h, i, j], name(j), m))
+
+    # adjacent: the start token's row on itself; with the mask every other row on the word (or
+    # token) before it; without it, both neighbours (word 1 has only the word after, the last
+    # word only the word before).
+    at_least(0, 0, 0, 0.9, "itself")
     for i in range(1, L):
-        if w[0, i, i - 1] < 0.6:
-            bad.append("adjacent row %d (%s): %.3f on %s" % (i, words[i], w[0, i, i - 1],
-                                                             words[i - 1]))
-    for i, t in subj.items():
-        if int(np.argmax(w[1, i])) != t:
-            bad.append("subject row %d (%s): largest on %s, not %s" % (
-                i, words[i], words[int(np.argmax(w[1, i]))], words[t]))
-    for i, t in struct.items():
-        if int(np.argmax(w[2, i])) != t or w[2, i, t] < 0.5:
-            bad.append("structure row %d (%s): %.3f on %s, largest on %s" % (
-                i, words[i], w[2, i, t], words[t], words[int(np.argmax(w[2, i]))]))
+        if causal or L == 2:
+            at_least(0, i, i - 1, 0.9, "before")
+        elif i == 1:
+            at_least(0, i, 2, 0.9, "after")
+        elif i == L - 1:
+            at_least(0, i, i - 1, 0.9, "before")
+        else:
+            at_least(0, i, i - 1, 0.4, "before")
+            at_least(0, i, i + 1, 0.4, "after")
+            if w[0, i, i - 1] + w[0, i, i + 1] < 0.9:
+                bad.append("adjacent row %d (%s): %.3f on its two neighbours" % (
+                    i, words[i], w[0, i, i - 1] + w[0, i, i + 1]))
+    # subject, structure, coreference: the largest weight where the rule says, else on 〈s〉.
+    for i in range(L):
+        targets = (subj.get(i, 0), struct[i], coref[i][0] if i in coref else [0])
+        for h, t in zip((1, 2, 3), targets):
+            got = int(np.argmax(w[h, i]))
+            ok = got in t if isinstance(t, list) else got == t
+            if not ok:
+                bad.append("%s row %d (%s): largest on %s (%.3f), want %s" % (
+                    HEAD_NAMES[h], i, words[i], name(got), w[h, i, got],
+                    "/".join(name(j) for j in t) if isinstance(t, list) else name(t)))
+            if h != 2 and (i not in (subj if h == 1 else coref)):
+                sink = min(sink, w[h, i, 0])
+                at_least(h, i, 0, SINK_MIN, "the start token")
+        at_least(2, i, struct[i], 0.5, "its boundary")
     for i, (good, wrong) in coref.items():
-        if good and w[3, i, good].sum() < 0.8:
+        if w[3, i, good].sum() < 0.8:
             bad.append("coreference row %d (%s): %.3f on %s" % (
                 i, words[i], w[3, i, good].sum(), "+".join(words[j] for j in good)))
         for j in wrong:
             if w[3, i, j] >= 0.1:
                 bad.append("coreference row %d (%s): %.3f on %s" % (i, words[i], w[3, i, j],
                                                                    words[j]))
-    return bad
+    # heads apart: where subject or coreference has a relation, their largest keys differ.
+    for i in set(subj) | set(coref):
+        if int(np.argmax(w[1, i])) == int(np.argmax(w[3, i])):
+            bad.append("row %d (%s): subject and coreference both largest on %s" % (
+                i, words[i], words[int(np.argmax(w[1, i]))]))
+    return bad, sink
+
+
+def exp3(tokens, X, Pos, weights4, replacement="缓存"):
+    """实验三 on "Redis 是一个内存数据库。" with the start token: the change of 内存's output row
+    (the word before 数据库) when 数据库 is replaced, over its norm, without and with the causal
+    mask; and the smallest such change without the mask over every other word of the vocabulary."""
+    Wq, Wk, Wv, Wo = weights4
+    vocab = {t for t, _ in tokens}
+    words = [START] + split("Redis 是一个内存数据库。", vocab)
+    t = words.index("数据库")
+    out = {}
+    for causal in (False, True):
+        base = forward(embed(words, tokens, X, Pos), Wq, Wk, Wv, Wo, causal)
+
+        def change(word):
+            other = words[:t] + [word] + words[t + 1:]
+            o = forward(embed(other, tokens, X, Pos), Wq, Wk, Wv, Wo, causal)
+            return (np.linalg.norm(o[t - 1] - base[t - 1]) / np.linalg.norm(base[t - 1]),
+                    np.abs(o[:t] - base[:t]).max())
+        out[causal] = change(replacement)
+        if not causal:
+            out["min"] = min((change(w)[0], w) for w, _ in tokens if w not in ("数据库", START))
+    return out
 
 
 CHAPTER = [
@@ -348,6 +443,14 @@ CHAPTER = [
     "张工把配置文件发给测试同学，因为它包含新的开关。",
     "小李把笔记本放进背包，因为它太重了。",
     "Redis 是一个内存数据库。",
+]
+
+
+# Where the heads go wrong, as the README shows: (text, head, row word, its largest key).
+HONEST = [
+    ("小红写了报告。她把它发给客户。", 1, "发给", "它"),       # the nearest agent, not 她
+    ("他说：“配置文件太大了”", 1, "太大了", "他"),            # agents beat things at any distance
+    ("小李把笔记本放进背包，因为它太重了。", 3, "它", "笔记本"),  # 背包 close behind: no 'heavy'
 ]
 
 
@@ -418,38 +521,64 @@ def build():
     metadata = {"num_heads": str(H),
                 "head_names": json.dumps(HEAD_NAMES, ensure_ascii=False, separators=(",", ":")),
                 "vocab": json.dumps(words, ensure_ascii=False, separators=(",", ":")),
+                "start_token": START,
                 "source": "api/lesson/make_lesson.py (see api/lesson/README.md)"}
     return safetensors_bytes(tensors, metadata)
 
 
 def check(verbose):
     """Measures every head's rule on the chapter's sentences and the template sentences, with
-    and without the causal mask; returns the number of failures."""
+    and without the causal mask, and 实验三; returns the number of failures."""
     tokens = vocabulary()
     vocab, kind_of = {t for t, _ in tokens}, dict(tokens)
     X, Pos = token_features(tokens), position_encoding()
-    Wq, Wk, _, _ = head_weights()
+    W = head_weights()
+    Wq, Wk = W[0], W[1]
     texts = CHAPTER + template_sentences()
-    failures = 0
+    failures, sink = 0, 1.0
     for causal in (False, True):
         for text in texts:
-            words = split(text, vocab)
+            words = [START] + split(text, vocab)
             w = weights(embed(words, tokens, X, Pos), Wq, Wk, causal)
-            bad = check_rules(words, w, kind_of)
+            bad, least = check_rules(words, w, kind_of, causal)
+            sink = min(sink, least)
             failures += len(bad)
             for b in bad:
                 print("FAIL (causal %s) %s: %s" % (causal, " ".join(words), b))
     if verbose:
         for text in CHAPTER:
-            words = split(text, vocab)
+            words = [START] + split(text, vocab)
             w = weights(embed(words, tokens, X, Pos), Wq, Wk)
             print(" ".join(words))
             for i, t in enumerate(words):
                 if kind_of[t] == "pronoun":
                     print("  coreference row of %s: %s" % (t, ", ".join(
                         "%s %.3f" % (words[j], w[3, i, j]) for j in range(len(words)))))
-    print("%d texts, each with and without the causal mask: %d rule failures; vocabulary %d "
-          "tokens, E %d, %d positions" % (len(texts), failures, len(tokens), E, P))
+    # The honest failures the README shows: the rule holds, the reading a person makes does not.
+    for text, h, row, want in HONEST:
+        words = [START] + split(text, vocab)
+        w = weights(embed(words, tokens, X, Pos), Wq, Wk)
+        got = words[int(np.argmax(w[h, words.index(row)]))]
+        if got != want:
+            print("FAIL honest case %s: %s row %s largest on %s, the README says %s" % (
+                text, HEAD_NAMES[h], row, got, want))
+            failures += 1
+    e3 = exp3(tokens, X, Pos, W)
+    leak, _ = e3[False]
+    rel_masked, abs_masked = e3[True]
+    print("实验三, Redis 是一个内存数据库。 with 〈s〉, 数据库 -> 缓存: the row of 内存 changes by "
+          "%.1f%% of its norm without the causal mask, by %g with it (max |change| of the rows "
+          "before 数据库); the least change without the mask over every other word: %.1f%% (%s)"
+          % (100 * leak, abs_masked, 100 * e3["min"][0], e3["min"][1]))
+    if leak < 0.10 or e3["min"][0] < 0.10:
+        print("FAIL 实验三: the leak without the causal mask is under 10%")
+        failures += 1
+    if abs_masked != 0:
+        print("FAIL 实验三: with the causal mask an earlier row changed")
+        failures += 1
+    print("%d texts, each with and without the causal mask: %d rule failures; rows at rest put "
+          ">= %.3f on 〈s〉; vocabulary %d tokens, E %d, %d positions"
+          % (len(texts), failures, sink, len(tokens), E, P))
     return failures
 
 

@@ -153,7 +153,7 @@ bool apip_model_start_token(const api_model *m, uint32_t *id);
 
 /* Makes token id (< the vocabulary's size) m's start token. m must have a vocabulary. */
 void apip_model_set_start_token(api_model *m, uint32_t id);
-void apip_model_set_source(api_model *m, const char *source);      /* a static string */
+void apip_model_set_source(api_model *m, const char *source); /* a static string */
 
 /* ---- Words of a request (vocab.c) ------------------------------------------------------------ */
 

@@ -260,8 +260,8 @@ static int decode_inputs(const apip_req *r, const layout *a, api_job *job, char 
         x[i] = (float *)(void *)(arena + a->x[i]);
         if (i == 0 && r->words) {
             uint32_t *ids = (uint32_t *)(void *)(arena + a->ids);
-            apip_words_embed(r->model, r->f[APIP_F_TOKENS], r->f[APIP_F_TEXT], r->add_special,
-                             ids, x[0]);
+            apip_words_embed(r->model, r->f[APIP_F_TOKENS], r->f[APIP_F_TEXT], r->add_special, ids,
+                             x[0]);
             job->tokens = ids;
             continue;
         }

@@ -217,12 +217,13 @@ void test_registry(void) {
           "set_default");
     api_buf_reset(&b);
     api_registry_list_json(r, &b);
-    const char *want = "{\"default\":\"id\\\"x\",\"models\":[{\"name\":\"demo\",\"embed_dim\":64,"
-                       "\"num_heads\":4,\"kdim\":64,\"vdim\":64,\"source\":\"builtin\","
-                       "\"has_bias\":false,\"vocab_size\":0,\"start_token\":null},{\"name\":\"id\\\"x\","
-                       "\"embed_dim\":4,"
-                       "\"num_heads\":2,\"kdim\":4,\"vdim\":4,\"source\":\"builtin\","
-                       "\"has_bias\":false,\"vocab_size\":0,\"start_token\":null}]}";
+    const char *want =
+        "{\"default\":\"id\\\"x\",\"models\":[{\"name\":\"demo\",\"embed_dim\":64,"
+        "\"num_heads\":4,\"kdim\":64,\"vdim\":64,\"source\":\"builtin\","
+        "\"has_bias\":false,\"vocab_size\":0,\"start_token\":null},{\"name\":\"id\\\"x\","
+        "\"embed_dim\":4,"
+        "\"num_heads\":2,\"kdim\":4,\"vdim\":4,\"source\":\"builtin\","
+        "\"has_bias\":false,\"vocab_size\":0,\"start_token\":null}]}";
     CHECK(b.len == strlen(want) && memcmp(b.data, want, b.len) == 0, "list: %.*s", (int)b.len,
           b.data);
     api_buf_free(&b);
@@ -297,7 +298,11 @@ void test_lesson(void) {
     CHECK(d && same_strings(json_object_get(d, "head_names"), names) &&
               json_array_size(json_object_get(d, "vocab")) == mi.vocab_size &&
               json_is_false(json_object_get(d, "default")) &&
-              json_integer_value(json_object_get(d, "max_tokens")) == 48,
+              json_integer_value(json_object_get(d, "max_tokens")) == 48 &&
+              json_is_string(json_object_get(d, "start_token")) &&
+              !strcmp(json_string_value(json_object_get(d, "start_token")), "〈s〉") &&
+              json_is_string(json_array_get(json_object_get(d, "vocab"), 0)) &&
+              !strcmp(json_string_value(json_array_get(json_object_get(d, "vocab"), 0)), "〈s〉"),
           "GET /v1/models/lesson: %.300s", b.data);
     json_decref(d);
     api_buf_reset(&b);
@@ -320,17 +325,19 @@ void test_lesson(void) {
     json_decref(names);
     api_buf_free(&b);
 
-    /* The segmentation the README documents for the chapter's sentences. */
+    /* The segmentation the README documents for the chapter's sentences, after the start token
+     * 〈s〉 that attnd puts first. */
     static const char *const splits[][2] = {
         {"程序员把服务器日志发给同事，因为它记录了错误原因。",
-         "程序员|把|服务器日志|发给|同事|，|因为|它|记录了|错误原因|。"},
+         "〈s〉|程序员|把|服务器日志|发给|同事|，|因为|它|记录了|错误原因|。"},
         {"小王昨天提交了补丁，因为他发现缓存模块在高并发下会返回旧数据。",
-         "小王|昨天|提交了|补丁|，|因为|他|发现|缓存模块|在|高并发|下|会|返回|旧数据|。"},
+         "〈s〉|小王|昨天|提交了|补丁|，|因为|他|发现|缓存模块|在|高并发|下|会|返回|旧数据|。"},
         {"张工把配置文件发给测试同学，因为它包含新的开关。",
-         "张工|把|配置文件|发给|测试同学|，|因为|它|包含|新的开关|。"},
-        {"小李把笔记本放进背包，因为它太重了。", "小李|把|笔记本|放进|背包|，|因为|它|太重了|。"},
-        {"Redis 是一个内存数据库。", "Redis|是|一个|内存|数据库|。"},
-        {"服务器 日志", "服务器|日志"},
+         "〈s〉|张工|把|配置文件|发给|测试同学|，|因为|它|包含|新的开关|。"},
+        {"小李把笔记本放进背包，因为它太重了。",
+         "〈s〉|小李|把|笔记本|放进|背包|，|因为|它|太重了|。"},
+        {"Redis 是一个内存数据库。", "〈s〉|Redis|是|一个|内存|数据库|。"},
+        {"服务器 日志", "〈s〉|服务器|日志"},
     };
     for (size_t i = 0; i < sizeof splits / sizeof splits[0]; i++) {
         json_t *body = json_pack("{s:s,s:s}", "model", "lesson", "text", splits[i][0]);
@@ -372,7 +379,7 @@ void test_lesson(void) {
             CHECK(api_job_run(solo[i], NULL, &e) == 0, "lesson solo %d: %s", i, e.message);
             char *x1 = answer_of(a[i]), *x2 = answer_of(solo[i]);
             CHECK(x1 && x2 && answers_diff(x1, x2) < 1e-5, "lesson batch answer %d differs", i);
-            CHECK(i != 0 || (x1 && strstr(x1, "\"tokens\":[\"小李\",\"把\"")),
+            CHECK(i != 0 || (x1 && strstr(x1, "\"tokens\":[\"〈s〉\",\"小李\",\"把\"")),
                   "batched text job lost its tokens");
             free(x1);
             free(x2);

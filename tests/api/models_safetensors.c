@@ -36,9 +36,9 @@ static void check_start_token(const char *name, api_registry *reg, const json_t 
     json_array_remove(without, 0);
     api_error e = {0};
     for (int k = 0; k < 2; k++) { /* text, then tokens */
-        json_t *body = json_pack("{s:s,s:O,s:b}", "model", "model", k ? "tokens" : "text",
-                                 k ? without : json_object_get(sp, "text"),
-                                 "add_special_tokens", 0);
+        json_t *body =
+            json_pack("{s:s,s:O,s:b}", "model", "model", k ? "tokens" : "text",
+                      k ? without : json_object_get(sp, "text"), "add_special_tokens", 0);
         char *bs = json_dumps(body, JSON_COMPACT);
         json_t *r = request_str(API_OP_ATTENTION, bs, reg, &e);
         json_t *out = json_object_get(r, "output");
@@ -91,8 +91,7 @@ static void check_start_token(const char *name, api_registry *reg, const json_t 
          "goes only with tokens or text"},
         {"{\"model\":\"model\",\"query\":[[0,0,0,0,0,0,0,0]],\"add_special_tokens\":true}",
          "goes only with tokens or text"},
-        {"{\"model\":\"model\",\"text\":\"b\",\"add_special_tokens\":\"false\"}",
-         "must be true"},
+        {"{\"model\":\"model\",\"text\":\"b\",\"add_special_tokens\":\"false\"}", "must be true"},
         {"{\"model\":\"model\",\"text\":\"b\",\"add_special_tokens\":0}", "must be true"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -148,8 +147,9 @@ static void check_vocab_model(const char *name, api_registry *reg, const json_t 
     /* start_token: the reference's (a string), or null; every model shows it. */
     const char *start = json_string_value(json_object_get(ref, "start_token"));
     json_t *ds = json_object_get(d, "start_token");
-    CHECK(ds && (start ? json_is_string(ds) && !strcmp(json_string_value(ds), start)
-                       : json_is_null(ds)) &&
+    CHECK(ds &&
+              (start ? json_is_string(ds) && !strcmp(json_string_value(ds), start)
+                     : json_is_null(ds)) &&
               apip_model_start_token(m, NULL) == (start != NULL),
           "%s: start_token %s, want %s", name, ds ? json_dumps(ds, JSON_ENCODE_ANY) : "absent",
           start ? start : "null");
