@@ -799,7 +799,7 @@ async function main() {
     const own = new URL(page.url()).searchParams;
     check(!(await page.isVisible('[data-testid=error]')) && (await page.inputValue('[data-testid=text]')) === '程序员把服务器日志发给同事。'
       && (await page.getAttribute('[data-testid=status]', 'data-kind')) === 'ok' && own.get('p') === 'text' && own.get('text') === '程序员把服务器日志发给同事。'
-      && (await rowLabels(page)).join('|') === withStart('en', ['程序员', '把', '服务器日志', '发给', '同事', '。']).join('|'),
+      && (await rowLabels(page)).join('|') === withStart('zh', ['程序员', '把', '服务器日志', '发给', '同事', '。']).join('|'),
     `a click on a word replaces the unknown one and the sentence runs (${own.get('text')}, ${(await rowLabels(page)).join(' ')})`);
     await page.click('[data-testid=vocab-close]');
     check(!(await page.isVisible('[data-testid=vocab]')), 'the vocabulary closes');
