@@ -5,28 +5,34 @@
 // Its modules, from the bottom up; each imports only modules above it in this list (named in
 // brackets), so that there is no import cycle:
 //   i18n.js      every string a person reads, in Chinese and English
-//   numbers.js   deterministic numbers (splitmix64) and the step tables' linear algebra
+//   numbers.js   deterministic numbers (splitmix64) for the random presets
 //   tensors.js   tensors as the API sends and takes them (nested arrays, base64)
 //   dom.js       elements by id, canvases at the pixel ratio, selects and bars
 //   state.js     the state and the URL, the server's models, the last result [i18n]
 //   api.js       the API client and its errors [state]
-//   maps.js      weight maps: the selected one, rows, masks, filters, maximum, mean [state]
-//   compute.js   a run's input, its request(s) and the view model [state numbers tensors api maps]
+//   maps.js      weight maps: the selected one, rows, masks, filters, maximum, mean, the
+//                view without its start token [state]
+//   compute.js   a run's input, its request(s) and the view model
+//                [state numbers tensors api maps trace]
 //   heatmap.js   the colour scale, the masked cells' stripes, painting a map [state maps]
 //   heads.js     the names of heads [i18n state]
 //   large.js     the large heatmap, its legend and tooltip [state dom maps heatmap heads]
 //   lines.js     the line view [state dom maps large]
-//   steps.js     the step tables and the output table [state dom numbers maps heads]
+//   trace.js     a run's trace, and the value vectors of a vocabulary [state api]
+//   received.js  what a word received: the keys that added most, the nearest word
+//                [state dom api heads trace]
+//   steps.js     the step tables of a row and of a head, and the output table
+//                [state dom heads trace received]
 //   status.js    the status line and the error line [state dom api]
 //   vocab.js     the vocabulary window [state dom api status]
 //   exp1.js      实验一, guess then compare [state dom maps heads]
-//   exp3.js      实验三, no peeking at the future [state dom api tensors status]
+//   exp3.js      实验三, no peeking at the future [state dom api tensors status maps heatmap heads]
 //   views.js     a result in every view, and the grid of heads
 //                [state dom heatmap heads large lines steps exp1 exp3]
 //   controls.js  the controls, presets, the models' list and the language
 //                [i18n state dom api status vocab]
 //   app.js       this module: a run, the sentence box, the language switch and the listeners
-//                [state dom api compute status vocab large lines exp1 exp3 views controls]
+//                [state dom api compute status vocab large lines exp1 exp3 views steps controls]
 //
 // Legend: L query tokens, S key tokens, E embedding width, H heads, Dh = E / H the head width.
 // Weight maps are kept per head as Float32Array(L * S) (dense) or as the top-k of every row
@@ -48,6 +54,7 @@ import { drawLines, onLinesLeave, onLinesMove } from './lines.js';
 import { drawExp1, drawExp1Result } from './exp1.js';
 import { drawExp3, resumeExp3, runExp3 } from './exp3.js';
 import { drawViews } from './views.js';
+import { drawSteps } from './steps.js';
 import { applyLanguage, applyPreset, loadModels, readControls, syncControls } from './controls.js';
 
 // ---- Running ------------------------------------------------------------------------------
@@ -164,6 +171,17 @@ async function main() {
     Object.assign(state, { e3w: $('exp3-word').value, e3: 0 });
     writeUrl();
     if (view) drawExp3(view);
+  });
+  // The step tables' row, and the start token hidden: no new run either.
+  $('row-pick').addEventListener('change', () => {
+    state.row = Number($('row-pick').value);
+    writeUrl();
+    if (view) drawSteps(view);
+  });
+  $('nostart').addEventListener('change', () => {
+    state.nostart = $('nostart').checked;
+    writeUrl();
+    if (view) drawViews(view);
   });
   $('exp3-run').addEventListener('click', () => runExp3(true));
   $('exp3-off').addEventListener('click', () => runExp3(false));

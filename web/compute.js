@@ -6,6 +6,7 @@ import { randomMatrix } from './numbers.js';
 import { f32Tensor, readTensor } from './tensors.js';
 import { PageError, post } from './api.js';
 import { meanOf } from './maps.js';
+import { fetchTrace, traceBody } from './trace.js';
 
 const DENSE_LIMIT = 1 << 20; // above this many weights per request, ask the API for the top-k
 const AUTO_TOP_K = 16;
@@ -100,12 +101,14 @@ export async function compute(input) {
     const t0 = performance.now();
     const r = await post('v1/sdpa', body);
     const out = readTensor(r.output), w = readTensor(r.weights);
-    return {
+    const v = {
       mode: 'sdpa', request: { path: '/v1/sdpa', body }, ms: performance.now() - t0, usage: r.usage,
-      qTokens: input.qTokens || input.tokens, kTokens: input.tokens, l, s, h: 1,
-      heads: [w.data], mean: null, topk: null, output: out, input,
+      qTokens: input.qTokens || input.tokens, kTokens: input.tokens, l, s, h: 1, start: -1,
+      heads: [w.data], mean: null, topk: null, output: out, input, dv: input.v[0].length,
       dk: input.q[0].length, scale: input.scale !== undefined ? input.scale : 1 / Math.sqrt(input.q[0].length),
     };
+    await addTrace(v, '/v1/sdpa', body);
+    return v;
   }
   const words = input.mode === 'words';
   const p = words ? { kind: 'model', name: input.model } : paramsChoice();
@@ -141,7 +144,7 @@ export async function compute(input) {
   const tokens = words ? r0.tokens : input.tokens;
   const l = tokens.length, e = r0.shape.E;
   const v = { mode: 'mha', request: { path: '/v1/attention', body: reqs[0] }, ms, usage: r0.usage,
-    qTokens: tokens, kTokens: tokens, l, s: l, h, heads: null, mean: null, topk: k || null,
+    tokens, start: -1, l, s: l, h, heads: null, mean: null, topk: k || null,
     output: readTensor(r0.output), input, params: p, e, dk: e / h, scale: 1 / Math.sqrt(e / h),
     words, model: p.kind === 'model' ? p.name : null, headNames: r0.head_names || null };
   const split = (w) => { // (H, L, X) or (L, X) flat -> per map
@@ -157,5 +160,26 @@ export async function compute(input) {
   const rm = res[want === 'per_head' ? 1 : 0];
   if (rm) v.mean = (k ? sparse(rm.weights) : split(rm.weights))[0];
   else if (v.heads) v.mean = meanOf(v.heads, l * l);
+  // The model's start token, first among a sentence's words (the API prepends it): its label is
+  // the page's (〈始〉 / 〈s〉), so the labels are read in the page's language when drawn.
+  if (words && model && model.start_token && tokens[0] === model.start_token) v.start = 0;
+  const label = (tok, j) => (j === v.start ? t('tok.start') : tok);
+  for (const name of ['qTokens', 'kTokens']) {
+    Object.defineProperty(v, name, { get: () => tokens.map(label), enumerable: true });
+  }
+  await addTrace(v, '/v1/attention', reqs[0]);
   return v;
+}
+
+// The run's trace (trace.js), when it is within the API's bound: v.trace, or v.traceError with
+// the reason the API gave.
+async function addTrace(v, path, body) {
+  const b = traceBody(v, body);
+  if (!b) return;
+  try {
+    v.trace = await fetchTrace(path.slice(1), b);
+    v.traceRequest = { path, body: b };
+  } catch (e) {
+    v.traceError = e;
+  }
 }

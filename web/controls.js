@@ -58,7 +58,7 @@ export function readControls() {
   state.large = $('large-font').checked;
   if (isSentence(state.preset)) {
     const text = $('text').value;
-    if (text !== state.text) Object.assign(state, { text }, EXP_DEFAULTS);
+    if (text !== state.text) Object.assign(state, { text, row: -1 }, EXP_DEFAULTS);
     state.preset = presetOfText(text);
   }
 }
@@ -68,6 +68,7 @@ export function applyPreset(p) {
   const from = state.preset;
   state.preset = p;
   state.head = 0;
+  state.row = -1;
   if (p === 'a') Object.assign(state, { causal: 'off', keyLength: '' });
   if (p === 'b') Object.assign(state, { causal: 'off', keyLength: '2' });
   if (isSentence(p)) {

@@ -1,7 +1,7 @@
 // 实验一, guess then compare: the reader guesses the weights of a query word's row and compares
 // the guess with every head's row and their mean.
 
-import { PRONOUNS, isWordToken, state, t, writeUrl } from './state.js';
+import { PRONOUNS, isStart, isWordToken, state, t, writeUrl } from './state.js';
 import { $, barCell, fillSelect, tokenItems } from './dom.js';
 import { rowOf } from './maps.js';
 import { headName, headNameEl } from './heads.js';
@@ -19,7 +19,7 @@ function exp1Query(v) {
   if (Number.isInteger(state.e1q) && state.e1q >= 0 && state.e1q < v.l) return state.e1q;
   const p = v.qTokens.findIndex((x) => PRONOUNS.includes(x));
   if (p >= 0) return p;
-  for (let i = v.l - 1; i >= 0; i--) if (isWordToken(v.qTokens[i])) return i;
+  for (let i = v.l - 1; i >= 0; i--) if (isWordToken(v.qTokens[i]) && !isStart(v, i)) return i;
   return v.l - 1;
 }
 
@@ -32,7 +32,7 @@ function exp1Guess(v, q) {
     if (m && Number(m[1]) < v.s) g.set(Number(m[1]), Math.min(GUESS_MAX, Number(m[2])));
   }
   if (g.size || state.e1g) return g;
-  for (let j = 0; j < q; j++) if (isWordToken(v.kTokens[j])) g.set(j, GUESS_START);
+  for (let j = 0; j < q; j++) if (isWordToken(v.kTokens[j]) && !isStart(v, j)) g.set(j, GUESS_START);
   if (!g.size) g.set(q, GUESS_START);
   return g;
 }

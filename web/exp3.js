@@ -1,18 +1,20 @@
 // 实验三, no peeking at the future: one word of the sentence replaced, with the causal mask and
 // without it, and how much each row's output changed.
 
-import { isWordToken, runSeq, state, t, view, writeUrl } from './state.js';
+import { isStart, isWordToken, runSeq, state, t, view, writeUrl } from './state.js';
 import { $, fillSelect, tokenItems } from './dom.js';
 import { loadVocab, post, vocabLists } from './api.js';
 import { readTensor } from './tensors.js';
 import { renderError, setFailure, setStatus, status } from './status.js';
+import { drawExp3Maps } from './exp3map.js';
 
 // ---- 实验三: no peeking at the future --------------------------------------------------------
 //
 // The sentence's words A and the same words with word t replaced, B, go to the API twice each
 // (causal top-left, then without the mask) as tokens with base64 outputs; per row i the page
 // shows max_c |A_out[i][c] − B_out[i][c]| and whether the row's float32 values are bit for bit
-// the same.
+// the same, in a table and on A's weights (exp3map.js). The tokens go without the model's start
+// token, which the API puts back (so A's rows are the run's).
 
 let exp3 = null; // {key, t, w, on, off}: the runs of the last settings; on/off are rows or null
 let exp3Runs = 0; // runs so far, shown as the result's data-runs (the tests wait on it)
@@ -20,7 +22,7 @@ let exp3Runs = 0; // runs so far, shown as the result's data-runs (the tests wai
 // Position t: the chosen one, else the last word (数据库 in "Redis 是一个内存数据库。").
 function exp3Pos(v) {
   if (Number.isInteger(state.e3t) && state.e3t >= 0 && state.e3t < v.l) return state.e3t;
-  for (let i = v.l - 1; i >= 0; i--) if (isWordToken(v.qTokens[i])) return i;
+  for (let i = v.l - 1; i >= 0; i--) if (isWordToken(v.tokens[i]) && !isStart(v, i)) return i;
   return v.l - 1;
 }
 
@@ -28,11 +30,11 @@ function exp3Pos(v) {
 // first word that differs.
 function exp3Word(v, vocab, t3) {
   if (state.e3w) return state.e3w;
-  const cur = v.qTokens[t3];
+  const cur = v.tokens[t3];
   return ['缓存', '数据库'].concat(vocab || []).find((w) => w !== cur && (!vocab || vocab.includes(w))) || cur;
 }
 
-const exp3Key = (v, t3, w) => JSON.stringify([v.model, v.qTokens, t3, w]);
+const exp3Key = (v, t3, w) => JSON.stringify([v.model, v.tokens, t3, w]);
 
 // 2.48 × 10⁻³ (a power of ten, readable from the back of a room).
 function pow10(x) {
@@ -42,18 +44,24 @@ function pow10(x) {
   return `${m.toFixed(2)} × 10${sup}`;
 }
 
-// Rows of two outputs (L, E): {same: every bit equal, max: the largest |difference|}.
+// Rows of two outputs (L, E): {same: every bit equal, max: the largest |difference|, rel: the
+// length of the difference over the length of a's row}.
 function deltaRows(a, b, l, e) {
   const ua = new Uint32Array(a.buffer, a.byteOffset, a.length), ub = new Uint32Array(b.buffer, b.byteOffset, b.length);
   return Array.from({ length: l }, (_, i) => {
-    let same = true, max = 0;
+    let same = true, max = 0, dd = 0, aa = 0;
     for (let c = i * e; c < (i + 1) * e; c++) {
       if (ua[c] !== ub[c]) same = false;
       max = Math.max(max, Math.abs(a[c] - b[c]));
+      dd += (a[c] - b[c]) ** 2;
+      aa += a[c] ** 2;
     }
-    return { same, max };
+    return { same, max, rel: aa > 0 ? Math.sqrt(dd / aa) : 0 };
   });
 }
+
+// A share as a percentage: 12 %, 0.12 %.
+const percent = (x) => `${x >= 0.1 ? (x * 100).toFixed(0) : (x * 100).toPrecision(2)} %`;
 
 // Runs 实验三 with the causal mask (causal true) or without it; the settings come from the
 // selects. Causal on starts the experiment again; off needs it started.
@@ -65,16 +73,21 @@ export async function runExp3(causal) {
   try { vocab = await loadVocab(v.model); } catch { /* the default word then */ }
   const t3 = exp3Pos(v), w = exp3Word(v, vocab, t3), key = exp3Key(v, t3, w);
   if (causal || !exp3 || exp3.key !== key) exp3 = { key, t: t3, w, on: null, off: null };
-  const a = v.qTokens, b = a.slice();
-  b[t3] = w;
-  const body = (tokens) => Object.assign({ model: v.model, tokens, need_weights: false, encoding: 'base64' },
+  const off = v.start === 0 ? 1 : 0, a = v.tokens.slice(off), b = a.slice();
+  b[t3 - off] = w;
+  const body = (tokens, nw = false) => Object.assign({ model: v.model, tokens, need_weights: nw, encoding: 'base64' },
     causal ? { causal: 'top_left' } : {});
   setStatus('loading', 'status.busy');
   try {
-    const [ra, rb] = await Promise.all([post('v1/attention', body(a)), post('v1/attention', body(b))]);
+    // The outputs compared come from requests alike but for word t; A's weights (for the
+    // heatmaps) from a third.
+    const [ra, rb, rw] = await Promise.all([post('v1/attention', body(a)), post('v1/attention', body(b)),
+      post('v1/attention', body(a, 'per_head'))]);
     if (seq !== runSeq || view !== v) return;
-    const oa = readTensor(ra.output), ob = readTensor(rb.output);
+    const oa = readTensor(ra.output), ob = readTensor(rb.output), wa = readTensor(rw.weights);
     exp3[causal ? 'on' : 'off'] = deltaRows(oa.data, ob.data, v.l, oa.shape[oa.shape.length - 1]);
+    const hw = v.l * v.l; // A's weights per head, (H, L, L)
+    exp3[causal ? 'wOn' : 'wOff'] = Array.from({ length: wa.data.length / hw }, (_, h) => wa.data.slice(h * hw, (h + 1) * hw));
     exp3.runs = (exp3Runs += 1);
     state.e3 = causal ? 1 : 2;
     writeUrl();
@@ -125,9 +138,10 @@ export function drawExp3(v) {
   if (off) {
     const changed = before(off).filter((r) => !r.same);
     vOff.textContent = changed.length
-      ? t('exp3.off.leak', { c: changed.length, n: t3, max: pow10(Math.max(...changed.map((r) => r.max))) })
+      ? t('exp3.off.leak', { c: changed.length, n: t3, max: pow10(Math.max(...changed.map((r) => r.max))), rel: percent(Math.max(...changed.map((r) => r.rel))) })
       : t('exp3.off.none');
   }
+  drawExp3Maps(v, cur, t3);
   const tbl = $('exp3-table');
   tbl.textContent = '';
   const head = document.createElement('tr');
@@ -174,7 +188,12 @@ export function drawExp3(v) {
         const num = document.createElement('span');
         num.dataset.i18nData = '';
         num.textContent = pow10(r.max);
-        td.append(num);
+        const rel = document.createElement('span');
+        rel.className = 'rel';
+        rel.dataset.i18nData = '';
+        rel.textContent = ` (${percent(r.rel)})`;
+        td.dataset.rel = String(r.rel);
+        td.append(num, rel);
       }
       tr.append(td);
     }

@@ -45,7 +45,7 @@ const painted = new WeakMap();
 // Paints map into an offscreen canvas, one pixel per cell (masked cells in the mask's grey;
 // drawHeat puts the stripes on top).
 export function paintMap(map, v) {
-  const key = [state.filter, state.filterValue, state.causal, state.keyLength].join('|');
+  const key = [state.filter, state.filterValue, state.causal, state.keyLength, v.causal, v.shift].join('|');
   const hit = painted.get(map);
   if (hit && hit.key === key) return hit;
   const c = document.createElement('canvas');

@@ -3,7 +3,7 @@
 
 import { state, t, view } from './state.js';
 import { $, canvasFont, rootPx, setupCanvas } from './dom.js';
-import { isMasked, rowOf, selectedMap } from './maps.js';
+import { isMasked, rowOf, selectedMap, shownView } from './maps.js';
 import { colour, drawHeat, paintMap, rgb } from './heatmap.js';
 import { headName, headNameEl } from './heads.js';
 
@@ -76,7 +76,11 @@ function largeLayout(v, ctx) {
 
 let largeGeom = null;
 
-export function drawLarge(v, hoverRow = -1) {
+// The start token's row and column: set apart by a white gap and labelled in the accent colour.
+const START_COLOUR = '#a34700';
+
+export function drawLarge(run, hoverRow = -1) {
+  const v = shownView(run);
   const map = selectedMap(v);
   const { max } = paintMap(map, v);
   const cv = $('large');
@@ -86,7 +90,8 @@ export function drawLarge(v, hoverRow = -1) {
     const title = $('large-title');
     title.textContent = '';
     title.append(headNameEl(v, key));
-    for (const part of [t('large.max', { max: max.toFixed(3) })].concat(v.topk ? [t('large.topk', { k: v.topk })] : [])) {
+    for (const part of [t('large.max', { max: max.toFixed(3) })].concat(v.topk ? [t('large.topk', { k: v.topk })] : [],
+      v.renorm ? [t('large.renorm')] : [])) {
       const s = document.createElement('span');
       s.textContent = part;
       title.append(' · ', s);
@@ -100,13 +105,24 @@ export function drawLarge(v, hoverRow = -1) {
   ctx.fillStyle = '#fff';
   ctx.fillRect(0, 0, w, h);
   drawHeat(ctx, map, v, labW, labH, cell, cell);
-  ctx.fillStyle = '#1d2330';
+  const st = v.start >= 0 && g.tokens ? v.start : -1;
+  if (st >= 0) { // a white gap after the start token's column and row
+    ctx.fillStyle = '#fff';
+    const gap = Math.max(2, Math.round(cell / 8));
+    ctx.fillRect(labW + (st + 1) * cell - gap / 2, labH, gap, v.l * cell);
+    ctx.fillRect(labW, labH + (st + 1) * cell - gap / 2, v.s * cell, gap);
+  }
+  const ink = (k) => (k === st ? START_COLOUR : '#1d2330');
   ctx.font = canvasFont(font);
   ctx.textBaseline = 'middle';
   ctx.textAlign = 'right';
-  for (let i = 0; i < v.l; i += g.rowStride) ctx.fillText(g.rowText[i], labW - pad, labH + (i + 0.5) * cell);
+  for (let i = 0; i < v.l; i += g.rowStride) {
+    ctx.fillStyle = ink(i);
+    ctx.fillText(g.rowText[i], labW - pad, labH + (i + 0.5) * cell);
+  }
   for (let j = 0; j < v.s; j += g.colStride) {
     const x = labW + (j + 0.5) * cell;
+    ctx.fillStyle = ink(j);
     if (!g.ang) {
       ctx.textAlign = 'center';
       ctx.fillText(g.colText[j], x, labH - pad - font / 2);
@@ -128,7 +144,7 @@ export function drawLarge(v, hoverRow = -1) {
   // The drawing's own numbers, for the tests and for anyone inspecting the page.
   cv.dataset.geom = JSON.stringify({
     labW, labH, cell, width: w, height: h, dpr: window.devicePixelRatio || 1, font,
-    angle: Math.round(g.ang * 180 / Math.PI), rowStride: g.rowStride, colStride: g.colStride,
+    angle: Math.round(g.ang * 180 / Math.PI), rowStride: g.rowStride, colStride: g.colStride, start: st, l: v.l, s: v.s,
   });
   cv.setAttribute('aria-label', t('large.aria', { name, l: v.l, s: v.s }));
 }
@@ -148,7 +164,7 @@ function drawScale(max) {
 }
 
 function largeCell(ev) {
-  const v = view;
+  const v = view && shownView(view);
   if (!v || !largeGeom) return null;
   const cv = $('large'), r = cv.getBoundingClientRect();
   const x = ev.clientX - r.left, y = ev.clientY - r.top;
@@ -161,7 +177,7 @@ export function onLargeMove(ev) {
   const c = largeCell(ev);
   const tip = $('tooltip');
   if (!c) { tip.hidden = true; drawLarge(view); return; }
-  const v = view, row = rowOf(selectedMap(v), v, c.i, new Float32Array(v.s));
+  const v = shownView(view), row = rowOf(selectedMap(v), v, c.i, new Float32Array(v.s));
   tip.textContent = t('tip', {
     q: v.qTokens[c.i], k: v.kTokens[c.j],
     w: isMasked(v, c.i, c.j) ? t('tip.masked') : t('tip.weight', { w: row[c.j].toFixed(4) }),
@@ -174,5 +190,5 @@ export function onLargeMove(ev) {
   const top = c.py + 10 + tip.offsetHeight > wrap.clientHeight ? Math.max(0, c.py - 10 - tip.offsetHeight) : c.py + 10;
   tip.style.left = `${left}px`;
   tip.style.top = `${top}px`;
-  drawLarge(v, c.i);
+  drawLarge(view, c.i);
 }

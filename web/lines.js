@@ -3,12 +3,13 @@
 
 import { view } from './state.js';
 import { $, canvasFont, rootPx, setupCanvas } from './dom.js';
-import { isMasked, passes, rowOf, selectedMap } from './maps.js';
+import { isMasked, passes, rowOf, selectedMap, shownView } from './maps.js';
 import { LABEL_LIMIT } from './large.js';
 
 let lineHover = null;
 
-export function drawLines(v) {
+export function drawLines(run) {
+  const v = shownView(run);
   const cv = $('lines');
   const map = selectedMap(v);
   // Up to 64 tokens: a labelled row per token. Beyond: one pixel row each, and without a hovered
@@ -68,8 +69,8 @@ export function drawLines(v) {
 }
 
 export function onLinesMove(ev) {
-  const v = view;
-  if (!v) return;
+  if (!view) return;
+  const v = shownView(view);
   const cv = $('lines'), r = cv.getBoundingClientRect();
   const x = ev.clientX - r.left, y = ev.clientY - r.top;
   const rowH = Number(cv.dataset.rowH), tw = Number(cv.dataset.tw), gap = Number(cv.dataset.gap);
@@ -77,7 +78,7 @@ export function onLinesMove(ev) {
   let h = null;
   if (x < tw && i >= 0 && i < v.l) h = { side: 'q', i };
   else if (x > tw + gap && i >= 0 && i < v.s) h = { side: 'k', i };
-  if (JSON.stringify(h) !== JSON.stringify(lineHover)) { lineHover = h; drawLines(v); }
+  if (JSON.stringify(h) !== JSON.stringify(lineHover)) { lineHover = h; drawLines(view); }
 }
 
 export function onLinesLeave() {

@@ -11,13 +11,17 @@ export function selectedMap(v) {
 // ---- Masks and filters --------------------------------------------------------------------
 
 // The first masked key of query row i (S when none is): with the causal and padding masks, the
-// masked keys of a row are always the run from there to the end.
+// masked keys of a row are always the run from there to the end. A view may carry its own causal
+// mode (v.causal, 实验三's runs) and a shift (v.shift: the start token's row and column hidden,
+// so that its row i and key j are the run's i + 1 and j + 1).
 export function maskStart(v, i) {
-  let m = v.s;
-  if (state.causal === 'top_left') m = Math.min(m, i + 1);
-  if (state.causal === 'bottom_right') m = Math.min(m, Math.max(0, i + v.s - v.l + 1));
-  if (state.keyLength !== '') m = Math.min(m, Number(state.keyLength));
-  return m;
+  const sh = v.shift || 0, causal = v.causal !== undefined ? v.causal : state.causal;
+  const l = v.l + sh, s = v.s + sh, io = i + sh;
+  let m = s;
+  if (causal === 'top_left') m = Math.min(m, io + 1);
+  if (causal === 'bottom_right') m = Math.min(m, Math.max(0, io + s - l + 1));
+  if (state.keyLength !== '' && v.causal === undefined) m = Math.min(m, Number(state.keyLength));
+  return Math.max(0, m - sh);
 }
 
 export const isMasked = (v, i, j) => j >= maskStart(v, i);
@@ -44,6 +48,35 @@ export function passes(row) {
     return keep;
   }
   return new Array(row.length).fill(true);
+}
+
+// ---- The start token hidden ----------------------------------------------------------------
+
+const hidden = new WeakMap(); // a view -> {lang, d}: the view without its start token
+
+// The view the heatmap, the heads and the lines draw: v itself, or, when the start token is
+// hidden (state.nostart) and v has one at 0, v without its row and column, each row renormalised
+// over the real words (a row with no weight left stays 0). Top-k maps stay as they are.
+export function shownView(v) {
+  if (!state.nostart || v.start !== 0 || !v.heads || !(v.heads[0] instanceof Float32Array)) return v;
+  const hit = hidden.get(v);
+  if (hit && hit.lang === state.lang) return hit.d;
+  const l = v.l - 1, s = v.s - 1;
+  const renorm = (map) => {
+    const out = new Float32Array(l * s);
+    for (let i = 0; i < l; i++) {
+      const row = map.subarray((i + 1) * v.s + 1, (i + 2) * v.s);
+      const sum = row.reduce((a, x) => a + x, 0);
+      if (sum > 0) for (let j = 0; j < s; j++) out[i * s + j] = row[j] / sum;
+    }
+    return out;
+  };
+  const d = {
+    ...v, l, s, shift: 1, start: -1, renorm: true, qTokens: v.qTokens.slice(1), kTokens: v.kTokens.slice(1),
+    heads: v.heads.map(renorm), mean: v.mean ? renorm(v.mean) : null,
+  };
+  hidden.set(v, { lang: state.lang, d });
+  return d;
 }
 
 // ---- Maximum and mean ---------------------------------------------------------------------

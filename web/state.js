@@ -17,6 +17,14 @@ export const PRONOUNS = ['它', '他', '她', '它们', '他们', '她们'];
 export const isSentence = (p) => p in SENTENCES || p === 'text';
 // A word with a letter or a digit in it; the others are punctuation.
 export const isWordToken = (s) => /[\p{L}\p{N}]/u.test(s);
+// Whether key (or query) j of view v is the model's start token (v.start: its index, or -1).
+export const isStart = (v, j) => v.start === j;
+// The selected row of the step tables: the URL's, else a sentence's first pronoun, else 0.
+export function selectedRow(v) {
+  if (Number.isInteger(state.row) && state.row >= 0 && state.row < v.l) return state.row;
+  const p = v.words ? v.tokens.findIndex((x) => PRONOUNS.includes(x)) : -1;
+  return p >= 0 ? p : 0;
+}
 
 // ---- State and URL ------------------------------------------------------------------------
 
@@ -29,7 +37,7 @@ export const EXP_DEFAULTS = { e1q: -1, e1g: '', e1: false, e3t: -1, e3w: '', e3:
 export const state = {
   preset: 'a', causal: 'off', keyLength: '', weights: 'per_head', filter: 'none', filterValue: 0.1,
   params: 'model:demo', heads: 4, seed: 7, randL: 8, randE: 16, randSeed: 1, custom: '', head: 0,
-  large: false, lang: 'en', text: '', ...EXP_DEFAULTS,
+  large: false, lang: 'en', text: '', row: -1, nostart: false, ...EXP_DEFAULTS,
 };
 export let models = null;   // GET /v1/models
 export let view = null;     // the last result: what every view draws
@@ -43,7 +51,7 @@ export const nextRun = () => ++runSeq;
 const URL_KEYS = {
   preset: 'p', causal: 'causal', keyLength: 'klen', weights: 'w', filter: 'f', filterValue: 'fv',
   params: 'params', heads: 'h', seed: 'seed', randL: 'L', randE: 'E', randSeed: 'rseed', custom: 'json',
-  head: 'head', large: 'large', lang: 'lang', text: 'text',
+  head: 'head', large: 'large', lang: 'lang', text: 'text', row: 'row', nostart: 'ns',
   e1q: 'e1q', e1g: 'e1g', e1: 'e1', e3t: 'e3t', e3w: 'e3w', e3: 'e3',
 };
 const SENTENCE_KEYS = ['text', ...Object.keys(EXP_DEFAULTS)];
@@ -81,6 +89,7 @@ export function writeUrl() {
     if (k === 'custom' && state.preset !== 'custom') { q.delete(u); continue; }
     if (['randL', 'randE', 'randSeed'].includes(k) && state.preset !== 'random') { q.delete(u); continue; }
     // A sentence's text and experiments; an experiment's setting only once it is not the default.
+    if ((k === 'row' && v === -1) || (k === 'nostart' && !v)) { q.delete(u); continue; }
     if (SENTENCE_KEYS.includes(k) && (!isSentence(state.preset) || (k in EXP_DEFAULTS && v === EXP_DEFAULTS[k]))) {
       q.delete(u);
       continue;

@@ -1,9 +1,10 @@
 // A result drawn in every view: the grid of heads (a click selects one), the large heatmap, the
 // lines, the lesson's note and experiments, and the tables.
 
-import { LESSON_MODEL, state, writeUrl } from './state.js';
+import { LESSON_MODEL, state, t, writeUrl } from './state.js';
 import { $, setupCanvas } from './dom.js';
 import { drawHeat } from './heatmap.js';
+import { shownView } from './maps.js';
 import { headNameEl } from './heads.js';
 import { drawLarge } from './large.js';
 import { drawLines } from './lines.js';
@@ -11,7 +12,8 @@ import { drawOutput, drawSteps } from './steps.js';
 import { drawExp1 } from './exp1.js';
 import { drawExp3 } from './exp3.js';
 
-function drawGrid(v) {
+function drawGrid(run) {
+  const v = shownView(run);
   const grid = $('head-grid');
   grid.textContent = '';
   const entries = [];
@@ -30,13 +32,17 @@ function drawGrid(v) {
     const cap = document.createElement('div');
     cap.append(headNameEl(v, key, true));
     div.append(cv, cap);
-    div.addEventListener('click', () => { state.head = key; writeUrl(); drawViews(v); });
+    div.addEventListener('click', () => { state.head = key; writeUrl(); drawViews(run); });
     grid.append(div);
   }
 }
 
 function drawNote(v) {
   $('lesson-note').hidden = !(v.words && v.model === LESSON_MODEL);
+  // The start token: what it is, and the switch that hides it.
+  $('start-opts').hidden = v.start !== 0;
+  $('start-note').textContent = t('start.note');
+  $('nostart').checked = state.nostart;
 }
 
 export function drawViews(v) {

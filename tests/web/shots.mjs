@@ -22,7 +22,8 @@ export const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-backgr
   '--disable-component-update', '--disable-sync', '--no-first-run'];
 
 // The README's pictures. Each is the page at url (which holds the whole state), in a browser
-// window of viewport, after its first run.
+// window of viewport, after its first run (and, when given, once waitFor is on the page), with
+// scrollTo at the top of the window when given.
 export const SHOTS = [
   {
     file: 'visualizer-seed.png',
@@ -37,6 +38,24 @@ export const SHOTS = [
     url: '?lang=zh&p=c1&large=1&head=3',
     viewport: { width: 1024, height: 768 },
     fullPage: false,
+  },
+  {
+    file: 'visualizer-steps.png',
+    what: 'the row of 它 in the coreference head of 程序员把服务器日志发给同事，因为它记录了错误原因。, step by step from the API\'s trace (scores, the mask, softmax weights, × V) as the chapter shows it, and what 它 received (服务器日志, the nearest value vector), in Chinese at 1024x768',
+    url: '?lang=zh&p=c1&head=3',
+    viewport: { width: 1024, height: 768 },
+    fullPage: false,
+    scrollTo: '[data-testid=steps]',
+    waitFor: '[data-testid=recv-nearest][data-word]',
+  },
+  {
+    file: 'visualizer-exp3.png',
+    what: '实验三 on Redis 是一个内存数据库。 with 数据库 replaced by 缓存, run with the causal mask on and off: the heatmaps mark the rows whose output changed, and with the mask off the row of 内存 changes too (the leak), in Chinese at 1024x768',
+    url: '?lang=zh&p=c5&e3=2',
+    viewport: { width: 1024, height: 768 },
+    fullPage: false,
+    scrollTo: '[data-testid=exp3]',
+    waitFor: '[data-testid=exp3-map-off]',
   },
 ];
 export const DEVICE_SCALE_FACTOR = 1;
@@ -119,11 +138,13 @@ export async function renderShot(browser, base, shot) {
     const page = await ctx.newPage();
     await page.goto(new URL(shot.url, base).href);
     await page.waitForFunction(() => document.body.dataset.ready, null, { timeout: 20000 });
-    await page.evaluate(async () => {
+    if (shot.waitFor) await page.waitForSelector(shot.waitFor, { timeout: 20000 });
+    await page.evaluate(async (to) => {
       await document.fonts.ready;
       document.querySelector('[data-testid=status-time]').hidden = true;
       document.activeElement && document.activeElement.blur && document.activeElement.blur();
-    });
+      if (to) document.querySelector(to).scrollIntoView({ block: 'start' });
+    }, shot.scrollTo || null);
     return await page.screenshot({ fullPage: shot.fullPage, animations: 'disabled', caret: 'hide' });
   } finally {
     await ctx.close();

@@ -143,7 +143,7 @@ function templates(strings) {
 }
 
 // Words a Chinese string may keep: the chapters' own (token, softmax), names, and protocols.
-const ZH_KEEPS = new Set(['token', 'softmax', 'attnd', 'demo', 'API', 'JSON', 'HTTP', 'GET', 'QK', 'Redis']);
+const ZH_KEEPS = new Set(['token', 'softmax', 'attnd', 'demo', 'API', 'JSON', 'HTTP', 'GET', 'QK', 'Redis', 'CLS', 'SEP']);
 
 // The English words left in a Chinese string once its placeholders, "quoted code" and URL paths
 // are set aside; single letters are symbols (Q, K, V, d_k, L, E).
@@ -279,6 +279,12 @@ async function main() {
     };
     const ctx = await newContext({ viewport: { width: 1280, height: 800 }, locale: 'en-US' });
     const page = await ctx.newPage();
+    // The lesson model's start token (issue 25), first among a sentence's words: every word of a
+    // sentence is S0 further on, and the page labels it 〈始〉 / 〈s〉 (web/i18n.js tok.start).
+    const lessonInfo = await (await fetch(new URL('v1/models/lesson', base))).json();
+    const S0 = lessonInfo.start_token ? 1 : 0;
+    const START = { zh: '〈始〉', en: '〈s〉' };
+    const withStart = (lang, tokens) => (S0 ? [START[lang]] : []).concat(tokens);
 
     // 1. Preset (a): the seed's numbers.
     await page.goto(base);
@@ -306,7 +312,7 @@ async function main() {
     await page.selectOption('[data-testid=causal]', 'top_left');
     const st = await waitReady(page, mark);
     check(st.startsWith('ok'), `causal run succeeds (${st})`);
-    const L = 11;
+    const L = 11 + S0;
     let maskedOk = true, openOk = true;
     for (let i = 0; i < L; i++) {
       const cls = await page.$$eval(`[data-testid=table-softmax] td[data-i="${i}"]`, (tds) => tds.map((td) => td.className));
@@ -314,7 +320,7 @@ async function main() {
     }
     check(maskedOk && openOk, 'the softmax table marks exactly the upper triangle as masked');
     // Head 0 (adjacent) puts its weight on the word before: (5, 4) and (9, 8).
-    const px = [await cellPixel(page, 0, 5), await cellPixel(page, 2, 9), await cellPixel(page, 5, 4), await cellPixel(page, 9, 8)];
+    const px = [await cellPixel(page, S0, 5 + S0), await cellPixel(page, 2 + S0, 9 + S0), await cellPixel(page, 5 + S0, 4 + S0), await cellPixel(page, 9 + S0, 8 + S0)];
     check(px[0].grey && px[1].grey, 'upper-triangle cells of the heatmap are drawn hatched grey');
     check(!px[2].grey || !px[3].grey, 'lower-triangle cells of the heatmap carry heat colours');
     const req = JSON.parse((await page.textContent('[data-testid=request-json]')).split('\n').slice(1).join('\n'));
@@ -339,20 +345,20 @@ async function main() {
     const geom = await page.evaluate(() => JSON.parse(document.querySelector('[data-testid=large-canvas]').dataset.geom));
     const box = await page.locator('[data-testid=large-canvas]').boundingBox();
     const scale = box.width / geom.width;
-    await page.mouse.move(box.x + (geom.labW + 1.5 * geom.cell) * scale, box.y + (geom.labH + 7.5 * geom.cell) * scale);
+    await page.mouse.move(box.x + (geom.labW + (1.5 + S0) * geom.cell) * scale, box.y + (geom.labH + (7.5 + S0) * geom.cell) * scale);
     await page.waitForSelector('[data-testid=tooltip]:not([hidden])', { timeout: 3000 });
     const tip = await page.textContent('[data-testid=tooltip]');
-    const want7 = (await tableRow(page, 'table-softmax', 7))[1];
-    check(tip.includes('它') && tip.includes('把') && tip.includes(Number(api.weights[0][7][1]).toFixed(4)),
-      `hovering (7, 1) shows query 它, key 把 and the weight ${want7} (tooltip: ${tip})`);
+    const want7 = (await tableRow(page, 'table-softmax', 7 + S0))[1 + S0];
+    check(tip.includes('它') && tip.includes('把') && tip.includes(Number(api.weights[0][7 + S0][1 + S0]).toFixed(4)),
+      `hovering (7, 1) (after the start token) shows query 它, key 把 and the weight ${want7} (tooltip: ${tip})`);
     await shot(page, 'tooltip');
 
     // 4. Switch heads.
-    const before = await tableRow(page, 'table-softmax', 10);
+    const before = await tableRow(page, 'table-softmax', 10 + S0);
     await page.click('[data-testid=head-2]');
     await page.waitForFunction(() => document.getElementById('large-title').textContent.startsWith('structure'));
-    const after = await tableRow(page, 'table-softmax', 10);
-    const want2 = api.weights[2][10].map((x) => x.toFixed(2));
+    const after = await tableRow(page, 'table-softmax', 10 + S0);
+    const want2 = api.weights[2][10 + S0].map((x) => x.toFixed(2));
     check(after.join(' ') === want2.join(' ') && after.join(' ') !== before.join(' '),
       `head 2 shows its own weights (${after.join(' ')})`);
     check(new URL(page.url()).searchParams.get('head') === '2', 'the URL records the selected head');
@@ -363,7 +369,7 @@ async function main() {
     const page2 = await ctx.newPage();
     await page2.goto(link);
     await page2.waitForFunction(() => document.body.dataset.ready);
-    const again = await tableRow(page2, 'table-softmax', 10);
+    const again = await tableRow(page2, 'table-softmax', 10 + S0);
     check(again.join(' ') === after.join(' '), 'opening the page URL reproduces the same view');
     await page2.close();
 
@@ -505,12 +511,12 @@ async function main() {
     const c1 = ['程序员', '把', '服务器日志', '发给', '同事', '，', '因为', '它', '记录了', '错误原因', '。'];
     const c3 = ['小王', '昨天', '提交了', '补丁', '，', '因为', '他', '发现', '缓存模块', '在', '高并发', '下', '会', '返回', '旧数据', '。'];
     const cases = [
-      { what: 'preset (c), L = 10, zh', url: '?lang=zh&p=c1&causal=top_left&f=topk&fv=2&large=1', tokens: c1, normal: '?lang=zh&p=c1&causal=top_left&f=topk&fv=2&large=0' },
+      { what: 'preset (c), L = 10, zh', url: '?lang=zh&p=c1&causal=top_left&f=topk&fv=2&large=1', tokens: withStart('zh', c1), c1: true, normal: '?lang=zh&p=c1&causal=top_left&f=topk&fv=2&large=0' },
       { what: 'the 小王 sentence, L = 16, zh', ...sixteenTokens('zh', true), normal: sixteenTokens('zh', false).url },
       { what: 'the 小王 sentence, L = 16, en', ...sixteenTokens('en', true) },
       // The lesson model's named heads take a second line under their tiles (the gloss).
-      { what: 'the lesson model\'s 小王 preset, L = 16, zh', url: '?lang=zh&p=c3&large=1&head=3', tokens: c3 },
-      { what: 'the lesson model\'s 小王 preset with both experiments run, L = 16, en', url: '?lang=en&p=c3&large=1&head=3&e1=1&e3=2', tokens: c3 },
+      { what: 'the lesson model\'s 小王 preset, L = 16, zh', url: '?lang=zh&p=c3&large=1&head=3', tokens: withStart('zh', c3) },
+      { what: 'the lesson model\'s 小王 preset with both experiments run, L = 16, en', url: '?lang=en&p=c3&large=1&head=3&e1=1&e3=2', tokens: withStart('en', c3) },
     ];
     for (const cs of cases) {
       await pp.goto(new URL(cs.url, base).href);
@@ -544,7 +550,7 @@ async function main() {
         const n = Math.max(...normal.map((x) => x.size)), lg = Math.min(...all.map((x) => x.size));
         check(lg >= n * 1.3, `${cs.what}: large font enlarges the heatmap's labels (${n.toFixed(1)} -> ${lg.toFixed(1)} px)`);
       }
-      if (cs.tokens === c1) {
+      if (cs.c1) {
         await pp.goto(new URL(cs.url, base).href);
         await pp.waitForFunction(() => document.body.dataset.ready);
         // Masked cells against weight 0 (the scale's first colour), on a projector: contrast >= 2.
@@ -555,7 +561,7 @@ async function main() {
         // The tooltip and the heads' names follow the font as well.
         const g2 = JSON.parse(await pp.getAttribute('[data-testid=large-canvas]', 'data-geom'));
         const b2 = await pp.locator('[data-testid=large-canvas]').boundingBox();
-        await pp.mouse.move(b2.x + g2.labW + 1.5 * g2.cell, b2.y + g2.labH + 7.5 * g2.cell);
+        await pp.mouse.move(b2.x + g2.labW + (1.5 + S0) * g2.cell, b2.y + g2.labH + (7.5 + S0) * g2.cell);
         await pp.waitForSelector('[data-testid=tooltip]:not([hidden])', { timeout: 3000 });
         const tipFont = await pp.evaluate(() => parseFloat(getComputedStyle(document.querySelector('[data-testid=tooltip]')).fontSize));
         const tipText = await pp.textContent('[data-testid=tooltip]');
@@ -608,7 +614,8 @@ async function main() {
       const api = await apiPost({ model: 'lesson', text, need_weights: false });
       const got = await tiles(page), labels = await rowLabels(page);
       const glosses = headNames.map((n) => table.STRINGS.zh[`headname.${n}`]);
-      check(req.model === 'lesson' && req.text === text && !('query' in req) && labels.join('|') === api.tokens.join('|')
+      const apiLabels = api.tokens.map((x, j) => (j === 0 && S0 ? START.zh : x));
+      check(req.model === 'lesson' && req.text === text && !('query' in req) && labels.join('|') === apiLabels.join('|')
         && (await page.inputValue('[data-testid=text]')) === text && await page.isVisible('[data-testid=text]'),
       `preset ${p} sends its sentence as text to the lesson model and shows the API's words (${labels.join(' ')})`);
       check(got.map((x) => x.name).join('|') === headNames.concat(['平均']).join('|')
@@ -631,12 +638,12 @@ async function main() {
     // shows and in the heatmap's colours (the darkest cell of the row).
     await open(page, '?lang=en&p=c1&head=3');
     const corefTitle = await page.textContent('[data-testid=large-title]');
-    const itRow = (await tableRow(page, 'table-softmax', 7)).map(Number);
+    const itRow = (await tableRow(page, 'table-softmax', 7 + S0)).map(Number);
     const keys = (await page.$$eval('[data-testid=table-softmax] tr:first-of-type th', (ths) => ths.map((th) => th.textContent))).slice(1);
     const lumRow = [];
-    for (let j = 0; j < 11; j++) lumRow.push(lum(await cellMean(page, 7, j)));
+    for (let j = 0; j < 11 + S0; j++) lumRow.push(lum(await cellMean(page, 7 + S0, j)));
     const argmax = (a) => a.indexOf(Math.max(...a));
-    check(corefTitle.startsWith('coreference') && (await rowLabels(page))[7] === '它' && keys[argmax(itRow)] === '服务器日志'
+    check(corefTitle.startsWith('coreference') && (await rowLabels(page))[7 + S0] === '它' && keys[argmax(itRow)] === '服务器日志'
       && itRow.filter((x) => x === Math.max(...itRow)).length === 1 && keys[argmax(lumRow.map((x) => -x))] === '服务器日志',
     `coreference: the row of 它 is largest at 服务器日志, in the table (${itRow.join(' ')}) and the heatmap's darkest cell (${keys[argmax(lumRow.map((x) => -x))]})`);
 
@@ -659,30 +666,31 @@ async function main() {
     // 实验一 on the 张工 sentence: the query defaults to 它; the candidates become the chapter's
     // four (张工, 配置文件, 测试同学, 新的开关); a guess all on 配置文件 is closest to coreference.
     await open(page, '?lang=en&p=c4');
-    check((await page.inputValue('[data-testid=exp1-query]')) === '7', `实验一's query defaults to the pronoun 它, word 7 (${await page.inputValue('[data-testid=exp1-query]')})`);
-    const want = [0, 2, 4, 9];
+    check((await page.inputValue('[data-testid=exp1-query]')) === String(7 + S0), `实验一's query defaults to the pronoun 它, word ${7 + S0} (${await page.inputValue('[data-testid=exp1-query]')})`);
+    const want = [0, 2, 4, 9].map((j) => j + S0);
     const pressed = () => page.$$eval('[data-testid=exp1-keys] button', (bs) => bs.filter((b) => b.getAttribute('aria-pressed') === 'true').map((b) => Number(b.dataset.j)));
     const dflt = await pressed();
-    check(dflt.join() === '0,1,2,3,4,6', `实验一's default candidates are the words before 它 (${dflt.join()})`);
-    for (let j = 0; j < 11; j++) {
+    check(dflt.join() === [0, 1, 2, 3, 4, 6].map((j) => j + S0).join(), `实验一's default candidates are the words before 它 (${dflt.join()})`);
+    for (let j = 0; j < 11 + S0; j++) {
       if ((await pressed()).includes(j) !== want.includes(j)) await page.click(`[data-testid=exp1-keys] button[data-j="${j}"]`);
     }
     check((await pressed()).join() === want.join(), `the candidate keys can be chosen, a key after the query too (${(await pressed()).join()})`);
-    const setGuess = async (w) => { for (const [j, x] of Object.entries(w)) await page.fill(`[data-testid=exp1-weight-${j}]`, String(x)); };
+    // Guesses are given by word (0: the first word, after the start token).
+    const setGuess = async (w) => { for (const [j, x] of Object.entries(w)) await page.fill(`[data-testid=exp1-weight-${Number(j) + S0}]`, String(x)); };
     const shares = () => page.$$eval('[data-testid=exp1-guess] output', (os) => os.map((o) => `${o.dataset.j}:${o.textContent}`).join(' '));
     await setGuess({ 0: 6, 2: 2, 4: 0, 9: 0 });
-    check((await shares()) === '0:0.75 2:0.25 4:0.00 9:0.00', `the guess is normalised to sum 1 (${await shares()})`);
+    check((await shares()) === `${S0}:0.75 ${2 + S0}:0.25 ${4 + S0}:0.00 ${9 + S0}:0.00`, `the guess is normalised to sum 1 (${await shares()})`);
     check(!(await page.isVisible('[data-testid=exp1-result]')), 'the comparison waits for Compare');
     await page.click('[data-testid=exp1-compare]');
     const perHead = (await apiPost({ model: 'lesson', text: sentences.c4, need_weights: 'per_head' })).weights;
-    const l1 = (g) => perHead.map((w) => w[7].reduce((s, x, j) => s + Math.abs((g[j] || 0) - x), 0));
+    const l1 = (g) => perHead.map((w) => w[7 + S0].reduce((s, x, j) => s + Math.abs((g[j - S0] || 0) - x), 0));
     const shownL1 = () => page.$$eval('[data-testid=exp1-l1] td[data-h]', (tds) => tds.map((td) => ({ h: td.dataset.h, d: Number(td.dataset.d), text: td.textContent })));
     const compareOk = async (g, what) => {
       const want1 = l1(g), best = want1.indexOf(Math.min(...want1));
       const shown = await shownL1(), closest = await page.getAttribute('[data-testid=exp1-result]', 'data-closest');
       const verdict = await page.textContent('[data-testid=exp1-verdict]');
-      const mean = perHead[0][7].map((_, j) => perHead.reduce((s, w) => s + w[7][j], 0) / perHead.length);
-      const meanL1 = mean.reduce((s, x, j) => s + Math.abs((g[j] || 0) - x), 0);
+      const mean = perHead[0][7 + S0].map((_, j) => perHead.reduce((s, w) => s + w[7 + S0][j], 0) / perHead.length);
+      const meanL1 = mean.reduce((s, x, j) => s + Math.abs((g[j - S0] || 0) - x), 0);
       check(shown.length === 5 && shown.slice(0, 4).every((x, h) => x.h === String(h) && Math.abs(x.d - want1[h]) < 1e-5 && x.text === want1[h].toFixed(2))
         && shown[4].h === 'mean' && Math.abs(shown[4].d - meanL1) < 1e-5,
       `实验一 ${what}: the L1 distance to each head and to the mean is the API's (${shown.map((x) => `${x.h} ${x.text}`).join(', ')})`);
@@ -692,7 +700,7 @@ async function main() {
     };
     await compareOk({ 0: 0.75, 2: 0.25 }, 'with 张工 0.75, 配置文件 0.25');
     const guessCols = await page.$$eval('[data-testid=exp1-table] td[data-h=guess]', (tds) => tds.map((td) => td.textContent).join(' '));
-    check(guessCols === '0.75 0.00 0.25 0.00 0.00 0.00 0.00 0.00 0.00 0.00 0.00', `the guess stands beside each head's row (${guessCols})`);
+    check(guessCols === (S0 ? '0.00 ' : '') + '0.75 0.00 0.25 0.00 0.00 0.00 0.00 0.00 0.00 0.00 0.00', `the guess stands beside each head's row (${guessCols})`);
     await setGuess({ 0: 0, 2: 10 });
     const best1 = await compareOk({ 2: 1 }, 'with everything on 配置文件');
     check(headNames[best1] === 'coreference', `a guess all on 配置文件 is closest to the coreference head (${headNames[best1]})`);
@@ -701,7 +709,7 @@ async function main() {
     // 实验三 on "Redis 是一个内存数据库。": t = 4 (数据库), replaced by 缓存. The page's verdict
     // per row is checked against the test's own comparison of the API's float32 bits.
     await open(page, '?lang=en&p=c5');
-    check((await page.inputValue('[data-testid=exp3-pos]')) === '4' && (await page.inputValue('[data-testid=exp3-word]')) === '缓存',
+    check((await page.inputValue('[data-testid=exp3-pos]')) === String(4 + S0) && (await page.inputValue('[data-testid=exp3-word]')) === '缓存',
       `实验三 defaults to t = 4 (数据库) replaced by 缓存 (${await page.inputValue('[data-testid=exp3-pos]')}, ${await page.inputValue('[data-testid=exp3-word]')})`);
     const exp3Runs = () => page.evaluate(() => Number(document.querySelector('[data-testid=exp3-result]').dataset.runs || 0));
     const exp3Click = async (id) => {
@@ -715,12 +723,12 @@ async function main() {
     })));
     const bitsDiffer = async (tokens, t3, w, causal) => {
       const b = tokens.slice();
-      b[t3] = w;
+      b[t3 - S0] = w; // t3 counts the start token, which the API puts before the tokens
       const body = (x) => Object.assign({ model: 'lesson', tokens: x, need_weights: false, encoding: 'base64' }, causal ? { causal: 'top_left' } : {});
       const [ra, rb] = [await apiPost(body(tokens)), await apiPost(body(b))];
       const [A, B] = [Buffer.from(ra.output.data, 'base64'), Buffer.from(rb.output.data, 'base64')];
       const e = ra.output.shape[1], fa = new Float32Array(A.buffer, A.byteOffset, A.length / 4), fb = new Float32Array(B.buffer, B.byteOffset, B.length / 4);
-      return Array.from({ length: tokens.length }, (_, i) => {
+      return Array.from({ length: tokens.length + S0 }, (_, i) => {
         let max = 0;
         for (let c = i * e; c < (i + 1) * e; c++) max = Math.max(max, Math.abs(fa[c] - fb[c]));
         return { same: A.subarray(i * e * 4, (i + 1) * e * 4).equals(B.subarray(i * e * 4, (i + 1) * e * 4)), max };
@@ -729,34 +737,34 @@ async function main() {
     const redis = ['Redis', '是', '一个', '内存', '数据库', '。'];
     await exp3Click('exp3-run');
     let on = await exp3Rows('on');
-    let ref = await bitsDiffer(redis, 4, '缓存', true);
-    check(on.length === 6 && on.slice(0, 4).every((r) => r.same && r.zeroMark && r.text === table.STRINGS.en['exp3.zero'])
-      && on.slice(4).every((r) => !r.same && r.max > 0 && !r.zeroMark && /^\d\.\d\d × 10[⁻⁰¹²³⁴⁵⁶⁷⁸⁹]+$/.test(r.text)),
+    let ref = await bitsDiffer(redis, 4 + S0, '缓存', true);
+    check(on.length === 6 + S0 && on.slice(0, 4 + S0).every((r) => r.same && r.zeroMark && r.text === table.STRINGS.en['exp3.zero'])
+      && on.slice(4 + S0).every((r) => !r.same && r.max > 0 && !r.zeroMark && /^\d\.\d\d × 10[⁻⁰¹²³⁴⁵⁶⁷⁸⁹]+ \([\d.]+ %\)$/.test(r.text)),
     `实验三, causal on: rows 0-3 are marked exactly 0, rows 4-5 non-zero (${on.map((r) => r.text).join(' | ')})`);
     check(on.every((r, i) => r.same === ref[i].same && (r.same || Math.abs(r.max - ref[i].max) <= 1e-12)),
       `实验三, causal on: the page's rows are the bitwise comparison of the API's float32 outputs (${ref.map((r) => (r.same ? '=' : r.max.toExponential(2))).join(' ')})`);
-    check(!(await page.isVisible('[data-testid=exp3-verdict-off]')) && (await page.textContent('[data-testid=exp3-verdict-on]')).startsWith('Causal mask on: all 4 rows before t are the same'),
+    check(!(await page.isVisible('[data-testid=exp3-verdict-off]')) && (await page.textContent('[data-testid=exp3-verdict-on]')).startsWith(`Causal mask on: all ${4 + S0} rows before t are the same`),
       `实验三 says so (${await page.textContent('[data-testid=exp3-verdict-on]')})`);
     await exp3Click('exp3-off');
     const off = await exp3Rows('off');
-    ref = await bitsDiffer(redis, 4, '缓存', false);
+    ref = await bitsDiffer(redis, 4 + S0, '缓存', false);
     on = await exp3Rows('on');
-    const leak = off.slice(0, 4).filter((r) => !r.same && r.max > 0 && !r.zeroMark);
-    check(on.slice(0, 4).every((r) => r.same) && leak.length > 0 && leak.every((r) => /× 10⁻/.test(r.text))
+    const leak = off.slice(0, 4 + S0).filter((r) => !r.same && r.max > 0 && !r.zeroMark);
+    check(on.slice(0, 4 + S0).every((r) => r.same) && leak.length > 0 && leak.every((r) => /× 10⁻/.test(r.text))
       && off.every((r, i) => r.same === ref[i].same && (r.same || Math.abs(r.max - ref[i].max) <= 1e-12)),
     `实验三, causal off: ${leak.length} earlier rows change too, shown beside the causal run (${off.map((r) => r.text).join(' | ')})`);
-    check((await page.textContent('[data-testid=exp3-verdict-off]')).startsWith(`Causal mask off: ${leak.length} of the 4 rows before t changed too`),
+    check((await page.textContent('[data-testid=exp3-verdict-off]')).startsWith(`Causal mask off: ${leak.length} of the ${4 + S0} rows before t changed too`),
       `the leak is named (${await page.textContent('[data-testid=exp3-verdict-off]')})`);
     check(new URL(page.url()).searchParams.get('e3') === '2', 'the URL records both runs');
     await shot(page, 'lesson-exp3');
     // Another position and word, chosen in the selects.
-    await page.selectOption('[data-testid=exp3-pos]', '2');
+    await page.selectOption('[data-testid=exp3-pos]', String(2 + S0));
     await page.selectOption('[data-testid=exp3-word]', '这个');
     check(!(await page.isVisible('[data-testid=exp3-result]')) && await page.isDisabled('[data-testid=exp3-off]'), 'new settings clear the old result');
     await exp3Click('exp3-run');
     on = await exp3Rows('on');
-    ref = await bitsDiffer(redis, 2, '这个', true);
-    check(on.slice(0, 2).every((r) => r.same && r.zeroMark) && !on[2].same && on.every((r, i) => r.same === ref[i].same)
+    ref = await bitsDiffer(redis, 2 + S0, '这个', true);
+    check(on.slice(0, 2 + S0).every((r) => r.same && r.zeroMark) && !on[2 + S0].same && on.every((r, i) => r.same === ref[i].same)
       && (await page.textContent('[data-testid=exp3-table] tr.at-t td.word')) === '一个 → 这个',
     `实验三 at t = 2 (一个 → 这个): rows 0-1 exactly 0, row 2 non-zero (${on.map((r) => r.text).join(' | ')})`);
 
@@ -791,7 +799,7 @@ async function main() {
     const own = new URL(page.url()).searchParams;
     check(!(await page.isVisible('[data-testid=error]')) && (await page.inputValue('[data-testid=text]')) === '程序员把服务器日志发给同事。'
       && (await page.getAttribute('[data-testid=status]', 'data-kind')) === 'ok' && own.get('p') === 'text' && own.get('text') === '程序员把服务器日志发给同事。'
-      && (await rowLabels(page)).join('|') === '程序员|把|服务器日志|发给|同事|。',
+      && (await rowLabels(page)).join('|') === withStart('zh', ['程序员', '把', '服务器日志', '发给', '同事', '。']).join('|'),
     `a click on a word replaces the unknown one and the sentence runs (${own.get('text')}, ${(await rowLabels(page)).join(' ')})`);
     await page.click('[data-testid=vocab-close]');
     check(!(await page.isVisible('[data-testid=vocab]')), 'the vocabulary closes');
@@ -799,11 +807,11 @@ async function main() {
     // The URL holds everything: a link opens the same sentence and experiments (large font, in
     // Chinese), and a sentence of one's own.
     await open(page, '?lang=zh&p=c4&large=1&head=3');
-    await page.selectOption('[data-testid=exp1-query]', '7');
-    await page.click('[data-testid=exp1-keys] button[data-j="9"]');
+    await page.selectOption('[data-testid=exp1-query]', String(7 + S0));
+    await page.click(`[data-testid=exp1-keys] button[data-j="${9 + S0}"]`);
     await setGuess({ 0: 3, 2: 7, 9: 1 });
     await page.click('[data-testid=exp1-compare]');
-    await page.selectOption('[data-testid=exp3-pos]', '9');
+    await page.selectOption('[data-testid=exp3-pos]', String(9 + S0));
     await page.selectOption('[data-testid=exp3-word]', '开关');
     await exp3Click('exp3-run');
     await exp3Click('exp3-off');
@@ -827,15 +835,151 @@ async function main() {
     await page3.waitForFunction(() => !document.querySelector('[data-testid=exp3-verdict-off]').hidden, null, { timeout: 10000 });
     const s2 = await snapshot(page3);
     const diff = Object.keys(s1).filter((k) => s1[k] !== s2[k]);
-    check(diff.length === 0 && s1.guess === '0:3,1:5,2:7,3:5,4:5,6:5,9:1' && s1.pos === '9' && s1.word === '开关' && s1.large && s1.lang === 'zh-CN',
+    check(diff.length === 0 && s1.guess === [[0, 3], [1, 5], [2, 7], [3, 5], [4, 5], [6, 5], [9, 1]].map(([j, x]) => `${j + S0}:${x}`).join() && s1.pos === String(9 + S0) && s1.word === '开关' && s1.large && s1.lang === 'zh-CN',
       `a link reproduces the sentence, its guess and comparison, and both runs of 实验三 (${diff.length ? diff.map((k) => `${k}: ${s1[k]} / ${s2[k]}`).join('; ') : link3})`);
     await page3.click('[data-testid=lang-en]');
     await checkLanguage(page3, table, 'en', 'the lesson sentence with both experiments, in English');
     await page3.goto(new URL(`?${own}`, base).href);
     await page3.waitForFunction(() => document.body.dataset.ready);
     check((await page3.inputValue('[data-testid=text]')) === '程序员把服务器日志发给同事。' && (await page3.inputValue('[data-testid=preset]')) === 'text'
-      && (await rowLabels(page3)).length === 6, 'a link with a sentence of one\'s own opens it');
+      && (await rowLabels(page3)).length === 6 + S0, 'a link with a sentence of one\'s own opens it');
     await page3.close();
+
+    // 12. Issue 25: the page uses the API's trace and the start token. The step tables' numbers
+    // are the trace's; what 它 received; the start token apart, and hidden; 实验三 on the heatmap.
+    check(S0 === 1, `the lesson model declares a start token (GET /v1/models/lesson: ${JSON.stringify(lessonModel.start_token)})`);
+    const traceOf = async (body) => (await apiPost(Object.assign({}, body, { trace: true, need_weights: body.q ? true : 'per_head' }))).trace;
+    const num = (x) => (x === '-inf' ? -Infinity : Number(x));
+    const near = (a, b) => (a === b) || Math.abs(a - b) <= 1e-6 * Math.max(1, Math.abs(b));
+    const rowCol = (p, col) => p.$$eval(`[data-testid=row-steps] td[data-col=${col}]`, (tds) => tds.map((td) => Number(td.dataset.x)));
+    const vnorm = (x) => Math.sqrt(x.reduce((s, y) => s + y * y, 0));
+    await open(page, '?lang=en&p=c1&head=3');
+    const tok1 = (await apiPost({ model: 'lesson', text: sentences.c1, need_weights: false })).tokens;
+    const tr1 = await traceOf({ model: 'lesson', text: sentences.c1 });
+    const it = tok1.indexOf('它');
+    const rs = await page.$eval('[data-testid=row-steps]', (x) => ({ row: Number(x.dataset.row), head: Number(x.dataset.head) }));
+    const [sc1, ms1, w1, c1c] = [await rowCol(page, 'score'), await rowCol(page, 'masked'), await rowCol(page, 'weight'), await rowCol(page, 'contrib')];
+    const wantW = tr1.weights[3][it].map(num);
+    check(rs.row === it && rs.head === 3 && sc1.length === tok1.length
+      && sc1.every((x, j) => near(x, num(tr1.scores[3][it][j]))) && ms1.every((x, j) => near(x, num(tr1.masked_scores[3][it][j])))
+      && w1.every((x, j) => near(x, wantW[j])) && c1c.every((x, j) => near(x, wantW[j] * vnorm(tr1.v[3][j]))),
+    `the row of 它 (row ${it}) in coreference: score, masked score, softmax weight and weight × |v| are the trace's (${sc1.map((x) => x.toFixed(2)).join(' ')})`);
+    const bestW = wantW.indexOf(Math.max(...wantW));
+    const scoreText = await page.textContent(`[data-testid=row-steps] tr[data-j="${bestW}"] td[data-col=score]`);
+    check(tok1[bestW] === '服务器日志' && wantW[bestW] > 0.8 && scoreText === num(tr1.scores[3][it][bestW]).toFixed(2),
+      `它's row rests on 服务器日志 as the chapter's table does: score ${scoreText} → weight ${wantW[bestW].toFixed(2)}`);
+    const out1 = await tableRow(page, 'row-out', 0);
+    check(out1.length === 16 && out1.every((x, c) => x === num(tr1.head_outputs[3][it][c]).toFixed(2)),
+      `× V: the head's output row is the trace's head_outputs (${out1.slice(0, 6).join(' ')} …)`);
+    const scaledOk = [];
+    for (const [tid, key] of [['table-scaled', 'scores'], ['table-masked', 'masked_scores'], ['table-softmax', 'weights']]) {
+      const shown = await tableRow(page, tid, it);
+      const want = tr1[key][3][it].map((x) => (num(x) === -Infinity ? '−∞' : (tid === 'table-softmax' && false ? '' : num(x).toFixed(2))));
+      scaledOk.push(shown.join(' ') === want.join(' ') ? '' : `${tid}: ${shown.join(' ')} / ${want.join(' ')}`);
+    }
+    check(scaledOk.every((x) => !x), `the whole matrices (scaled, masked, softmax) show the trace's rows (${scaledOk.filter(Boolean).join('; ') || 'they do'})`);
+    // What 它 received: the keys by weight × |v|, and the nearest vocabulary word, 服务器日志.
+    const recv = await page.$$eval('[data-testid=recv-top] tr[data-j]', (trs) => trs.map((tr) => ({ j: Number(tr.dataset.j), c: Number(tr.lastElementChild.dataset.x) })));
+    check(recv.length > 0 && tok1[recv[0].j] === '服务器日志' && recv.every((x, k) => k === 0 || x.c <= recv[k - 1].c)
+      && recv.every((x) => near(x.c, wantW[x.j] * vnorm(tr1.v[3][x.j]))),
+    `what 它 received: the keys that added most, by weight × |v|, 服务器日志 first (${recv.map((x) => `${tok1[x.j]} ${x.c.toFixed(2)}`).join(', ')})`);
+    await page.waitForSelector('[data-testid=recv-nearest][data-word]', { timeout: 15000 });
+    const nearest = await page.$eval('[data-testid=recv-nearest]', (x) => ({ word: x.dataset.word, text: x.textContent }));
+    check(nearest.word === '服务器日志' && nearest.text.includes('服务器日志'),
+      `the output of 它 in coreference is nearest to the value vector of 服务器日志 (${nearest.text})`);
+    // The row is chosen in its select and kept in the URL.
+    await page.selectOption('[data-testid=row-pick]', String(it + 1));
+    check((await page.getAttribute('[data-testid=row-steps]', 'data-row')) === String(it + 1) && new URL(page.url()).searchParams.get('row') === String(it + 1),
+      'another row is picked from the select and recorded in the URL');
+    // Any model: the demo model (no vocabulary), its step tables from its own trace.
+    await open(page, '?lang=en&p=random&params=model:demo&L=6&rseed=3');
+    const dreq = await sentReq(page);
+    const trd = await traceOf(dreq);
+    let demoOk = true;
+    for (let i = 0; i < 6; i++) {
+      const shown = await tableRow(page, 'table-softmax', i);
+      if (shown.join(' ') !== trd.weights[0][i].map((x) => num(x).toFixed(2)).join(' ')) demoOk = false;
+    }
+    const q0 = await tableRow(page, 'table-q', 0), dsc = await rowCol(page, 'score');
+    check(demoOk && q0.join(' ') === trd.q[0][0].map((x) => x.toFixed(2)).join(' ') && dsc.every((x, j) => near(x, trd.scores[0][0][j])),
+      `the demo model's step tables are its trace's (Q row 0: ${q0.slice(0, 4).join(' ')} …)`);
+
+    // The start token: its column apart and named, one line saying what it is, and the switch
+    // that hides it, each row renormalised over the real words.
+    if (S0) {
+      await open(page, '?lang=zh&p=c1&head=3');
+      const g0 = JSON.parse(await page.getAttribute('[data-testid=large-canvas]', 'data-geom'));
+      const col0 = await page.textContent('[data-testid=table-softmax] tr:first-of-type th:nth-of-type(2)');
+      check(g0.start === 0 && col0 === table.STRINGS.zh['tok.start'] && await page.isVisible('[data-testid=start-note]')
+        && (await page.textContent('[data-testid=start-note]')) === table.STRINGS.zh['start.note'],
+      `the start token's column is drawn apart and labelled ${col0}, with its line (${await page.textContent('[data-testid=start-note]')})`);
+      await page.click('[data-testid=nostart]');
+      await page.waitForFunction(() => JSON.parse(document.querySelector('[data-testid=large-canvas]').dataset.geom).start === -1);
+      const g1 = JSON.parse(await page.getAttribute('[data-testid=large-canvas]', 'data-geom'));
+      const title = await page.textContent('[data-testid=large-title]');
+      const b1 = await page.locator('[data-testid=large-canvas]').boundingBox();
+      const hid = [];
+      for (let j = 0; j < g1.s; j++) {
+        await page.mouse.move(b1.x + g1.labW + (j + 0.5) * g1.cell, b1.y + g1.labH + (it - 1 + 0.5) * g1.cell);
+        await page.waitForFunction((jj) => document.querySelector('[data-testid=tooltip]').dataset.j === String(jj), j);
+        hid.push(await page.textContent('[data-testid=tooltip]'));
+      }
+      await page.mouse.move(0, 0);
+      const ws = hid.map((x) => Number(/([\d.]+)$/.exec(x)[1]));
+      const rest = 1 - wantW[0];
+      check(g1.s === tok1.length - 1 && title.includes(table.STRINGS.zh['large.renorm']) && new URL(page.url()).searchParams.get('ns') === '1'
+        && Math.abs(ws.reduce((s, x) => s + x, 0) - 1) < 2e-3 && ws.every((x, j) => Math.abs(x - wantW[j + 1] / rest) < 1e-4)
+        && hid.every((x) => !x.includes(table.STRINGS.zh['tok.start'])),
+      `hiding the start token: 它's row without its column sums to 1, each weight renormalised over the real words (${ws.join(' ')}; ${title})`);
+    }
+
+    // 实验三: with the mask off, replacing 数据库 changes 内存's row by at least 10% of its norm,
+    // and the heatmap marks the changed rows (a red bar at their right), mask on and off.
+    await open(page, '?lang=en&p=c5');
+    const t5 = S0 + 4;
+    await exp3Click('exp3-run');
+    await exp3Click('exp3-off');
+    const marks = async (which) => page.$eval(`[data-testid=exp3-map-${which}] canvas`, (cv) => {
+      const g = JSON.parse(cv.dataset.geom), ctx = cv.getContext('2d'), d = window.devicePixelRatio || 1;
+      const px = (i) => Array.from(ctx.getImageData(Math.round((g.markX + g.markW / 2) * d), Math.round((g.labH + (i + 0.5) * g.cell) * d), 1, 1).data.slice(0, 3));
+      const marked = JSON.parse(cv.dataset.marked);
+      return { marked, px: Array.from({ length: Math.round((cv.height / d - g.labH - 2) / g.cell) }, (_, i) => px(i)) };
+    });
+    const red = (c) => c[0] > 150 && c[1] < 90 && c[2] < 90, white = (c) => c.every((x) => x > 240);
+    for (const which of ['on', 'off']) {
+      const rows = await exp3Rows(which), m = await marks(which);
+      const want = rows.map((r, i) => (r.same ? -1 : i)).filter((i) => i >= 0);
+      check(m.marked.join() === want.join() && m.px.every((c, i) => (want.includes(i) ? red(c) : white(c))),
+        `实验三, causal ${which}: the heatmap marks exactly the rows whose output changed (${want.join(', ')})`);
+    }
+    const rel = await page.$$eval('[data-testid=exp3-table] td.delta.off', (tds) => tds.map((td) => Number(td.dataset.rel || 0)));
+    const mem = t5 - 1;
+    const outs = await Promise.all(['数据库', '缓存'].map((w) => apiPost({ model: 'lesson', tokens: ['Redis', '是', '一个', '内存', w, '。'], need_weights: false })));
+    const d5 = outs[0].output[mem].map((x, c) => x - outs[1].output[mem][c]);
+    const want5 = vnorm(d5) / vnorm(outs[0].output[mem]);
+    check(Math.abs(rel[mem] - want5) < 1e-4 && rel[mem] >= 0.1,
+      `实验三, causal off: replacing 数据库 changes 内存's row by ${(rel[mem] * 100).toFixed(1)}% of its norm (at least 10%)`);
+    await shot(page, 'exp3-maps', '[data-testid=exp3]');
+
+    // The new parts keep the page within the window: a phone (390x844) and a projector
+    // (1024x768), with the step tables, what 它 received and both runs of 实验三.
+    for (const vp of [{ width: 390, height: 844 }, { width: 1024, height: 768 }]) {
+      const c = await newContext({ viewport: vp, locale: 'zh-CN' });
+      const p = await c.newPage();
+      for (const q of ['?lang=zh&p=c1&head=3&e3=2', '?lang=en&p=a', '?lang=zh&p=c5&e3=2&large=1']) {
+        await open(p, q);
+        if (q.includes('e3=2')) await p.waitForSelector('[data-testid=exp3-map-off]', { timeout: 10000 });
+        const w = await p.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth]);
+        check(w[0] <= w[1], `${vp.width}x${vp.height}, ${q}: the document is no wider than the window (${w[0]} <= ${w[1]})`);
+      }
+      await c.close();
+    }
+    await open(page, '?lang=zh&p=c1&head=3&e3=2');
+    await page.waitForSelector('[data-testid=exp3-map-off]', { timeout: 10000 });
+    await page.waitForSelector('[data-testid=recv-nearest][data-word]', { timeout: 15000 });
+    await checkLanguage(page, table, 'zh', 'the step tables, what 它 received and 实验三\'s heatmaps in Chinese');
+    await page.click('[data-testid=lang-en]');
+    await checkLanguage(page, table, 'en', 'and in English');
 
     // 10. The README's pictures are the ones make screenshots produces: the manifest names each
     // shot as shots.mjs defines it, each file is the one it hashed, the page's inputs are the
