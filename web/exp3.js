@@ -36,13 +36,17 @@ function exp3Word(v, vocab, t3) {
 
 const exp3Key = (v, t3, w) => JSON.stringify([v.model, v.tokens, t3, w]);
 
-// 2.48 × 10⁻³ (a power of ten, readable from the back of a room).
+// 2.48 × 10<sup>-3</sup> (a power of ten, readable from the back of a room), as nodes: the
+// exponent in a <sup> of ordinary digits, which every font has (superscript digits and minus,
+// U+2070 on, are missing from many, the projector's CJK font among them).
 function pow10(x) {
   let e = Math.floor(Math.log10(x)), m = x / 10 ** e;
   if (m >= 9.995) { m /= 10; e += 1; }
-  const sup = String(e).replace(/-/g, '⁻').replace(/\d/g, (d) => '⁰¹²³⁴⁵⁶⁷⁸⁹'[d]);
-  return `${m.toFixed(2)} × 10${sup}`;
+  const sup = document.createElement('sup');
+  sup.textContent = String(e);
+  return [`${m.toFixed(2)} × 10`, sup];
 }
+
 
 // Rows of two outputs (L, E): {same: every bit equal, max: the largest |difference|, rel: the
 // length of the difference over the length of a's row}.
@@ -138,7 +142,7 @@ export function drawExp3(v) {
   if (off) {
     const changed = before(off).filter((r) => !r.same);
     vOff.textContent = changed.length
-      ? t('exp3.off.leak', { c: changed.length, n: t3, max: pow10(Math.max(...changed.map((r) => r.max))), rel: percent(Math.max(...changed.map((r) => r.rel))) })
+      ? t('exp3.off.leak', { c: changed.length, n: t3, rel: percent(Math.max(...changed.map((r) => r.rel))) })
       : t('exp3.off.none');
   }
   drawExp3Maps(v, cur, t3);
@@ -182,12 +186,12 @@ export function drawExp3(v) {
         td.textContent = t('exp3.zero');
       } else if (r.max === 0) {
         td.textContent = t('exp3.signzero');
-      } else { // a power of ten on a bar whose length is log10 of it, from 10⁻⁸ to 1
+      } else { // a power of ten on a bar whose length is log10 of it, from 1e-8 to 1
         td.classList.add('nonzero');
         td.style.setProperty('--w', String(Math.max(0.02, Math.min(1, (Math.log10(r.max) + 8) / 8))));
         const num = document.createElement('span');
         num.dataset.i18nData = '';
-        num.textContent = pow10(r.max);
+        num.append(...pow10(r.max));
         const rel = document.createElement('span');
         rel.className = 'rel';
         rel.dataset.i18nData = '';

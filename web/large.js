@@ -39,7 +39,8 @@ function largeLayout(v, ctx) {
   // Below the first screen anyway (a narrow window stacks the controls first): fit one screen.
   if (availH < window.innerHeight * 0.35) availH = window.innerHeight - rem * 4 - reserve;
 
-  const minRow = font * 1.25; // the spacing a row label needs, and an angled one across its text
+  const minRow = font * 1.25; // the spacing a row label needs
+  const minSlant = font * 1.1; // the spacing of angled labels across their text (glyphs are 1 font high)
   const stride = (cell, need) => {
     const k = Math.max(1, Math.ceil(need / cell - 1e-9));
     return tokens ? k : NICE.find((n) => n >= k) || k;
@@ -59,7 +60,7 @@ function largeLayout(v, ctx) {
       }
       right = Math.ceil(right + pad);
     }
-    const colStride = ang ? stride(cell * sn, minRow) : stride(cell, maxColW + pad);
+    const colStride = ang ? stride(cell * sn, minSlant) : stride(cell, maxColW + pad);
     return { ang, labH, right, cell, colStride, rowStride: stride(cell, minRow) };
   };
   let g = place(0);

@@ -739,7 +739,7 @@ async function main() {
     let on = await exp3Rows('on');
     let ref = await bitsDiffer(redis, 4 + S0, '缓存', true);
     check(on.length === 6 + S0 && on.slice(0, 4 + S0).every((r) => r.same && r.zeroMark && r.text === table.STRINGS.en['exp3.zero'])
-      && on.slice(4 + S0).every((r) => !r.same && r.max > 0 && !r.zeroMark && /^\d\.\d\d × 10[⁻⁰¹²³⁴⁵⁶⁷⁸⁹]+ \([\d.]+ %\)$/.test(r.text)),
+      && on.slice(4 + S0).every((r) => !r.same && r.max > 0 && !r.zeroMark && /^\d\.\d\d × 10-?\d+ \([\d.]+ %\)$/.test(r.text)),
     `实验三, causal on: rows 0-3 are marked exactly 0, rows 4-5 non-zero (${on.map((r) => r.text).join(' | ')})`);
     check(on.every((r, i) => r.same === ref[i].same && (r.same || Math.abs(r.max - ref[i].max) <= 1e-12)),
       `实验三, causal on: the page's rows are the bitwise comparison of the API's float32 outputs (${ref.map((r) => (r.same ? '=' : r.max.toExponential(2))).join(' ')})`);
@@ -750,7 +750,7 @@ async function main() {
     ref = await bitsDiffer(redis, 4 + S0, '缓存', false);
     on = await exp3Rows('on');
     const leak = off.slice(0, 4 + S0).filter((r) => !r.same && r.max > 0 && !r.zeroMark);
-    check(on.slice(0, 4 + S0).every((r) => r.same) && leak.length > 0 && leak.every((r) => /× 10⁻/.test(r.text))
+    check(on.slice(0, 4 + S0).every((r) => r.same) && leak.length > 0 && leak.every((r) => /× 10-\d/.test(r.text))
       && off.every((r, i) => r.same === ref[i].same && (r.same || Math.abs(r.max - ref[i].max) <= 1e-12)),
     `实验三, causal off: ${leak.length} earlier rows change too, shown beside the causal run (${off.map((r) => r.text).join(' | ')})`);
     check((await page.textContent('[data-testid=exp3-verdict-off]')).startsWith(`Causal mask off: ${leak.length} of the ${4 + S0} rows before t changed too`),
