@@ -220,9 +220,9 @@ size_t api_jobs_run(api_job *const *jobs, size_t count, attn_pool *pool, size_t 
     api_error *chunk_errs[BATCH_CHUNK];
     size_t n = 0, failed = 0;
     for (size_t i = 0; i < count; i++) {
-        bool with = i == 0 ? jobs[0] && jobs[0]->op == API_OP_ATTENTION && !jobs[0]->ran &&
-                                 !jobs[0]->traced
-                           : api_jobs_batchable(jobs[0], jobs[i]);
+        bool with =
+            i == 0 ? jobs[0] && jobs[0]->op == API_OP_ATTENTION && !jobs[0]->ran && !jobs[0]->traced
+                   : api_jobs_batchable(jobs[0], jobs[i]);
         if (!with) {
             failed += api_job_run(jobs[i], pool, &errs[i]) != 0;
             continue;

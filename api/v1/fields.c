@@ -15,16 +15,43 @@
 
 /* ---- Fields ------------------------------------------------------------------------------- */
 
+/* Each endpoint's name of each field; NULL where the endpoint has no such field. */
 static const char *const attention_fields[APIP_F_COUNT] = {
-    "query",  "key",           "value",    "model",     "params",    NULL,
-    "causal", "key_lengths",   "key_mask", "attn_mask", "attn_bias", "need_weights",
-    "heads",  "weights_top_k", "encoding", "tokens",    "text",
-    [APIP_F_ADD_SPECIAL] = "add_special_tokens", [APIP_F_TRACE] = "trace"};
+    [APIP_F_QUERY] = "query",
+    [APIP_F_KEY] = "key",
+    [APIP_F_VALUE] = "value",
+    [APIP_F_MODEL] = "model",
+    [APIP_F_PARAMS] = "params",
+    [APIP_F_CAUSAL] = "causal",
+    [APIP_F_KEY_LENGTHS] = "key_lengths",
+    [APIP_F_KEY_MASK] = "key_mask",
+    [APIP_F_ATTN_MASK] = "attn_mask",
+    [APIP_F_ATTN_BIAS] = "attn_bias",
+    [APIP_F_NEED_WEIGHTS] = "need_weights",
+    [APIP_F_HEADS] = "heads",
+    [APIP_F_TOP_K] = "weights_top_k",
+    [APIP_F_ENCODING] = "encoding",
+    [APIP_F_TOKENS] = "tokens",
+    [APIP_F_TEXT] = "text",
+    [APIP_F_ADD_SPECIAL] = "add_special_tokens",
+    [APIP_F_TRACE] = "trace",
+};
 
 static const char *const sdpa_fields[APIP_F_COUNT] = {
-    "q",           "k",        "v",         NULL,        NULL,           "scale", "causal",
-    "key_lengths", "key_mask", "attn_mask", "attn_bias", "need_weights", NULL,    "weights_top_k",
-    "encoding",    NULL,       NULL,        [APIP_F_TRACE] = "trace"};
+    [APIP_F_QUERY] = "q",
+    [APIP_F_KEY] = "k",
+    [APIP_F_VALUE] = "v",
+    [APIP_F_SCALE] = "scale",
+    [APIP_F_CAUSAL] = "causal",
+    [APIP_F_KEY_LENGTHS] = "key_lengths",
+    [APIP_F_KEY_MASK] = "key_mask",
+    [APIP_F_ATTN_MASK] = "attn_mask",
+    [APIP_F_ATTN_BIAS] = "attn_bias",
+    [APIP_F_NEED_WEIGHTS] = "need_weights",
+    [APIP_F_TOP_K] = "weights_top_k",
+    [APIP_F_ENCODING] = "encoding",
+    [APIP_F_TRACE] = "trace",
+};
 
 /* 400 invalid_field naming field, with a printf-style message; returns -1 (api_fail). */
 #define bad(r, field, ...) api_fail((r)->err, 400, "invalid_field", (field), __VA_ARGS__)
@@ -641,8 +668,8 @@ static int trace_field(apip_req *r, const char *v) {
     /* Each of the three maps (N, H, L, S), and the widest of the other steps: attention's
      * (N, L or S, E) projections, SDPA's (N, H, L or S, D or Dv) inputs. */
     size_t maps = 0, rows = 0, ls = r->l > r->s ? r->l : r->s, w = 0;
-    bool fits = apip_mul(r->n, r->h, &maps) && apip_mul(maps, r->l, &maps) &&
-                apip_mul(maps, r->s, &maps);
+    bool fits =
+        apip_mul(r->n, r->h, &maps) && apip_mul(maps, r->l, &maps) && apip_mul(maps, r->s, &maps);
     if (r->op == API_OP_SDPA)
         fits = fits && apip_mul(r->n, r->h, &rows) && apip_mul(rows, ls, &rows) &&
                apip_mul(rows, r->d > r->dv ? r->d : r->dv, &w);

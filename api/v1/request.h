@@ -30,7 +30,7 @@ enum {
     APIP_F_TOKENS, /* attention on a model with a vocabulary: words instead of query */
     APIP_F_TEXT,
     APIP_F_ADD_SPECIAL, /* "add_special_tokens": with tokens or text, the model's start token */
-    APIP_F_TRACE, /* "trace": true, every step of the attention in the response */
+    APIP_F_TRACE,       /* "trace": true, every step of the attention in the response */
     APIP_F_COUNT
 };
 
@@ -66,7 +66,7 @@ typedef struct apip_req {
     bool has_scale;
     float scale;
     bool base64;
-    bool trace; /* "trace": true */
+    bool trace;            /* "trace": true */
     bool words;            /* "tokens" or "text": query is made from them (L words, N = 1) */
     bool add_special;      /* words: the model's start token (if any) leads them; default true */
     apip_job_given *given; /* what another codec adds (apip_job_parse_given); NULL for v1 */

@@ -503,10 +503,9 @@ void test_usage_bytes(void) {
             ws[li][weights] = (double)json_integer_value(json_object_get(u, "workspace_bytes"));
             jb[li][weights] = (double)json_integer_value(json_object_get(u, "job_bytes"));
             if (job)
-                CHECK(jb[li][weights] ==
-                          (double)(api_job_bytes(job) + api_job_response_bytes(job)),
-                      "L = %zu: job_bytes %.0f is the arena and the response bound (%zu + %zu)",
-                      L, jb[li][weights], api_job_bytes(job), api_job_response_bytes(job));
+                CHECK(jb[li][weights] == (double)(api_job_bytes(job) + api_job_response_bytes(job)),
+                      "L = %zu: job_bytes %.0f is the arena and the response bound (%zu + %zu)", L,
+                      jb[li][weights], api_job_bytes(job), api_job_response_bytes(job));
             api_job_destroy(job);
             json_decref(j);
             free(x);
@@ -516,8 +515,10 @@ void test_usage_bytes(void) {
      * stays far below one L x L matrix; with them the job holds L² floats (and its response). */
     CHECK(ws[1][0] <= ws[0][0] * 1.01 + 4096, "no weights: workspace %.0f at L 2048, %.0f at 1024",
           ws[1][0], ws[0][0]);
-    CHECK(jb[1][0] < 2048.0 * 2048 * 4 / 8, "no weights: job_bytes %.0f at L 2048 is under 1/8 of "
-          "one L x L float32 matrix", jb[1][0]);
+    CHECK(jb[1][0] < 2048.0 * 2048 * 4 / 8,
+          "no weights: job_bytes %.0f at L 2048 is under 1/8 of "
+          "one L x L float32 matrix",
+          jb[1][0]);
     CHECK(jb[1][1] > 2048.0 * 2048 * 4 && jb[1][1] / jb[0][1] > 3.5,
           "weights: job_bytes %.0f at L 2048 holds the L x L map and grows as L² (%.2fx from 1024)",
           jb[1][1], jb[1][1] / jb[0][1]);

@@ -65,9 +65,9 @@ static void trace_seed(bool base64) {
     } else { /* nested arrays with "-inf" strings: read cell by cell */
         for (size_t i = 0; i < 16; i++) {
             const json_t *c = json_array_get(json_array_get(m, i / 4), i % 4);
-            ms[i] = json_is_string(c) && !strcmp(json_string_value(c), "-inf")
-                        ? -INFINITY
-                        : json_is_number(c) ? (float)json_number_value(c) : NAN;
+            ms[i] = json_is_string(c) && !strcmp(json_string_value(c), "-inf") ? -INFINITY
+                    : json_is_number(c) ? (float)json_number_value(c)
+                                        : NAN;
         }
     }
     const double x[4][2] = {{1, 1}, {0, 1}, {1, 0}, {0.5, 0.5}};
@@ -87,7 +87,8 @@ static void trace_seed(bool base64) {
             o[0] += (double)w[i * 4 + k] * vv[k][0];
             o[1] += (double)w[i * 4 + k] * vv[k][1];
         }
-        err_o = fmax(err_o, fmax(fabs(o[0] - (double)out[i * 2]), fabs(o[1] - (double)out[i * 2 + 1])));
+        err_o =
+            fmax(err_o, fmax(fabs(o[0] - (double)out[i * 2]), fabs(o[1] - (double)out[i * 2 + 1])));
     }
     CHECK(err_s < 1e-6, "%s: scores and masked scores off by %g", base64 ? "base64" : "json",
           err_s);
@@ -123,9 +124,12 @@ static void trace_mha_shapes(void) {
         member_names(tr, names, sizeof names);
         CHECK(!strcmp(names, "scale,q,k,v,scores,masked_scores,weights,head_outputs"),
               "mha trace members: %s", names);
-        const char *shapes[][2] = {{"q", "2,3,2"},      {"k", "2,2,2"},
-                                   {"v", "2,2,2"},      {"scores", "2,3,2"},
-                                   {"masked_scores", "2,3,2"}, {"weights", "2,3,2"},
+        const char *shapes[][2] = {{"q", "2,3,2"},
+                                   {"k", "2,2,2"},
+                                   {"v", "2,2,2"},
+                                   {"scores", "2,3,2"},
+                                   {"masked_scores", "2,3,2"},
+                                   {"weights", "2,3,2"},
                                    {"head_outputs", "2,3,2"}};
         for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
             shape_str(tr, shapes[i][0], got, sizeof got);
@@ -156,8 +160,8 @@ static void trace_mha_shapes(void) {
 /* trace false is no trace; trace must be a boolean; the bound, at it and past it. */
 static void trace_options(void) {
     api_error e = {0};
-    json_t *j = request_str(API_OP_SDPA, "{\"q\":[[1]],\"k\":[[1]],\"v\":[[1]],\"trace\":false}",
-                            NULL, &e);
+    json_t *j =
+        request_str(API_OP_SDPA, "{\"q\":[[1]],\"k\":[[1]],\"v\":[[1]],\"trace\":false}", NULL, &e);
     CHECK(j && !json_object_get(j, "trace"), "trace false: no trace member");
     json_decref(j);
     const char *bad[] = {"1", "\"true\"", "[true]", "{}"};
@@ -214,8 +218,7 @@ static void trace_batches(void) {
     CHECK(a && b && t, "three jobs parse: %s", e.message);
     if (a && b && t) {
         CHECK(api_jobs_batchable(a, b), "two plain jobs on identity weights batch");
-        CHECK(!api_jobs_batchable(a, t) && !api_jobs_batchable(t, a) &&
-                  !api_jobs_batchable(t, t),
+        CHECK(!api_jobs_batchable(a, t) && !api_jobs_batchable(t, a) && !api_jobs_batchable(t, t),
               "a traced job batches with nothing");
         api_job *jobs[3] = {t, a, b};
         api_error errs[3] = {{0}};

@@ -426,10 +426,10 @@ void test_trace(attn_pool *pool) {
         CHECK(attn_mha_forward(&p, ws, out, direct ? &wo : NULL, x, x, x, &prm, pool, &err) ==
                   ATTN_OK,
               "%s", err.msg);
-        attn_trace t = {.q = tq, .k = tk, .v = tv, .scores = ts, .masked = tm, .weights = tw,
-                        .heads = th};
-        CHECK(attn_mha_forward_traced(&p, ws, out_t, direct ? &wo : NULL, &t, x, x, x, &prm,
-                                      pool, &err) == ATTN_OK,
+        attn_trace t = {
+            .q = tq, .k = tk, .v = tv, .scores = ts, .masked = tm, .weights = tw, .heads = th};
+        CHECK(attn_mha_forward_traced(&p, ws, out_t, direct ? &wo : NULL, &t, x, x, x, &prm, pool,
+                                      &err) == ATTN_OK,
               "%s", err.msg);
         CHECK(memcmp(out, out_t, N * L * E * 4) == 0, "path %d: the trace changed the output",
               path);
@@ -451,8 +451,8 @@ void test_trace(attn_pool *pool) {
                         o_ += (double)th[((n * H + e / Dh) * L + i) * Dh + e % Dh] *
                               (double)c.wout[col * E + e];
                     }
-                    eq = fmax(eq, fabs(q - (double)tq[((n * H + col / Dh) * L + i) * Dh +
-                                                      col % Dh]));
+                    eq = fmax(eq,
+                              fabs(q - (double)tq[((n * H + col / Dh) * L + i) * Dh + col % Dh]));
                     eo = fmax(eo, fabs(o_ - (double)out[(n * L + i) * E + col]));
                 }
                 for (size_t h = 0; h < H; h++)
