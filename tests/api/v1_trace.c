@@ -226,7 +226,8 @@ static void trace_batches(void) {
               "a traced job first, then two that batch: all run");
         api_buf out = {0};
         e = (api_error){0};
-        CHECK(api_job_respond(t, 0, 0, &out, &e) == 0 && strstr(out.data, "\"trace\":{"),
+        CHECK(api_job_respond(t, 0, 0, &out, &e) == 0 &&
+                  memmem(out.data, out.len, "\"trace\":{", 9),
               "the traced job of a run answers with its trace");
         api_buf_free(&out);
     }
