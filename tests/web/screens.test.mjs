@@ -102,6 +102,7 @@ async function main() {
     check(!/https?:\/\/|@import|url\(/.test(staticText), 'index.html and style.css name no outside address, import or url() (no CDN, no font)');
     const icon = await page.evaluate(async () => {
       const link = document.querySelector('link[rel=icon]');
+      if (!link) return { href: null };
       const r = await fetch(link.href), text = await r.text();
       const doc = new DOMParser().parseFromString(text, 'image/svg+xml');
       return { href: link.getAttribute('href'), status: r.status, type: r.headers.get('content-type'), svg: doc.documentElement.nodeName,
