@@ -145,9 +145,12 @@ check-layers:
 	[ $$ok = 1 ] && echo "check-layers: attention/ sees attention/ only; api/'s rooms" \
 	  "$(API_ROOMS) each see attention/, themselves and the rooms before them, never one after"
 
-# The visualizer in Debian's chromium, driven by playwright-core (never a downloaded browser).
+# The visualizer in Debian's chromium, driven by playwright-core (never a downloaded browser);
+# screens.test.mjs: the exports, the call run as curl, Python and JavaScript, the page offline,
+# and every screen size.
 test-web: $(BUILD)/attnd tests/web/node_modules/playwright-core
 	timeout 300 node tests/web/visualizer.test.mjs $(BUILD)/attnd $(BUILD)/web-test
+	timeout 300 node tests/web/screens.test.mjs $(BUILD)/attnd $(BUILD)/web-test
 
 # The README's pictures of the visualizer and their manifest (docs/), rendered from a live attnd;
 # test-web fails when they are stale. Run after changing web/, and commit docs/.

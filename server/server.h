@@ -453,8 +453,8 @@ typedef struct srv_static_file {
     const unsigned char *end;  /* one past the last byte */
 } srv_static_file;
 
-/* The built-in file served at path ("/" is "/index.html"), or NULL. Only exact matches: nothing
- * outside the table is ever served. */
+/* The built-in file served at path ("/" is "/index.html", "/favicon.ico" is "/favicon.svg"), or
+ * NULL. Only exact matches: nothing outside the table is ever served. */
 const srv_static_file *srv_static_find(const char *path);
 
 /* The Content-Type for a path, from its extension. */

@@ -11,9 +11,10 @@ $(BUILD)/attnd: $(SRV_OBJ) $(BUILD)/libapi.a $(BUILD)/libattn.a
 # ---- Files built into the binary ----------------------------------------------------------
 # attnd serves exactly these files and nothing else; it never reads a file at run time. A file's
 # URL path is its path without the first directory: web/index.html -> /index.html (also served
-# at /), api/openapi.yaml -> /openapi.yaml. Add the visualizer's files here. api/openapi.yaml is
+# at /), api/openapi.yaml -> /openapi.yaml; web/favicon.svg is /favicon.svg and, for clients that
+# ask there, /favicon.ico (static.c). Add the visualizer's files here. api/openapi.yaml is
 # optional until api/ provides it (/openapi.yaml answers 404 without it).
-SRV_EMBED := $(sort $(wildcard web/*.html web/*.js web/*.css)) api/openapi.yaml
+SRV_EMBED := $(sort $(wildcard web/*.html web/*.js web/*.css web/*.svg)) api/openapi.yaml
 
 # The list itself is a prerequisite, so that adding or removing a file regenerates the table.
 $(SRV_GEN)/embed.list: FORCE

@@ -11,6 +11,8 @@ extern const size_t srv_static_count;
 const srv_static_file *srv_static_find(const char *path) {
     if (!strcmp(path, "/"))
         path = "/index.html";
+    else if (!strcmp(path, "/favicon.ico")) /* where browsers and bookmarks look by default */
+        path = "/favicon.svg";
     for (size_t i = 0; i < srv_static_count; i++)
         if (!strcmp(srv_static_files[i].path, path))
             return &srv_static_files[i];

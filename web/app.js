@@ -4,7 +4,8 @@
 //
 // Its modules, from the bottom up; each imports only modules above it in this list (named in
 // brackets), so that there is no import cycle:
-//   i18n.js      every string a person reads, in Chinese and English
+//   i18n-screens.js  the strings of the exports, the call and the screens (i18n.js adds them)
+//   i18n.js      every string a person reads, in Chinese and English [i18n-screens]
 //   numbers.js   deterministic numbers (splitmix64) for the random presets
 //   tensors.js   tensors as the API sends and takes them (nested arrays, base64)
 //   dom.js       elements by id, canvases at the pixel ratio, selects and bars
@@ -31,8 +32,14 @@
 //                [state dom heatmap heads large lines steps exp1 exp3]
 //   controls.js  the controls, presets, the models' list and the language
 //                [i18n state dom api status vocab]
+//   svg.js       the current view as an SVG document, and an SVG as a PNG
+//                [state dom maps heatmap heads large]
+//   calls.js     a request as curl, Python (requests) and JavaScript (fetch)
+//   export.js    the exports and the call, a failed run's greyed-out result, the colour scale's
+//                switch [state dom svg calls]
 //   app.js       this module: a run, the sentence box, the language switch and the listeners
-//                [state dom api compute status vocab large lines exp1 exp3 views steps controls]
+//                [state dom api compute status vocab large lines exp1 exp3 views steps controls
+//                export]
 //
 // Legend: L query tokens, S key tokens, E embedding width, H heads, Dh = E / H the head width.
 // Weight maps are kept per head as Float32Array(L * S) (dense) or as the top-k of every row
@@ -44,7 +51,7 @@
 'use strict';
 
 import { nextRun, readUrl, runSeq, setView, state, view, writeUrl } from './state.js';
-import { $ } from './dom.js';
+import { $, markPunct } from './dom.js';
 import { ApiError, unknownWord } from './api.js';
 import { buildInput, compute } from './compute.js';
 import { renderError, setFailure, setStatus } from './status.js';
@@ -56,6 +63,7 @@ import { drawExp3, resumeExp3, runExp3 } from './exp3.js';
 import { drawViews } from './views.js';
 import { drawSteps } from './steps.js';
 import { applyLanguage, applyPreset, loadModels, readControls, syncControls } from './controls.js';
+import { drawCall, initExport, setStale, syncScale } from './export.js';
 
 // ---- Running ------------------------------------------------------------------------------
 
@@ -77,7 +85,10 @@ async function run() {
     if (state.head !== 'mean' && (!v.heads || Number(state.head) >= v.heads.length)) state.head = v.heads ? 0 : 'mean';
     setView(v);
     setStatus('ok', 'status.ok', { ms: v.ms.toFixed(0), compute: v.usage.compute_ms.toFixed(1) });
+    setStale(false);
+    syncScale();
     drawViews(v);
+    drawCall(v);
     writeUrl();
     await resumeExp3(v); // a link's experiment, run again
     if (seq !== runSeq) return;
@@ -85,6 +96,7 @@ async function run() {
   } catch (e) {
     if (seq !== runSeq) return;
     setFailure(e);
+    setStale(true);
     if (e instanceof ApiError && input && input.mode === 'words') {
       e.model = input.model;
       selectUnknown(unknownWord(e));
@@ -148,6 +160,9 @@ async function main() {
   $('large-font').addEventListener('change', () => { readControls(); syncControls(); writeUrl(); if (view) drawViews(view); });
   for (const b of document.querySelectorAll('[data-lang]')) b.addEventListener('click', () => setLanguage(b.dataset.lang));
   $('run').addEventListener('click', run);
+  // The exports, the call and the colour scale; punctuation tokens marked in every table.
+  initExport(drawViews);
+  new MutationObserver(() => markPunct($('views'))).observe($('views'), { childList: true, subtree: true });
   // A sentence: Enter runs it; the vocabulary opens beside the page, from the box or the error.
   $('text').addEventListener('keydown', (ev) => {
     if (ev.key === 'Enter' && !ev.shiftKey && !ev.isComposing) { ev.preventDefault(); run(); }

@@ -102,7 +102,7 @@ export async function compute(input) {
     const r = await post('v1/sdpa', body);
     const out = readTensor(r.output), w = readTensor(r.weights);
     const v = {
-      mode: 'sdpa', request: { path: '/v1/sdpa', body }, ms: performance.now() - t0, usage: r.usage,
+      mode: 'sdpa', request: { path: '/v1/sdpa', body }, response: r, ms: performance.now() - t0, usage: r.usage,
       qTokens: input.qTokens || input.tokens, kTokens: input.tokens, l, s, h: 1, start: -1,
       heads: [w.data], mean: null, topk: null, output: out, input, dv: input.v[0].length,
       dk: input.q[0].length, scale: input.scale !== undefined ? input.scale : 1 / Math.sqrt(input.q[0].length),
@@ -143,7 +143,7 @@ export async function compute(input) {
   // A sentence's words are the API's: the text as the model's vocabulary split it.
   const tokens = words ? r0.tokens : input.tokens;
   const l = tokens.length, e = r0.shape.E;
-  const v = { mode: 'mha', request: { path: '/v1/attention', body: reqs[0] }, ms, usage: r0.usage,
+  const v = { mode: 'mha', request: { path: '/v1/attention', body: reqs[0] }, response: r0, ms, usage: r0.usage,
     tokens, start: -1, l, s: l, h, heads: null, mean: null, topk: k || null,
     output: readTensor(r0.output), input, params: p, e, dk: e / h, scale: 1 / Math.sqrt(e / h),
     words, model: p.kind === 'model' ? p.name : null, headNames: r0.head_names || null };

@@ -42,3 +42,20 @@ export function barCell(td, w) {
   td.style.setProperty('--w', String(Math.max(0, Math.min(1, w))));
   td.classList.add('bar');
 }
+
+// ---- Punctuation tokens -------------------------------------------------------------------
+
+// A token of punctuation or symbols alone (， 。 " ”): at a label's size ， and 。 are two dots and
+// " and ” look alike, so the canvases draw them PUNCT_SCALE times larger and bold, and the tables
+// mark them (class punct, style.css) to the same end.
+export const isPunct = (s) => /\S/.test(s) && !/[\p{L}\p{N}]/u.test(s);
+export const PUNCT_SCALE = 1.5;
+export const tokenFont = (s, px) => (isPunct(s) ? `bold ${canvasFont(px * PUNCT_SCALE)}` : canvasFont(px));
+
+// Marks the token cells under root whose text is punctuation alone.
+export function markPunct(root) {
+  for (const el of root.querySelectorAll('th, td.word, button.chip')) {
+    const p = isPunct(el.textContent);
+    if (el.classList.contains('punct') !== p) el.classList.toggle('punct', p);
+  }
+}

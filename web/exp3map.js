@@ -3,7 +3,7 @@
 // and word t's column outlined.
 
 import { state, t } from './state.js';
-import { $, canvasFont, rootPx, setupCanvas } from './dom.js';
+import { $, canvasFont, rootPx, setupCanvas, tokenFont } from './dom.js';
 import { meanOf } from './maps.js';
 import { drawHeat } from './heatmap.js';
 import { headName } from './heads.js';
@@ -17,13 +17,18 @@ function drawOne(v, map, causal, rows, t3, label) {
   fig.dataset.testid = `exp3-map-${causal === 'off' ? 'off' : 'on'}`;
   const cap = document.createElement('figcaption');
   cap.textContent = label;
+  const axes = document.createElement('span'); // the axis titles: rows are queries, columns keys
+  axes.className = 'axis-grid';
+  axes.dataset.testid = 'axis-grid';
+  axes.textContent = t('axis.grid');
+  cap.append(' ', axes);
   const cv = document.createElement('canvas');
   fig.append(cap, cv);
   const rem = rootPx(), font = Math.round(rem * 0.8), pad = Math.round(font * 0.4);
   const cell = Math.round(rem * 1.6), mw = Math.round(cell * 0.45), gap = Math.round(cell * 0.25);
   const probe = cv.getContext('2d');
   probe.font = canvasFont(font);
-  const labW = Math.ceil(Math.max(...v.qTokens.map((x) => probe.measureText(x).width))) + 2 * pad;
+  const labW = Math.ceil(Math.max(...v.qTokens.map((x) => { probe.font = tokenFont(x, font); return probe.measureText(x).width; }))) + 2 * pad;
   const labH = font + 2 * pad;
   const w = labW + v.s * cell + gap + mw + 2, h = labH + v.l * cell + 2;
   const ctx = setupCanvas(cv, w, h);
@@ -37,7 +42,8 @@ function drawOne(v, map, causal, rows, t3, label) {
   ctx.textBaseline = 'middle';
   ctx.fillStyle = '#1d2330';
   ctx.textAlign = 'right';
-  v.qTokens.forEach((x, i) => ctx.fillText(x, labW - pad, labH + (i + 0.5) * cell));
+  v.qTokens.forEach((x, i) => { ctx.font = tokenFont(x, font); ctx.fillText(x, labW - pad, labH + (i + 0.5) * cell); });
+  ctx.font = canvasFont(font);
   ctx.textAlign = 'center';
   for (let j = 0; j < v.s; j++) ctx.fillText(String(j), labW + (j + 0.5) * cell, labH / 2);
   const markX = labW + v.s * cell + gap, marked = [];

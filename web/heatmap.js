@@ -1,7 +1,7 @@
 // Heatmap drawing: the colour scale, the masked cells' stripes, and a weight map painted once,
 // then drawn at any cell size.
 
-import { state } from './state.js';
+import { state, unitScale } from './state.js';
 import { mapMax, maskStart, passes, rowOf } from './maps.js';
 
 // A perceptual sequential scale from near-white (0) to deep blue-violet (1).
@@ -43,16 +43,18 @@ function maskPattern(ctx) {
 const painted = new WeakMap();
 
 // Paints map into an offscreen canvas, one pixel per cell (masked cells in the mask's grey;
-// drawHeat puts the stripes on top).
+// drawHeat puts the stripes on top), against the colour scale's top (unitScale: 1, else the
+// map's maximum). Returns {canvas, max, top}.
 export function paintMap(map, v) {
-  const key = [state.filter, state.filterValue, state.causal, state.keyLength, v.causal, v.shift].join('|');
+  const unit = unitScale();
+  const key = [state.filter, state.filterValue, state.causal, state.keyLength, v.causal, v.shift, unit].join('|');
   const hit = painted.get(map);
   if (hit && hit.key === key) return hit;
   const c = document.createElement('canvas');
   c.width = v.s; c.height = v.l;
   const ctx = c.getContext('2d');
   const img = ctx.createImageData(v.s, v.l);
-  const max = mapMax(map, v);
+  const max = mapMax(map, v), top = unit ? 1 : max; // the map's largest weight, the scale's top
   const row = new Float32Array(v.s);
   for (let i = 0; i < v.l; i++) {
     rowOf(map, v, i, row);
@@ -62,7 +64,7 @@ export function paintMap(map, v) {
       let c3;
       if (j >= m0) c3 = MASK_BG;
       else {
-        c3 = colour(row[j] / max);
+        c3 = colour(row[j] / top);
         if (!keep[j]) c3 = c3.map((x) => Math.round(x * 0.25 + 255 * 0.75));
       }
       const o = (i * v.s + j) * 4;
@@ -70,7 +72,7 @@ export function paintMap(map, v) {
     }
   }
   ctx.putImageData(img, 0, 0);
-  const out = { canvas: c, max, key };
+  const out = { canvas: c, max, top, key };
   painted.set(map, out);
   return out;
 }

@@ -14,6 +14,8 @@
 // vocabulary and the two experiments have their keys under text.*, vocab.*, headname.*,
 // lesson.*, exp1.* and exp3.*.
 
+import { SCREEN_STRINGS } from './i18n-screens.js';
+
 export const LANGS = ['zh', 'en'];
 
 // The switch's own labels: each language's name in that language, the same on both pages.
@@ -413,6 +415,8 @@ export const STRINGS = {
     'err.api_lead': 'API 拒绝了这个请求（HTTP {status}，{code}）。下面是 API 的英文原文：',
   },
 };
+// The exports' and the screens' strings, in their own module (i18n-screens.js).
+for (const l of LANGS) Object.assign(STRINGS[l], SCREEN_STRINGS[l]);
 
 // The language to show: the URL's lang when it names one, else the first of the browser's
 // languages (navigator.languages) that the table has, else English.

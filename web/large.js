@@ -1,8 +1,8 @@
 // The large heatmap of the selected head: its layout and labels, its legend, and the tooltip and
 // row highlight under the pointer.
 
-import { state, t, view } from './state.js';
-import { $, canvasFont, rootPx, setupCanvas } from './dom.js';
+import { state, t, unitScale, view } from './state.js';
+import { $, canvasFont, rootPx, setupCanvas, tokenFont } from './dom.js';
 import { isMasked, rowOf, selectedMap, shownView } from './maps.js';
 import { colour, drawHeat, paintMap, rgb } from './heatmap.js';
 import { headName, headNameEl } from './heads.js';
@@ -26,8 +26,9 @@ function largeLayout(v, ctx) {
   const tokens = v.l <= LABEL_LIMIT && v.s <= LABEL_LIMIT;
   const rowText = tokens ? v.qTokens : Array.from({ length: v.l }, (_, i) => String(i));
   const colText = tokens ? v.kTokens : Array.from({ length: v.s }, (_, j) => String(j));
-  const rowW = rowText.map((x) => ctx.measureText(x).width);
-  const colW = colText.map((x) => ctx.measureText(x).width);
+  const width = (x) => { ctx.font = tokens ? tokenFont(x, font) : canvasFont(font); return ctx.measureText(x).width; };
+  const rowW = rowText.map(width);
+  const colW = colText.map(width);
   const labW = Math.ceil(Math.max(...rowW)) + 2 * pad;
   const maxColW = Math.max(...colW);
 
@@ -83,7 +84,7 @@ const START_COLOUR = '#a34700';
 export function drawLarge(run, hoverRow = -1) {
   const v = shownView(run);
   const map = selectedMap(v);
-  const { max } = paintMap(map, v);
+  const { max, top } = paintMap(map, v);
   const cv = $('large');
   const key = state.head === 'mean' || !v.heads ? 'mean' : String(state.head);
   const name = headName(v, key);
@@ -97,7 +98,7 @@ export function drawLarge(run, hoverRow = -1) {
       s.textContent = part;
       title.append(' · ', s);
     }
-    drawScale(max);
+    drawScale(top);
   }
   const g = largeLayout(v, cv.getContext('2d'));
   const { labW, labH, cell, font, pad } = g;
@@ -114,16 +115,18 @@ export function drawLarge(run, hoverRow = -1) {
     ctx.fillRect(labW, labH + (st + 1) * cell - gap / 2, v.s * cell, gap);
   }
   const ink = (k) => (k === st ? START_COLOUR : '#1d2330');
-  ctx.font = canvasFont(font);
+  const font1 = (x) => { ctx.font = g.tokens ? tokenFont(x, font) : canvasFont(font); };
   ctx.textBaseline = 'middle';
   ctx.textAlign = 'right';
   for (let i = 0; i < v.l; i += g.rowStride) {
     ctx.fillStyle = ink(i);
+    font1(g.rowText[i]);
     ctx.fillText(g.rowText[i], labW - pad, labH + (i + 0.5) * cell);
   }
   for (let j = 0; j < v.s; j += g.colStride) {
     const x = labW + (j + 0.5) * cell;
     ctx.fillStyle = ink(j);
+    font1(g.colText[j]);
     if (!g.ang) {
       ctx.textAlign = 'center';
       ctx.fillText(g.colText[j], x, labH - pad - font / 2);
@@ -142,6 +145,12 @@ export function drawLarge(run, hoverRow = -1) {
     ctx.strokeRect(labW + 1, labH + hoverRow * cell + 1, v.s * cell - 2, cell - 2);
   }
   largeGeom = { labW, labH, cell };
+  // The axis titles (index.html): 键 / key centred over the columns, 查询 / query beside the rows.
+  const ak = $('axis-key'), aq = $('axis-query');
+  ak.style.marginLeft = `${aq.offsetWidth + labW}px`;
+  ak.style.width = `${v.s * cell}px`;
+  aq.style.paddingTop = `${labH}px`;
+  aq.style.height = `${h}px`;
   // The drawing's own numbers, for the tests and for anyone inspecting the page.
   cv.dataset.geom = JSON.stringify({
     labW, labH, cell, width: w, height: h, dpr: window.devicePixelRatio || 1, font,
@@ -150,7 +159,9 @@ export function drawLarge(run, hoverRow = -1) {
   cv.setAttribute('aria-label', t('large.aria', { name, l: v.l, s: v.s }));
 }
 
-function drawScale(max) {
+// The legend: the colour scale from 0 to its top (1, or the map's maximum: unitScale), and the
+// masked cells' stripes.
+function drawScale(top) {
   const el = $('scale');
   el.textContent = '';
   const c = document.createElement('canvas');
@@ -158,7 +169,8 @@ function drawScale(max) {
   const ctx = c.getContext('2d');
   for (let x = 0; x < 200; x++) { ctx.fillStyle = rgb(colour(x / 199)); ctx.fillRect(x, 0, 1, 1); }
   const lo = document.createElement('span'); lo.textContent = '0';
-  const hi = document.createElement('span'); hi.textContent = max.toFixed(3);
+  const hi = document.createElement('span'); hi.textContent = unitScale() ? '1' : top.toFixed(3);
+  hi.dataset.testid = 'scale-top';
   const hatch = document.createElement('span'); hatch.className = 'hatch';
   const hl = document.createElement('span'); hl.textContent = t('scale.masked');
   el.append(lo, c, hi, hatch, hl);

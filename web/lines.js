@@ -1,8 +1,8 @@
 // The line view: each query token joined to the keys it attends to, the line as dark as the
 // weight; hovering a token shows only its lines.
 
-import { view } from './state.js';
-import { $, canvasFont, rootPx, setupCanvas } from './dom.js';
+import { unitScale, view } from './state.js';
+import { $, canvasFont, rootPx, setupCanvas, tokenFont } from './dom.js';
 import { isMasked, passes, rowOf, selectedMap, shownView } from './maps.js';
 import { LABEL_LIMIT } from './large.js';
 
@@ -18,8 +18,8 @@ export function drawLines(run) {
   const font = rootPx() * 0.8;
   const rowH = labels ? Math.ceil(font * 1.5) : 1;
   const ctx0 = cv.getContext('2d');
-  ctx0.font = canvasFont(font);
-  const tw = labels ? Math.ceil(Math.max(...v.qTokens.concat(v.kTokens).map((s) => ctx0.measureText(s).width))) + 10 : 4;
+  const width = (s) => { ctx0.font = tokenFont(s, font); return ctx0.measureText(s).width; };
+  const tw = labels ? Math.ceil(Math.max(...v.qTokens.concat(v.kTokens).map(width))) + 10 : 4;
   const gap = Math.max(60, Math.min(160, cv.parentElement.clientWidth - 2 * tw - 2));
   const w = tw * 2 + gap, h = Math.max(v.l, v.s) * rowH + 8;
   const ctx = setupCanvas(cv, w, h);
@@ -29,6 +29,7 @@ export function drawLines(run) {
   const row = new Float32Array(v.s);
   let max = 0;
   for (let i = 0; i < v.l; i++) { rowOf(map, v, i, row); for (const x of row) max = Math.max(max, x); }
+  if (unitScale()) max = 1; // the colour scale's top, as on the heatmap
   ctx.lineWidth = labels ? 2 : 1;
   for (let i = 0; i < v.l; i++) {
     if (lineHover && lineHover.side === 'q' && lineHover.i !== i) continue;
@@ -49,14 +50,15 @@ export function drawLines(run) {
     }
   }
   if (labels) {
-    ctx.font = canvasFont(font);
     ctx.textBaseline = 'middle';
     v.qTokens.forEach((s, i) => {
+      ctx.font = tokenFont(s, font);
       ctx.fillStyle = lineHover && lineHover.side === 'q' && lineHover.i === i ? '#2f5fd0' : '#1d2330';
       ctx.textAlign = 'right';
       ctx.fillText(s, tw - 6, yl(i));
     });
     v.kTokens.forEach((s, j) => {
+      ctx.font = tokenFont(s, font);
       ctx.fillStyle = lineHover && lineHover.side === 'k' && lineHover.i === j ? '#2f5fd0' : '#1d2330';
       ctx.textAlign = 'left';
       ctx.fillText(s, tw + gap + 6, yl(j));
@@ -66,6 +68,10 @@ export function drawLines(run) {
     ctx.fillRect(lineHover.side === 'q' ? 0 : tw + gap, yl(lineHover.i) - 1, tw, 3);
   }
   cv.dataset.rowH = rowH; cv.dataset.tw = tw; cv.dataset.gap = gap;
+  // The axis titles (index.html) over the two columns: 查询 / query over the queries, right
+  // aligned as they are, and 键 / key over the keys.
+  $('lines-axis-query').style.width = `${Math.max(0, tw - 6)}px`;
+  $('lines-axis-key').style.marginLeft = `${gap + 12}px`;
 }
 
 export function onLinesMove(ev) {

@@ -37,7 +37,7 @@ export const EXP_DEFAULTS = { e1q: -1, e1g: '', e1: false, e3t: -1, e3w: '', e3:
 export const state = {
   preset: 'a', causal: 'off', keyLength: '', weights: 'per_head', filter: 'none', filterValue: 0.1,
   params: 'model:demo', heads: 4, seed: 7, randL: 8, randE: 16, randSeed: 1, custom: '', head: 0,
-  large: false, lang: 'en', text: '', row: -1, nostart: false, ...EXP_DEFAULTS,
+  large: false, lang: 'en', text: '', row: -1, nostart: false, cs: '', ...EXP_DEFAULTS,
 };
 export let models = null;   // GET /v1/models
 export let view = null;     // the last result: what every view draws
@@ -51,7 +51,7 @@ export const nextRun = () => ++runSeq;
 const URL_KEYS = {
   preset: 'p', causal: 'causal', keyLength: 'klen', weights: 'w', filter: 'f', filterValue: 'fv',
   params: 'params', heads: 'h', seed: 'seed', randL: 'L', randE: 'E', randSeed: 'rseed', custom: 'json',
-  head: 'head', large: 'large', lang: 'lang', text: 'text', row: 'row', nostart: 'ns',
+  head: 'head', large: 'large', lang: 'lang', text: 'text', row: 'row', nostart: 'ns', cs: 'cs',
   e1q: 'e1q', e1g: 'e1g', e1: 'e1', e3t: 'e3t', e3w: 'e3w', e3: 'e3',
 };
 const SENTENCE_KEYS = ['text', ...Object.keys(EXP_DEFAULTS)];
@@ -89,7 +89,7 @@ export function writeUrl() {
     if (k === 'custom' && state.preset !== 'custom') { q.delete(u); continue; }
     if (['randL', 'randE', 'randSeed'].includes(k) && state.preset !== 'random') { q.delete(u); continue; }
     // A sentence's text and experiments; an experiment's setting only once it is not the default.
-    if ((k === 'row' && v === -1) || (k === 'nostart' && !v)) { q.delete(u); continue; }
+    if ((k === 'row' && v === -1) || (k === 'nostart' && !v) || (k === 'cs' && !v)) { q.delete(u); continue; }
     if (SENTENCE_KEYS.includes(k) && (!isSentence(state.preset) || (k in EXP_DEFAULTS && v === EXP_DEFAULTS[k]))) {
       q.delete(u);
       continue;
@@ -120,6 +120,15 @@ export function vocabModel() {
   if (list.some((m) => m.name === chosen)) return chosen;
   if (list.some((m) => m.name === LESSON_MODEL)) return LESSON_MODEL;
   return list.length ? list[0].name : (models && models.models.length ? null : LESSON_MODEL);
+}
+
+// The colour scale: every map from 0 to 1 (true), or each to its own maximum. state.cs chooses
+// ('unit' or 'max'); by default the lesson's inputs, the seed presets (a) and (b) and the lesson
+// model's sentences, are on 0 to 1, where a weight of 0.40 does not look like full attention;
+// other inputs (random, pasted, L = 512, whose weights may all be small) on their maximum.
+export function unitScale() {
+  if (state.cs) return state.cs === 'unit';
+  return state.preset === 'a' || state.preset === 'b' || (isSentence(state.preset) && vocabModel() === LESSON_MODEL);
 }
 
 export function paramsChoice() {

@@ -57,6 +57,13 @@ export const SHOTS = [
     scrollTo: '[data-testid=exp3]',
     waitFor: '[data-testid=exp3-map-off]',
   },
+  {
+    file: 'visualizer-phone.png',
+    what: 'the lesson model\'s sentence 程序员把服务器日志发给同事，因为它记录了错误原因。 on a phone (390x844) in Chinese: the header wrapped with 中文 / English whole, the heads, and the coreference head\'s heatmap on the first screen with its axis titles 键 and 查询',
+    url: '?lang=zh&p=c1&head=3',
+    viewport: { width: 390, height: 844 },
+    fullPage: false,
+  },
 ];
 export const DEVICE_SCALE_FACTOR = 1;
 
