@@ -151,6 +151,7 @@ check-layers:
 test-web: $(BUILD)/attnd tests/web/node_modules/playwright-core
 	timeout 300 node tests/web/visualizer.test.mjs $(BUILD)/attnd $(BUILD)/web-test
 	timeout 300 node tests/web/screens.test.mjs $(BUILD)/attnd $(BUILD)/web-test
+	timeout 300 node tests/web/path.test.mjs $(BUILD)/attnd $(BUILD)/web-path
 
 # The README's pictures of the visualizer and their manifest (docs/), rendered from a live attnd;
 # test-web fails when they are stale. Run after changing web/, and commit docs/.

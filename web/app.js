@@ -5,7 +5,9 @@
 // Its modules, from the bottom up; each imports only modules above it in this list (named in
 // brackets), so that there is no import cycle:
 //   i18n-screens.js  the strings of the exports, the call and the screens (i18n.js adds them)
-//   i18n.js      every string a person reads, in Chinese and English [i18n-screens]
+//   strings-lesson.js  the guided path's, 实验二's and the 思考题's strings (i18n.js merges them)
+//   i18n.js      every string a person reads, in Chinese and English [i18n-screens
+//                strings-lesson]
 //   numbers.js   deterministic numbers (splitmix64) for the random presets
 //   tensors.js   tensors as the API sends and takes them (nested arrays, base64)
 //   dom.js       elements by id, canvases at the pixel ratio, selects and bars
@@ -28,8 +30,15 @@
 //   vocab.js     the vocabulary window [state dom api status]
 //   exp1.js      实验一, guess then compare [state dom maps heads]
 //   exp3.js      实验三, no peeking at the future [state dom api tensors status maps heatmap heads]
+//   exp2.js      实验二, Q/K/V as a search system over /v1/sdpa [state dom api tensors]
+//   minimap.js   small matrices on a canvas, weights or scores [dom heatmap]
+//   wordvec.js   a sentence's words as seeded vectors, for the 思考题 [state numbers]
+//   tied.js      思考题 1, W^Q = W^K [state dom api wordvec minimap]
+//   multihead.js 思考题 2, H = 1, 2, 4, 8 on the same E [state dom api tensors wordvec minimap]
+//   cost.js      思考题 3, the cost of n², measured [state dom api tensors]
+//   think.js     the 思考题's section [dom tied multihead cost]
 //   views.js     a result in every view, and the grid of heads
-//                [state dom heatmap heads large lines steps exp1 exp3]
+//                [state dom heatmap heads large lines steps exp1 exp2 exp3 think]
 //   controls.js  the controls, presets, the models' list and the language
 //                [i18n state dom api status vocab]
 //   svg.js       the current view as an SVG document, and an SVG as a PNG
@@ -37,9 +46,11 @@
 //   calls.js     a request as curl, Python (requests) and JavaScript (fetch)
 //   export.js    the exports and the call, a failed run's greyed-out result, the colour scale's
 //                switch [state dom svg calls]
+//   path.js      the guided path: nine steps, the URL's step, the first visit's offer
+//                [state dom controls]
 //   app.js       this module: a run, the sentence box, the language switch and the listeners
 //                [state dom api compute status vocab large lines exp1 exp3 views steps controls
-//                export]
+//                export path think]
 //
 // Legend: L query tokens, S key tokens, E embedding width, H heads, Dh = E / H the head width.
 // Weight maps are kept per head as Float32Array(L * S) (dense) or as the top-k of every row
@@ -64,6 +75,8 @@ import { drawViews } from './views.js';
 import { drawSteps } from './steps.js';
 import { applyLanguage, applyPreset, loadModels, readControls, syncControls } from './controls.js';
 import { drawCall, initExport, setStale, syncScale } from './export.js';
+import { afterRun, drawPath, initPath } from './path.js';
+import { initThink } from './think.js';
 
 // ---- Running ------------------------------------------------------------------------------
 
@@ -92,6 +105,7 @@ async function run() {
     writeUrl();
     await resumeExp3(v); // a link's experiment, run again
     if (seq !== runSeq) return;
+    afterRun(); // the guided path's step: its section scrolled to, its demo started
     document.body.dataset.ready = String(seq);
   } catch (e) {
     if (seq !== runSeq) return;
@@ -139,6 +153,7 @@ function setLanguage(lang) {
   applyLanguage();
   syncControls();
   writeUrl();
+  drawPath();
   // The seed presets name their tokens (查询, 键 0) in the page's language: build them again.
   if (view && (state.preset === 'a' || state.preset === 'b')) run();
   else if (view) drawViews(view);
@@ -150,6 +165,8 @@ async function main() {
   await loadModels();
   if (!fromUrl) applyPreset(state.preset);
   syncControls();
+  initPath(run); // a step in the URL sets the page before the first run
+  initThink();
   $('preset').addEventListener('change', () => { readControls(); applyPreset($('preset').value); syncControls(); run(); });
   for (const id of ['causal', 'key-length', 'weights-mode', 'params-kind', 'num-heads', 'init-seed', 'rand-l', 'rand-e', 'rand-seed']) {
     $(id).addEventListener('change', run);

@@ -12,7 +12,10 @@
 // To add a control: give its element data-i18n="key" (text), data-i18n-placeholder or
 // data-i18n-aria, and add the key here in both languages. The lesson model's sentences, its
 // vocabulary and the two experiments have their keys under text.*, vocab.*, headname.*,
-// lesson.*, exp1.* and exp3.*.
+// lesson.*, exp1.* and exp3.*; the guided path, 实验二 and the 思考题 have theirs under path.*,
+// exp2.*, think.*, tied.*, multi.* and cost.*, in strings-lesson.js.
+
+import { LESSON_STRINGS } from './strings-lesson.js';
 
 import { SCREEN_STRINGS } from './i18n-screens.js';
 
@@ -159,17 +162,14 @@ export const STRINGS = {
 
     // 实验一 of 第 6 章: guess a row, then compare it with every head's.
     'exp1.title': 'Experiment 1 · guess, then compare',
-    'exp1.intro': 'Pick a query word and guess how its attention splits over the keys you choose; then compare your guess with that word\'s row in every head.',
+    'exp1.intro': 'When you read the query word, how would you split your attention over the candidates? Type a weight for each (any numbers: they are normalised to sum 1), then compare your guess with that word\'s weights in every head.',
     'exp1.query': 'Query word',
-    'exp1.keys': 'Candidate keys (click to add or remove)',
-    'exp1.guess': 'Your guess (the weights are normalised to sum 1)',
+    'exp1.keys': 'Candidates (click a word to add or remove it)',
+    'exp1.guess': 'Your guess: a weight for each candidate, and its share',
     'exp1.weight': 'weight of {k}',
     'exp1.compare': 'Compare',
     'exp1.none': 'Give at least one candidate key a weight above 0.',
-    'exp1.col.key': 'key',
-    'exp1.col.guess': 'your guess',
-    'exp1.row.l1': 'L1 distance',
-    'exp1.closest': 'Closest to your guess: {head}, L1 distance {d} (the mean of the heads: {m}).',
+    'exp1.closest': 'Closest to your guess: {head}, L1 distance {d}.',
     'exp1.l1': 'L1 distance: the sum over all keys of |your weight − the head\'s weight|. 0 is the same row, 2 is no overlap at all.',
     'exp1.needheads': 'Experiment 1 needs every head\'s weights: set Weights to “per head”.',
 
@@ -196,6 +196,17 @@ export const STRINGS = {
     'exp3.map.off': 'causal mask off',
     'exp3.map.title': 'Weights of {name} in the original sentence. A red bar at the right marks a row whose output changed; the outlined column is word t.',
     'exp3.exact': 'The page asks the API for base64 outputs ("encoding": "base64"), so it compares the exact float32 values. Changes are written as powers of ten; the bars are on a log scale, from one hundred-millionth to 1.',
+
+    // 实验一 (exp1.js), as reworked for the guided path: typed weights, one picture per head.
+    'exp1.unread': 'not yet read',
+    'exp1.placeholder': '?',
+    'exp1.unread.why': '{k} comes after {q}: reading in order, the model has not read it yet when it reads {q}, and a language model\'s causal mask (Experiment 3) keeps it out of reach.',
+    'exp1.pic.l1': 'L1 distance {d}',
+    'exp1.pic.start': '{s} (rests here)',
+    'exp1.pic.other': 'other words',
+    'exp1.legend.guess': 'your guess (normalised)',
+    'exp1.legend.model': 'the head\'s weight',
+    'exp1.start': 'The start token counts: a head that puts its weight on it shows no relation for this word, so that weight does not match your guess (which gives it 0). Each picture shows it apart, and the other words together.',
 
     'footer.api': 'API:',
     'footer.models': 'models',
@@ -356,17 +367,14 @@ export const STRINGS = {
     'lesson.note': '这几个头是手工构造的，每个头只展示一种关系（做法见 api/lesson/README.md）。模型训练出来的头很少这么干净：它们常常混着几种关系，还带着说不出名字的模式。不要把单个头的可视化当成模型完整推理过程。',
 
     'exp1.title': '实验一 · 先猜，再对照',
-    'exp1.intro': '选一个查询词，猜它的注意力怎样分给你选的几个键，再和每个头里这个词的那一行对照。',
+    'exp1.intro': '读到查询词时，你会怎样把注意力分给几个候选词？给每个候选词填一个权重（任意数字，会归一化成总和为 1），再和每个头里这个词的权重对照。',
     'exp1.query': '查询词',
-    'exp1.keys': '候选的键（点击加入或去掉）',
-    'exp1.guess': '你的猜测（权重会归一化，总和为 1）',
+    'exp1.keys': '候选词（点一个词加入或去掉）',
+    'exp1.guess': '你的猜测：每个候选词的权重，以及它占的比例',
     'exp1.weight': '{k} 的权重',
     'exp1.compare': '对照',
     'exp1.none': '至少给一个候选的键大于 0 的权重。',
-    'exp1.col.key': '键',
-    'exp1.col.guess': '你的猜测',
-    'exp1.row.l1': 'L1 距离',
-    'exp1.closest': '和你的猜测最接近的头：{head}，L1 距离 {d}（各头的平均：{m}）。',
+    'exp1.closest': '和你的猜测最接近的头：{head}，L1 距离 {d}。',
     'exp1.l1': 'L1 距离：对每个键求 |你的权重 − 头的权重|，再全部相加。0 表示两行完全一样，2 表示完全不重叠。',
     'exp1.needheads': '实验一需要每个头的权重：把“注意力权重”设为“每个头”。',
 
@@ -393,6 +401,16 @@ export const STRINGS = {
     'exp3.map.title': '原句在 {name} 里的注意力权重。右侧的红条标出输出变了的行；加框的一列是第 t 个词。',
     'exp3.exact': '本页让 API 用 "base64" 编码返回输出（"encoding": "base64"），所以比较的是精确的 32 位浮点数。变化量写成 10 的幂；条形按对数刻度，从一亿分之一到 1。',
 
+    'exp1.unread': '还没读到',
+    'exp1.placeholder': '？',
+    'exp1.unread.why': '「{k}」在「{q}」之后：按顺序读时，模型读到「{q}」的时候还没读到它；语言模型的因果掩码（实验三）更是让它完全看不到。',
+    'exp1.pic.l1': 'L1 距离 {d}',
+    'exp1.pic.start': '{s}（无关系时停在这里）',
+    'exp1.pic.other': '其他词',
+    'exp1.legend.guess': '你的猜测（已归一化）',
+    'exp1.legend.model': '这个头的权重',
+    'exp1.start': '起始符也算在内：一个头把权重放在起始符上，表示它对这个词没有关系要表示，这部分权重和你的猜测（起始符为 0）对不上。每张图把它单独列出，其他词合在一起。',
+
     'footer.api': 'API：',
     'footer.models': '模型列表',
 
@@ -417,6 +435,9 @@ export const STRINGS = {
 };
 // The exports' and the screens' strings, in their own module (i18n-screens.js).
 for (const l of LANGS) Object.assign(STRINGS[l], SCREEN_STRINGS[l]);
+
+// The guided path's, 实验二's and the 思考题's strings (strings-lesson.js), in the same table.
+for (const lang of LANGS) Object.assign(STRINGS[lang], LESSON_STRINGS[lang]);
 
 // The language to show: the URL's lang when it names one, else the first of the browser's
 // languages (navigator.languages) that the table has, else English.

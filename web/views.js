@@ -1,5 +1,5 @@
 // A result drawn in every view: the grid of heads (a click selects one), the large heatmap, the
-// lines, the lesson's note and experiments, and the tables.
+// lines, the lesson's note, experiments and 思考题, and the tables.
 
 import { LESSON_MODEL, state, t, writeUrl } from './state.js';
 import { $, setupCanvas } from './dom.js';
@@ -11,6 +11,8 @@ import { drawLines } from './lines.js';
 import { drawOutput, drawSteps } from './steps.js';
 import { drawExp1 } from './exp1.js';
 import { drawExp3 } from './exp3.js';
+import { drawExp2 } from './exp2.js';
+import { drawThink } from './think.js';
 
 function drawGrid(run) {
   const v = shownView(run);
@@ -51,7 +53,9 @@ export function drawViews(v) {
   drawLines(v);
   drawNote(v);
   drawExp1(v);
+  drawExp2(v);
   drawExp3(v);
+  drawThink(v);
   drawSteps(v);
   drawOutput(v);
 }

@@ -64,6 +64,32 @@ export const SHOTS = [
     viewport: { width: 390, height: 844 },
     fullPage: false,
   },
+  // The guided path (web/path.js): a step in the URL sets the page and scrolls to its section
+  // under the path's panel, which the page does itself (no scrollTo).
+  {
+    file: 'path-step2.png',
+    what: 'the guided path, step 2 of 9, in Chinese at 1024x768: the row of 它 in the coreference head of 程序员把服务器日志发给同事，因为它记录了错误原因。, step by step, under the panel that says what to look at and why',
+    url: '?lang=zh&step=2',
+    viewport: { width: 1024, height: 768 },
+    fullPage: false,
+    waitFor: 'body[data-path-step="2"] [data-testid=recv-nearest][data-word]',
+  },
+  {
+    file: 'path-step4.png',
+    what: 'the guided path, step 4 of 9 (实验一), in Chinese at 1024x768: 张工把配置文件发给测试同学，因为它包含新的开关。 with the chapter\'s four candidates, a typed guess (1, 6, 1, 0), 新的开关 marked not yet read, and the guess beside each head\'s weights, one picture per head',
+    url: '?lang=zh&step=4&p=c4&head=3&e1g=1:1,3:6,5:1,10:0&e1=1',
+    viewport: { width: 1024, height: 768 },
+    fullPage: false,
+    waitFor: 'body[data-path-step="4"] [data-testid=exp1-pics] figure',
+  },
+  {
+    file: 'path-step6.png',
+    what: 'the guided path, step 6 of 9 (实验三), in Chinese at 1024x768: Redis 是一个内存数据库。 with 数据库 replaced by 缓存, run with the causal mask on and off',
+    url: '?lang=zh&step=6',
+    viewport: { width: 1024, height: 768 },
+    fullPage: false,
+    waitFor: 'body[data-path-step="6"] [data-testid=exp3-map-off]',
+  },
 ];
 export const DEVICE_SCALE_FACTOR = 1;
 
