@@ -3,8 +3,8 @@
 # build/bench/results.md.
 #
 # make bench-ort: attnd's core beside ONNX Runtime (npm onnxruntime-node, its CPU library) in
-# interleaved rounds of fresh processes; the report goes to build/bench/ort_results.md. About 5
-# minutes. ORT_ARGS passes options to bench/run_ort.py (--rounds N, --time S, --only W1,W3,
+# interleaved rounds of fresh processes; the report goes to build/bench/ort_results.md. Each round
+# runs 6 to 12 bench_attention and 20 ORT processes (5 rounds of 1 s by default). ORT_ARGS passes options to bench/run_ort.py (--rounds N, --time S, --only W1,W3,
 # --env-coretype Haswell, --ort-default-malloc).
 #
 # bench-ort-deps installs python3-onnx (the fused graphs are built with it) and onnxruntime-node
