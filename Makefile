@@ -102,9 +102,10 @@ $(BUILD)/bench/bench_api: $(BUILD)/bench/bench_api.o $(BUILD)/tests/float_ref.o 
 # The api/ and server/ modules bring their own build and test rules: libapi.a and test-api,
 # build/attnd and test-server.
 include api/api.mk server/server.mk
-# The reliability suite (test-asan, test-valgrind, overload, fuzz) and the HTTP benchmark. Optional
+# The reliability suite (test-asan, test-valgrind, overload, fuzz), the HTTP benchmark and the
+# ONNX Runtime peer of make bench (bench-ort, bench-ort-deps). Optional
 # so that the Dockerfile's builder, which copies only the sources of build/attnd, can use make.
--include tests/reliability/reliability.mk bench/http/http.mk
+-include tests/reliability/reliability.mk bench/http/http.mk bench/ort/ort.mk
 
 run: deps-build
 	$(MAKE) --no-print-directory $(BUILD)/attnd
@@ -165,7 +166,7 @@ tests/web/node_modules/playwright-core:
 # manifests, and against what build/attnd links.
 check-readme-deps: $(BUILD)/attnd
 	@printf '%s\n' "PKG_BUILD $(PKG_BUILD)" "PKG_TEST $(PKG_TEST)" "PKG_CONTAINER $(PKG_CONTAINER)" \
-	  "PKG_BENCH_HTTP $(PKG_BENCH_HTTP)" > $(BUILD)/packages.txt
+	  "PKG_BENCH_HTTP $(PKG_BENCH_HTTP)" "PKG_BENCH_ORT $(PKG_BENCH_ORT)" > $(BUILD)/packages.txt
 	$(PY) tests/readme_deps.py --readme README.md --packages $(BUILD)/packages.txt --ci .ci/run \
 	  --attnd $(BUILD)/attnd
 
@@ -178,10 +179,13 @@ container-test:
 	$(call install_missing,$(PKG_CONTAINER))
 	bash tests/container/smoke.sh
 
-bench: deps-test
+# The core benchmark, then ONNX Runtime beside it (bench/ort/ort.mk), appended to the same report.
+bench: deps-test bench-ort-deps
 	$(MAKE) --no-print-directory $(BUILD)/bench/bench_attention $(BUILD)/bench/bench_api
 	$(PY) bench/run_bench.py --bin $(BUILD)/bench/bench_attention --api-bin $(BUILD)/bench/bench_api \
 	  --out $(BUILD)/bench/results.md
+	$(PY) bench/run_ort.py --bin $(BUILD)/bench/bench_attention --work $(BUILD)/bench/ort \
+	  --out $(BUILD)/bench/ort_results.md --append $(BUILD)/bench/results.md $(ORT_ARGS)
 
 FORMATTED := $(wildcard attention/*.[ch] api/*.[ch] api/*/*.[ch] server/*.[ch] tests/*.[ch] \
                bench/*.c tests/fuzz/*.[ch] tests/reliability/*.[ch] tests/server/*.[ch] \

@@ -143,7 +143,10 @@ def release_free_memory():
         pass
 
 
-def run_workload(spec, target):
+def build(spec):
+    """The workload's module, input and masks, bit for bit bench_attention's (bench/ort reuses
+    them): (mha in eval mode, x (N, L, E), attn_mask (L, S) bool or None, key_padding_mask (N, S)
+    bool or None)."""
     name, label, n, l, e, h, causal, key_lengths, per_head = spec
     wamp = math.sqrt(3.0 / e)
     mha = torch.nn.MultiheadAttention(e, h, bias=True, batch_first=True).eval()
@@ -157,6 +160,12 @@ def run_workload(spec, target):
     kpm = None  # key_padding_mask is (N, S): True = padding
     if key_lengths is not None:
         kpm = torch.arange(l).unsqueeze(0) >= torch.tensor(key_lengths).unsqueeze(1)
+    return mha, x, attn_mask, kpm
+
+
+def run_workload(spec, target):
+    name, label, n, l, e, h, causal, key_lengths, per_head = spec
+    mha, x, attn_mask, kpm = build(spec)
 
     def forward():
         return mha(

@@ -5,7 +5,8 @@ The table under "## Dependencies" names each package in its first column (in bac
 after an npm package) and, in its last, the goals that need it. Checked:
   - the Debian packages it names are exactly those the Makefile's lists install (--packages:
     lines "NAME pkg pkg ..."), those .ci/run installs, and nodejs and npm;
-  - the npm packages it names are exactly those of the package.json files under tests/;
+  - the npm packages it names are exactly those of the package.json files under tests/ and
+    bench/ (one folder down: tests/web/package.json, bench/ort/package.json);
   - the rows whose last column says "attnd" are exactly the packages of the libraries
     build/attnd links (its ELF NEEDED entries): so jansson and libcurl, which only the tests
     and benchmarks use, cannot creep into the daemon while the README says they do not.
@@ -65,7 +66,9 @@ def ci_packages(path):
 
 def npm_packages(root):
     names = set()
-    for path in glob.glob(os.path.join(root, "tests", "*", "package.json")):
+    paths = [p for top in ("tests", "bench") for p in glob.glob(os.path.join(root, top, "*",
+                                                                           "package.json"))]
+    for path in paths:
         with open(path) as f:
             manifest = json.load(f)
         for key in ("dependencies", "devDependencies"):
@@ -111,7 +114,7 @@ def main():
     npm = npm_packages(root)
     named_npm = {p for p, (is_npm, _) in rows.items() if is_npm}
     check(npm == named_npm, f"README's npm packages {sorted(named_npm)} == the package.json "
-          f"files' {sorted(npm)}")
+          f"files' (tests/*/, bench/*/) {sorted(npm)}")
     check(npm, "the tests' package.json files name npm packages")
 
     libs = needed(args.attnd)
