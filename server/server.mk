@@ -64,7 +64,10 @@ FORCE:
 # its answers against v1's bit for bit; openapi_methods.py checks that every route answers
 # every method as api/openapi.yaml says; tests/openapi/responses.mjs validates attnd's answers
 # (with and without a trace) against api/openapi.yaml's schemas with ajv; readme_examples.py runs the README's Python,
-# JavaScript and tritonclient examples as the README says to. Each is bounded in time.
+# JavaScript and tritonclient examples as the README says to; torch_port.py ports
+# nn.MultiheadAttention calls with PyTorch's conventions (batch_first=False, key_padding_mask,
+# torch_attn_mask, is_causal, average_attn_weights) and compares with torch. Each is bounded in
+# time.
 SRV_TEST_DIR := $(BUILD)/tests/server
 
 # test_server's sources: tests/server/main.c and a file per group of tests, sharing
@@ -95,3 +98,4 @@ test-server: $(BUILD)/attnd $(BUILD)/tests/test_server
 	timeout -k 10 180 $(PY) tests/server/readme_examples.py --attnd $(BUILD)/attnd \
 	    --readme README.md
 	timeout -k 10 180 $(PY) tests/server/lesson_rules.py --attnd $(BUILD)/attnd
+	timeout -k 10 120 $(PY) tests/server/torch_port.py --attnd $(BUILD)/attnd

@@ -80,8 +80,7 @@ static char *floats_write_any(char *o, const float *v, size_t n) {
 
 /* Nested arrays of floats: data is (dims) row-major. Non-finite values only where any may be
  * (a trace's masked scores): see floats_write_any. */
-static void json_floats(api_buf *b, const float *data, const size_t *dims, size_t rank,
-                        bool any) {
+static void json_floats(api_buf *b, const float *data, const size_t *dims, size_t rank, bool any) {
     if (rank == 1) {
         size_t n = dims[0], room = 0;
         if (!apip_mul(n, APIP_FLOAT_MAX, &room) || !apip_add(room, 40, &room)) {
@@ -256,8 +255,7 @@ static bool tensor_bound(const size_t *dims, size_t rank, bool base64, bool ints
 
 bool apip_response_bound(const apip_resp_shape *rs, size_t *bytes) {
     size_t n = LIT(T_OUTPUT) + LIT(T_USAGE T_QUEUE_MS T_COMPUTE_MS T_WS_BYTES T_JOB_BYTES) +
-               3 * U64_MAX_DIGITS + 2 * MS_MAX +
-               2, /* "}}" */
+               3 * U64_MAX_DIGITS + 2 * MS_MAX + 2, /* "}}" */
         t = 0;
     if (!tensor_bound(rs->out_dims, rs->out_rank, rs->base64, false, &t) || !apip_add(n, t, &n))
         return false;
@@ -273,8 +271,7 @@ bool apip_response_bound(const apip_resp_shape *rs, size_t *bytes) {
         /* scale, then q, k, v and head_outputs (attention) and the three maps */
         size_t fixed = LIT(T_TRACE T_TR_SCORES T_TR_MASKED T_TR_WEIGHTS "}") + FLOAT_CHARS;
         if (!apip_add(n, fixed, &n) ||
-            !tensor_bound(rs->tr_maps, rs->tr_rank, rs->base64, false, &t) ||
-            !acc_mad(&n, t, 3, 0))
+            !tensor_bound(rs->tr_maps, rs->tr_rank, rs->base64, false, &t) || !acc_mad(&n, t, 3, 0))
             return false;
         if (rs->op == API_OP_ATTENTION) {
             size_t tk = 0;
@@ -341,7 +338,16 @@ int api_job_respond(const api_job *job, double queue_ms, double compute_ms, api_
                         "out of memory reserving %zu bytes for the response", job->response_bytes);
     }
     apip_buf_puts(out, T_OUTPUT);
-    put_floats(out, job->base64, job->out, job->out_dims, job->out_rank);
+    const float *output = job->out;
+    if (job->out_seq) { /* batch_first false: (N, L, E) computed, (L, N, E) = out_dims sent */
+        size_t l = job->out_dims[0], n = job->out_dims[1], e = job->out_dims[2];
+        for (size_t b = 0; b < n; b++)
+            for (size_t i = 0; i < l; i++)
+                memcpy(job->out_seq + (i * n + b) * e, job->out + (b * l + i) * e,
+                       e * sizeof(float));
+        output = job->out_seq;
+    }
+    put_floats(out, job->base64, output, job->out_dims, job->out_rank);
     if (job->w_rank) {
         apip_buf_puts(out, T_WEIGHTS);
         if (job->wout.indices) {
