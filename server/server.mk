@@ -68,8 +68,8 @@ FORCE:
 # readme_examples.py runs the README's Python,
 # JavaScript and tritonclient examples as the README says to; torch_port.py ports
 # nn.MultiheadAttention calls with PyTorch's conventions (batch_first=False, key_padding_mask,
-# torch_attn_mask, is_causal, average_attn_weights) and compares with torch. Each is bounded in
-# time.
+# torch_attn_mask, is_causal, average_attn_weights) and compares with torch; log_json.py reads
+# the JSON log (booleans as JSON booleans). Each is bounded in time.
 SRV_TEST_DIR := $(BUILD)/tests/server
 
 # test_server's sources: tests/server/main.c and a file per group of tests, sharing
@@ -102,3 +102,4 @@ test-server: $(BUILD)/attnd $(BUILD)/tests/test_server
 	    --readme README.md
 	timeout -k 10 180 $(PY) tests/server/lesson_rules.py --attnd $(BUILD)/attnd
 	timeout -k 10 120 $(PY) tests/server/torch_port.py --attnd $(BUILD)/attnd
+	timeout -k 10 60 $(PY) tests/server/log_json.py --attnd $(BUILD)/attnd
