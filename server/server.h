@@ -202,6 +202,7 @@ typedef struct srv_kv {
 #define SRV_STR(k, v) ((srv_kv){.key = (k), .type = SRV_KV_STR, .s = (v)})
 #define SRV_INT(k, v) ((srv_kv){.key = (k), .type = SRV_KV_INT, .i = (long long)(v)})
 #define SRV_NUM(k, v) ((srv_kv){.key = (k), .type = SRV_KV_NUM, .d = (double)(v)})
+/* A yes-or-no field: JSON's true or false, never a string. */
 #define SRV_BOOL(k, v) ((srv_kv){.key = (k), .type = SRV_KV_BOOL, .i = (v) ? 1 : 0})
 
 /* Writes one line: time, level ("info", "warn", "error"), msg, then the fields. Values are
