@@ -198,6 +198,9 @@ void srv_log_write(const srv_log *log, const char *level, const char *msg, const
         case SRV_KV_NUM:
             put_num(&fl, f->d);
             break;
+        case SRV_KV_BOOL: /* a JSON boolean, never the string "true" */
+            puts_(&fl, f->i ? "true" : "false");
+            break;
         }
         if (fl.cut || l.len + fl.len + 32 > sizeof l.buf) {
             l.cut = true;

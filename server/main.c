@@ -89,15 +89,11 @@ static void log_models(const srv_log *log, const api_registry *models) {
         const api_model *m = api_registry_at(models, i);
         api_model_info info = api_model_describe(m);
         srv_kv kv[] = {
-            SRV_STR("name", info.name),
-            SRV_STR("source", info.source),
-            SRV_INT("embed_dim", info.embed_dim),
-            SRV_INT("num_heads", info.num_heads),
-            SRV_INT("kdim", info.kdim),
-            SRV_INT("vdim", info.vdim),
-            SRV_STR("has_bias", info.has_bias ? "true" : "false"),
-            SRV_INT("vocab_size", info.vocab_size),
-            SRV_STR("default", m == def ? "true" : "false"),
+            SRV_STR("name", info.name),           SRV_STR("source", info.source),
+            SRV_INT("embed_dim", info.embed_dim), SRV_INT("num_heads", info.num_heads),
+            SRV_INT("kdim", info.kdim),           SRV_INT("vdim", info.vdim),
+            SRV_BOOL("has_bias", info.has_bias),  SRV_INT("vocab_size", info.vocab_size),
+            SRV_BOOL("default", m == def),
         };
         srv_log_write(log, "info", "model", kv, sizeof kv / sizeof kv[0]);
     }
@@ -324,10 +320,9 @@ static int drain(srv_config *cfg, const srv_log *log, attnd *a, int sig) {
     srv_http_stop(a->http);
     a->http = NULL;
     {
-        srv_kv kv[] = {SRV_STR("drained", idle ? "true" : "false"),
-                       SRV_STR("forced", forced ? "true" : "false"),
+        srv_kv kv[] = {SRV_BOOL("drained", idle), SRV_BOOL("forced", forced),
                        SRV_INT("expired_jobs", expired), SRV_INT("abandoned_jobs", abandoned),
-                       SRV_STR("replies_sent", replied ? "true" : "false")};
+                       SRV_BOOL("replies_sent", replied)};
         srv_log_write(log, abandoned ? "warn" : "info", "stopped", kv, sizeof kv / sizeof kv[0]);
     }
     if (abandoned) {

@@ -188,25 +188,28 @@ typedef struct srv_log {
     srv_log_format format;
 } srv_log;
 
-typedef enum srv_kv_type { SRV_KV_STR, SRV_KV_INT, SRV_KV_NUM } srv_kv_type;
+typedef enum srv_kv_type { SRV_KV_STR, SRV_KV_INT, SRV_KV_NUM, SRV_KV_BOOL } srv_kv_type;
 
 /* One field of a log line. */
 typedef struct srv_kv {
     const char *key;
     srv_kv_type type;
     const char *s; /* SRV_KV_STR; NULL is written as null / - */
-    long long i;   /* SRV_KV_INT */
+    long long i;   /* SRV_KV_INT; SRV_KV_BOOL: 0 false, else true */
     double d;      /* SRV_KV_NUM, written with 3 decimals */
 } srv_kv;
 
 #define SRV_STR(k, v) ((srv_kv){.key = (k), .type = SRV_KV_STR, .s = (v)})
 #define SRV_INT(k, v) ((srv_kv){.key = (k), .type = SRV_KV_INT, .i = (long long)(v)})
 #define SRV_NUM(k, v) ((srv_kv){.key = (k), .type = SRV_KV_NUM, .d = (double)(v)})
+/* A yes-or-no field: JSON's true or false, never a string. */
+#define SRV_BOOL(k, v) ((srv_kv){.key = (k), .type = SRV_KV_BOOL, .i = (v) ? 1 : 0})
 
 /* Writes one line: time, level ("info", "warn", "error"), msg, then the fields. Values are
  * escaped: text quotes a value that holds spaces, quotes, backslashes, '=' or bytes outside
  * printable ASCII, and writes those bytes as \xNN (the line stays ASCII); JSON writes strings
- * with api_buf_json_string (invalid UTF-8 as \ufffd, so the line stays valid JSON). Values are
+ * with api_buf_json_string (invalid UTF-8 as \ufffd, so the line stays valid JSON) and
+ * SRV_BOOL's values as JSON's true and false (text: true and false too). Values are
  * cut after 1 KiB and lines after 8 KiB. Thread-safe. */
 void srv_log_write(const srv_log *log, const char *level, const char *msg, const srv_kv *kv,
                    size_t n);

@@ -64,8 +64,14 @@ FORCE:
 # Inference Protocol; v2_client.py, a client of that protocol, discovers the models and checks
 # its answers against v1's bit for bit; openapi_methods.py checks that every route answers
 # every method as api/openapi.yaml says; tests/openapi/responses.mjs validates attnd's answers
-# (with and without a trace) against api/openapi.yaml's schemas with ajv; readme_examples.py runs the README's Python,
-# JavaScript and tritonclient examples as the README says to. Each is bounded in time.
+# (with and without a trace) against api/openapi.yaml's schemas with ajv, and negative.mjs sends
+# bodies that break each operation's request schema (ajv says so), which must get a 4xx;
+# readme_examples.py runs the README's Python,
+# JavaScript and tritonclient examples as the README says to; torch_port.py ports
+# nn.MultiheadAttention calls with PyTorch's conventions (batch_first=False, key_padding_mask,
+# torch_attn_mask, is_causal, average_attn_weights) and compares with torch; log_json.py reads
+# the JSON log (booleans as JSON booleans); readme_shell.py runs every shell block of the README
+# as printed in a fresh directory (skips by its listed rules only). Each is bounded in time.
 SRV_TEST_DIR := $(BUILD)/tests/server
 
 # test_server's sources: tests/server/main.c and a file per group of tests, sharing
@@ -93,6 +99,11 @@ test-server: $(BUILD)/attnd $(BUILD)/tests/test_server
 	@[ -d $(OPENAPI_DIR)/node_modules/ajv ] || \
 	  (cd $(OPENAPI_DIR) && npm ci --no-audit --no-fund --loglevel=error)
 	timeout -k 10 150 node tests/openapi/responses.mjs $(BUILD)/attnd
+	timeout -k 10 180 node tests/openapi/negative.mjs $(BUILD)/attnd
 	timeout -k 10 180 $(PY) tests/server/readme_examples.py --attnd $(BUILD)/attnd \
 	    --readme README.md
 	timeout -k 10 180 $(PY) tests/server/lesson_rules.py --attnd $(BUILD)/attnd
+	timeout -k 10 120 $(PY) tests/server/torch_port.py --attnd $(BUILD)/attnd
+	timeout -k 10 60 $(PY) tests/server/log_json.py --attnd $(BUILD)/attnd
+	timeout -k 10 300 $(PY) tests/server/readme_shell.py --attnd $(BUILD)/attnd \
+	    --readme README.md

@@ -86,8 +86,11 @@ struct api_job {
     attn_mha_params params; /* attention: borrowed from the model or in the arena */
     const char *model_name; /* attention: the registry model's name; NULL for inline params */
     void *workspace;        /* plan.workspace_bytes, 64-byte aligned */
-    float *out;             /* (out_dims) */
-    attn_weights_out wout;  /* values (w_dims), indices (w_dims) with top-k */
+    float *out;             /* (out_dims); attention with out_seq: (N, L, E) */
+    /* API v1's batch_first false: room for the output as (L, N, E) = (out_dims), which the
+     * response fills from out (N, L, E) as it writes it; NULL otherwise. */
+    float *out_seq;
+    attn_weights_out wout; /* values (w_dims), indices (w_dims) with top-k */
     size_t out_rank, out_dims[APIP_MAX_RANK];
     size_t w_rank, w_dims[APIP_MAX_RANK]; /* 0 when no weights are returned */
     size_t n, l, s, e, h;                 /* attention: what "shape" and "num_heads" report */

@@ -35,8 +35,15 @@ static const char *const attention_fields[APIP_F_COUNT] = {
     [APIP_F_TEXT] = "text",
     [APIP_F_ADD_SPECIAL] = "add_special_tokens",
     [APIP_F_TRACE] = "trace",
+    [APIP_F_BATCH_FIRST] = "batch_first",
+    [APIP_F_KEY_PADDING_MASK] = "key_padding_mask",
+    [APIP_F_TORCH_ATTN_MASK] = "torch_attn_mask",
+    [APIP_F_IS_CAUSAL] = "is_causal",
+    [APIP_F_AVG_WEIGHTS] = "average_attn_weights",
 };
 
+/* SDPA takes PyTorch's is_causal too (F.scaled_dot_product_attention's); its attn_mask already
+ * has F.scaled_dot_product_attention's polarity (true = may attend). */
 static const char *const sdpa_fields[APIP_F_COUNT] = {
     [APIP_F_QUERY] = "q",
     [APIP_F_KEY] = "k",
@@ -51,6 +58,7 @@ static const char *const sdpa_fields[APIP_F_COUNT] = {
     [APIP_F_TOP_K] = "weights_top_k",
     [APIP_F_ENCODING] = "encoding",
     [APIP_F_TRACE] = "trace",
+    [APIP_F_IS_CAUSAL] = "is_causal",
 };
 
 /* 400 invalid_field naming field, with a printf-style message; returns -1 (api_fail). */
@@ -76,7 +84,7 @@ static int map_fields(apip_req *r, const apip_json_root *root) {
         if (which < 0) {
             char k[64];
             apip_jv_decode(m->key, k, sizeof k);
-            char list[256] = "";
+            char list[512] = "";
             for (int j = 0; j < APIP_F_COUNT; j++)
                 if (r->names[j]) {
                     size_t at = strlen(list);
@@ -181,6 +189,52 @@ static void shape_of(char *out, size_t cap, const apip_tensor_in *t) {
     apip_dims_str(out, cap, t->dims, t->rank);
 }
 
+/* ---- PyTorch's names ---------------------------------------------------------------------- */
+
+/* A boolean field at v (present): 1 for true, 0 for false, -1 with a 400 naming it otherwise. */
+static int get_bool(apip_req *r, const char *v, const char *field, const char *means) {
+    char k = apip_jv_kind(v);
+    if (k == 't' || k == 'f')
+        return k == 't';
+    return bad(r, field, "%s must be true or false%s", field, means);
+}
+
+/* PyTorch's names beside attnd's: each thing is named once, in either convention. A request
+ * that names one thing both ways is ambiguous (the two differ in polarity or in what they
+ * combine with), so it is refused before anything else is read, naming both. 0, or -1. */
+static int one_name_each(apip_req *r) {
+    static const struct {
+        int torch, ours;
+        const char *why;
+    } pairs[] = {
+        {APIP_F_KEY_PADDING_MASK, APIP_F_KEY_MASK,
+         "key_padding_mask is PyTorch's (true = ignore the key) and key_mask attnd's (1 = a real "
+         "token): the same padding in opposite polarities. Send one of them"},
+        {APIP_F_KEY_PADDING_MASK, APIP_F_KEY_LENGTHS,
+         "key_padding_mask (PyTorch's, true = ignore the key) and key_lengths both say which keys "
+         "are padding. Send one of them"},
+        {APIP_F_TORCH_ATTN_MASK, APIP_F_ATTN_MASK,
+         "torch_attn_mask is nn.MultiheadAttention's boolean attn_mask (true = blocked) and "
+         "attn_mask attnd's (1 = may attend): the same mask in opposite polarities. Send one of "
+         "them"},
+        {APIP_F_IS_CAUSAL, APIP_F_CAUSAL,
+         "is_causal (PyTorch's) and causal (attnd's) both set the causal mask. Send one of them"},
+    };
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)
+        if (r->names[pairs[i].torch] && r->f[pairs[i].torch] && r->f[pairs[i].ours])
+            return bad(r, r->names[pairs[i].torch], "%s", pairs[i].why);
+    const char *bf = r->f[APIP_F_BATCH_FIRST];
+    if (bf) {
+        int b = get_bool(r, bf, "batch_first",
+                         " (true, the default: (N, L, E); false: (L, N, E), as "
+                         "nn.MultiheadAttention(batch_first=False))");
+        if (b < 0)
+            return -1;
+        r->seq_first = b == 0; /* until the query's rank is known: a rank-2 query has no N */
+    }
+    return 0;
+}
+
 /* ---- Attention: inputs and parameters ----------------------------------------------------- */
 
 /* "tokens" or "text" in place of query: self-attention on one text. The words are counted once
@@ -207,6 +261,7 @@ static int words_inputs(apip_req *r) {
                    "has one, goes first) or false");
     r->add_special = !add || apip_jv_kind(add) == 't';
     r->words = true;
+    r->seq_first = false; /* words are (L, E): no batch to move */
     r->rank = 2;
     r->n = 1;
     return 0;
@@ -241,11 +296,15 @@ static int attention_inputs(apip_req *r) {
     apip_tensor_in *q = &r->x[0];
     if (q->rank < 2) {
         shape_of(sh, sizeof sh, q);
-        return bad(r, "query", "query has shape %s; it must be (L, E) or (N, L, E)", sh);
+        return bad(r, "query", "query has shape %s; it must be (L, E) or %s", sh,
+                   r->seq_first ? "(L, N, E) (batch_first is false)" : "(N, L, E)");
     }
     r->rank = q->rank;
-    r->n = q->rank == 3 ? q->dims[0] : 1;
-    r->l = q->dims[q->rank - 2];
+    /* batch_first false: (L, N, E), N in dimension 1; a rank-2 query has no N to move. */
+    r->seq_first = r->seq_first && q->rank == 3;
+    size_t bdim = r->seq_first ? 1 : 0, sdim = r->seq_first ? 0 : 1;
+    r->n = q->rank == 3 ? q->dims[bdim] : 1;
+    r->l = q->rank == 3 ? q->dims[sdim] : q->dims[0];
     r->e = q->dims[q->rank - 1];
     r->s = r->l;
     r->kdim = r->vdim = r->e;
@@ -260,11 +319,15 @@ static int attention_inputs(apip_req *r) {
         shape_of(sh, sizeof sh, t);
         if (t->rank != r->rank)
             return bad(r, names[i], "%s has shape %s; with query of rank %zu it must be %s",
-                       names[i], sh, r->rank, r->rank == 3 ? "(N, S, width)" : "(S, width)");
-        if (r->rank == 3 && t->dims[0] != r->n)
-            return bad(r, names[i], "%s has shape %s; its batch must be N=%zu like query's",
-                       names[i], sh, r->n);
-        size_t s = t->dims[t->rank - 2], w = t->dims[t->rank - 1];
+                       names[i], sh, r->rank,
+                       r->rank != 3   ? "(S, width)"
+                       : r->seq_first ? "(S, N, width) (batch_first is false)"
+                                      : "(N, S, width)");
+        if (r->rank == 3 && t->dims[bdim] != r->n)
+            return bad(r, names[i], "%s has shape %s; its batch must be N=%zu like query's%s",
+                       names[i], sh, r->n,
+                       r->seq_first ? " (batch_first is false: N is dimension 1)" : "");
+        size_t s = r->rank == 3 ? t->dims[sdim] : t->dims[0], w = t->dims[t->rank - 1];
         if (i == 1) {
             r->has_k = true;
             r->s = s;
@@ -582,6 +645,29 @@ static int cell_mask(apip_req *r, int field, apip_tensor_in *t, size_t *mn, size
     return 0;
 }
 
+/* torch_attn_mask: nn.MultiheadAttention's shapes, (L, S) or (N*H, L, S) (batch element n's
+ * head h at n*H + h; for a rank-2 query N = 1, so (H, L, S)), read as attn_mask's (L, S) or
+ * (N, H, L, S): the same bytes. */
+static int torch_cell_mask(apip_req *r) {
+    const char *name = "torch_attn_mask";
+    apip_tensor_in *t = &r->am;
+    if (probe(r, t, name, r->f[APIP_F_TORCH_ATTN_MASK], 3))
+        return -1;
+    char sh[96];
+    shape_of(sh, sizeof sh, t);
+    bool ok = t->rank >= 2 && t->dims[t->rank - 2] == r->l && t->dims[t->rank - 1] == r->s &&
+              (t->rank == 2 || t->dims[0] == r->n * r->h);
+    if (!ok)
+        return bad(r, name,
+                   "torch_attn_mask has shape %s; as nn.MultiheadAttention's attn_mask it must be "
+                   "(L, S) = (%zu, %zu) or (N*num_heads, L, S) = (%zu, %zu, %zu)",
+                   sh, r->l, r->s, r->n * r->h, r->l, r->s);
+    r->am_n = t->rank == 3 ? r->n : 1;
+    r->am_h = t->rank == 3 ? r->h : 1;
+    r->am_torch = true;
+    return 0;
+}
+
 /* key_lengths (value v): N integers from 0 to S, in a JSON array or (given->key_lengths) raw
  * int32. n_is says how N follows from the query's shape, for messages. 0, or -1 with r->err. */
 static int key_lengths_field(apip_req *r, const char *v, const char *n_is) {
@@ -629,7 +715,9 @@ static int key_lengths_field(apip_req *r, const char *v, const char *n_is) {
  * r->n_heads. 0, or -1 with r->err. */
 static int heads_field(apip_req *r, const char *v) {
     if (r->weights != ATTN_WEIGHTS_PER_HEAD)
-        return bad(r, "heads", "heads goes only with need_weights \"per_head\"");
+        return bad(r, "heads",
+                   "heads goes only with per-head weights: need_weights \"per_head\" (or true "
+                   "with average_attn_weights false)");
     if (apip_jv_kind(v) != '[' && !(r->given && r->given->heads_csv))
         return bad(r, "heads", "heads must be a list of head indices from 0 to %zu", r->h - 1);
     const char *it = v, *el = NULL;
@@ -704,6 +792,12 @@ static int masks_and_options(apip_req *r) {
         else
             return bad(r, "causal", "causal must be false, true, \"top_left\" or \"bottom_right\"");
     }
+    if ((v = r->f[APIP_F_IS_CAUSAL])) { /* PyTorch's: the causal mask, top-left as SDPA's */
+        int b = get_bool(r, v, "is_causal", " (true: the causal mask, j <= i)");
+        if (b < 0)
+            return -1;
+        r->causal = b ? ATTN_CAUSAL_TOP_LEFT : ATTN_CAUSAL_NONE;
+    }
 
     /* The batch of key_lengths and key_mask: N is the first dimension of a rank-3 query
      * (attention) or of a rank-4 q (N, H, L, D) (SDPA); a query or q without it is one batch
@@ -714,8 +808,11 @@ static int masks_and_options(apip_req *r) {
                               : " (query (L, E) is one batch element: N = 1)";
     if ((v = r->f[APIP_F_KEY_LENGTHS]) && key_lengths_field(r, v, n_is))
         return -1;
-    if ((v = r->f[APIP_F_KEY_MASK])) {
-        if (probe(r, &r->km, "key_mask", v, 2))
+    /* key_mask, or PyTorch's key_padding_mask (one_name_each refused both). */
+    int kmf = r->f[APIP_F_KEY_PADDING_MASK] ? APIP_F_KEY_PADDING_MASK : APIP_F_KEY_MASK;
+    if ((v = r->f[kmf])) {
+        const char *name = r->names[kmf];
+        if (probe(r, &r->km, name, v, 2))
             return -1;
         const apip_tensor_in *t = &r->km;
         shape_of(sh, sizeof sh, t);
@@ -723,13 +820,17 @@ static int masks_and_options(apip_req *r) {
         r->km_n = t->rank == 2 ? t->dims[0] : 1;
         ok = ok && (r->km_n == 1 || r->km_n == r->n);
         if (!ok)
-            return bad(r, "key_mask",
-                       "key_mask has shape %s; it must be (S) or (N, S) = (%zu, %zu)%s", sh, r->n,
-                       r->s, n_is);
+            return bad(r, name, "%s has shape %s; it must be (S) or (N, S) = (%zu, %zu)%s", name,
+                       sh, r->n, r->s, n_is);
         r->has_km = true;
+        r->km_torch = kmf == APIP_F_KEY_PADDING_MASK;
     }
     if (r->f[APIP_F_ATTN_MASK]) {
         if (cell_mask(r, APIP_F_ATTN_MASK, &r->am, &r->am_n, &r->am_h))
+            return -1;
+        r->has_am = true;
+    } else if (r->f[APIP_F_TORCH_ATTN_MASK]) {
+        if (torch_cell_mask(r))
             return -1;
         r->has_am = true;
     }
@@ -747,20 +848,36 @@ static int masks_and_options(apip_req *r) {
             r->weights = k == 't' ? ATTN_WEIGHTS_PER_HEAD : ATTN_WEIGHTS_NONE;
         } else if (k == 'f') {
             r->weights = ATTN_WEIGHTS_NONE;
+        } else if (k == 't') { /* PyTorch's: averaged, unless average_attn_weights is false */
+            r->weights = ATTN_WEIGHTS_MEAN;
         } else if (k == '"' && apip_jv_streq(apip_jv_string(v), "per_head")) {
             r->weights = ATTN_WEIGHTS_PER_HEAD;
         } else if (k == '"' && apip_jv_streq(apip_jv_string(v), "mean")) {
             r->weights = ATTN_WEIGHTS_MEAN;
         } else {
-            return bad(r, "need_weights", "need_weights must be false, \"per_head\" or \"mean\"");
+            return bad(r, "need_weights",
+                       "need_weights must be false, true (PyTorch's: the weights averaged over "
+                       "the heads), \"per_head\" or \"mean\"");
         }
+    }
+    if ((v = r->f[APIP_F_AVG_WEIGHTS])) {
+        int b = get_bool(r, v, "average_attn_weights", "");
+        if (b < 0)
+            return -1;
+        const char *nw = r->f[APIP_F_NEED_WEIGHTS];
+        if (!nw || apip_jv_kind(nw) != 't')
+            return bad(r, "average_attn_weights",
+                       "average_attn_weights chooses the form of need_weights: true (PyTorch's), "
+                       "so it needs need_weights: true; attnd's default is false (PyTorch's is "
+                       "true), and \"per_head\" and \"mean\" already say the form");
+        r->weights = b ? ATTN_WEIGHTS_MEAN : ATTN_WEIGHTS_PER_HEAD;
     }
     if ((v = r->f[APIP_F_HEADS]) && heads_field(r, v))
         return -1;
     if ((v = r->f[APIP_F_TOP_K])) {
         if (r->weights == ATTN_WEIGHTS_NONE)
             return bad(r, "weights_top_k", "weights_top_k needs need_weights to be %s",
-                       sdpa ? "true" : "\"per_head\" or \"mean\"");
+                       sdpa ? "true" : "true, \"per_head\" or \"mean\"");
         long long k = 0;
         if (get_int(r, v, "weights_top_k", 1, (long long)r->s, &k))
             return -1;
@@ -779,7 +896,7 @@ static int masks_and_options(apip_req *r) {
 
 int apip_req_read(apip_req *r, const apip_json_root *root, const api_registry *models) {
     r->names = r->op == API_OP_SDPA ? sdpa_fields : attention_fields;
-    if (map_fields(r, root))
+    if (map_fields(r, root) || one_name_each(r))
         return -1;
     if (r->op == API_OP_SDPA) {
         if (sdpa_inputs(r))

@@ -104,6 +104,10 @@ static bool out_shapes(const apip_req *r, size_t maps, apip_resp_shape *rs) {
     rs->out_rank = nlead + 2;
     rs->out_dims[nlead] = r->l;
     rs->out_dims[nlead + 1] = r->op == API_OP_SDPA ? r->dv : r->e;
+    if (r->seq_first) { /* (L, N, E); the weights keep (N, ..), as PyTorch returns them */
+        rs->out_dims[0] = r->l;
+        rs->out_dims[1] = r->n;
+    }
     if (r->weights) {
         for (size_t i = 0; i < nlead; i++)
             rs->w_dims[rs->w_rank++] = lead[i];
@@ -156,6 +160,7 @@ typedef struct layout {
     size_t out, w, ix;        /* output, weights and top-k indices: the plan's elems of each */
     size_t reply;             /* another protocol's reply form (reply_ops->place's bytes) */
     size_t tq, tk, tv, th;    /* trace, attention: q and heads (N*L*E), k and v (N*S*E) */
+    size_t seq;               /* batch_first false: the largest input, or the output (floats) */
     size_t ts, tm, tw;        /* trace: scores, masked scores, weights (N*H*L*S each) */
 } layout;
 
@@ -202,6 +207,12 @@ static void lay_out(const apip_req *r, const attn_plan *p, layout *a) {
     a->out = take(a, p->out_elems, sizeof(float));
     a->w = r->weights ? take(a, p->weights_elems, sizeof(float)) : 0;
     a->ix = r->top_k ? take(a, p->index_elems, sizeof(int32_t)) : 0;
+    if (r->seq_first) { /* inputs are read here, then moved; the output is moved here */
+        size_t most = p->out_elems;
+        for (int i = 0; i < 3; i++)
+            most = r->x[i].count > most ? r->x[i].count : most;
+        a->seq = take(a, most, sizeof(float));
+    }
     if (r->trace) { /* trace_field bounded each of these */
         size_t maps = r->n * r->h * r->l * r->s;
         if (r->op == API_OP_ATTENTION) {
@@ -265,9 +276,23 @@ static int decode_inputs(const apip_req *r, const layout *a, api_job *job, char 
             job->tokens = ids;
             continue;
         }
-        if (apip_tensor_read(&r->x[i], APIP_TENSOR_FLOAT, x[i], r->err))
+        if (!r->seq_first) {
+            if (apip_tensor_read(&r->x[i], APIP_TENSOR_FLOAT, x[i], r->err))
+                return -1;
+            continue;
+        }
+        /* batch_first false: (T, N, W) as sent, read into the scratch, moved to (N, T, W). */
+        const apip_tensor_in *t = &r->x[i];
+        float *seq = (float *)(void *)(arena + a->seq);
+        if (apip_tensor_read(t, APIP_TENSOR_FLOAT, seq, r->err))
             return -1;
+        size_t tn = t->dims[0], n = t->dims[1], w = t->dims[2];
+        for (size_t b = 0; b < n; b++)
+            for (size_t j = 0; j < tn; j++)
+                memcpy(x[i] + (b * tn + j) * w, seq + (j * n + b) * w, w * sizeof(float));
     }
+    if (r->seq_first)
+        job->out_seq = (float *)(void *)(arena + a->seq);
     job->q = x[0];
     job->k = x[1] ? x[1] : job->q; /* the same pointer: libattn shares the projection GEMM */
     job->v = x[2] ? x[2] : job->k;
@@ -333,12 +358,16 @@ static int decode_masks(apip_req *r, const layout *a, api_job *job, char *arena)
         uint8_t *km = (uint8_t *)(arena + a->km);
         if (apip_tensor_read(&r->km, APIP_TENSOR_MASK, km, r->err))
             return -1;
+        for (size_t i = 0; r->km_torch && i < r->km.count; i++)
+            km[i] = !km[i]; /* PyTorch's true = ignore, into 1 = a real token */
         job->masks.key_mask = km;
     }
     if (r->has_am) {
         uint8_t *am = (uint8_t *)(arena + a->am);
         if (apip_tensor_read(&r->am, APIP_TENSOR_MASK, am, r->err))
             return -1;
+        for (size_t i = 0; r->am_torch && i < r->am.count; i++)
+            am[i] = !am[i]; /* PyTorch's true = blocked, into 1 = may attend */
         job->masks.attn_mask = am;
     }
     if (r->has_ab) {

@@ -31,6 +31,13 @@ enum {
     APIP_F_TEXT,
     APIP_F_ADD_SPECIAL, /* "add_special_tokens": with tokens or text, the model's start token */
     APIP_F_TRACE,       /* "trace": true, every step of the attention in the response */
+    /* PyTorch's names with PyTorch's meanings (nn.MultiheadAttention.forward's arguments), each
+     * refused beside attnd's name for the same thing: */
+    APIP_F_BATCH_FIRST,      /* "batch_first": false = (L, N, E) in and out */
+    APIP_F_KEY_PADDING_MASK, /* "key_padding_mask": true = ignore (key_mask inverted) */
+    APIP_F_TORCH_ATTN_MASK,  /* "torch_attn_mask": bool, true = blocked (attn_mask inverted) */
+    APIP_F_IS_CAUSAL,        /* "is_causal": true = causal top-left */
+    APIP_F_AVG_WEIGHTS,      /* "average_attn_weights": with need_weights true, mean or per head */
     APIP_F_COUNT
 };
 
@@ -59,6 +66,12 @@ typedef struct apip_req {
     apip_tensor_in km, am, ab;
     bool has_km, has_am, has_ab;
     size_t km_n, am_n, am_h, ab_n, ab_h;
+    bool km_torch, am_torch; /* key_padding_mask, torch_attn_mask: PyTorch's polarity, true =
+                                blocked; inverted into attnd's 1 = may attend when decoded */
+    /* "batch_first": false with a rank-3 query: query (L, N, E), key and value (S, N, width)
+     * and the output (L, N, E), as nn.MultiheadAttention(batch_first=False); decoded into and
+     * computed in attnd's (N, L, E) through a scratch of seq_floats floats. */
+    bool seq_first;
 
     attn_weights_mode weights;
     size_t n_heads; /* 0 = all */

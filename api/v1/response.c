@@ -338,7 +338,16 @@ int api_job_respond(const api_job *job, double queue_ms, double compute_ms, api_
                         "out of memory reserving %zu bytes for the response", job->response_bytes);
     }
     apip_buf_puts(out, T_OUTPUT);
-    put_floats(out, job->base64, job->out, job->out_dims, job->out_rank);
+    const float *output = job->out;
+    if (job->out_seq) { /* batch_first false: (N, L, E) computed, (L, N, E) = out_dims sent */
+        size_t l = job->out_dims[0], n = job->out_dims[1], e = job->out_dims[2];
+        for (size_t b = 0; b < n; b++)
+            for (size_t i = 0; i < l; i++)
+                memcpy(job->out_seq + (i * n + b) * e, job->out + (b * l + i) * e,
+                       e * sizeof(float));
+        output = job->out_seq;
+    }
+    put_floats(out, job->base64, output, job->out_dims, job->out_rank);
     if (job->w_rank) {
         apip_buf_puts(out, T_WEIGHTS);
         if (job->wout.indices) {

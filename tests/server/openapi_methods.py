@@ -2,7 +2,9 @@
 """openapi_methods.py - api/openapi.yaml against a live attnd: every route answers every method
 (GET, HEAD, POST, OPTIONS, and OPTIONS as a CORS preflight from an allowed and a foreign origin)
 with a status the description lists for that method, or, for a method the description does not
-list, with 405 and an Allow header; HEAD answers carry no body; and the body of GET /openapi.yaml,
+list, with 405 and an Allow header; an error's JSON body has the shape documented for its status
+(v1's error object, or under /v2 the protocol's {"error": "..."}, a refused CORS preflight
+included); HEAD answers carry no body; and the body of GET /openapi.yaml,
 parsed as YAML (as a client that reads the description's media type does), matches the schema
 the description gives it (its type and required members).
 
@@ -12,6 +14,7 @@ Prints one line per failed check and "N passed, N failed"; exits 1 on any failur
 
 import argparse
 import http.client
+import json
 import os
 import signal
 import sys
@@ -51,7 +54,24 @@ def matches(value, schema):
     return True
 
 
-def check_path(port, path, item):
+def resolve(spec, node):
+    """node with its $ref (a local "#/..." pointer) followed, as often as it has one."""
+    while isinstance(node, dict) and "$ref" in node:
+        at = spec
+        for part in node["$ref"].lstrip("#/").split("/"):
+            at = at[part]
+        node = at
+    return node
+
+
+def body_schema(spec, op, status):
+    """The JSON schema the description gives op's answer with status, or None."""
+    resp = resolve(spec, op.get("responses", {}).get(status))
+    schema = ((resp or {}).get("content") or {}).get("application/json", {}).get("schema")
+    return resolve(spec, schema) if schema else None
+
+
+def check_path(spec, port, path, item):
     """Every method on path answers as item (its OpenAPI path item) documents."""
     sends = [
         ("GET", "get", {}, None),
@@ -78,6 +98,17 @@ def check_path(port, path, item):
               f"{what}: {status}, not among the documented {sorted(documented)}")
         if method == "HEAD":
             check(data == b"", f"{what}: a body of {len(data)} bytes")
+        # An error's body has the shape its status documents: v1's {"error": {code, ...}}, or
+        # under /v2 the protocol's {"error": "..."} (a refused CORS preflight included).
+        schema = body_schema(spec, op, str(status)) if status >= 400 else None
+        if schema and method != "HEAD":
+            try:
+                value = json.loads(data)
+            except ValueError:
+                value = None
+            check(value is not None and matches(value, schema),
+                  f"{what}: {status} with the body {data[:120]!r}, which its documented "
+                  f"schema does not accept")
 
 
 def main():
@@ -98,7 +129,7 @@ def main():
                               template.replace("{name}", "no-such-model").replace("{version}",
                                                                                   "1")]
                              if "{name}" in template else [template]):
-                    check_path(port, path, item)
+                    check_path(spec, port, path, item)
             # /openapi.yaml, read as its media type says: YAML, parsed.
             status, hdrs, data = request(port, "GET", "/openapi.yaml")
             media = spec["paths"]["/openapi.yaml"]["get"]["responses"]["200"]["content"]

@@ -3,14 +3,18 @@
 run them, against a live attnd: the Python one with a Python that has what its paragraph says it
 needs, the JavaScript one saved under the file name its paragraph gives and run with node, and
 the Open Inference Protocol's tritonclient example with tritonclient.http, or where that is not
-installed (no PyPI here) with tests/server/v2client, the stand-in that sends what it sends. Each
-must exit 0 (the Python ones' arrays are checked for the shapes their comments state).
+installed (no PyPI here) with tests/server/v2client, the stand-in that sends what it sends; the
+port of an nn.MultiheadAttention call (masks section) after the Python client it uses, its two
+printed differences from torch each at most 1e-5; and the safetensors example in a fresh empty
+directory, then attnd --models models answering its closing comment's request. Each must exit 0
+(the Python ones' arrays are checked for the shapes their comments state).
 
 Usage: readme_examples.py --attnd build/attnd --readme README.md
 Prints one line per failed check and "N passed, N failed"; exits 1 on any failure.
 """
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -18,6 +22,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import urllib.request
 
 from harness import Checks, start_attnd
 
@@ -40,6 +45,13 @@ def main():
     py = section(readme, "Python client")
     js = section(readme, "JavaScript")
     tc = section(readme, "Python, tritonclient")
+    port = section(readme, "Masks: PyTorch's conventions and ours")
+    st = section(readme, "Models with a vocabulary")
+    port_code = re.search(r"```python\n(.*?)```", port, re.S)
+    st_code = re.search(r"```python\n(.*?)```", st, re.S)
+    check(port_code is not None and "nn.MultiheadAttention" in port_code.group(1),
+          "the masks section ports an nn.MultiheadAttention call in Python")
+    check(st_code is not None and "safetensors" in st, "the safetensors example is there")
     py_code = re.search(r"```python\n(.*?)```", py, re.S)
     js_code = re.search(r"```js\n(.*?)```", js, re.S)
     tc_code = re.search(r"```python\n(.*?)```", tc, re.S)
@@ -49,8 +61,10 @@ def main():
         return 1
     # What the paragraphs say: the Python examples' third-party needs, the JS file name.
     js_prose = js[:js.index("```js")]
-    for prose, code in ((py[:py.index("```python")], py_code), (tc[:tc.index("```python")],
-                                                               tc_code)):
+    examples = [(py[:py.index("```python")], py_code), (tc[:tc.index("```python")], tc_code)]
+    if port_code:
+        examples.append((port[:port.index("```python")], port_code))
+    for prose, code in examples:
         imports = set(re.findall(r"^\s*import (\w+)", code.group(1), re.M)) | \
             set(re.findall(r"^\s*from (\w+)", code.group(1), re.M))
         third_party = sorted(m for m in imports if m not in sys.stdlib_module_names)
@@ -83,6 +97,18 @@ def main():
             check(r.returncode == 0,
                   f"the tritonclient example ({'tritonclient' if real else 'the stand-in'}): "
                   f"exit {r.returncode}: {r.stderr[-500:]}")
+            # The port of an nn.MultiheadAttention call, after the client it uses; what it
+            # prints is its differences from torch.
+            if port_code:
+                code = (py_code.group(1) + port_code.group(1)).replace("http://127.0.0.1:8080",
+                                                                       url)
+                r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                   timeout=120)
+                diffs = [float(x) for x in r.stdout.split()[-2:]] if r.returncode == 0 else []
+                check(r.returncode == 0 and len(diffs) == 2 and max(diffs) <= 1e-5,
+                      f"the nn.MultiheadAttention port: exit {r.returncode}, printed "
+                      f"{r.stdout[-200:]!r} (want two differences of at most 1e-5): "
+                      f"{r.stderr[-500:]}")
             node = shutil.which("node")
             check(node is not None, "node is installed")
             if node and name:
@@ -95,6 +121,35 @@ def main():
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(30)
+    # The safetensors example, as printed, in a fresh empty directory; then attnd --models
+    # models, and the request of its last comment.
+    if st_code:
+        with tempfile.TemporaryDirectory() as tmp:
+            r = subprocess.run([sys.executable, "-c", st_code.group(1)], capture_output=True,
+                               text=True, timeout=60, cwd=tmp)
+            check(r.returncode == 0, f"the safetensors example in an empty directory: exit "
+                  f"{r.returncode}: {r.stderr[-500:]}")
+            want = re.search(r"# attnd --models (\S+), then POST /v1/attention (\{.*\})",
+                             st_code.group(1))
+            check(want is not None, "the safetensors example ends with its request")
+            if r.returncode == 0 and want:
+                proc, port = start_attnd(os.path.abspath(args.attnd),
+                                         ["--models", os.path.join(tmp, want.group(1))],
+                                         os.path.join(tmp, "attnd.log"), "readme_examples")
+                try:
+                    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/attention",
+                                                 want.group(2).encode(),
+                                                 {"Content-Type": "application/json"})
+                    with urllib.request.urlopen(req, timeout=30) as resp:
+                        body = json.load(resp)
+                    check(body.get("model") == "cafe" and body.get("tokens") ==
+                          ["我", "喜欢", "咖啡", "。"],
+                          f"the model the example wrote answers its request: {body}")
+                except (OSError, ValueError) as e:
+                    check(False, f"the model the example wrote: {e}")
+                finally:
+                    proc.send_signal(signal.SIGTERM)
+                    proc.wait(30)
     print(f"readme_examples: {check.summary()}")
     return 1 if check.failures else 0
 
