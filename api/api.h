@@ -207,7 +207,7 @@ const api_model *api_registry_find(const api_registry *r, const char *name); /* 
 /* The index of the model named name (as api_job_model_index counts it): its place in the
  * registry, api_registry_count(r) for "sdpa", API_NO_MODEL when there is none. */
 size_t api_registry_index(const api_registry *r, const char *name);
-const api_model *api_registry_default(const api_registry *r);                /* borrowed */
+const api_model *api_registry_default(const api_registry *r); /* borrowed */
 size_t api_registry_count(const api_registry *r);
 const api_model *api_registry_at(const api_registry *r, size_t i);
 
@@ -347,8 +347,8 @@ double api_job_timeout(const api_job *job);
  * POST /v1/sdpa). API_NO_MODEL for NULL. */
 #define API_NO_MODEL ((size_t)-1)
 size_t api_job_model_index(const api_job *job, const api_registry *models);
-api_op api_job_op(const api_job *job);    /* attention or SDPA (API_OP_ATTENTION for NULL) */
-void api_job_destroy(api_job *job);       /* NULL does nothing */
+api_op api_job_op(const api_job *job); /* attention or SDPA (API_OP_ATTENTION for NULL) */
+void api_job_destroy(api_job *job);    /* NULL does nothing */
 
 /* ---- The Open Inference Protocol (KServe v2: v2.c, v2_reply.c) ---------------------------- */
 
@@ -383,11 +383,11 @@ void api_v2_server_json(const char *version, api_buf *out);
 /* How the server runs jobs, as a model's configuration reports it (Triton's instance_group and
  * dynamic_batching). */
 typedef struct api_v2_serving {
-    size_t instances;        /* worker threads: jobs computed at once */
-    size_t batch_window_us;  /* how long a batch waits for more jobs; 0 = no batching */
-    size_t max_batch_rows;   /* query rows (N*L) one batch takes at most */
-    size_t max_queue;        /* jobs waiting for a worker at most */
-    double request_timeout;  /* seconds a job may wait from its arrival (a "timeout" lowers it) */
+    size_t instances;       /* worker threads: jobs computed at once */
+    size_t batch_window_us; /* how long a batch waits for more jobs; 0 = no batching */
+    size_t max_batch_rows;  /* query rows (N*L) one batch takes at most */
+    size_t max_queue;       /* jobs waiting for a worker at most */
+    double request_timeout; /* seconds a job may wait from its arrival (a "timeout" lowers it) */
 } api_v2_serving;
 
 /* Appends the model configuration (GET /v2/models/{name}[/versions/{version}]/config, Triton's
@@ -406,12 +406,12 @@ typedef struct api_v2_duration {
 
 /* One model's inference statistics since the server started. */
 typedef struct api_v2_model_stats {
-    uint64_t last_inference_ms; /* Unix milliseconds of the last request answered; 0 = none */
-    uint64_t inference_count;   /* successful requests */
-    uint64_t execution_count;   /* runs of the model: a batch of several requests is one */
-    api_v2_duration success;    /* successful requests, from arrival to the reply sent */
-    api_v2_duration fail;       /* failed requests (any status but 200), likewise */
-    api_v2_duration queue;      /* jobs' waits for a worker */
+    uint64_t last_inference_ms;     /* Unix milliseconds of the last request answered; 0 = none */
+    uint64_t inference_count;       /* successful requests */
+    uint64_t execution_count;       /* runs of the model: a batch of several requests is one */
+    api_v2_duration success;        /* successful requests, from arrival to the reply sent */
+    api_v2_duration fail;           /* failed requests (any status but 200), likewise */
+    api_v2_duration queue;          /* jobs' waits for a worker */
     api_v2_duration compute_input;  /* parsing the request into a job */
     api_v2_duration compute_infer;  /* computing */
     api_v2_duration compute_output; /* writing the response */

@@ -126,8 +126,8 @@ static const opt OPTS[] = {
      "gets 503 (compute is bounded by --max-job-flops, sending by --min-send-rate)"},
     {"--drain-timeout", "ATTND_DRAIN_TIMEOUT", "SEC", OPT_SECONDS, FIELD(drain_timeout), 0, 86400,
      "30", "on SIGTERM/SIGINT, how long queued and running jobs may take before they get 503"},
-    {"--shutdown-delay", "ATTND_SHUTDOWN_DELAY", "SEC", OPT_SECONDS, FIELD(shutdown_delay), 0,
-     3600, "0",
+    {"--shutdown-delay", "ATTND_SHUTDOWN_DELAY", "SEC", OPT_SECONDS, FIELD(shutdown_delay), 0, 3600,
+     "0",
      "on SIGTERM/SIGINT, keep taking and answering jobs for SEC while /readyz answers 503 (so a "
      "load balancer or Kubernetes stops sending first), then drain; a second signal ends it"},
     {"--idle-timeout", "ATTND_IDLE_TIMEOUT", "N", OPT_COUNT, FIELD(idle_timeout), 0, 86400, "60",

@@ -21,7 +21,8 @@ struct srv_http {
     api_limits limits;
     srv_workers *workers;
     atomic_bool ready, draining;
-    atomic_bool leaving; /* --shutdown-delay: /readyz 503, jobs still taken (srv_http_set_leaving) */
+    atomic_bool
+        leaving; /* --shutdown-delay: /readyz 503, jobs still taken (srv_http_set_leaving) */
     atomic_size_t outstanding; /* requests begun (headers read) and not yet completed */
     atomic_size_t unsent;      /* bytes of job replies reserved or held, not yet sent */
     atomic_uint_fast64_t next_id;

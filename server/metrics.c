@@ -48,7 +48,7 @@ typedef struct histogram {
 } histogram;
 
 /* Bucket bounds of the request and response size histograms, in bytes. */
-static const double SIZES[] = {256,     1024,     4096,     16384,    65536,    262144,
+static const double SIZES[] = {256,     1024,    4096,     16384,    65536,    262144,
                                1048576, 4194304, 16777216, 67108864, 268435456};
 #define NSIZES (sizeof SIZES / sizeof SIZES[0])
 

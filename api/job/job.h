@@ -37,10 +37,10 @@ typedef struct apip_resp_shape {
      * q (lead, H, L, Dh), k and v (lead, H, S, Dh), the three maps (lead, H, L, S), heads
      * (lead, H, L, Dh); sdpa: the three maps only, (lead, L, S) with lead q's leading dims. */
     bool trace;
-    size_t tr_rank;                   /* the rank of every trace tensor */
-    size_t tr_q[APIP_MAX_RANK];       /* attention: q and head_outputs (tr_rank) */
-    size_t tr_kv[APIP_MAX_RANK];      /* attention: k and v (tr_rank) */
-    size_t tr_maps[APIP_MAX_RANK];    /* scores, masked_scores, weights (tr_rank) */
+    size_t tr_rank;                /* the rank of every trace tensor */
+    size_t tr_q[APIP_MAX_RANK];    /* attention: q and head_outputs (tr_rank) */
+    size_t tr_kv[APIP_MAX_RANK];   /* attention: k and v (tr_rank) */
+    size_t tr_maps[APIP_MAX_RANK]; /* scores, masked_scores, weights (tr_rank) */
 } apip_resp_shape;
 
 /* ---- Another protocol's response ------------------------------------------------------------- */

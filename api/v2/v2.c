@@ -90,10 +90,11 @@ static int find_model(const api_registry *r, const char *name, const char *versi
     if (!rest && version)
         rest = strchr(version, '/');
     if (rest)
-        return api_fail(err, 404, "not_found", NULL,
-                        "there is no route .../%.*s%s; a model has /v2/models/NAME, /ready, /infer, "
-                        "/config and /stats, and their /versions/" API_V2_VERSION " forms",
-                        (int)strnlen(rest + 1, 100), rest + 1, strlen(rest + 1) > 100 ? "..." : "");
+        return api_fail(
+            err, 404, "not_found", NULL,
+            "there is no route .../%.*s%s; a model has /v2/models/NAME, /ready, /infer, "
+            "/config and /stats, and their /versions/" API_V2_VERSION " forms",
+            (int)strnlen(rest + 1, 100), rest + 1, strlen(rest + 1) > 100 ? "..." : "");
     if (!*sdpa && !(*m = api_registry_find(r, name)))
         return api_fail(err, 404, "unknown_model", NULL,
                         "there is no model named \"%.*s%s\"; POST /v2/repository/index lists them",
@@ -689,11 +690,10 @@ static int read_sched(v2p *c, const char *k, const char *val) {
     uint64_t v = 0;
     int kind = apip_jv_kind(val) == '0' ? apip_jv_int(val, &neg, &v) : APIP_INT_NOT_INTEGER;
     if (kind != APIP_INT_OK || neg)
-        return bad(c,
-                   which ? "the parameter timeout must be a whole number of microseconds, 0 or "
-                           "more (0: no timeout of its own)"
-                         : "the parameter priority must be a whole number, 0 or more (attnd has "
-                           "one priority level: it is accepted and changes nothing)");
+        return bad(c, which ? "the parameter timeout must be a whole number of microseconds, 0 or "
+                              "more (0: no timeout of its own)"
+                            : "the parameter priority must be a whole number, 0 or more (attnd has "
+                              "one priority level: it is accepted and changes nothing)");
     if (which)
         c->timeout_us = v;
     return 0;

@@ -62,8 +62,8 @@ void test_metrics(int port, const char *log_path) {
     };
     for (size_t i = 0; i < sizeof counted / sizeof counted[0]; i++) {
         double v = metric(port, counted[i].sample);
-        CHECK(v >= counted[i].least, "/metrics: %s is %g, expected at least %g",
-              counted[i].sample, v, counted[i].least);
+        CHECK(v >= counted[i].least, "/metrics: %s is %g, expected at least %g", counted[i].sample,
+              v, counted[i].least);
     }
     /* A model's requests by outcome add up to its duration histogram's count (both counted when
      * a request completes; nothing else runs now). */
@@ -77,8 +77,7 @@ void test_metrics(int port, const char *log_path) {
     double t_proc = metric(port, "process_start_time_seconds");
     double t_attnd = metric(port, "attnd_start_time_seconds");
     CHECK(t_proc > 1e9 && t_proc <= t_attnd + 0.01 && t_attnd - t_proc < 10,
-          "process_start_time_seconds %.2f against attnd_start_time_seconds %.2f", t_proc,
-          t_attnd);
+          "process_start_time_seconds %.2f against attnd_start_time_seconds %.2f", t_proc, t_attnd);
     /* promtool check metrics reads the exposition on stdin. */
     char tmp[700], cmd[1600];
     snprintf(tmp, sizeof tmp, "%s/metrics.txt", cfg.data);

@@ -98,8 +98,8 @@ void test_v2_routes(int port) {
     CHECK(r.status == 200 && !strcmp(json_string_value(json_object_get(j, "name")), "kvdim") &&
               json_integer_value(json_object_get(j, "max_batch_size")) == 0 &&
               json_array_size(cin) == 7 &&
-              json_integer_value(json_array_get(
-                  json_object_get(json_array_get(cin, 1), "dims"), 2)) == 8 &&
+              json_integer_value(
+                  json_array_get(json_object_get(json_array_get(cin, 1), "dims"), 2)) == 8 &&
               !strcmp(json_string_value(json_object_get(json_array_get(cin, 4), "data_type")),
                       "TYPE_BOOL") &&
               json_integer_value(json_object_get(
