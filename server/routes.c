@@ -458,6 +458,13 @@ enum MHD_Result http_on_new(srv_http *h, http_req *r) {
         return http_reply_buf(r, 200, "application/json", &b);
     }
     case SRV_ROUTE_METRICS: {
+        if (atomic_fetch_add(&h->metrics_out, 1) >= SRV_METRICS_AT_ONCE) {
+            atomic_fetch_sub(&h->metrics_out, 1);
+            return http_reply_error(r, 503, "busy",
+                                    "%d /metrics replies are being written or sent; retry shortly",
+                                    SRV_METRICS_AT_ONCE);
+        }
+        r->metrics = true; /* until on_completed */
         api_buf b = {0};
         srv_gauges g = gauges(h);
         srv_metrics_render(h->metrics, &g, &b);
