@@ -33,7 +33,7 @@ PY       := /usr/bin/python3
 PKG_BUILD     := gcc make libc6-dev libopenblas-dev libmicrohttpd-dev zlib1g-dev
 PKG_TEST      := $(PKG_BUILD) libjansson-dev python3 python3-torch python3-numpy python3-yaml \
                  libcurl4-openssl-dev prometheus chromium fonts-wqy-microhei
-PKG_CONTAINER := buildah podman runc debootstrap curl python3
+PKG_CONTAINER := buildah podman runc debootstrap curl python3 python3-yaml
 
 ATTN_SRC := attention/error.c attention/plan.c attention/sdpa.c attention/mha.c attention/batch.c \
             attention/kernels.c attention/pool.c attention/blas.c
@@ -170,9 +170,16 @@ check-readme-deps: $(BUILD)/attnd
 	$(PY) tests/readme_deps.py --readme README.md --packages $(BUILD)/packages.txt --ci .ci/run \
 	  --attnd $(BUILD)/attnd
 
-# deploy/ and the Dockerfile, checked statically and against the binary.
+# deploy/ and the Dockerfile, checked statically and against the binary; every manifest against
+# its published schema (tests/deploy/schemas.mjs); the Grafana dashboard's queries against the
+# metrics attnd exports.
 test-deploy: $(BUILD)/attnd
 	$(PY) tests/deploy/check_deploy.py $(BUILD)/attnd
+	@[ -d tests/deploy/node_modules/kubernetes-models ] || \
+	  (cd tests/deploy && npm ci --no-audit --no-fund --loglevel=error)
+	timeout 120 node tests/deploy/schemas.mjs
+	timeout 60 $(PY) tests/deploy/check_dashboard.py --dashboard deploy/grafana/attnd.json \
+	  --attnd $(BUILD)/attnd
 
 # Builds the image with buildah and runs it with podman (there is no Docker engine here).
 container-test:

@@ -203,7 +203,11 @@ int api_registry_add(api_registry *r, api_model *m, api_error *err);
 int api_registry_set_default(api_registry *r, const char *name, api_error *err);
 
 const api_model *api_registry_find(const api_registry *r, const char *name); /* borrowed */
-const api_model *api_registry_default(const api_registry *r);                /* borrowed */
+
+/* The index of the model named name (as api_job_model_index counts it): its place in the
+ * registry, api_registry_count(r) for "sdpa", API_NO_MODEL when there is none. */
+size_t api_registry_index(const api_registry *r, const char *name);
+const api_model *api_registry_default(const api_registry *r); /* borrowed */
 size_t api_registry_count(const api_registry *r);
 const api_model *api_registry_at(const api_registry *r, size_t i);
 
@@ -331,8 +335,20 @@ bool api_jobs_batchable(const api_job *a, const api_job *b);
 size_t api_jobs_run(api_job *const *jobs, size_t count, attn_pool *pool, size_t max_bytes,
                     api_error *errs);
 size_t api_job_bytes(const api_job *job); /* the arena's capacity (the response not included) */
-api_op api_job_op(const api_job *job);    /* attention or SDPA (API_OP_ATTENTION for NULL) */
-void api_job_destroy(api_job *job);       /* NULL does nothing */
+
+/* The request's own queue deadline in seconds from its arrival (the Open Inference Protocol's
+ * "timeout" parameter, given in microseconds); 0 when it set none (then only the server's own
+ * applies). 0 for NULL. */
+double api_job_timeout(const api_job *job);
+
+/* The model a job is counted under in metrics and statistics: its registry model's index
+ * (api_registry_at), api_registry_count(models) for a job of the Open Inference Protocol's
+ * "sdpa" model, or API_NO_MODEL for a job with none (inline or params.init parameters,
+ * POST /v1/sdpa). API_NO_MODEL for NULL. */
+#define API_NO_MODEL ((size_t)-1)
+size_t api_job_model_index(const api_job *job, const api_registry *models);
+api_op api_job_op(const api_job *job); /* attention or SDPA (API_OP_ATTENTION for NULL) */
+void api_job_destroy(api_job *job);    /* NULL does nothing */
 
 /* ---- The Open Inference Protocol (KServe v2: v2.c, v2_reply.c) ---------------------------- */
 
@@ -360,8 +376,54 @@ void api_job_destroy(api_job *job);       /* NULL does nothing */
 void api_v2_error_body(const api_error *err, api_buf *out);
 
 /* Appends the server metadata (GET /v2): {"name": "attnd", "version": version, "extensions":
- * ["binary_tensor_data"]}. */
+ * [...]}, the extensions attnd serves: binary_tensor_data, parameters, schedule_policy (the
+ * priority and timeout parameters), model_configuration and statistics. */
 void api_v2_server_json(const char *version, api_buf *out);
+
+/* How the server runs jobs, as a model's configuration reports it (Triton's instance_group and
+ * dynamic_batching). */
+typedef struct api_v2_serving {
+    size_t instances;       /* worker threads: jobs computed at once */
+    size_t batch_window_us; /* how long a batch waits for more jobs; 0 = no batching */
+    size_t max_batch_rows;  /* query rows (N*L) one batch takes at most */
+    size_t max_queue;       /* jobs waiting for a worker at most */
+    double request_timeout; /* seconds a job may wait from its arrival (a "timeout" lowers it) */
+} api_v2_serving;
+
+/* Appends the model configuration (GET /v2/models/{name}[/versions/{version}]/config, Triton's
+ * model configuration extension, its JSON form of model_config.proto as far as it applies):
+ * name, platform and backend "attnd", max_batch_size 0 (N is a dimension of the tensors), input
+ * and output with data_type and dims as the metadata gives them, instance_group, and for a
+ * registry model dynamic_batching with its default queue policy; parameters hold the model's
+ * widths and heads as strings. 0, or -1 with err as api_v2_model_check. */
+int api_v2_model_config_json(const api_registry *r, const char *name, const char *version,
+                             const api_v2_serving *serving, api_buf *out, api_error *err);
+
+/* A cumulative count of events and their nanoseconds (Triton's duration statistic). */
+typedef struct api_v2_duration {
+    uint64_t count, ns;
+} api_v2_duration;
+
+/* One model's inference statistics since the server started. */
+typedef struct api_v2_model_stats {
+    uint64_t last_inference_ms;     /* Unix milliseconds of the last request answered; 0 = none */
+    uint64_t inference_count;       /* successful requests */
+    uint64_t execution_count;       /* runs of the model: a batch of several requests is one */
+    api_v2_duration success;        /* successful requests, from arrival to the reply sent */
+    api_v2_duration fail;           /* failed requests (any status but 200), likewise */
+    api_v2_duration queue;          /* jobs' waits for a worker */
+    api_v2_duration compute_input;  /* parsing the request into a job */
+    api_v2_duration compute_infer;  /* computing */
+    api_v2_duration compute_output; /* writing the response */
+} api_v2_model_stats;
+
+/* Appends the inference statistics (GET /v2/models/stats, and /v2/models/{name}[/versions/
+ * {version}]/stats: Triton's statistics extension) {"model_stats": [...]}: of every model
+ * (name NULL; registry order, "sdpa" last) or of the one named. stats holds
+ * api_registry_count(r) + 1 records, in api_registry_index's order. 0, or -1 with err as
+ * api_v2_model_check. */
+int api_v2_stats_json(const api_registry *r, const char *name, const char *version,
+                      const api_v2_model_stats *stats, api_buf *out, api_error *err);
 
 /* Checks that the model name (and version, NULL when the path gives none) can be served: 0,
  * or -1 with err (404 unknown_model for a model the registry lacks, other than "sdpa", or a

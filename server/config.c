@@ -126,6 +126,10 @@ static const opt OPTS[] = {
      "gets 503 (compute is bounded by --max-job-flops, sending by --min-send-rate)"},
     {"--drain-timeout", "ATTND_DRAIN_TIMEOUT", "SEC", OPT_SECONDS, FIELD(drain_timeout), 0, 86400,
      "30", "on SIGTERM/SIGINT, how long queued and running jobs may take before they get 503"},
+    {"--shutdown-delay", "ATTND_SHUTDOWN_DELAY", "SEC", OPT_SECONDS, FIELD(shutdown_delay), 0, 3600,
+     "0",
+     "on SIGTERM/SIGINT, keep taking and answering jobs for SEC while /readyz answers 503 (so a "
+     "load balancer or Kubernetes stops sending first), then drain; a second signal ends it"},
     {"--idle-timeout", "ATTND_IDLE_TIMEOUT", "N", OPT_COUNT, FIELD(idle_timeout), 0, 86400, "60",
      "close a connection silent for N whole seconds (0 = never); between requests, and before "
      "the first, only this applies"},
@@ -176,8 +180,8 @@ void srv_config_usage(FILE *f) {
                "attnd serves multi-head attention over HTTP (API v1: POST /v1/attention, POST "
                "/v1/sdpa,\nGET /v1/models, /v1/models/NAME, /healthz, /readyz, /metrics, "
                "/openapi.yaml, /;\nthe Open Inference Protocol (KServe v2): GET /v2, "
-               "/v2/health/live|ready, /v2/models/NAME[/ready],\nPOST /v2/models/NAME/infer, "
-               "/v2/repository/index).\n"
+               "/v2/health/live|ready, /v2/models/NAME[/ready|/config|/stats],\n/v2/models/stats, "
+               "POST /v2/models/NAME/infer, /v2/repository/index).\n"
                "Each flag has an environment twin; a flag wins over its twin.\n\n");
     for (size_t i = 0; i < NOPTS; i++) {
         const opt *o = &OPTS[i];

@@ -98,6 +98,7 @@ static http_req *req_create(srv_http *h, struct MHD_Connection *conn, const char
     r->is_options = !strcmp(method, MHD_HTTP_METHOD_OPTIONS);
     r->v2_header_len = API_V2_NO_HEADER;
     r->sj.owner = r;
+    r->sj.model = API_NO_MODEL;
     if (!http_route_of(url, r)) {
         free(r->model);
         free(r->version);
@@ -209,6 +210,10 @@ static enum MHD_Result on_body_complete(srv_http *h, http_req *r) {
                        : api_job_parse(op, text, len, h->models, &h->limits, &e);
     r->parse_ms = (srv_now() - t0) * 1e3;
     op = api_job_op(job);
+    if (job) { /* (a v2 request's model is known from its path, routes.c) */
+        r->sj.model = api_job_model_index(job, h->models);
+        srv_metrics_parse(h->metrics, op, r->sj.model, r->parse_ms * 1e-3);
+    }
     r->binary_bytes = api_job_binary_bytes(job);
     srv_body_destroy(r->body);
     r->body = NULL;
@@ -243,7 +248,11 @@ static enum MHD_Result on_body_complete(srv_http *h, http_req *r) {
 
     r->sj.job = job;
     r->sj.op = op;
-    r->sj.deadline = r->t_start + h->cfg->request_timeout;
+    /* The queue deadline: --request-timeout from arrival, or the request's own timeout (v2's
+     * timeout parameter) when that is sooner. */
+    double own = api_job_timeout(job);
+    r->sj.own_deadline = own > 0 && own < h->cfg->request_timeout;
+    r->sj.deadline = r->t_start + (r->sj.own_deadline ? own : h->cfg->request_timeout);
     r->sj.done = on_job_done;
     /* A tiny job runs here and now when no job waits (--inline-max-flops): no hand-off to a
      * worker, no suspend and resume. */
@@ -484,8 +493,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
      * only replies that went out whole. */
     bool sent = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK;
     srv_metrics_request(h->metrics, r->route, sent ? r->status : 0, r->bytes_in,
-                        sent ? r->bytes_out : 0);
+                        sent ? r->bytes_out : 0, total_ms * 1e-3, r->sj.model);
     http_unsent_release(h, r, r->unsent); /* libmicrohttpd frees the body next: room for a reply */
+    if (r->metrics)
+        atomic_fetch_sub(&h->metrics_out, 1);
     atomic_fetch_sub(&h->outstanding, 1);
     /* the connection now waits for its next request */
     srv_conn_set(h->conns, r->track, SRV_CONN_IDLE);
@@ -524,7 +535,8 @@ static void answer_raw(srv_http *h, int fd, const api_error *e, const char *reas
     if (why)
         kv[nkv++] = SRV_STR("why", why);
     srv_log_write(h->log, "warn", event, kv, nkv);
-    srv_metrics_request(h->metrics, SRV_ROUTE_UNKNOWN, (unsigned)e->status, 0, body.len);
+    srv_metrics_request(h->metrics, SRV_ROUTE_UNKNOWN, (unsigned)e->status, 0, body.len, 0,
+                        API_NO_MODEL);
     api_buf_free(&body);
 }
 
@@ -619,8 +631,10 @@ srv_http *srv_http_start(const srv_config *cfg, const srv_log *log, int listen_f
     h->metrics = metrics;
     atomic_init(&h->ready, false);
     atomic_init(&h->draining, false);
+    atomic_init(&h->leaving, false);
     atomic_init(&h->outstanding, 0);
     atomic_init(&h->unsent, 0);
+    atomic_init(&h->metrics_out, 0);
     atomic_init(&h->next_id, 1);
     struct timeval tv;
     gettimeofday(&tv, NULL);
@@ -674,6 +688,10 @@ void srv_http_set_ready(srv_http *h, const api_registry *models, const api_limit
     h->limits = *limits;
     h->workers = workers;
     atomic_store_explicit(&h->ready, true, memory_order_release);
+}
+
+void srv_http_set_leaving(srv_http *h) {
+    atomic_store(&h->leaving, true);
 }
 
 void srv_http_set_draining(srv_http *h) {

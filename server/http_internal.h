@@ -11,6 +11,10 @@
 
 #define ID_MAX 64 /* longest X-Request-Id kept; longer ones are replaced */
 
+/* /metrics replies written or being sent at once: one takes up to about 600 KiB and 12 KiB per
+ * model (SECURITY.md), more than a connection's small reply, so a third waits (503 busy). */
+#define SRV_METRICS_AT_ONCE 2
+
 struct srv_http {
     const srv_config *cfg;
     const srv_log *log;
@@ -21,8 +25,11 @@ struct srv_http {
     api_limits limits;
     srv_workers *workers;
     atomic_bool ready, draining;
+    atomic_bool
+        leaving; /* --shutdown-delay: /readyz 503, jobs still taken (srv_http_set_leaving) */
     atomic_size_t outstanding; /* requests begun (headers read) and not yet completed */
     atomic_size_t unsent;      /* bytes of job replies reserved or held, not yet sent */
+    atomic_size_t metrics_out; /* /metrics replies being written or sent (SRV_METRICS_AT_ONCE) */
     atomic_uint_fast64_t next_id;
     uint64_t id_salt;
     double start_wall;
@@ -57,6 +64,7 @@ typedef struct http_req {
     bool www_auth, bad_token, page;
     srv_conn *track; /* the connection's record; NULL when it could not be made */
     bool late;       /* dropped for --read-timeout while its body arrived */
+    bool metrics;    /* holds one of h->metrics_out until it completes */
     /* The Open Inference Protocol (v2) */
     char *model, *version;        /* of a /v2/models/ path (version NULL when it has none) */
     size_t v2_header_len;         /* Inference-Header-Content-Length, or API_V2_NO_HEADER */

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "server.h"
@@ -215,6 +216,7 @@ static void log_settings(const srv_config *cfg, const srv_log *log, const api_li
                        SRV_INT("min_send_rate", cfg->min_send_rate),
                        SRV_INT("max_job_flops", cfg->max_job_flops),
                        SRV_NUM("drain_timeout_s", cfg->drain_timeout),
+                       SRV_NUM("shutdown_delay_s", cfg->shutdown_delay),
                        SRV_STR("auth", cfg->api_key_len ? "bearer" : "none"),
                        SRV_STR("cors_origins", cfg->cors_origins[0] ? cfg->cors_origins : NULL)};
         srv_log_write(log, "info", "limits", kv, sizeof kv / sizeof kv[0]);
@@ -250,6 +252,10 @@ static int start(const srv_config *cfg, const srv_log *log, attnd *a) {
     int status = load_models(cfg, log, a);
     if (status != 0)
         return status;
+    if (srv_metrics_set_models(a->metrics, a->models, &err) != SRV_OK) {
+        fatal(log, err.msg);
+        return 1;
+    }
 
     /* Compute: --threads workers, each job spread over the caller and the pool's helpers. */
     if (cfg->pool_threads > 0 && !(a->pool = attn_pool_create(cfg->pool_threads, &aerr))) {
@@ -282,6 +288,30 @@ static int start(const srv_config *cfg, const srv_log *log, attnd *a) {
     srv_http_set_ready(a->http, a->models, &a->limits, a->workers);
     srv_log_write(log, "info", "ready", NULL, 0);
     return 0;
+}
+
+/* After SIGTERM or SIGINT (sig), for --shutdown-delay: /readyz answers 503 while jobs are
+ * still taken and answered, so that whatever routes requests here (a Kubernetes Service, whose
+ * endpoints follow a pod's end some time after its SIGTERM; a load balancer that polls
+ * /readyz) stops before attnd refuses any; replies close their connections meanwhile, so that
+ * clients reconnect elsewhere. A second signal ends the delay. Returns sig. */
+static int leave(const srv_config *cfg, const srv_log *log, attnd *a, int sig) {
+    if (cfg->shutdown_delay <= 0)
+        return sig;
+    {
+        srv_kv kv[] = {SRV_STR("signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"),
+                       SRV_NUM("shutdown_delay_s", cfg->shutdown_delay)};
+        srv_log_write(log, "info", "leaving", kv, 2);
+    }
+    srv_http_set_leaving(a->http);
+    double until = srv_now() + cfg->shutdown_delay;
+    while (srv_now() < until) {
+        if (sem_trywait(&stop_sem) == 0) /* a second signal: drain now */
+            break;
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return sig;
 }
 
 /* After SIGTERM or SIGINT (sig): stops taking jobs, waits for the queued and running ones and
@@ -393,8 +423,10 @@ int main(int argc, char **argv) {
     }
     attnd a = {0};
     int status = start(&cfg, &log, &a);
-    if (status == 0) /* serve until SIGTERM or SIGINT, then drain */
-        status = drain(&cfg, &log, &a, wait_stop_signal());
+    if (status == 0) { /* serve until SIGTERM or SIGINT, keep serving --shutdown-delay, drain */
+        int sig = wait_stop_signal();
+        status = drain(&cfg, &log, &a, leave(&cfg, &log, &a, sig));
+    }
     stop_all(&a);
     memset(cfg.api_key, 0, sizeof cfg.api_key);
     return status;

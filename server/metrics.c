@@ -1,11 +1,22 @@
 /* metrics.c - the daemon's counters and histograms, updated with relaxed atomics from any
- * thread, and their Prometheus text exposition (attnd_* names, checked by promtool). */
+ * thread (no lock on the request path: an observation is two or three atomic adds), and their
+ * Prometheus text exposition (attnd_* names, and process_* in the Prometheus client libraries'
+ * convention, checked by promtool); the Open Inference Protocol's statistics come from the same
+ * counters.
+ *
+ * Models: a job on a registry model, or on v2's "sdpa", is counted under its model (the model
+ * label); a job with none (inline or params.init parameters, POST /v1/sdpa) only under its op.
+ * The slots: 0 .. n-1 the registry's models, n "sdpa", n+1 and n+2 no model (attention, sdpa). */
+#include <dirent.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/time.h>
+#include <unistd.h>
 
 #include "server.h"
 
@@ -36,16 +47,44 @@ typedef struct histogram {
     atomic_uint_fast64_t sum_ns;
 } histogram;
 
+/* Bucket bounds of the request and response size histograms, in bytes. */
+static const double SIZES[] = {256,     1024,    4096,     16384,    65536,    262144,
+                               1048576, 4194304, 16777216, 67108864, 268435456};
+#define NSIZES (sizeof SIZES / sizeof SIZES[0])
+
+typedef struct size_histogram {
+    atomic_uint_fast64_t counts[NSIZES + 1]; /* per bucket, not cumulative; last is +Inf */
+    atomic_uint_fast64_t sum;
+} size_histogram;
+
+/* What is counted per model slot (see the file's opening comment). */
+typedef struct model_slot {
+    histogram queue, compute, parse, encode; /* the job's steps */
+    histogram duration;                      /* its requests, from arrival to the reply sent */
+    atomic_uint_fast64_t flops;
+    atomic_uint_fast64_t ok, failed;       /* requests answered 200, and otherwise */
+    atomic_uint_fast64_t ok_ns, failed_ns; /* their durations */
+    atomic_uint_fast64_t executions;       /* runs: a batch of several jobs is one */
+    atomic_uint_fast64_t last_ms;          /* Unix ms of the last request answered */
+} model_slot;
+
 struct srv_metrics {
     atomic_uint_fast64_t requests[SRV_ROUTE_COUNT][NSTATUS];
+    histogram durations[SRV_ROUTE_COUNT][NSTATUS]; /* end to end, by route and status */
+    size_histogram in_sizes[SRV_ROUTE_COUNT], out_sizes[SRV_ROUTE_COUNT];
     atomic_uint_fast64_t bytes_in[SRV_ROUTE_COUNT];
     atomic_uint_fast64_t bytes_out[SRV_ROUTE_COUNT];
     atomic_uint_fast64_t rejects[SRV_REJECT_COUNT];
-    atomic_uint_fast64_t flops[NOPS];
-    histogram queue[NOPS];
-    histogram compute[NOPS];
     count_histogram batch_jobs; /* buckets BATCH_JOBS */
     count_histogram batch_rows; /* buckets BATCH_ROWS */
+    /* Set by srv_metrics_set_models before the server takes jobs (ready is stored after it
+     * with release, and read with acquire before any job): slots has nmodels + 3 records, the
+     * last two always there (the slots of no model, before any model is known). */
+    const api_registry *models;
+    size_t nmodels;
+    model_slot *slots;
+    model_slot none[2]; /* no model: attention, sdpa (used while slots is NULL) */
+    double start_wall;  /* the process's start, Unix seconds; 0 = unknown */
 };
 
 static const char *const REJECT_NAMES[SRV_REJECT_COUNT] = {"queue_full", "deadline", "draining",
@@ -53,14 +92,57 @@ static const char *const REJECT_NAMES[SRV_REJECT_COUNT] = {"queue_full", "deadli
 
 static const char *const OP_NAMES[NOPS] = {"attention", "sdpa"};
 
+/* The process's start, Unix seconds, from /proc (as the Prometheus clients read it); 0 when
+ * it cannot be read. */
+static double process_start(void) {
+    double boot = 0, ticks = (double)sysconf(_SC_CLK_TCK);
+    char line[256];
+    FILE *f = fopen("/proc/stat", "r");
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "btime ", 6))
+            boot = atof(line + 6);
+    if (f)
+        fclose(f);
+    char stat[1024] = "";
+    f = fopen("/proc/self/stat", "r");
+    size_t n = f ? fread(stat, 1, sizeof stat - 1, f) : 0;
+    if (f)
+        fclose(f);
+    stat[n] = '\0';
+    const char *p = strrchr(stat, ')'); /* the command may hold spaces */
+    /* after ") ": state is field 3; starttime is field 22 */
+    for (int field = 2; p && field < 22; field++)
+        p = strchr(p + 1, ' ');
+    if (!p || boot <= 0 || ticks <= 0)
+        return 0;
+    return boot + atof(p + 1) / ticks;
+}
+
 srv_metrics *srv_metrics_create(srv_error *err) {
     srv_metrics *m = calloc(1, sizeof *m); /* all-zero bytes are valid zero atomics here */
-    if (!m)
+    if (!m) {
         srv_fail(err, "out of memory for the metrics");
+        return NULL;
+    }
+    m->start_wall = process_start();
     return m;
 }
 
+int srv_metrics_set_models(srv_metrics *m, const api_registry *models, srv_error *err) {
+    size_t n = api_registry_count(models);
+    model_slot *slots = calloc(n + 3, sizeof *slots);
+    if (!slots)
+        return srv_fail(err, "out of memory for the metrics of %zu models", n);
+    m->models = models;
+    m->nmodels = n;
+    m->slots = slots;
+    return SRV_OK;
+}
+
 void srv_metrics_destroy(srv_metrics *m) {
+    if (!m)
+        return;
+    free(m->slots);
     free(m);
 }
 
@@ -71,13 +153,12 @@ static size_t status_slot(unsigned status) {
     return NSTATUS - 1;
 }
 
-void srv_metrics_request(srv_metrics *m, srv_route route, unsigned status, size_t bytes_in,
-                         size_t bytes_out) {
-    if ((unsigned)route >= SRV_ROUTE_COUNT)
-        route = SRV_ROUTE_UNKNOWN;
-    atomic_fetch_add_explicit(&m->requests[route][status_slot(status)], 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&m->bytes_in[route], bytes_in, memory_order_relaxed);
-    atomic_fetch_add_explicit(&m->bytes_out[route], bytes_out, memory_order_relaxed);
+/* The slot of a job of op on model (api_job_model_index). */
+static model_slot *slot_of(srv_metrics *m, api_op op, size_t model) {
+    size_t none = op == API_OP_SDPA ? 1 : 0;
+    if (!m->slots)
+        return &m->none[none];
+    return &m->slots[model <= m->nmodels ? model : m->nmodels + 1 + none];
 }
 
 static void observe(histogram *h, double seconds) {
@@ -90,12 +171,54 @@ static void observe(histogram *h, double seconds) {
     atomic_fetch_add_explicit(&h->sum_ns, (uint_fast64_t)(seconds * 1e9), memory_order_relaxed);
 }
 
-void srv_metrics_job(srv_metrics *m, api_op op, double queue_s, double compute_s, double flops) {
-    size_t o = op == API_OP_SDPA ? 1 : 0;
-    observe(&m->queue[o], queue_s);
-    observe(&m->compute[o], compute_s);
+static void observe_size(size_histogram *h, size_t bytes) {
+    size_t b = 0;
+    while (b < NSIZES && (double)bytes > SIZES[b])
+        b++;
+    atomic_fetch_add_explicit(&h->counts[b], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->sum, bytes, memory_order_relaxed);
+}
+
+static uint64_t wall_ms(void) {
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
+}
+
+void srv_metrics_request(srv_metrics *m, srv_route route, unsigned status, size_t bytes_in,
+                         size_t bytes_out, double seconds, size_t model) {
+    if ((unsigned)route >= SRV_ROUTE_COUNT)
+        route = SRV_ROUTE_UNKNOWN;
+    size_t s = status_slot(status);
+    atomic_fetch_add_explicit(&m->requests[route][s], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->bytes_in[route], bytes_in, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->bytes_out[route], bytes_out, memory_order_relaxed);
+    observe(&m->durations[route][s], seconds);
+    observe_size(&m->in_sizes[route], bytes_in);
+    observe_size(&m->out_sizes[route], bytes_out);
+    if (!m->slots || model >= m->nmodels + 1) /* a model's requests only */
+        return;
+    model_slot *ms = &m->slots[model];
+    uint_fast64_t ns = seconds > 0 ? (uint_fast64_t)(seconds * 1e9) : 0;
+    observe(&ms->duration, seconds);
+    atomic_fetch_add_explicit(status == 200 ? &ms->ok : &ms->failed, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(status == 200 ? &ms->ok_ns : &ms->failed_ns, ns,
+                              memory_order_relaxed);
+    atomic_store_explicit(&ms->last_ms, wall_ms(), memory_order_relaxed);
+}
+
+void srv_metrics_parse(srv_metrics *m, api_op op, size_t model, double seconds) {
+    observe(&slot_of(m, op, model)->parse, seconds);
+}
+
+void srv_metrics_job(srv_metrics *m, api_op op, size_t model, double queue_s, double compute_s,
+                     double encode_s, double flops) {
+    model_slot *ms = slot_of(m, op, model);
+    observe(&ms->queue, queue_s);
+    observe(&ms->compute, compute_s);
+    observe(&ms->encode, encode_s);
     if (flops > 0)
-        atomic_fetch_add_explicit(&m->flops[o], (uint_fast64_t)flops, memory_order_relaxed);
+        atomic_fetch_add_explicit(&ms->flops, (uint_fast64_t)flops, memory_order_relaxed);
 }
 
 static void observe_count(count_histogram *h, const double *bounds, size_t nb, size_t v) {
@@ -106,14 +229,45 @@ static void observe_count(count_histogram *h, const double *bounds, size_t nb, s
     atomic_fetch_add_explicit(&h->sum, v, memory_order_relaxed);
 }
 
-void srv_metrics_batch(srv_metrics *m, size_t jobs, size_t rows) {
+void srv_metrics_batch(srv_metrics *m, api_op op, size_t model, size_t jobs, size_t rows) {
     observe_count(&m->batch_jobs, BATCH_JOBS, NBATCH_JOBS, jobs);
     observe_count(&m->batch_rows, BATCH_ROWS, NBATCH_ROWS, rows);
+    atomic_fetch_add_explicit(&slot_of(m, op, model)->executions, 1, memory_order_relaxed);
 }
 
 void srv_metrics_reject(srv_metrics *m, srv_reject why) {
     if ((unsigned)why < SRV_REJECT_COUNT)
         atomic_fetch_add_explicit(&m->rejects[why], 1, memory_order_relaxed);
+}
+
+static uint64_t load(const atomic_uint_fast64_t *a) {
+    return (uint64_t)atomic_load_explicit(a, memory_order_relaxed);
+}
+
+static api_v2_duration hist_duration(const histogram *h) {
+    api_v2_duration d = {0, load(&h->sum_ns)};
+    for (size_t i = 0; i <= NBUCKETS; i++)
+        d.count += load(&h->counts[i]);
+    return d;
+}
+
+void srv_metrics_v2_stats(const srv_metrics *m, api_v2_model_stats *out) {
+    for (size_t i = 0; i <= m->nmodels; i++) {
+        const model_slot *ms = m->slots ? &m->slots[i] : &m->none[0];
+        out[i] = (api_v2_model_stats){
+            .last_inference_ms = load(&ms->last_ms),
+            .inference_count = load(&ms->ok),
+            .execution_count = load(&ms->executions),
+            .success = {load(&ms->ok), load(&ms->ok_ns)},
+            .fail = {load(&ms->failed), load(&ms->failed_ns)},
+            .queue = hist_duration(&ms->queue),
+            .compute_input = hist_duration(&ms->parse),
+            .compute_infer = hist_duration(&ms->compute),
+            .compute_output = hist_duration(&ms->encode),
+        };
+        if (!m->slots)
+            out[i] = (api_v2_model_stats){0};
+    }
 }
 
 /* ---- Exposition --------------------------------------------------------------------------- */
@@ -130,30 +284,160 @@ static void out(api_buf *b, const char *fmt, ...) {
         api_buf_append(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
 }
 
-static uint64_t load(const atomic_uint_fast64_t *a) {
-    return (uint64_t)atomic_load_explicit(a, memory_order_relaxed);
-}
-
 static void header(api_buf *b, const char *name, const char *type, const char *help) {
     out(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-static void render_histograms(api_buf *b, const char *name, const char *help, const histogram *hs) {
-    header(b, name, "histogram", help);
-    for (size_t o = 0; o < NOPS; o++) {
-        const histogram *h = &hs[o];
-        uint64_t cum = 0;
-        for (size_t i = 0; i <= NBUCKETS; i++) {
-            cum += load(&h->counts[i]);
-            if (i < NBUCKETS)
-                out(b, "%s_bucket{op=\"%s\",le=\"%g\"} %" PRIu64 "\n", name, OP_NAMES[o],
-                    BUCKETS[i], cum);
-            else
-                out(b, "%s_bucket{op=\"%s\",le=\"+Inf\"} %" PRIu64 "\n", name, OP_NAMES[o], cum);
-        }
-        out(b, "%s_sum{op=\"%s\"} %.9f\n", name, OP_NAMES[o], (double)load(&h->sum_ns) * 1e-9);
-        out(b, "%s_count{op=\"%s\"} %" PRIu64 "\n", name, OP_NAMES[o], cum);
+/* One histogram's series, its labels given as text ("op=\"sdpa\",model=\"demo\"", or ""). */
+static void render_histogram(api_buf *b, const char *name, const char *labels, const histogram *h) {
+    const char *sep = labels[0] ? "," : "";
+    uint64_t cum = 0;
+    for (size_t i = 0; i <= NBUCKETS; i++) {
+        cum += load(&h->counts[i]);
+        if (i < NBUCKETS)
+            out(b, "%s_bucket{%s%sle=\"%g\"} %" PRIu64 "\n", name, labels, sep, BUCKETS[i], cum);
+        else
+            out(b, "%s_bucket{%s%sle=\"+Inf\"} %" PRIu64 "\n", name, labels, sep, cum);
     }
+    out(b, "%s_sum{%s} %.9f\n", name, labels, (double)load(&h->sum_ns) * 1e-9);
+    out(b, "%s_count{%s} %" PRIu64 "\n", name, labels, cum);
+}
+
+static uint64_t hist_count(const histogram *h) {
+    uint64_t n = 0;
+    for (size_t i = 0; i <= NBUCKETS; i++)
+        n += load(&h->counts[i]);
+    return n;
+}
+
+/* The name of model slot i (NULL for the slots of no model) and its op. */
+static const char *slot_name(const srv_metrics *m, size_t i, size_t *op) {
+    *op = i == m->nmodels || i == m->nmodels + 2 ? 1 : 0;
+    if (i < m->nmodels)
+        return api_model_describe(api_registry_at(m->models, i)).name;
+    return i == m->nmodels ? API_V2_SDPA_MODEL : NULL;
+}
+
+/* The labels of model slot i: op, and model when it has one (model names are file stems and
+ * built-in names: no quote, backslash or newline to escape, but they are escaped all the same). */
+static void slot_labels(const srv_metrics *m, size_t i, char *buf, size_t cap) {
+    size_t op;
+    const char *name = slot_name(m, i, &op);
+    int n = snprintf(buf, cap, "op=\"%s\"", OP_NAMES[op]);
+    if (!name || n < 0 || (size_t)n >= cap)
+        return;
+    size_t w = (size_t)n;
+    const char *pre = ",model=\"";
+    for (const char *p = pre; *p && w + 1 < cap; p++)
+        buf[w++] = *p;
+    for (const char *p = name; *p && w + 3 < cap; p++) {
+        if (*p == '"' || *p == '\\' || *p == '\n') {
+            buf[w++] = '\\';
+            buf[w++] = *p == '\n' ? 'n' : *p;
+        } else {
+            buf[w++] = *p;
+        }
+    }
+    if (w + 1 < cap)
+        buf[w++] = '"';
+    buf[w] = '\0';
+}
+
+/* A histogram of every model slot: the two slots of no model always (so that each op has a
+ * series from the start), a model's once it has observations. which picks the histogram. */
+static void render_slots(api_buf *b, const srv_metrics *m, const char *name, const char *help,
+                         size_t which) {
+    header(b, name, "histogram", help);
+    size_t n = m->slots ? m->nmodels + 3 : 0;
+    char labels[400];
+    for (size_t i = 0; i < n; i++) {
+        const model_slot *ms = &m->slots[i];
+        const histogram *h = which == 0   ? &ms->queue
+                             : which == 1 ? &ms->compute
+                             : which == 2 ? &ms->parse
+                                          : &ms->encode;
+        if (i < m->nmodels + 1 && hist_count(h) == 0)
+            continue;
+        slot_labels(m, i, labels, sizeof labels);
+        render_histogram(b, name, labels, h);
+    }
+    for (size_t o = 0; !m->slots && o < NOPS; o++) {
+        const model_slot *ms = &m->none[o];
+        snprintf(labels, sizeof labels, "op=\"%s\"", OP_NAMES[o]);
+        render_histogram(b, name, labels,
+                         which == 0   ? &ms->queue
+                         : which == 1 ? &ms->compute
+                         : which == 2 ? &ms->parse
+                                      : &ms->encode);
+    }
+}
+
+static void render_sizes(api_buf *b, const char *name, const char *help, const size_histogram *hs) {
+    header(b, name, "histogram", help);
+    for (size_t r = 0; r < SRV_ROUTE_COUNT; r++) {
+        const size_histogram *h = &hs[r];
+        uint64_t cum = 0, counts[NSIZES + 1];
+        for (size_t i = 0; i <= NSIZES; i++)
+            cum += counts[i] = load(&h->counts[i]);
+        if (cum == 0 && !srv_routes[r].job)
+            continue;
+        cum = 0;
+        for (size_t i = 0; i <= NSIZES; i++) {
+            cum += counts[i];
+            if (i < NSIZES)
+                out(b, "%s_bucket{route=\"%s\",le=\"%g\"} %" PRIu64 "\n", name, srv_routes[r].name,
+                    SIZES[i], cum);
+            else
+                out(b, "%s_bucket{route=\"%s\",le=\"+Inf\"} %" PRIu64 "\n", name,
+                    srv_routes[r].name, cum);
+        }
+        out(b, "%s_sum{route=\"%s\"} %" PRIu64 "\n", name, srv_routes[r].name, load(&h->sum));
+        out(b, "%s_count{route=\"%s\"} %" PRIu64 "\n", name, srv_routes[r].name, cum);
+    }
+}
+
+/* process_*: the Prometheus client libraries' process collector, read from /proc now. */
+static void render_process(api_buf *b, const srv_metrics *m, double start_fallback) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) == 0) {
+        header(b, "process_cpu_seconds_total", "counter",
+               "Total user and system CPU time spent in seconds.");
+        out(b, "process_cpu_seconds_total %.6f\n",
+            (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
+                (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6);
+    }
+    unsigned long long vsize_pages = 0, rss_pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f && fscanf(f, "%llu %llu", &vsize_pages, &rss_pages) == 2) {
+        double page = (double)sysconf(_SC_PAGESIZE);
+        header(b, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
+        out(b, "process_resident_memory_bytes %.0f\n", (double)rss_pages * page);
+        header(b, "process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.");
+        out(b, "process_virtual_memory_bytes %.0f\n", (double)vsize_pages * page);
+    }
+    if (f)
+        fclose(f);
+    DIR *d = opendir("/proc/self/fd");
+    if (d) {
+        size_t fds = 0;
+        struct dirent *de;
+        while ((de = readdir(d)) != NULL)
+            fds += de->d_name[0] != '.';
+        closedir(d);
+        header(b, "process_open_fds", "gauge", "Number of open file descriptors.");
+        out(b, "process_open_fds %zu\n", fds > 0 ? fds - 1 : 0); /* less the one reading them */
+    }
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        header(b, "process_max_fds", "gauge", "Maximum number of open file descriptors.");
+        if (rl.rlim_cur == RLIM_INFINITY)
+            out(b, "process_max_fds +Inf\n");
+        else
+            out(b, "process_max_fds %llu\n", (unsigned long long)rl.rlim_cur);
+    }
+    header(b, "process_start_time_seconds", "gauge",
+           "Start time of the process since unix epoch in seconds.");
+    out(b, "process_start_time_seconds %.2f\n", m->start_wall > 0 ? m->start_wall : start_fallback);
 }
 
 static void render_counts(api_buf *b, const char *name, const char *help, const count_histogram *h,
@@ -188,6 +472,28 @@ void srv_metrics_render(const srv_metrics *m, const srv_gauges *g, api_buf *b) {
                     srv_routes[r].name, v);
         }
     }
+    header(b, "attnd_http_request_duration_seconds", "histogram",
+           "Time from a request's headers to its reply sent, by route and status code (other: "
+           "any status not listed, or no reply that went out whole).");
+    for (size_t r = 0; r < SRV_ROUTE_COUNT; r++) {
+        for (size_t s = 0; s < NSTATUS; s++) {
+            const histogram *h = &m->durations[r][s];
+            if (hist_count(h) == 0 && !(s == 0 && srv_routes[r].job))
+                continue;
+            char labels[160];
+            if (s < NSTATUS - 1)
+                snprintf(labels, sizeof labels, "route=\"%s\",code=\"%u\"", srv_routes[r].name,
+                         STATUSES[s]);
+            else
+                snprintf(labels, sizeof labels, "route=\"%s\",code=\"other\"", srv_routes[r].name);
+            render_histogram(b, "attnd_http_request_duration_seconds", labels, h);
+        }
+    }
+    render_sizes(b, "attnd_http_request_size_bytes",
+                 "Request body bytes received (decoded, as read), per request, by route.",
+                 m->in_sizes);
+    render_sizes(b, "attnd_http_response_size_bytes",
+                 "Response body bytes sent (as coded), per request, by route.", m->out_sizes);
     header(b, "attnd_http_request_body_bytes_total", "counter",
            "Request body bytes received, by route.");
     for (size_t r = 0; r < SRV_ROUTE_COUNT; r++)
@@ -204,14 +510,49 @@ void srv_metrics_render(const srv_metrics *m, const srv_gauges *g, api_buf *b) {
     for (size_t i = 0; i < SRV_REJECT_COUNT; i++)
         out(b, "attnd_jobs_rejected_total{reason=\"%s\"} %" PRIu64 "\n", REJECT_NAMES[i],
             load(&m->rejects[i]));
+
+    /* Per model: requests by outcome (every model, from 0), their durations, the job steps. */
+    size_t nslots = m->slots ? m->nmodels + 3 : 0;
+    char labels[400];
+    header(b, "attnd_model_requests_total", "counter",
+           "Requests of a model's jobs (a registry model's, or v2's sdpa) answered, by outcome: "
+           "success (200) or failure (any other status, or no reply that went out whole).");
+    for (size_t i = 0; i < nslots && i <= m->nmodels; i++) {
+        slot_labels(m, i, labels, sizeof labels);
+        out(b, "attnd_model_requests_total{%s,outcome=\"success\"} %" PRIu64 "\n", labels,
+            load(&m->slots[i].ok));
+        out(b, "attnd_model_requests_total{%s,outcome=\"failure\"} %" PRIu64 "\n", labels,
+            load(&m->slots[i].failed));
+    }
+    header(b, "attnd_model_request_duration_seconds", "histogram",
+           "Time from a request's headers to its reply sent, for a model's jobs, by model.");
+    for (size_t i = 0; i < nslots && i <= m->nmodels; i++) {
+        if (hist_count(&m->slots[i].duration) == 0)
+            continue;
+        slot_labels(m, i, labels, sizeof labels);
+        render_histogram(b, "attnd_model_request_duration_seconds", labels, &m->slots[i].duration);
+    }
     header(b, "attnd_job_flops_total", "counter",
-           "Floating-point operations of the jobs computed, by operation.");
-    for (size_t o = 0; o < NOPS; o++)
-        out(b, "attnd_job_flops_total{op=\"%s\"} %" PRIu64 "\n", OP_NAMES[o], load(&m->flops[o]));
-    render_histograms(b, "attnd_job_queue_seconds",
-                      "Time jobs waited in the queue for a worker, by operation.", m->queue);
-    render_histograms(b, "attnd_job_compute_seconds",
-                      "Time workers spent computing jobs (api_job_run), by operation.", m->compute);
+           "Floating-point operations of the jobs computed, by operation and model.");
+    for (size_t i = 0; i < nslots; i++) {
+        if (i < m->nmodels + 1 && load(&m->slots[i].flops) == 0)
+            continue;
+        slot_labels(m, i, labels, sizeof labels);
+        out(b, "attnd_job_flops_total{%s} %" PRIu64 "\n", labels, load(&m->slots[i].flops));
+    }
+    for (size_t o = 0; !m->slots && o < NOPS; o++)
+        out(b, "attnd_job_flops_total{op=\"%s\"} %" PRIu64 "\n", OP_NAMES[o],
+            load(&m->none[o].flops));
+    render_slots(b, m, "attnd_job_queue_seconds",
+                 "Time jobs waited in the queue for a worker, by operation and model.", 0);
+    render_slots(b, m, "attnd_job_compute_seconds",
+                 "Time workers spent computing jobs (api_job_run), by operation and model.", 1);
+    render_slots(b, m, "attnd_job_parse_seconds",
+                 "Time parsing a request's body into a job (checks and tensors decoded), by "
+                 "operation and model.",
+                 2);
+    render_slots(b, m, "attnd_job_encode_seconds",
+                 "Time writing a computed job's response body, by operation and model.", 3);
 
     render_counts(b, "attnd_batch_jobs",
                   "Jobs per batch a worker ran (1 for a job run alone; --batch-window-us).",
@@ -262,4 +603,5 @@ void srv_metrics_render(const srv_metrics *m, const srv_gauges *g, api_buf *b) {
     out(b, "attnd_start_time_seconds %.3f\n", g->start_time);
     header(b, "attnd_build_info", "gauge", "Always 1; the version is a label.");
     out(b, "attnd_build_info{version=\"%s\"} 1\n", SRV_VERSION);
+    render_process(b, m, g->start_time);
 }

@@ -67,9 +67,10 @@ static enum MHD_Result reply_resp(http_req *r, unsigned status, const char *type
         MHD_add_response_header(resp, "WWW-Authenticate",
                                 r->bad_token ? "Bearer realm=\"attnd\", error=\"invalid_token\""
                                              : "Bearer realm=\"attnd\"");
+    bool going = atomic_load(&h->draining) || atomic_load(&h->leaving);
     if (status == 503)
-        MHD_add_response_header(resp, "Retry-After", atomic_load(&h->draining) ? "5" : "1");
-    if (r->close || atomic_load(&h->draining))
+        MHD_add_response_header(resp, "Retry-After", going ? "5" : "1");
+    if (r->close || going)
         MHD_add_response_header(resp, "Connection", "close");
     add_cors(h, r, resp);
     if (r->preflight) {
@@ -196,7 +197,7 @@ enum MHD_Result http_reply_json(http_req *r, unsigned status, const char *litera
 }
 
 enum MHD_Result http_reply_unavailable(http_req *r) {
-    if (atomic_load(&r->h->draining)) {
+    if (atomic_load(&r->h->draining) || atomic_load(&r->h->leaving)) {
         if (srv_routes[r->route].job)
             srv_metrics_reject(r->h->metrics, SRV_REJECT_DRAINING);
         return http_reply_error(r, 503, "draining",

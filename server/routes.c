@@ -65,18 +65,26 @@ static bool is_json(const char *ct) {
 
 #define V2_MODELS "/v2/models/"
 
-/* /v2/models/{name}[/versions/{version}][/ready | /infer]: the route, and the name and version
- * as new strings (*version NULL when the path gives none); SRV_ROUTE_UNKNOWN for an empty
- * name. False when out of memory. */
+/* /v2/models/{name}[/versions/{version}][/ready | /infer | /config | /stats]: the route, and
+ * the name and version as new strings (*version NULL when the path gives none);
+ * SRV_ROUTE_UNKNOWN for an empty name. /v2/models/stats is the statistics of every model (name
+ * NULL), as Triton has it. False when out of memory. */
 static bool v2_model_route(const char *url, srv_route *route, char **name, char **version) {
     const char *p = url + sizeof V2_MODELS - 1;
     size_t n = strlen(p), vn = 0;
     static const struct {
         const char *suffix;
         srv_route route;
-    } suffixes[] = {{"/infer", SRV_ROUTE_V2_INFER}, {"/ready", SRV_ROUTE_V2_MODEL_READY}};
+    } suffixes[] = {{"/infer", SRV_ROUTE_V2_INFER},
+                    {"/ready", SRV_ROUTE_V2_MODEL_READY},
+                    {"/config", SRV_ROUTE_V2_CONFIG},
+                    {"/stats", SRV_ROUTE_V2_STATS}};
+    if (!strcmp(p, "stats")) {
+        *route = SRV_ROUTE_V2_STATS;
+        return true;
+    }
     *route = SRV_ROUTE_V2_MODEL;
-    for (size_t i = 0; i < 2 && *route == SRV_ROUTE_V2_MODEL; i++) {
+    for (size_t i = 0; i < 4 && *route == SRV_ROUTE_V2_MODEL; i++) {
         size_t sl = strlen(suffixes[i].suffix);
         if (n > sl && !strcmp(p + n - sl, suffixes[i].suffix)) {
             n -= sl;
@@ -115,6 +123,8 @@ const srv_route_info srv_routes[SRV_ROUTE_COUNT] = {
     [SRV_ROUTE_V2_MODEL] = {.name = "/v2/models/{name}"},
     [SRV_ROUTE_V2_MODEL_READY] = {.name = "/v2/models/{name}/ready"},
     [SRV_ROUTE_V2_INFER] = {.name = "/v2/models/{name}/infer", .post = true, .job = true},
+    [SRV_ROUTE_V2_CONFIG] = {.name = "/v2/models/{name}/config"},
+    [SRV_ROUTE_V2_STATS] = {.name = "/v2/models/{name}/stats"}, /* and /v2/models/stats */
     [SRV_ROUTE_V2_INDEX] = {.name = "/v2/repository/index", .exact = true, .post = true},
     [SRV_ROUTE_STATIC] = {.name = "static"},
     [SRV_ROUTE_UNKNOWN] = {.name = "unknown"},
@@ -154,7 +164,7 @@ static srv_gauges gauges(const srv_http *h) {
         g.mem = api_mem_stats_get(h->limits.mem);
     g.workers = h->cfg->threads;
     g.pool_threads = h->cfg->pool_threads;
-    g.draining = atomic_load(&h->draining);
+    g.draining = atomic_load(&h->draining) || atomic_load(&h->leaving);
     g.ready = ready && !g.draining;
     g.start_time = h->start_wall;
     return g;
@@ -219,6 +229,7 @@ static bool v2_infer_refused(srv_http *h, http_req *r, enum MHD_Result *rc) {
         *rc = http_reply_api_error(r, &e);
         return true;
     }
+    r->sj.model = api_registry_index(h->models, r->model); /* counted under it from here on */
     const char *ct =
         MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
     if (ct && !is_json(ct) && !is_octets(ct)) {
@@ -355,6 +366,29 @@ static enum MHD_Result on_v2(srv_http *h, http_req *r, bool ready, bool serving)
             return http_reply_unavailable(r);
         api_v2_index_json(h->models, &b);
         break;
+    case SRV_ROUTE_V2_CONFIG: {
+        if (!ready)
+            return http_reply_unavailable(r);
+        const srv_config *c = h->cfg;
+        api_v2_serving sv = {.instances = c->threads,
+                             .batch_window_us = c->batch_window_us,
+                             .max_batch_rows = c->max_batch_tokens,
+                             .max_queue = c->max_queue,
+                             .request_timeout = c->request_timeout};
+        rc = api_v2_model_config_json(h->models, r->model, r->version, &sv, &b, &e);
+        break;
+    }
+    case SRV_ROUTE_V2_STATS: {
+        if (!ready)
+            return http_reply_unavailable(r);
+        api_v2_model_stats *st = calloc(api_registry_count(h->models) + 1, sizeof *st);
+        if (!st)
+            return http_reply_error(r, 503, "out_of_memory", "no memory for the statistics now");
+        srv_metrics_v2_stats(h->metrics, st);
+        rc = api_v2_stats_json(h->models, r->model, r->version, st, &b, &e);
+        free(st);
+        break;
+    }
     default:
         break;
     }
@@ -387,7 +421,7 @@ enum MHD_Result http_on_new(srv_http *h, http_req *r) {
                                 post ? "POST" : "GET", r->method);
     }
     bool ready = atomic_load_explicit(&h->ready, memory_order_acquire);
-    bool serving = ready && !atomic_load(&h->draining);
+    bool serving = ready && !atomic_load(&h->draining) && !atomic_load(&h->leaving);
     switch (r->route) {
     case SRV_ROUTE_ATTENTION:
     case SRV_ROUTE_SDPA:
@@ -399,11 +433,13 @@ enum MHD_Result http_on_new(srv_http *h, http_req *r) {
     case SRV_ROUTE_V2_MODEL:
     case SRV_ROUTE_V2_MODEL_READY:
     case SRV_ROUTE_V2_INDEX:
+    case SRV_ROUTE_V2_CONFIG:
+    case SRV_ROUTE_V2_STATS:
         return on_v2(h, r, ready, serving);
     case SRV_ROUTE_HEALTHZ:
         return http_reply_json(r, 200, "{\"status\": \"ok\"}");
     case SRV_ROUTE_READYZ:
-        if (ready && !atomic_load(&h->draining))
+        if (serving)
             return http_reply_json(r, 200, "{\"status\": \"ready\"}");
         return http_reply_unavailable(r);
     case SRV_ROUTE_MODELS: {
@@ -422,6 +458,13 @@ enum MHD_Result http_on_new(srv_http *h, http_req *r) {
         return http_reply_buf(r, 200, "application/json", &b);
     }
     case SRV_ROUTE_METRICS: {
+        if (atomic_fetch_add(&h->metrics_out, 1) >= SRV_METRICS_AT_ONCE) {
+            atomic_fetch_sub(&h->metrics_out, 1);
+            return http_reply_error(r, 503, "busy",
+                                    "%d /metrics replies are being written or sent; retry shortly",
+                                    SRV_METRICS_AT_ONCE);
+        }
+        r->metrics = true; /* until on_completed */
         api_buf b = {0};
         srv_gauges g = gauges(h);
         srv_metrics_render(h->metrics, &g, &b);

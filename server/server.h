@@ -24,6 +24,8 @@
  *     ... load the models, create the pool and the workers ...
  *     srv_http_set_ready(http, models, &limits, workers);       // readyz: 200
  *     ... SIGTERM ...
+ *     srv_http_set_leaving(http);                               // readyz: 503, jobs still taken
+ *     ... --shutdown-delay seconds ...
  *     srv_http_set_draining(http);                              // readyz: 503, new jobs 503
  *     srv_workers_close(workers);
  *     srv_workers_wait_idle(workers, deadline);                 // queued and running jobs end
@@ -106,6 +108,7 @@ typedef struct srv_config {
     size_t max_connections;  /* open connections; a new one past it evicts one (conn.c) */
     double request_timeout;  /* seconds from arrival; a job still queued past it gets 503 */
     double drain_timeout;    /* seconds SIGTERM waits for queued and running jobs */
+    double shutdown_delay;   /* seconds after SIGTERM that jobs are still taken, /readyz 503 */
     size_t idle_timeout;     /* seconds before an idle connection is closed; 0 = never */
     char api_key[512];       /* "" = no auth; never logged */
     size_t api_key_len;
@@ -231,6 +234,8 @@ typedef enum srv_route {
     SRV_ROUTE_V2_MODEL,       /* GET /v2/models/{name}[/versions/{v}] */
     SRV_ROUTE_V2_MODEL_READY, /* GET /v2/models/{name}[/versions/{v}]/ready */
     SRV_ROUTE_V2_INFER,       /* POST /v2/models/{name}[/versions/{v}]/infer */
+    SRV_ROUTE_V2_CONFIG,      /* GET /v2/models/{name}[/versions/{v}]/config */
+    SRV_ROUTE_V2_STATS,       /* GET /v2/models/stats, /v2/models/{name}[/versions/{v}]/stats */
     SRV_ROUTE_V2_INDEX,       /* POST /v2/repository/index */
     SRV_ROUTE_STATIC,         /* GET / and the other built-in files */
     SRV_ROUTE_UNKNOWN,        /* anything else (404) */
@@ -268,15 +273,33 @@ typedef struct srv_metrics srv_metrics;
 srv_metrics *srv_metrics_create(srv_error *err);
 void srv_metrics_destroy(srv_metrics *m);
 
-/* One finished request: its route, HTTP status (0 when none was sent), body bytes in and out. */
+/* Makes the per-model counters of the models of the registry (borrowed: keep it alive and
+ * unchanged), named by it. Call once, before any job is counted (a job counted before goes
+ * under no model). SRV_OK, or SRV_ERR with err when out of memory. */
+int srv_metrics_set_models(srv_metrics *m, const api_registry *models, srv_error *err);
+
+/* Models are given as api_job_model_index counts them (API_NO_MODEL: none). */
+
+/* One finished request: its route, HTTP status (0 when none was sent), body bytes in and out,
+ * seconds from its headers to its end, and the model of its job (or of a v2 infer path). */
 void srv_metrics_request(srv_metrics *m, srv_route route, unsigned status, size_t bytes_in,
-                         size_t bytes_out);
+                         size_t bytes_out, double seconds, size_t model);
 
-/* One job that a worker ran: seconds it waited in the queue and computed, and its FLOPs. */
-void srv_metrics_job(srv_metrics *m, api_op op, double queue_s, double compute_s, double flops);
+/* One request body parsed into a job of op on model, in seconds. */
+void srv_metrics_parse(srv_metrics *m, api_op op, size_t model, double seconds);
 
-/* One batch that a worker ran: its jobs and their query rows (1 job for an unbatched run). */
-void srv_metrics_batch(srv_metrics *m, size_t jobs, size_t rows);
+/* One job computed: seconds it waited in the queue, computed and took to encode its reply, and
+ * its FLOPs. */
+void srv_metrics_job(srv_metrics *m, api_op op, size_t model, double queue_s, double compute_s,
+                     double encode_s, double flops);
+
+/* One batch that a worker ran, of jobs of op on model: its jobs and their query rows (1 job for
+ * an unbatched run). */
+void srv_metrics_batch(srv_metrics *m, api_op op, size_t model, size_t jobs, size_t rows);
+
+/* The Open Inference Protocol's statistics of every model, from the counters: out holds
+ * api_registry_count(models) + 1 records (the registry's models, then "sdpa"). */
+void srv_metrics_v2_stats(const srv_metrics *m, api_v2_model_stats *out);
 
 /* One job refused or dropped with 503. */
 void srv_metrics_reject(srv_metrics *m, srv_reject why);
@@ -286,8 +309,8 @@ typedef struct srv_gauges {
     size_t queue_depth, queue_capacity, jobs_in_flight, workers, pool_threads;
     size_t unsent_bytes, unsent_budget; /* replies reserved or held and not yet sent; the budget */
     api_mem_stats mem;                  /* the job memory cache */
-    bool ready, draining;
-    double start_time; /* wall-clock seconds since the epoch */
+    bool ready, draining; /* draining: from SIGTERM on (the --shutdown-delay included) */
+    double start_time;    /* wall-clock seconds since the epoch */
 } srv_gauges;
 
 /* Appends the Prometheus text exposition (format 0.0.4) of m and g to out. */
@@ -307,7 +330,9 @@ struct srv_job {
     /* set by the submitter */
     api_job *job; /* the parsed job; owned by the workers from a successful submit on */
     api_op op;
+    size_t model;         /* api_job_model_index, for the metrics */
     double deadline;      /* srv_now() past which a still-queued job is answered 503 */
+    bool own_deadline;    /* the deadline is the request's own timeout, not --request-timeout */
     srv_job_done_fn done; /* see srv_job_done_fn */
     void *owner;          /* for done() */
     /* set before done() is called */
@@ -579,6 +604,12 @@ srv_http *srv_http_start(const srv_config *cfg, const srv_log *log, int listen_f
  * alive and unchanged until srv_http_stop). */
 void srv_http_set_ready(srv_http *h, const api_registry *models, const api_limits *limits,
                         srv_workers *workers);
+
+/* Says the server is going (the --shutdown-delay after SIGTERM): /readyz and the v2 readiness
+ * routes answer 503 draining, so that load balancers stop sending new requests, while jobs are
+ * still taken and answered; replies carry Connection: close, so that clients open their next
+ * connection elsewhere. */
+void srv_http_set_leaving(srv_http *h);
 
 /* Stops taking jobs: /readyz and new job requests answer 503, replies carry Connection:
  * close. */

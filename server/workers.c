@@ -75,7 +75,9 @@ typedef struct batch_item {
     srv_job *job;
     api_job *aj;
     api_op op;
+    size_t model;
     double t_queued, deadline;
+    bool own_deadline;
     result r;
 } batch_item;
 
@@ -134,12 +136,15 @@ static void hand_back(srv_job *job, result *r) {
     job->done(job);
 }
 
-/* The error result of a job that passed its deadline in the queue. */
-static void result_expired(srv_workers *w, result *r) {
+/* The error result of a job that passed its deadline in the queue: --request-timeout's, or the
+ * request's own (own: v2's timeout parameter). */
+static void result_expired(srv_workers *w, result *r, bool own) {
     api_error e = {0};
     api_fail(&e, 503, "deadline_exceeded", NULL,
-             "the job waited %.0f ms for a worker and passed its deadline (--request-timeout)"
-             " before it could start; retry later",
+             own ? "the job waited %.0f ms for a worker and passed the request's own deadline (its "
+                   "timeout parameter) before it could start; retry later, or allow more time"
+                 : "the job waited %.0f ms for a worker and passed its deadline "
+                   "(--request-timeout) before it could start; retry later",
              r->queue_ms);
     srv_metrics_reject(w->metrics, SRV_REJECT_DEADLINE);
     result_error(r, &e);
@@ -156,7 +161,7 @@ static void run(srv_workers *w, batch_item *it, size_t n) {
     for (size_t i = 0; i < n; i++) {
         it[i].r.queue_ms = (t0 - it[i].t_queued) * 1e3;
         if (t0 > it[i].deadline) {
-            result_expired(w, &it[i].r);
+            result_expired(w, &it[i].r, it[i].own_deadline);
             continue;
         }
         errs[m] = (api_error){0};
@@ -170,7 +175,11 @@ static void run(srv_workers *w, batch_item *it, size_t n) {
     else
         api_job_run(jobs[0], w->pool, &errs[0]);
     double t1 = srv_now();
-    srv_metrics_batch(w->metrics, m, rows);
+    for (size_t i = 0; i < n; i++) /* the batch's model: that of any job computed in it */
+        if (!it[i].r.status) {
+            srv_metrics_batch(w->metrics, it[i].op, it[i].model, m, rows);
+            break;
+        }
     for (size_t i = 0, k = 0; i < n; i++) {
         result *r = &it[i].r;
         if (r->status) /* expired */
@@ -181,8 +190,6 @@ static void run(srv_workers *w, batch_item *it, size_t n) {
             result_error(r, e);
             continue;
         }
-        srv_metrics_job(w->metrics, it[i].op, r->queue_ms * 1e-3, r->compute_ms * 1e-3,
-                        api_job_flops(it[i].aj));
         double t2 = srv_now();
         if (api_job_respond(it[i].aj, r->queue_ms, r->compute_ms, &r->body, e) != 0 ||
             r->body.failed) {
@@ -193,6 +200,8 @@ static void run(srv_workers *w, batch_item *it, size_t n) {
         }
         r->encode_ms = (srv_now() - t2) * 1e3;
         r->status = 200;
+        srv_metrics_job(w->metrics, it[i].op, it[i].model, r->queue_ms * 1e-3, r->compute_ms * 1e-3,
+                        r->encode_ms * 1e-3, api_job_flops(it[i].aj));
     }
 }
 
@@ -232,8 +241,10 @@ static void batch_add(srv_workers *w, size_t index, batch_item *it, size_t n, sr
     it[n] = (batch_item){.job = job,
                          .aj = job->job,
                          .op = job->op,
+                         .model = job->model,
                          .t_queued = job->t_queued,
-                         .deadline = job->deadline};
+                         .deadline = job->deadline,
+                         .own_deadline = job->own_deadline};
     job->job = NULL;
     job->next = NULL;
     if (n == 0) {
@@ -459,8 +470,10 @@ int srv_workers_run_inline(srv_workers *w, srv_job *job) {
     batch_item it = {.job = job,
                      .aj = job->job,
                      .op = job->op,
+                     .model = job->model,
                      .t_queued = job->t_queued,
-                     .deadline = job->deadline};
+                     .deadline = job->deadline,
+                     .own_deadline = job->own_deadline};
     job->job = NULL;
     run(w, &it, 1);
     api_job_destroy(it.aj);

@@ -139,6 +139,21 @@ api_op api_job_op(const api_job *job) {
     return job ? job->op : API_OP_ATTENTION;
 }
 
+double api_job_timeout(const api_job *job) {
+    return job ? job->timeout_s : 0;
+}
+
+size_t api_job_model_index(const api_job *job, const api_registry *models) {
+    if (!job)
+        return API_NO_MODEL;
+    if (job->model)
+        return apip_model_index(job->model);
+    /* Only a protocol above API v1 gives a job a reply form: v2's "sdpa" model. */
+    if (job->op == API_OP_SDPA && job->reply)
+        return api_registry_count(models);
+    return API_NO_MODEL;
+}
+
 bool api_jobs_batchable(const api_job *a, const api_job *b) {
     if (!a || !b || a->op != API_OP_ATTENTION || b->op != API_OP_ATTENTION || a->ran || b->ran ||
         a->traced || b->traced) /* a batch has no trace */

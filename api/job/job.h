@@ -113,6 +113,8 @@ struct api_job {
      * with it; both NULL for API v1's response. */
     const void *reply;
     const apip_reply_ops *reply_ops;
+    /* The request's own queue deadline, seconds from its arrival (v2's "timeout"); 0 = none. */
+    double timeout_s;
 };
 
 #endif

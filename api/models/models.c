@@ -30,6 +30,7 @@ struct api_model {
     apip_strlist *head_names; /* (H) or NULL */
     bool has_start;           /* a start token (__metadata__.start_token): vocab->s[start] */
     uint32_t start;
+    size_t index; /* its place in the registry that holds it (api_registry_add) */
 };
 
 /* Allocates a model whose tensors are zeroed: in_proj_weight (3E, E) when packed, else
@@ -256,6 +257,10 @@ const char *apip_model_name(const api_model *m) {
     return m->name;
 }
 
+size_t apip_model_index(const api_model *m) {
+    return m ? m->index : API_NO_MODEL;
+}
+
 /* ---- Registry ----------------------------------------------------------------------------- */
 
 struct api_registry {
@@ -309,8 +314,18 @@ int api_registry_add(api_registry *r, api_model *m, api_error *err) {
         r->m = mm;
         r->cap = cap;
     }
+    m->index = r->n;
     r->m[r->n++] = m;
     return 0;
+}
+
+size_t api_registry_index(const api_registry *r, const char *name) {
+    if (!r || !name)
+        return API_NO_MODEL;
+    if (!strcmp(name, API_V2_SDPA_MODEL))
+        return r->n;
+    const api_model *m = api_registry_find(r, name);
+    return m ? m->index : API_NO_MODEL;
 }
 
 int api_registry_set_default(api_registry *r, const char *name, api_error *err) {

@@ -70,6 +70,9 @@ api_model *apip_model_alloc(const char *name, const char *source, size_t e, size
 const attn_mha_params *apip_model_params(const api_model *m);
 const char *apip_model_name(const api_model *m);
 
+/* m's place in the registry that holds it (api_registry_index); API_NO_MODEL for NULL. */
+size_t apip_model_index(const api_model *m);
+
 /* The model (borrowed) whose whole name is what the raw JSON string content name decodes to,
  * compared in full: escapes resolved, any length, an escaped NUL (never in a model's name)
  * matching nothing. NULL when none. */

@@ -74,7 +74,8 @@ void api_v2_error_body(const api_error *err, api_buf *out) {
 void api_v2_server_json(const char *version, api_buf *out) {
     apip_buf_puts(out, "{\"name\":\"attnd\",\"version\":");
     api_buf_json_string(out, version, strlen(version));
-    apip_buf_puts(out, ",\"extensions\":[\"binary_tensor_data\"]}");
+    apip_buf_puts(out, ",\"extensions\":[\"binary_tensor_data\",\"parameters\","
+                       "\"schedule_policy\",\"model_configuration\",\"statistics\"]}");
 }
 
 /* The registry model of name, or NULL for "sdpa" (*sdpa true); -1 with err when neither. */
@@ -89,10 +90,11 @@ static int find_model(const api_registry *r, const char *name, const char *versi
     if (!rest && version)
         rest = strchr(version, '/');
     if (rest)
-        return api_fail(err, 404, "not_found", NULL,
-                        "there is no route .../%.*s%s; a model has /v2/models/NAME, /ready and "
-                        "/infer, and their /versions/" API_V2_VERSION " forms",
-                        (int)strnlen(rest + 1, 100), rest + 1, strlen(rest + 1) > 100 ? "..." : "");
+        return api_fail(
+            err, 404, "not_found", NULL,
+            "there is no route .../%.*s%s; a model has /v2/models/NAME, /ready, /infer, "
+            "/config and /stats, and their /versions/" API_V2_VERSION " forms",
+            (int)strnlen(rest + 1, 100), rest + 1, strlen(rest + 1) > 100 ? "..." : "");
     if (!*sdpa && !(*m = api_registry_find(r, name)))
         return api_fail(err, 404, "unknown_model", NULL,
                         "there is no model named \"%.*s%s\"; POST /v2/repository/index lists them",
@@ -133,6 +135,41 @@ static void meta_tensor(api_buf *out, bool comma, const char *name, const char *
     apip_buf_puts(out, "]}");
 }
 
+/* The datatype and dims of input i (or with out, of output i) of a model (m NULL: sdpa), at
+ * their highest rank, -1 for a dimension the request chooses: query (N, L, E) (also (L, E)),
+ * key (N, S, kdim), value (N, S, vdim), SDPA's q, k, v (N, H, L|S, D) (also (H, ..) and
+ * (L|S, D)), key_lengths (N), key_mask (N, S) (also (S)), attn_mask and attn_bias
+ * (N, H, L, S) (lower ranks broadcast); output as the query, weights (N, H, L, S) or
+ * (N, L, S), indices with top-k (.., K). Returns the rank. */
+static size_t tensor_dims(const api_model *m, bool out, size_t i, const char **dt,
+                          long long dims[4]) {
+    bool sdpa = m == NULL;
+    api_model_info mi = api_model_describe(m);
+    long long e = sdpa ? -1 : (long long)mi.embed_dim;
+    const long long widths[3] = {e, sdpa ? -1 : (long long)mi.kdim, sdpa ? -1 : (long long)mi.vdim};
+    for (size_t k = 0; k < 4; k++)
+        dims[k] = -1;
+    if (out) {
+        *dt = i == APIP_V2_INDICES ? "INT32" : "FP32";
+        if (i == APIP_V2_OUTPUT && !sdpa) {
+            dims[2] = e;
+            return 3;
+        }
+        return 4;
+    }
+    const v2_input *in = sdpa ? SDPA_INPUTS : MHA_INPUTS;
+    *dt = in[i].dtypes & DT(APIP_DT_FP32)   ? "FP32"
+          : in[i].dtypes & DT(APIP_DT_BOOL) ? "BOOL"
+                                            : "INT32";
+    if (i < 3) {
+        if (sdpa)
+            return 4;
+        dims[2] = widths[i];
+        return 3;
+    }
+    return i == IN_KEY_LENGTHS ? 1 : !strcmp(in[i].name, "key_mask") ? 2 : 4;
+}
+
 int api_v2_model_json(const api_registry *r, const char *name, const char *version, api_buf *out,
                       api_error *err) {
     const api_model *m;
@@ -140,37 +177,22 @@ int api_v2_model_json(const api_registry *r, const char *name, const char *versi
     if (find_model(r, name, version, &m, &sdpa, err))
         return -1;
     const v2_input *in = sdpa ? SDPA_INPUTS : MHA_INPUTS;
-    api_model_info mi = api_model_describe(m);
-    long long e = sdpa ? -1 : (long long)mi.embed_dim;
-    /* The shapes at their highest rank: query (N, L, E) (also (L, E)), key (N, S, kdim), value
-     * (N, S, vdim), SDPA's q, k, v (N, H, L|S, D) (also (H, ..) and (L|S, D)), key_lengths (N),
-     * key_mask (N, S) (also (S)), attn_mask and attn_bias (N, H, L, S) (lower ranks broadcast),
-     * output as the query, weights (N, H, L, S) or (N, L, S), or with top-k (.., K). */
-    const long long any4[4] = {-1, -1, -1, -1};
-    const long long widths[3] = {e, sdpa ? -1 : (long long)mi.kdim, sdpa ? -1 : (long long)mi.vdim};
+    const char *mname = sdpa ? API_V2_SDPA_MODEL : apip_model_name(m);
     apip_buf_puts(out, "{\"name\":");
-    api_buf_json_string(out, sdpa ? API_V2_SDPA_MODEL : mi.name,
-                        strlen(sdpa ? API_V2_SDPA_MODEL : mi.name));
+    api_buf_json_string(out, mname, strlen(mname));
     apip_buf_puts(out,
                   ",\"versions\":[\"" API_V2_VERSION "\"],\"platform\":\"attnd\",\"inputs\":[");
+    const char *dt;
+    long long d[4];
     for (size_t i = 0; i < IN_COUNT; i++) {
-        const char *dt = in[i].dtypes & DT(APIP_DT_FP32)   ? "FP32"
-                         : in[i].dtypes & DT(APIP_DT_BOOL) ? "BOOL"
-                                                           : "INT32";
-        if (i < 3) {
-            long long d[4] = {-1, -1, -1, widths[i]};
-            meta_tensor(out, i > 0, in[i].name, dt, sdpa ? any4 : d + 1, sdpa ? 4 : 3);
-        } else {
-            size_t rank = i == IN_KEY_LENGTHS ? 1 : !strcmp(in[i].name, "key_mask") ? 2 : 4;
-            meta_tensor(out, true, in[i].name, dt, any4, rank);
-        }
+        size_t rank = tensor_dims(m, false, i, &dt, d);
+        meta_tensor(out, i > 0, in[i].name, dt, d, rank);
     }
     apip_buf_puts(out, "],\"outputs\":[");
-    long long od[3] = {-1, -1, e};
-    meta_tensor(out, false, apip_v2_out_names[APIP_V2_OUTPUT], "FP32", sdpa ? any4 : od,
-                sdpa ? 4 : 3);
-    meta_tensor(out, true, apip_v2_out_names[APIP_V2_WEIGHTS], "FP32", any4, 4);
-    meta_tensor(out, true, apip_v2_out_names[APIP_V2_INDICES], "INT32", any4, 4);
+    for (size_t o = 0; o < APIP_V2_NOUTS; o++) {
+        size_t rank = tensor_dims(m, true, o, &dt, d);
+        meta_tensor(out, o > 0, apip_v2_out_names[o], dt, d, rank);
+    }
     apip_buf_puts(out, "]}");
     if (out->failed)
         return api_fail(err, 500, "out_of_memory", NULL, "out of memory describing a model");
@@ -205,6 +227,165 @@ void api_v2_index_json(const api_registry *r, api_buf *out) {
     apip_buf_puts(out, "]");
 }
 
+/* ---- Model configuration and statistics (Triton's extensions) ----------------------------- */
+
+/* One tensor of a configuration: {"name", "data_type": "TYPE_x", "dims", ...}. */
+static void config_tensor(api_buf *out, bool comma, const char *name, const char *dt,
+                          const long long *dims, size_t rank, int optional) {
+    apip_buf_puts(out, comma ? ",{\"name\":\"" : "{\"name\":\"");
+    apip_buf_puts(out, name);
+    apip_buf_puts(out, "\",\"data_type\":\"TYPE_");
+    apip_buf_puts(out, dt);
+    apip_buf_puts(out, "\",\"dims\":[");
+    for (size_t i = 0; i < rank; i++) {
+        if (i)
+            apip_buf_puts(out, ",");
+        if (dims[i] < 0)
+            apip_buf_puts(out, "-1");
+        else
+            apip_buf_put_u64(out, (uint64_t)dims[i]);
+    }
+    apip_buf_puts(out, "]");
+    if (optional >= 0) /* an input */
+        apip_buf_puts(out, optional ? ",\"format\":\"FORMAT_NONE\",\"optional\":true}"
+                                    : ",\"format\":\"FORMAT_NONE\",\"optional\":false}");
+    else
+        apip_buf_puts(out, "}");
+}
+
+/* "key": {"string_value": "v"} */
+static void config_param(api_buf *out, bool comma, const char *key, uint64_t v) {
+    apip_buf_puts(out, comma ? ",\"" : "\"");
+    apip_buf_puts(out, key);
+    apip_buf_puts(out, "\":{\"string_value\":\"");
+    apip_buf_put_u64(out, v);
+    apip_buf_puts(out, "\"}");
+}
+
+int api_v2_model_config_json(const api_registry *r, const char *name, const char *version,
+                             const api_v2_serving *sv, api_buf *out, api_error *err) {
+    const api_model *m;
+    bool sdpa;
+    if (find_model(r, name, version, &m, &sdpa, err))
+        return -1;
+    const v2_input *in = sdpa ? SDPA_INPUTS : MHA_INPUTS;
+    const char *mname = sdpa ? API_V2_SDPA_MODEL : apip_model_name(m);
+    apip_buf_puts(out, "{\"name\":");
+    api_buf_json_string(out, mname, strlen(mname));
+    apip_buf_puts(out, ",\"platform\":\"attnd\",\"backend\":\"attnd\",\"version_policy\":{"
+                       "\"latest\":{\"num_versions\":1}},\"max_batch_size\":0,"
+                       "\"input\":[");
+    const char *dt;
+    long long d[4];
+    for (size_t i = 0; i < IN_COUNT; i++) {
+        size_t rank = tensor_dims(m, false, i, &dt, d);
+        config_tensor(out, i > 0, in[i].name, dt, d, rank, i > 0);
+    }
+    apip_buf_puts(out, "],\"output\":[");
+    for (size_t o = 0; o < APIP_V2_NOUTS; o++) {
+        size_t rank = tensor_dims(m, true, o, &dt, d);
+        config_tensor(out, o > 0, apip_v2_out_names[o], dt, d, rank, -1);
+    }
+    apip_buf_puts(out, "],\"instance_group\":[{\"name\":");
+    api_buf_json_string(out, mname, strlen(mname));
+    apip_buf_puts(out, ",\"kind\":\"KIND_CPU\",\"count\":");
+    apip_buf_put_u64(out, sv ? sv->instances : 1);
+    apip_buf_puts(out, "}]");
+    if (!sdpa && sv) { /* SDPA jobs always run alone: they have no batching */
+        double t = sv->request_timeout * 1e6;
+        apip_buf_puts(out, ",\"dynamic_batching\":{\"max_queue_delay_microseconds\":");
+        apip_buf_put_u64(out, sv->batch_window_us);
+        apip_buf_puts(out, ",\"preserve_ordering\":true,\"priority_levels\":0,"
+                           "\"default_queue_policy\":{\"timeout_action\":\"REJECT\","
+                           "\"default_timeout_microseconds\":");
+        apip_buf_put_u64(out, t > 0 && t < 1.8e19 ? (uint64_t)t : 0);
+        apip_buf_puts(out, ",\"allow_timeout_override\":true,\"max_queue_size\":");
+        apip_buf_put_u64(out, sv->max_queue);
+        apip_buf_puts(out, "}}");
+    }
+    apip_buf_puts(out, ",\"parameters\":{");
+    if (sdpa) {
+        config_param(out, false, "max_batch_rows", sv ? sv->max_batch_rows : 0);
+    } else {
+        api_model_info mi = api_model_describe(m);
+        config_param(out, false, "embed_dim", mi.embed_dim);
+        config_param(out, true, "num_heads", mi.num_heads);
+        config_param(out, true, "kdim", mi.kdim);
+        config_param(out, true, "vdim", mi.vdim);
+        config_param(out, true, "vocab_size", mi.vocab_size);
+        config_param(out, true, "max_batch_rows", sv ? sv->max_batch_rows : 0);
+    }
+    apip_buf_puts(out, "}}");
+    if (out->failed)
+        return api_fail(err, 500, "out_of_memory", NULL, "out of memory describing a model");
+    return 0;
+}
+
+/* "key": {"count": n, "ns": n} */
+static void stats_duration(api_buf *out, const char *key, api_v2_duration d) {
+    apip_buf_puts(out, "\"");
+    apip_buf_puts(out, key);
+    apip_buf_puts(out, "\":{\"count\":");
+    apip_buf_put_u64(out, d.count);
+    apip_buf_puts(out, ",\"ns\":");
+    apip_buf_put_u64(out, d.ns);
+    apip_buf_puts(out, "}");
+}
+
+static void stats_model(api_buf *out, bool comma, const char *name, const api_v2_model_stats *s) {
+    static const api_v2_duration none = {0, 0};
+    apip_buf_puts(out, comma ? ",{\"name\":" : "{\"name\":");
+    api_buf_json_string(out, name, strlen(name));
+    apip_buf_puts(out, ",\"version\":\"" API_V2_VERSION "\",\"last_inference\":");
+    apip_buf_put_u64(out, s->last_inference_ms);
+    apip_buf_puts(out, ",\"inference_count\":");
+    apip_buf_put_u64(out, s->inference_count);
+    apip_buf_puts(out, ",\"execution_count\":");
+    apip_buf_put_u64(out, s->execution_count);
+    apip_buf_puts(out, ",\"inference_stats\":{");
+    stats_duration(out, "success", s->success);
+    apip_buf_puts(out, ",");
+    stats_duration(out, "fail", s->fail);
+    apip_buf_puts(out, ",");
+    stats_duration(out, "queue", s->queue);
+    apip_buf_puts(out, ",");
+    stats_duration(out, "compute_input", s->compute_input);
+    apip_buf_puts(out, ",");
+    stats_duration(out, "compute_infer", s->compute_infer);
+    apip_buf_puts(out, ",");
+    stats_duration(out, "compute_output", s->compute_output);
+    apip_buf_puts(out, ",");
+    stats_duration(out, "cache_hit", none); /* attnd caches no results */
+    apip_buf_puts(out, ",");
+    stats_duration(out, "cache_miss", none);
+    apip_buf_puts(out, "},\"batch_stats\":[],\"memory_usage\":[]}");
+}
+
+int api_v2_stats_json(const api_registry *r, const char *name, const char *version,
+                      const api_v2_model_stats *stats, api_buf *out, api_error *err) {
+    size_t n = api_registry_count(r), only = API_NO_MODEL;
+    if (name) {
+        const api_model *m;
+        bool sdpa;
+        if (find_model(r, name, version, &m, &sdpa, err))
+            return -1;
+        only = sdpa ? n : apip_model_index(m);
+    }
+    apip_buf_puts(out, "{\"model_stats\":[");
+    bool comma = false;
+    for (size_t i = 0; i <= n; i++) {
+        if (only != API_NO_MODEL && i != only)
+            continue;
+        stats_model(out, comma, i < n ? apip_model_name(api_registry_at(r, i)) : API_V2_SDPA_MODEL,
+                    &stats[i]);
+        comma = true;
+    }
+    apip_buf_puts(out, "]}");
+    if (out->failed)
+        return api_fail(err, 500, "out_of_memory", NULL, "out of memory writing the statistics");
+    return 0;
+}
+
 /* ---- Parsing an infer request ------------------------------------------------------------- */
 
 /* What parsing has learnt so far. */
@@ -220,6 +401,8 @@ typedef struct v2p {
     const char *in_val[IN_COUNT]; /* the v1 field value of each input given, else NULL */
     const char *param[P_COUNT];   /* each parameter's JSON value, else NULL */
     bool binary_output;           /* binary_data_output */
+    uint64_t timeout_us;          /* timeout (the schedule policy extension); 0 = none */
+    bool seen_sched[2];           /* priority, timeout */
     apip_job_given given;
     apip_v2_reply reply;
 } v2p;
@@ -491,6 +674,31 @@ static int read_input(v2p *c, size_t index, const char *obj) {
     return 0;
 }
 
+/* The schedule policy extension's parameter k (priority or timeout) of value val: an integer
+ * of at least 0, as Triton takes them. timeout is the job's queue deadline in microseconds from
+ * the request's arrival (0: none but the server's own). priority is accepted and has no effect:
+ * attnd serves one priority level (as Triton does for a model whose configuration sets no
+ * priority_levels), every job in arrival order. null is as absent. */
+static int read_sched(v2p *c, const char *k, const char *val) {
+    int which = k[0] == 't';
+    if (c->seen_sched[which])
+        return bad(c, "parameters has %s twice", k);
+    c->seen_sched[which] = true;
+    if (apip_jv_kind(val) == 'n')
+        return 0;
+    bool neg = false;
+    uint64_t v = 0;
+    int kind = apip_jv_kind(val) == '0' ? apip_jv_int(val, &neg, &v) : APIP_INT_NOT_INTEGER;
+    if (kind != APIP_INT_OK || neg)
+        return bad(c, which ? "the parameter timeout must be a whole number of microseconds, 0 or "
+                              "more (0: no timeout of its own)"
+                            : "the parameter priority must be a whole number, 0 or more (attnd has "
+                              "one priority level: it is accepted and changes nothing)");
+    if (which)
+        c->timeout_us = v;
+    return 0;
+}
+
 /* The request's "parameters". */
 static int read_params(v2p *c, const char *params) {
     if (apip_jv_kind(params) != '{')
@@ -510,13 +718,20 @@ static int read_params(v2p *c, const char *params) {
             c->binary_output = kind == 't';
             continue;
         }
+        if (apip_jv_streq(key, "priority") || apip_jv_streq(key, "timeout")) {
+            if (read_sched(c, k, val))
+                return -1;
+            continue;
+        }
         int which = -1;
         for (int i = 0; i < P_COUNT && which < 0; i++)
             if (apip_jv_streq(key, PARAM_NAMES[i]))
                 which = i;
         if (which < 0 || (which == P_SCALE && !c->sdpa) || (which == P_HEADS && c->sdpa))
-            return bad(c, "the parameter \"%s\" is not one %s takes: %s, and binary_data_output", k,
-                       c->sdpa ? "sdpa" : "a model",
+            return bad(c,
+                       "the parameter \"%s\" is not one %s takes: %s, and binary_data_output, "
+                       "priority and timeout",
+                       k, c->sdpa ? "sdpa" : "a model",
                        c->sdpa ? "causal, need_weights, weights_top_k, scale"
                                : "causal, need_weights, heads, weights_top_k");
         if (c->param[which])
@@ -720,6 +935,9 @@ api_job *api_v2_parse(const char *body, size_t len, size_t header_len, const cha
     c->given.reply = &c->reply;
     c->given.reply_ops = &apip_v2_reply_ops;
     v1_root(c, &root);
-    return apip_job_parse_given(c->sdpa ? API_OP_SDPA : API_OP_ATTENTION, &root, &c->given, models,
-                                lim, err);
+    api_job *job = apip_job_parse_given(c->sdpa ? API_OP_SDPA : API_OP_ATTENTION, &root, &c->given,
+                                        models, lim, err);
+    if (job)
+        job->timeout_s = (double)c->timeout_us * 1e-6;
+    return job;
 }

@@ -267,6 +267,17 @@ case("top-k-over-s", "400 invalid_field | weights_top_k",
      body([inp("query", q2)], params={"need_weights": "mean", "weights_top_k": 6}))
 case("unknown-parameter", "400 invalid_field | \"sequence_id\"",
      body([inp("query", q2)], params={"sequence_id": 3}))
+# Triton's schedule policy parameters: integers of at least 0 (priority changes nothing).
+case("priority-and-timeout-ok", "200",
+     body([inp("query", q2)], params={"priority": 2, "timeout": 30000000}))
+case("priority-negative", "400 invalid_field | priority must be a whole number",
+     body([inp("query", q2)], params={"priority": -1}))
+case("timeout-fraction", "400 invalid_field | microseconds",
+     body([inp("query", q2)], params={"timeout": 1.5}))
+case("timeout-string", "400 invalid_field | microseconds",
+     body([inp("query", q2)], params={"timeout": "1s"}), model="sdpa")
+case("timeout-twice", "400 invalid_field | timeout twice",
+     (b'{"parameters": {"timeout": 1, "timeout": 2}, "inputs": []}', None))
 case("scale-on-model", "400 invalid_field | \"scale\"",
      body([inp("query", q2)], params={"scale": 1.0}))
 case("heads-on-sdpa", "400 invalid_field | \"heads\"",

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # smoke.sh - builds the attnd image and checks it for real: start on a free loopback port, wait
 # for /healthz, POST a job and check its numbers, GET /, check the process is not root, SIGTERM
-# and check a clean exit, then remove everything it made. Run as root (make container-test).
+# and check a clean exit; then a rolling update with the Deployment's settings, where a client
+# sending jobs all along must see no 503 while the old pod stops (rollout.py); then remove
+# everything it made. Run as root (make container-test).
 #
 # There is no Docker engine here: buildah builds and podman (with runc) runs. The Debian base
 # images are made locally with debootstrap from the mirror apt already uses, once, and reused.
@@ -17,8 +19,12 @@ started=""
 
 log() { printf 'smoke: %s\n' "$*"; }
 fail() { printf 'smoke: FAIL: %s\n' "$*" >&2; exit 1; }
+pods_started=""
 cleanup() {
     if [ -n "$started" ]; then podman --runtime runc rm -f -t 0 "$NAME" >/dev/null 2>&1 || true; fi
+    if [ -n "$pods_started" ]; then
+        podman --runtime runc rm -f -t 0 "$NAME-old" "$NAME-new" >/dev/null 2>&1 || true
+    fi
     podman rmi -f "$IMAGE" >/dev/null 2>&1 || true
     rm -rf "$work"
 }
@@ -132,5 +138,48 @@ done
 [ "$code" = 0 ] || { podman logs "$NAME" | tail -20; fail "after SIGTERM: state $state, exit code '$code'"; }
 log "SIGTERM: exited 0"
 podman logs "$NAME" 2>&1 | tail -3
+
+# 8. A rolling update with no 503: the Deployment's settings (deploy/k8s/configmap.yaml, its
+#    ATTND_SHUTDOWN_DELAY among them) and its pod's security settings, an old pod and a new one,
+#    and a client that sends jobs to the ready ones all along while the old one is stopped
+#    (tests/container/rollout.py). ROLLOUT_SHUTDOWN_DELAY=0 shows what happens without the delay.
+envs=$(python3 - "${ROLLOUT_SHUTDOWN_DELAY:-}" <<'PY'
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open("deploy/k8s/configmap.yaml")) if d]
+data = next(d for d in docs if d["metadata"]["name"] == "attnd-settings")["data"]
+if sys.argv[1]:
+    data["ATTND_SHUTDOWN_DELAY"] = sys.argv[1]
+print(" ".join(f"-e {k}={v}" for k, v in data.items() if k not in ("ATTND_LISTEN", "ATTND_MODELS")))
+PY
+)
+grace=$(python3 -c 'import yaml; d = yaml.safe_load(open("deploy/k8s/deployment.yaml")); print(d["spec"]["template"]["spec"]["terminationGracePeriodSeconds"])')
+log "rollout: pods with $envs, grace period $grace s"
+pod_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+start_pod() { # name port
+    # shellcheck disable=SC2086
+    podman --runtime runc run -d --name "$1" --network host --read-only --user 10001:10001 \
+        --cap-drop ALL --security-opt no-new-privileges \
+        --ulimit nofile=20000:20000 --ulimit nproc=32768:32768 \
+        $envs -e ATTND_LISTEN="127.0.0.1:$2" "$IMAGE" >/dev/null
+    for _ in $(seq 1 100); do
+        curl -fsS "http://127.0.0.1:$2/readyz" >/dev/null 2>&1 && return 0
+        sleep 0.1
+    done
+    podman logs "$1" | tail -20
+    fail "pod $1 never became ready"
+}
+OLD=$NAME-old NEW=$NAME-new
+old_port=$(pod_port) new_port=$(pod_port)
+pods_started=1
+start_pod "$OLD" "$old_port"
+start_pod "$NEW" "$new_port"
+timeout 90 python3 tests/container/rollout.py --old "http://127.0.0.1:$old_port" \
+    --new "http://127.0.0.1:$new_port" \
+    --stop "podman --runtime runc stop -t $grace $OLD" --seconds 60 ||
+    { podman logs "$OLD" 2>&1 | tail -8; fail "requests failed across the old pod's stop"; }
+code=$(podman inspect "$OLD" --format '{{.State.ExitCode}}')
+[ "$code" = 0 ] || { podman logs "$OLD" | tail -20; fail "the old pod exited $code"; }
+podman logs "$OLD" 2>&1 | grep -E '"msg":"(leaving|draining|stopped)"' | cut -c1-200
+log "rollout: zero 503s across the stop; the old pod exited 0"
 
 log "PASS"

@@ -1,6 +1,7 @@
 /* main.c - test_server: integration tests of the attnd daemon over HTTP, with libcurl. This
  * file holds main and the --only dispatch; each group of tests lives in a file of its own beside
- * it (startup.c, v1.c, http.c, lesson.c, parallel.c, metrics.c, queue.c, batching.c, v2.c), on
+ * it (startup.c, v1.c, http.c, lesson.c, parallel.c, metrics.c, queue.c, shutdown.c, batching.c,
+ * v2.c), on
  * helpers that server_test.h declares (util.c, reference.c, slow_jobs.c, v2_util.c).
  *
  * Starts build/attnd itself (fork/exec, with tests/harness.c) on 127.0.0.1:0 for each scenario,
@@ -9,16 +10,17 @@
  * models against PyTorch's answers (made by tests/server/make_models.py), X-Request-Id, keep-alive,
  * CORS, the API key, 64 parallel clients whose answers must match the sequential ones, dynamic
  * batching (concurrent requests batched, each answer against its unbatched one), the bounded queue
- * and the request deadline, draining on SIGTERM, and /metrics through `promtool check metrics`. The
- * built-in lesson model is measured here: each named head's documented rule on the chapter's
- * sentences and on new ones, sent as text, and the causal mask's "no peeking" (实验三). The
- * Open Inference Protocol (/v2) is checked route by route, with JSON, binary and mixed tensors,
- * compressed bodies and replies, bad framing, its error form, and its answers against v1's bit
- * for bit (also in one batch with v1 jobs).
+ * and the request deadline, draining on SIGTERM (and --shutdown-delay before it), and /metrics
+ * through `promtool check metrics`. The built-in lesson model is measured here: each named head's
+ * documented rule on the chapter's sentences and on new ones, sent as text, and the causal mask's
+ * "no peeking" (实验三). The Open Inference Protocol (/v2) is checked route by route, with JSON,
+ * binary and mixed tensors, compressed bodies and replies, bad framing, its error form, and its
+ * answers against v1's bit for bit (also in one batch with v1 jobs).
  *
  * Usage: test_server --attnd build/attnd --data build/tests/server [--openapi api/openapi.yaml]
  *                    [--promtool promtool] [--only NAME]
- *   NAME: one of body, startup, main, auth, v2-budget, queue, drain, batching (default all).
+ *   NAME: one of body, startup, main, auth, v2-budget, queue, drain, shutdown, batching (default
+ *   all).
  * Prints one line per failed check and a closing "N passed, N failed" line; exits 1 on any
  * failure. Every wait is bounded.
  */
@@ -110,6 +112,8 @@ int main(int argc, char **argv) {
         test_queue_and_deadline(&slow_l);
     if (want("drain"))
         test_drain(slow_l);
+    if (want("drain") || want("shutdown"))
+        test_shutdown_delay();
     if (want("batching")) {
         test_batching("4096", slow_l ? slow_l : 8192);
         test_batching("48", slow_l ? slow_l : 8192);

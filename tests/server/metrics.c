@@ -29,6 +29,55 @@ void test_metrics(int port, const char *log_path) {
     for (size_t i = 0; i < sizeof series / sizeof series[0]; i++)
         CHECK(strstr(r.body, series[i]) != NULL, "/metrics lacks %s", series[i]);
     CHECK(metric(port, series[0]) >= 10, "/metrics: %s is %g", series[0], metric(port, series[0]));
+    /* The model label, the end-to-end and per-step histograms, the sizes, process_*: each with
+     * the least the traffic of the tests before must have left in it. */
+    static const struct {
+        const char *sample;
+        double least;
+    } counted[] = {
+        {"attnd_model_requests_total{op=\"attention\",model=\"demo\",outcome=\"success\"}", 10},
+        {"attnd_model_requests_total{op=\"attention\",model=\"demo\",outcome=\"failure\"}", 1},
+        {"attnd_model_requests_total{op=\"attention\",model=\"f32\",outcome=\"success\"}", 1},
+        {"attnd_model_requests_total{op=\"attention\",model=\"lesson\",outcome=\"success\"}", 1},
+        {"attnd_model_requests_total{op=\"sdpa\",model=\"sdpa\",outcome=\"success\"}", 1},
+        {"attnd_model_request_duration_seconds_count{op=\"attention\",model=\"demo\"}", 11},
+        {"attnd_job_parse_seconds_count{op=\"attention\",model=\"demo\"}", 10},
+        {"attnd_job_encode_seconds_count{op=\"attention\",model=\"lesson\"}", 1},
+        {"attnd_job_queue_seconds_count{op=\"sdpa\",model=\"sdpa\"}", 1},
+        {"attnd_job_compute_seconds_count{op=\"attention\",model=\"kvdim\"}", 1},
+        {"attnd_job_parse_seconds_count{op=\"sdpa\"}", 1}, /* /v1/sdpa: no model */
+        {"attnd_job_flops_total{op=\"attention\",model=\"demo\"}", 1e5},
+        {"attnd_http_request_duration_seconds_count{route=\"/v1/attention\",code=\"200\"}", 10},
+        {"attnd_http_request_duration_seconds_count{route=\"/v1/attention\",code=\"400\"}", 1},
+        {"attnd_http_request_duration_seconds_bucket{route=\"/v2/models/{name}/infer\","
+         "code=\"200\",le=\"+Inf\"}",
+         1},
+        {"attnd_http_request_size_bytes_count{route=\"/v1/attention\"}", 10},
+        {"attnd_http_response_size_bytes_bucket{route=\"/v1/attention\",le=\"+Inf\"}", 10},
+        {"process_cpu_seconds_total", 0.001},
+        {"process_resident_memory_bytes", 1e6},
+        {"process_virtual_memory_bytes", 1e6},
+        {"process_open_fds", 4},
+        {"process_max_fds", 64},
+    };
+    for (size_t i = 0; i < sizeof counted / sizeof counted[0]; i++) {
+        double v = metric(port, counted[i].sample);
+        CHECK(v >= counted[i].least, "/metrics: %s is %g, expected at least %g", counted[i].sample,
+              v, counted[i].least);
+    }
+    /* A model's requests by outcome add up to its duration histogram's count (both counted when
+     * a request completes; nothing else runs now). */
+    double ok = metric(port, counted[0].sample), failed = metric(port, counted[1].sample);
+    double timed = metric(port, "attnd_model_request_duration_seconds_count{op=\"attention\","
+                                "model=\"demo\"}");
+    CHECK(ok + failed == timed, "demo: %g successes and %g failures, but %g requests timed", ok,
+          failed, timed);
+    /* process_start_time_seconds is the process's start, as attnd_start_time_seconds (when HTTP
+     * started), to within the seconds start-up takes. */
+    double t_proc = metric(port, "process_start_time_seconds");
+    double t_attnd = metric(port, "attnd_start_time_seconds");
+    CHECK(t_proc > 1e9 && t_proc <= t_attnd + 0.01 && t_attnd - t_proc < 10,
+          "process_start_time_seconds %.2f against attnd_start_time_seconds %.2f", t_proc, t_attnd);
     /* promtool check metrics reads the exposition on stdin. */
     char tmp[700], cmd[1600];
     snprintf(tmp, sizeof tmp, "%s/metrics.txt", cfg.data);

@@ -159,6 +159,7 @@ void test_metrics(int port, const char *log_path);
 /* queue.c */
 void test_queue_and_deadline(size_t *slow_l);
 void test_drain(size_t L);
+void test_shutdown_delay(void); /* shutdown.c */
 
 /* batching.c */
 void test_batching(const char *tokens, size_t slow_l);

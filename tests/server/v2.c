@@ -89,13 +89,47 @@ void test_v2_routes(int port) {
     get(port, "/v2/nothing", &r);
     check_v2_error(&r, 404, NULL, "an unknown /v2 route");
     reply_free(&r);
-    /* Triton's model configuration is not served: a route, not a model, is missing (a model
-     * named "demo/config" was blamed before). */
-    get(port, "/v2/models/demo/config", &r);
-    check_v2_error(&r, 404, "no route .../config", "Triton's /config of a model");
+    /* Triton's model configuration: the metadata's tensors in its form, the server's workers and
+     * queue policy. */
+    get(port, "/v2/models/kvdim/versions/1/config", &r);
+    j = json_loads(r.body, 0, NULL);
+    json_t *cin = json_object_get(j, "input");
+    json_t *dyn = json_object_get(j, "dynamic_batching");
+    CHECK(r.status == 200 && !strcmp(json_string_value(json_object_get(j, "name")), "kvdim") &&
+              json_integer_value(json_object_get(j, "max_batch_size")) == 0 &&
+              json_array_size(cin) == 7 &&
+              json_integer_value(
+                  json_array_get(json_object_get(json_array_get(cin, 1), "dims"), 2)) == 8 &&
+              !strcmp(json_string_value(json_object_get(json_array_get(cin, 4), "data_type")),
+                      "TYPE_BOOL") &&
+              json_integer_value(json_object_get(
+                  json_array_get(json_object_get(j, "instance_group"), 0), "count")) == 2 &&
+              json_integer_value(json_object_get(dyn, "max_queue_delay_microseconds")) == 200,
+          "GET /v2/models/kvdim/versions/1/config: %ld %.400s", r.status, r.body);
+    json_decref(j);
     reply_free(&r);
-    get(port, "/v2/models/demo/versions/1/config", &r);
-    check_v2_error(&r, 404, "no route .../config", "Triton's /config of a model's version");
+    get(port, "/v2/models/sdpa/config", &r);
+    CHECK(r.status == 200 && strstr(r.body, "\"name\":\"sdpa\"") &&
+              !strstr(r.body, "dynamic_batching"),
+          "GET /v2/models/sdpa/config (sdpa never batches): %ld %.300s", r.status, r.body);
+    reply_free(&r);
+    get(port, "/v2/models/nope/config", &r);
+    check_v2_error(&r, 404, "no model named \"nope\"", "the config of an unknown model");
+    reply_free(&r);
+    /* The statistics: of every model, or of one. */
+    get(port, "/v2/models/stats", &r);
+    j = json_loads(r.body, 0, NULL);
+    CHECK(r.status == 200 && json_array_size(json_object_get(j, "model_stats")) == 7,
+          "GET /v2/models/stats: %ld %.300s", r.status, r.body);
+    json_decref(j);
+    reply_free(&r);
+    get(port, "/v2/models/lesson/versions/2/stats", &r);
+    check_v2_error(&r, 404, "no version \"2\"", "the statistics of version 2");
+    reply_free(&r);
+    /* A route attnd does not serve: the route, not a model, is missing (a model named
+     * "demo/trace/setting" was blamed before). */
+    get(port, "/v2/models/demo/trace/setting", &r);
+    check_v2_error(&r, 404, "no route .../trace/setting", "Triton's trace setting of a model");
     reply_free(&r);
     req head = {.method = "HEAD", .path = "/v2/models/lesson"};
     http(NULL, port, &head, &r);

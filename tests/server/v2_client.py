@@ -6,8 +6,12 @@ protocol's documentation; the real tritonclient is used instead when it is insta
 a client that knows nothing of attnd would: it checks liveness and readiness, discovers the
 models (the repository index), reads each one's metadata, builds inputs from the shapes the
 metadata gives, and runs inference in binary mode (raw tensor bytes both ways) and in JSON mode
-(flat data arrays), once more with gzip both ways. Every answer must be exact: the same float32
-bits as attnd's API v1 gives for the same job (sent as base64), whatever the mode.
+(flat data arrays), once more with gzip both ways, and once with Triton's priority and timeout
+(the schedule policy extension). Every answer must be exact: the same float32 bits as attnd's
+API v1 gives for the same job (sent as base64), whatever the mode. It reads each model's
+configuration (get_model_config: the inputs and outputs the metadata gives, in Triton's form)
+and its inference statistics (get_inference_statistics: the requests it made, counted exactly),
+and a timeout too short to be met gets 503.
 
 Usage: v2_client.py --attnd build/attnd [--models DIR]
 Prints one line per failed check and "N passed, N failed"; exits 1 on any failure.
@@ -103,22 +107,41 @@ def main():
                 time.sleep(0.02)
             check(client.is_server_live() and client.is_server_ready(), "server live and ready")
             meta = client.get_server_metadata()
-            check("binary_tensor_data" in meta.get("extensions", []),
-                  f"server metadata lists binary_tensor_data: {meta}")
+            for ext in ("binary_tensor_data", "parameters", "schedule_policy",
+                        "model_configuration", "statistics"):
+                check(ext in meta.get("extensions", []), f"server metadata lists {ext}: {meta}")
             index = client.get_model_repository_index()
             names = [m["name"] for m in index]
             check("demo" in names and "sdpa" in names and all(m["state"] == "READY" for m in index),
                   f"the repository index: {index}")
             exact = 0
+            before = {s["name"]: s for s in
+                      client.get_inference_statistics()["model_stats"]}
+            check(sorted(before) == sorted(names),
+                  f"the statistics of every model: {sorted(before)} against {sorted(names)}")
+            sent = {}  # model: [successful requests, failed ones]
             for name in names:
                 check(client.is_model_ready(name) and client.is_model_ready(name, "1"),
                       f"{name} is ready")
                 md = client.get_model_metadata(name)
+                cfg = client.get_model_config(name)
+                check(cfg.get("name") == name and cfg.get("max_batch_size") == 0 and
+                      [(t["name"], t["data_type"], t["dims"]) for t in cfg.get("input", [])] ==
+                      [(t["name"], "TYPE_" + t["datatype"], t["shape"]) for t in md["inputs"]] and
+                      [(t["name"], t["data_type"], t["dims"]) for t in cfg.get("output", [])] ==
+                      [(t["name"], "TYPE_" + t["datatype"], t["shape"]) for t in md["outputs"]] and
+                      cfg.get("instance_group", [{}])[0].get("kind") == "KIND_CPU",
+                      f"{name}: its configuration against its metadata: {cfg}")
+                check(client.get_model_config(name, "1") == cfg, f"{name}: the config of version 1")
+                sent[name] = [0, 0]
                 x = inputs_for(md, rng)
                 sdpa = name == "sdpa"
                 params = {"need_weights": "per_head", "causal": True, "weights_top_k": 2}
                 want = v1(port, name, x, dict(params, need_weights=True) if sdpa else params)
-                for mode, zip_ in (("binary", None), ("JSON", None), ("binary", "gzip")):
+                sent[name][0] += not sdpa  # a v1 job on the model counts under it too
+                for mode, zip_, sched in (("binary", None, {}), ("JSON", None, {}),
+                                          ("binary", "gzip", {}),
+                                          ("JSON", None, {"priority": 1, "timeout": 10_000_000})):
                     binary = mode == "binary"
                     ins = []
                     for n, a in x.items():
@@ -128,12 +151,14 @@ def main():
                         ins.append(i)
                     outs = [httpclient.InferRequestedOutput(o, binary_data=binary)
                             for o in ("output", "weights", "weights_indices")]
-                    what = f"{name} ({mode}{', gzip' if zip_ else ''})"
+                    what = f"{name} ({mode}{', gzip' if zip_ else ''}{', ' if sched else ''}" \
+                        f"{', '.join(f'{k} {v}' for k, v in sched.items())})"
                     try:
                         r = client.infer(name, ins, outputs=outs, parameters=params,
                                          request_id=f"{name}-{mode}",
                                          request_compression_algorithm=zip_,
-                                         response_compression_algorithm=zip_)
+                                         response_compression_algorithm=zip_, **sched)
+                        sent[name][0] += 1
                     except httpclient.InferenceServerException as ex:
                         check(False, f"{what}: {ex}")
                         continue
@@ -143,6 +168,33 @@ def main():
                         ok = got is not None and got.shape == a.shape and \
                             np.array_equal(got.view(np.uint32), a.view(np.uint32))
                         exact += check(ok, f"{what}: {o} is not v1's answer bit for bit")
+                # A timeout of 1 microsecond is over before a worker can take the job: 503.
+                try:
+                    client.infer(name, ins, outputs=outs, parameters=params, timeout=1)
+                    check(False, f"{name}: a timeout of 1 us was met")
+                except httpclient.InferenceServerException as ex:
+                    sent[name][1] += 1
+                    check(ex.status() == "503" and "timeout" in ex.message(),
+                          f"{name}: a timeout of 1 us: {ex.status()} {ex.message()}")
+            # The statistics count exactly what was sent, and the steps of the successes.
+            after = {s["name"]: s for s in client.get_inference_statistics()["model_stats"]}
+            for name, (ok, failed) in sent.items():
+                s0, s1 = before[name], after.get(name, {})
+                st, st0 = s1.get("inference_stats", {}), s0["inference_stats"]
+                got = (st["success"]["count"] - st0["success"]["count"],
+                       st["fail"]["count"] - st0["fail"]["count"],
+                       s1["inference_count"] - s0["inference_count"])
+                check(got == (ok, failed, ok) and s1.get("version") == "1" and
+                      all(st[k]["count"] - st0[k]["count"] == ok and st[k]["ns"] > 0
+                          for k in ("compute_infer", "compute_output")) and
+                      st["queue"]["count"] - st0["queue"]["count"] == ok and
+                      st["compute_input"]["count"] - st0["compute_input"]["count"] == ok + failed
+                      and 0 < s1["execution_count"] - s0["execution_count"] <= ok and
+                      s1["last_inference"] > 1e12,
+                      f"{name}: statistics {got} against {ok} successes and {failed} failures: "
+                      f"{s1}")
+                one = client.get_inference_statistics(name, "1")["model_stats"]
+                check(len(one) == 1 and one[0]["name"] == name, f"{name}: its statistics alone")
             # An error comes back as the protocol's {"error": message}.
             try:
                 i = httpclient.InferInput("query", [1, 3], "FP32")

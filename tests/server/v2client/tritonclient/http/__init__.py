@@ -12,13 +12,18 @@ What it sends is what tritonclient.http sends for the same calls:
   with no outputs given, the parameter binary_data_output: true; outputs
   {"name", "parameters": {"binary_data": b}}; the caller's parameters merged into "parameters";
   Content-Encoding: gzip or deflate (zlib) for request_compression_algorithm, Accept-Encoding
-  for response_compression_algorithm.
+  for response_compression_algorithm; priority (when not 0) and timeout (when not None) as the
+  parameters "priority" and "timeout" (the schedule policy extension), sequence_id (when not 0)
+  with sequence_start and sequence_end.
 - the reply: the JSON, or with Inference-Header-Content-Length that many bytes of JSON and the
   outputs' raw bytes after it, in the order of the outputs; decoded by its Content-Encoding.
 - errors: a status other than 200 raises InferenceServerException with the body's "error".
 - health, metadata and the repository index: GET v2/health/live, v2/health/ready,
   v2/models/NAME[/versions/V]/ready (true when 200), GET v2, v2/models/NAME[/versions/V],
   POST v2/repository/index with an empty body.
+- get_model_config: GET v2/models/NAME[/versions/V]/config (the model configuration
+  extension); get_inference_statistics: GET v2/models/NAME[/versions/V]/stats, or
+  v2/models/stats when no model is named (the statistics extension); each returns the JSON.
 
 Not here: async calls, shared memory, BYTES and BF16 tensors, sequences, SSL, plugins.
 """
@@ -240,17 +245,35 @@ class InferenceServerClient:
     def get_model_metadata(self, model_name, model_version=""):
         return self._get_json(self._model_uri(model_name, model_version))
 
+    def get_model_config(self, model_name, model_version="", headers=None, query_params=None):
+        return self._get_json(self._model_uri(model_name, model_version, "/config"))
+
+    def get_inference_statistics(self, model_name="", model_version="", headers=None,
+                                 query_params=None):
+        if model_name == "":
+            return self._get_json("v2/models/stats")
+        return self._get_json(self._model_uri(model_name, model_version, "/stats"))
+
     def get_model_repository_index(self):
         status, _, data = self._request("POST", "v2/repository/index", b"")
         self._raise(status, data)
         return json.loads(data)
 
     def infer(self, model_name, inputs, model_version="", outputs=None, request_id="",
-              headers=None, request_compression_algorithm=None,
+              sequence_id=0, sequence_start=False, sequence_end=False, priority=0, timeout=None,
+              headers=None, query_params=None, request_compression_algorithm=None,
               response_compression_algorithm=None, parameters=None):
         request, parms = {}, {}
         if request_id != "":
             request["id"] = request_id
+        if sequence_id != 0 and sequence_id != "":
+            parms["sequence_id"] = sequence_id
+            parms["sequence_start"] = sequence_start
+            parms["sequence_end"] = sequence_end
+        if priority != 0:
+            parms["priority"] = priority
+        if timeout is not None:
+            parms["timeout"] = timeout
         request["inputs"] = [i._get_tensor() for i in inputs]
         if outputs:
             request["outputs"] = [o._get_tensor() for o in outputs]
