@@ -29,7 +29,7 @@ def main():
     ap.add_argument("--before", required=True)
     ap.add_argument("--after", required=True)
     ap.add_argument("--rounds", type=int, default=11)
-    ap.add_argument("--seconds", type=float, default=4)
+    ap.add_argument("--seconds", type=int, default=4)  # whole seconds: wrk reads "4s", not "4.0s"
     args = ap.parse_args()
     w1 = hb.workloads()["W1"]
     bodies = {"W1": w1, "W1 model demo": {k: v for k, v in w1.items() if k != "params"}}
