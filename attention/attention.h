@@ -150,9 +150,11 @@ typedef enum attn_weights_mode {
 } attn_weights_mode;
 
 typedef enum attn_path {
-    ATTN_PATH_AUTO = 0, /* tiled when no weights are requested, direct otherwise */
-    ATTN_PATH_DIRECT,   /* whole logit rows (block_q, S) per task; required for weights */
-    ATTN_PATH_TILED,    /* online softmax over key blocks; memory O(block x (Dv + block)) */
+    ATTN_PATH_AUTO = 0,    /* tiled when no weights are requested, direct otherwise */
+    ATTN_PATH_DIRECT,      /* whole logit rows (block_q, S) per task; required for weights */
+    ATTN_PATH_TILED,       /* online softmax over key blocks; memory O(block x (Dv + block)) */
+    ATTN_PATH_TILED_SGEMM, /* the tiled path with its block products on sgemm, not on attnd's
+                              own fused kernels (for comparison) */
 } attn_path;
 
 typedef struct attn_opts {
@@ -196,6 +198,7 @@ typedef struct attn_plan {
     size_t nslots, bq, bk, nqb;
     size_t slot_floats; /* floats of scratch per slot */
     bool tiled;
+    bool fused; /* tiled, with attnd's own block products (tiles.c) */
     float scale;
 } attn_plan;
 

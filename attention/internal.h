@@ -35,6 +35,30 @@ const attnk_set *attnk_get(void);
 /* The set called name, or NULL; for tests that compare the flavours. */
 const attnk_set *attnk_get_named(const char *name);
 
+/* One instruction-set flavour of the block products of the fused tiled path (tiles.c). */
+typedef struct attnt_set {
+    const char *name; /* "avx512", "avx2" or "sse2" */
+    size_t panel;     /* keys per packed panel: at most ATTN_TILE_PANEL_MAX */
+    /* Packs keys k[0..cols) (rows of d floats, ld apart) into panels of `panel` keys, each key's
+     * d values a column: kt[(p d + c) panel + jj] = k[(p panel + jj) ld + c]; zeros past cols. */
+    void (*pack_kt)(float *kt, const float *k, size_t ld, size_t cols, size_t d);
+    /* s[i][j] = scale (q_i . k_j) for i < rows and j < cols rounded up to whole panels; q rows
+     * ldq apart, s rows lds apart (lds a multiple of the panel). */
+    void (*qk)(float *s, size_t lds, const float *q, size_t ldq, size_t rows, const float *kt,
+               size_t cols, size_t d, float scale);
+    /* acc[i][c] += sum over j < cols of p[i][j] v[j][c], for i < rows and c < dv. */
+    void (*pv)(float *acc, size_t lda, const float *p, size_t ldp, size_t rows, const float *v,
+               size_t ldv, size_t cols, size_t dv);
+} attnt_set;
+
+#define ATTN_TILE_PANEL_MAX 32
+
+/* The widest block-product set this CPU runs; chosen on first call, then cached. */
+const attnt_set *attnt_get(void);
+
+/* The set called name, or NULL; for tests that compare the flavours. */
+const attnt_set *attnt_get_named(const char *name);
+
 /* Fills err (if it is still clear) with code and a printf-style message; returns code. */
 int attn_fail(attn_error *err, attn_status code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -114,7 +138,8 @@ typedef struct attn_run {
     attn_weights_out wout;
     float *slots; /* nslots x slot_floats */
     const attnk_set *ks;
-    atomic_int numeric; /* set when a logit is not finite */
+    const attnt_set *ts; /* the fused path's block products */
+    atomic_int numeric;  /* set when a logit is not finite */
 } attn_run;
 
 /* Runs the attention problems of r (p, view, wout and slots set) over pool, which may be NULL.

@@ -14,6 +14,8 @@
 #define DIRECT_BQ 64
 #define TILED_BQ  128
 #define TILED_BK  512
+#define FUSED_BQ  128
+#define FUSED_BK  256
 
 /* ---- Workspace layout --------------------------------------------------------------------- */
 
@@ -138,9 +140,10 @@ static int plan_check_opts(const attn_plan *p, attn_error *err) {
     if (o->top_k > d->s)
         return attn_fail(err, ATTN_ERR_ARG, "top_k is %zu but there are only S=%zu keys", o->top_k,
                          d->s);
-    if ((unsigned)o->path > ATTN_PATH_TILED)
+    if ((unsigned)o->path > ATTN_PATH_TILED_SGEMM)
         return attn_fail(err, ATTN_ERR_ARG, "unknown path %d", (int)o->path);
-    if (o->path == ATTN_PATH_TILED && o->weights != ATTN_WEIGHTS_NONE)
+    if ((o->path == ATTN_PATH_TILED || o->path == ATTN_PATH_TILED_SGEMM) &&
+        o->weights != ATTN_WEIGHTS_NONE)
         return attn_fail(err, ATTN_ERR_ARG, "the tiled path cannot return weights");
     if (o->has_scale && !isfinite(o->scale))
         return attn_fail(err, ATTN_ERR_ARG, "the scale must be finite");
@@ -151,13 +154,14 @@ static int plan_check_opts(const attn_plan *p, attn_error *err) {
 static int plan_blocks(attn_plan *p, attn_error *err) {
     const attn_sdpa_dims *d = &p->sd;
     const attn_opts *o = &p->opts;
-    p->tiled = o->path == ATTN_PATH_TILED ||
+    p->tiled = o->path == ATTN_PATH_TILED || o->path == ATTN_PATH_TILED_SGEMM ||
                (o->path == ATTN_PATH_AUTO && o->weights == ATTN_WEIGHTS_NONE);
+    p->fused = p->tiled && o->path != ATTN_PATH_TILED_SGEMM;
     p->scale = o->has_scale ? o->scale : (float)(1.0 / sqrt((double)d->d));
-    p->bq = o->block_q ? o->block_q : (p->tiled ? TILED_BQ : DIRECT_BQ);
+    p->bq = o->block_q ? o->block_q : p->fused ? FUSED_BQ : p->tiled ? TILED_BQ : DIRECT_BQ;
     if (p->bq > d->l)
         p->bq = d->l;
-    p->bk = o->block_k ? o->block_k : TILED_BK;
+    p->bk = o->block_k ? o->block_k : p->fused ? FUSED_BK : TILED_BK;
     if (p->bk > d->s)
         p->bk = d->s;
     p->nqb = (d->l + p->bq - 1) / p->bq;
@@ -165,7 +169,14 @@ static int plan_blocks(attn_plan *p, attn_error *err) {
     /* Per-slot scratch. */
     size_t a = 0, b = 0, c = 0;
     bool ok = true;
-    if (p->tiled) {
+    if (p->fused) {
+        /* logits tile (bq, bk rounded up to whole panels), accumulator (bq, Dv), running max
+         * and sum (bq) each, then the tile's keys packed (bk rounded up, D) */
+        const size_t pan = ATTN_TILE_PANEL_MAX;
+        size_t bkp = (p->bk + pan - 1) / pan * pan, kt = 0;
+        ok = attn_mul(p->bq, bkp, &a) && attn_mul(p->bq, d->dv, &b) && attn_mul(bkp, d->d, &kt) &&
+             attn_add(attn_align_up(2 * p->bq), kt, &c);
+    } else if (p->tiled) {
         /* logits tile (bq, bk), accumulator (bq, Dv), running max and sum (bq) each */
         ok = attn_mul(p->bq, p->bk, &a) && attn_mul(p->bq, d->dv, &b) && attn_mul(p->bq, 2, &c);
     } else {

@@ -351,20 +351,123 @@ static bool tiled_block(attn_run *r, size_t slot, size_t n, size_t h, size_t qb,
     return true;
 }
 
+/* ---- Fused tiled path --------------------------------------------------------------------- */
+
+/* Query rows a group of the fused path takes through logits, softmax and the values while its
+ * logit rows stay in L1. */
+#define FUSED_GROUP 24
+
+/* Online-softmax update of row ri (tiled_block's row code) on its logits x[0..cols) of the tile
+ * at key j0, with lim keys attended in it; x becomes the tile's exp(x - M), zeros past lim. */
+static void online_row(attn_run *r, float *x, size_t cols, size_t lim, size_t n, size_t h, size_t i,
+                       size_t j0, float *acc, size_t dv, float *M, float *Z, bool normalised) {
+    float m = row_mask_max(r, x, cols, lim, masks_for_row(r->p, n, h, i), j0);
+    if (m == -INFINITY) {
+        memset(x, 0, cols * sizeof *x);
+        return;
+    }
+    float m_new = m > *M ? m : *M;
+    float sum = r->ks->exp_sum(x, lim, m_new);
+    memset(x + lim, 0, (cols - lim) * sizeof *x);
+    float alpha = 1.0f; /* rescales what acc and Z hold to the new max */
+    if (m_new != *M) {
+        alpha = *M == -INFINITY ? 0.0f : expf(*M - m_new);
+        *M = m_new;
+    }
+    if (normalised) {
+        float z_old = *Z * alpha, z_new = z_old + sum;
+        r->ks->scale(x, lim, 1.0f / z_new);
+        r->ks->scale(acc, dv, z_old / z_new);
+        *Z = z_new;
+    } else {
+        if (alpha != 1.0f) {
+            *Z *= alpha;
+            r->ks->scale(acc, dv, alpha);
+        }
+        *Z += sum;
+    }
+}
+
+/* Problem (n, h), query block qb of the fused path: the tiled path's online softmax, with the
+ * block products on attnd's own kernels (tiles.c) instead of sgemm. Each key tile is packed once
+ * per task; then each group of FUSED_GROUP query rows computes its logits against the tile,
+ * their softmax update and their product with the tile's values while its rows are in L1. A
+ * group computes only the keys its last row attends (the causal triangle is skipped group by
+ * group). Forms and returns as tiled_block. */
+static bool fused_block(attn_run *r, size_t slot, size_t n, size_t h, size_t qb, bool normalised) {
+    const attn_plan *p = r->p;
+    const attn_view *v = &r->view;
+    const attnt_set *ts = r->ts;
+    const size_t bq = p->bq, bk = p->bk, D = p->sd.d, Dv = p->sd.dv;
+    const size_t pan = ATTN_TILE_PANEL_MAX, lds = (bk + pan - 1) / pan * pan;
+    size_t i0 = qb * bq, rows = bq < p->sd.l - i0 ? bq : p->sd.l - i0;
+
+    float *P = slot_scratch(r, slot);         /* P is (bq, lds): the tile's logits */
+    float *acc = P + attn_align_up(bq * lds); /* acc is (bq, Dv): the output so far */
+    float *M = acc + attn_align_up(bq * Dv);  /* M is (bq): running max */
+    float *Z = M + bq;                        /* Z is (bq): running sum of exp(x - M) */
+    float *kt = M + attn_align_up(2 * bq);    /* kt is the tile's keys, packed (lds, D) */
+    memset(acc, 0, rows * Dv * sizeof *acc);
+    for (size_t ri = 0; ri < rows; ri++) {
+        M[ri] = -INFINITY;
+        Z[ri] = 0.0f;
+    }
+    const float *q = v->q + n * v->q_sn + h * v->q_sh + i0 * v->ldq;
+    const float *k = v->k + n * v->k_sn + h * v->k_sh;
+    const float *vv = v->v + n * v->v_sn + h * v->v_sh;
+    float *o = v->o + n * v->o_sn + h * v->o_sh + i0 * v->ldo;
+    size_t ncols = row_limit(p, n, i0 + rows - 1);
+    size_t r0 = 0; /* rows before r0 have no keys left in this or later tiles */
+
+    for (size_t j0 = 0; j0 < ncols; j0 += bk) {
+        size_t cols = bk < ncols - j0 ? bk : ncols - j0;
+        while (r0 < rows && row_limit(p, n, i0 + r0) <= j0)
+            r0++;
+        ts->pack_kt(kt, k + j0 * v->ldk, v->ldk, cols, D);
+        for (size_t g = r0; g < rows; g += FUSED_GROUP) {
+            size_t nr = FUSED_GROUP < rows - g ? FUSED_GROUP : rows - g;
+            size_t gcols = row_limit(p, n, i0 + g + nr - 1) - j0; /* > 0: g >= r0 */
+            if (gcols > cols)
+                gcols = cols;
+            float *pg = P + g * lds;
+            ts->qk(pg, lds, q + g * v->ldq, v->ldq, nr, kt, gcols, D, p->scale);
+            for (size_t ri = g; ri < g + nr; ri++) {
+                size_t lim = row_limit(p, n, i0 + ri) - j0;
+                if (lim > gcols)
+                    lim = gcols;
+                online_row(r, P + ri * lds, gcols, lim, n, h, i0 + ri, j0, acc + ri * Dv, Dv,
+                           M + ri, Z + ri, normalised);
+            }
+            ts->pv(acc + g * Dv, Dv, pg, lds, nr, vv + j0 * v->ldv, v->ldv, gcols, Dv);
+        }
+    }
+    if (!r->ks->all_finite(acc, rows * Dv))
+        return false;
+    for (size_t ri = 0; ri < rows; ri++) {
+        float inv = normalised ? 1.0f : Z[ri] > 0.0f ? 1.0f / Z[ri] : 0.0f;
+        for (size_t c = 0; c < Dv; c++)
+            o[ri * v->ldo + c] = acc[ri * Dv + c] * inv;
+    }
+    return true;
+}
+
 /* Task of the tiled path: problem (n, h), query block qb; the normalised form when the fast
  * one overflows (and the logits themselves did not: then the job fails anyway). */
 static void tiled_task(void *ctx, size_t task, size_t slot) {
     attn_run *r = ctx;
     const attn_plan *p = r->p;
     size_t qb = task % p->nqb, h = task / p->nqb % p->sd.h, n = task / p->nqb / p->sd.h;
-    if (!tiled_block(r, slot, n, h, qb, false) && !atomic_load(&r->numeric) &&
-        !tiled_block(r, slot, n, h, qb, true))
+    bool (*block)(attn_run *, size_t, size_t, size_t, size_t, bool) =
+        p->fused ? fused_block : tiled_block;
+    if (!block(r, slot, n, h, qb, false) && !atomic_load(&r->numeric) &&
+        !block(r, slot, n, h, qb, true))
         atomic_store(&r->numeric, 1);
 }
 
 int attn_run_attention(attn_run *r, attn_pool *pool, attn_error *err) {
     const attn_plan *p = r->p;
     r->ks = attnk_get();
+    r->ts = attnt_get();
     atomic_init(&r->numeric, 0);
     const attn_sdpa_dims *d = &p->sd;
     if (2.0 * (double)(d->n * d->h) * (double)d->l * (double)d->s * (double)(d->d + d->dv) <

@@ -1,0 +1,163 @@
+/* tiles.c - the block products of the fused tiled path: the logits of a block of query rows
+ * against a tile of keys, and the product of a block of softmax rows with the tile's values.
+ *
+ * Each kernel is written once with GCC vector extensions and compiled three times, for AVX-512,
+ * for AVX2 with FMA and for baseline x86-64 (SSE2), as the softmax kernels of kernels.c are;
+ * attnt_get picks the widest set the CPU runs. They are attnd's own and do not go through
+ * OpenBLAS, so OPENBLAS_CORETYPE does not bind them.
+ *
+ * Legend: D the query/key width, Dv the value width, W the keys of a packed panel (two vectors),
+ * R the rows a kernel keeps in registers. Each logit is q.k summed over d in order, then scaled,
+ * as sgemm with alpha = scale computes it (up to the order of the additions). */
+#include <string.h>
+
+#include "internal.h"
+
+#define TILE_SET(SUF, LANES, QK_R, PV_R, PV_NV, TARGET)                                            \
+    typedef float tf_##SUF __attribute__((vector_size(LANES * 4)));                                \
+                                                                                                   \
+    typedef int32_t ti_##SUF __attribute__((vector_size(LANES * 4)));                              \
+                                                                                                   \
+    /* x in every lane (a broadcast; x + 0 would round -0 and cost an add). */                     \
+    TARGET static inline tf_##SUF splat_##SUF(float x) {                                           \
+        tf_##SUF v = {x};                                                                          \
+        return __builtin_shuffle(v, (ti_##SUF){0});                                                \
+    }                                                                                              \
+                                                                                                   \
+    TARGET static void pack_kt_##SUF(float *kt, const float *k, size_t ld, size_t cols,            \
+                                     size_t d) {                                                   \
+        const size_t w = 2 * LANES;                                                                \
+        for (size_t p0 = 0; p0 < cols; p0 += w) {                                                  \
+            float *dst = kt + p0 * d;                                                              \
+            size_t n = cols - p0 < w ? cols - p0 : w;                                              \
+            for (size_t jj = 0; jj < n; jj++) {                                                    \
+                const float *src = k + (p0 + jj) * ld;                                             \
+                for (size_t c = 0; c < d; c++)                                                     \
+                    dst[c * w + jj] = src[c];                                                      \
+            }                                                                                      \
+            for (size_t jj = n; jj < w; jj++)                                                      \
+                for (size_t c = 0; c < d; c++)                                                     \
+                    dst[c * w + jj] = 0.0f;                                                        \
+        }                                                                                          \
+    }                                                                                              \
+                                                                                                   \
+    /* R rows of logits against npan panels. */                                                    \
+    TARGET static inline __attribute__((always_inline)) void qk_rows_##SUF(                        \
+        float *s, size_t lds, const float *q, size_t ldq, const float *kt, size_t npan, size_t d,  \
+        float scale, const int R) {                                                                \
+        const size_t w = 2 * LANES;                                                                \
+        for (size_t pn = 0; pn < npan; pn++) {                                                     \
+            const float *kp = kt + pn * d * w;                                                     \
+            tf_##SUF a[QK_R][2];                                                                   \
+            for (int r = 0; r < R; r++)                                                            \
+                a[r][0] = a[r][1] = (tf_##SUF){0};                                                 \
+            for (size_t c = 0; c < d; c++) {                                                       \
+                tf_##SUF k0, k1;                                                                   \
+                memcpy(&k0, kp + c * w, sizeof k0);                                                \
+                memcpy(&k1, kp + c * w + LANES, sizeof k1);                                        \
+                for (int r = 0; r < R; r++) {                                                      \
+                    tf_##SUF b = splat_##SUF(q[(size_t)r * ldq + c]);                              \
+                    a[r][0] += b * k0;                                                             \
+                    a[r][1] += b * k1;                                                             \
+                }                                                                                  \
+            }                                                                                      \
+            for (int r = 0; r < R; r++) {                                                          \
+                tf_##SUF x0 = a[r][0] * scale, x1 = a[r][1] * scale;                               \
+                memcpy(s + (size_t)r * lds + pn * w, &x0, sizeof x0);                              \
+                memcpy(s + (size_t)r * lds + pn * w + LANES, &x1, sizeof x1);                      \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+                                                                                                   \
+    TARGET static void qk_##SUF(float *s, size_t lds, const float *q, size_t ldq, size_t rows,     \
+                                const float *kt, size_t cols, size_t d, float scale) {             \
+        const size_t npan = (cols + 2 * LANES - 1) / (2 * LANES);                                  \
+        size_t i = 0;                                                                              \
+        for (; i + QK_R <= rows; i += QK_R)                                                        \
+            qk_rows_##SUF(s + i * lds, lds, q + i * ldq, ldq, kt, npan, d, scale, QK_R);           \
+        for (; i < rows; i++)                                                                      \
+            qk_rows_##SUF(s + i * lds, lds, q + i * ldq, ldq, kt, npan, d, scale, 1);              \
+    }                                                                                              \
+                                                                                                   \
+    /* R rows of acc, NV vectors of columns from c0: acc += p v over cols keys. */                 \
+    TARGET static inline __attribute__((always_inline)) void pv_tile_##SUF(                        \
+        float *acc, size_t lda, const float *p, size_t ldp, const float *v, size_t ldv,            \
+        size_t cols, size_t c0, const int R, const int NV) {                                       \
+        tf_##SUF a[PV_R][PV_NV];                                                                   \
+        for (int r = 0; r < R; r++)                                                                \
+            for (int u = 0; u < NV; u++)                                                           \
+                memcpy(&a[r][u], acc + (size_t)r * lda + c0 + (size_t)u * LANES, sizeof a[r][u]);  \
+        for (size_t j = 0; j < cols; j++) {                                                        \
+            tf_##SUF b[PV_NV];                                                                     \
+            for (int u = 0; u < NV; u++)                                                           \
+                memcpy(&b[u], v + j * ldv + c0 + (size_t)u * LANES, sizeof b[u]);                  \
+            for (int r = 0; r < R; r++) {                                                          \
+                tf_##SUF x = splat_##SUF(p[(size_t)r * ldp + j]);                                  \
+                for (int u = 0; u < NV; u++)                                                       \
+                    a[r][u] += x * b[u];                                                           \
+            }                                                                                      \
+        }                                                                                          \
+        for (int r = 0; r < R; r++)                                                                \
+            for (int u = 0; u < NV; u++)                                                           \
+                memcpy(acc + (size_t)r * lda + c0 + (size_t)u * LANES, &a[r][u], sizeof a[r][u]);  \
+    }                                                                                              \
+                                                                                                   \
+    /* R rows of acc, every column: whole chunks of PV_NV vectors, then single vectors, then the   \
+     * scalar columns. */                                                                          \
+    TARGET static inline __attribute__((always_inline)) void pv_rows_##SUF(                        \
+        float *acc, size_t lda, const float *p, size_t ldp, const float *v, size_t ldv,            \
+        size_t cols, size_t dv, const int R) {                                                     \
+        size_t c0 = 0;                                                                             \
+        for (; c0 + PV_NV * LANES <= dv; c0 += PV_NV * LANES)                                      \
+            pv_tile_##SUF(acc, lda, p, ldp, v, ldv, cols, c0, R, PV_NV);                           \
+        for (; c0 + LANES <= dv; c0 += LANES)                                                      \
+            pv_tile_##SUF(acc, lda, p, ldp, v, ldv, cols, c0, R, 1);                               \
+        for (int r = 0; r < R; r++)                                                                \
+            for (size_t c = c0; c < dv; c++) {                                                     \
+                float x = acc[(size_t)r * lda + c];                                                \
+                for (size_t j = 0; j < cols; j++)                                                  \
+                    x += p[(size_t)r * ldp + j] * v[j * ldv + c];                                  \
+                acc[(size_t)r * lda + c] = x;                                                      \
+            }                                                                                      \
+    }                                                                                              \
+                                                                                                   \
+    TARGET static void pv_##SUF(float *acc, size_t lda, const float *p, size_t ldp, size_t rows,   \
+                                const float *v, size_t ldv, size_t cols, size_t dv) {              \
+        size_t i = 0;                                                                              \
+        for (; i + PV_R <= rows; i += PV_R)                                                        \
+            pv_rows_##SUF(acc + i * lda, lda, p + i * ldp, ldp, v, ldv, cols, dv, PV_R);           \
+        for (; i < rows; i++)                                                                      \
+            pv_rows_##SUF(acc + i * lda, lda, p + i * ldp, ldp, v, ldv, cols, dv, 1);              \
+    }                                                                                              \
+                                                                                                   \
+    static const attnt_set tiles_##SUF = {#SUF, 2 * LANES, pack_kt_##SUF, qk_##SUF, pv_##SUF};
+
+TILE_SET(avx512, 16, 8, 6, 4, __attribute__((target("avx512f,avx512dq,fma"))))
+TILE_SET(avx2, 8, 4, 4, 2, __attribute__((target("avx2,fma"))))
+TILE_SET(sse2, 4, 4, 3, 3, )
+
+/* Chosen once, as attnk_get chooses the softmax kernels. */
+static const attnt_set *attnt_active;
+
+const attnt_set *attnt_get(void) {
+    const attnt_set *s = __atomic_load_n(&attnt_active, __ATOMIC_ACQUIRE);
+    if (s)
+        return s;
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq"))
+        s = &tiles_avx512;
+    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        s = &tiles_avx2;
+    else
+        s = &tiles_sse2;
+    __atomic_store_n(&attnt_active, s, __ATOMIC_RELEASE);
+    return s;
+}
+
+const attnt_set *attnt_get_named(const char *name) {
+    const attnt_set *all[] = {&tiles_avx512, &tiles_avx2, &tiles_sse2};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (strcmp(all[i]->name, name) == 0)
+            return all[i];
+    return NULL;
+}
