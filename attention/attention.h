@@ -197,6 +197,8 @@ typedef struct attn_plan {
     attn_masks masks;
     size_t nslots, bq, bk, nqb;
     size_t slot_floats; /* floats of scratch per slot */
+    size_t kt_floats;   /* the fused path's packed keys and values: (N, H, Sp, D + Dv), Sp = S
+                           rounded up to 32 */
     bool tiled;
     bool fused; /* tiled, with attnd's own block products (tiles.c) */
     float scale;
@@ -323,7 +325,7 @@ typedef struct attn_batch_plan {
     size_t key_rows;        /* key rows: the sum of N*S (0 when the batch is self-attention) */
     double flops;           /* the sum of the jobs' plan.flops */
     /* private */
-    size_t count, e, kdim, vdim, nslots, slot_floats;
+    size_t count, e, kdim, vdim, nslots, slot_floats, kt_floats;
     bool self;   /* every job is self-attention on in_proj_weight: one QKV GEMM */
     bool kv_one; /* cross: every job has key == value on in_proj_weight: one KV GEMM */
 } attn_batch_plan;

@@ -105,6 +105,7 @@ typedef struct attn_ws_layout {
     size_t vproj; /* start of V within proj when not packed */
     size_t ob;    /* (N*L, E): the heads' outputs, concatenated, before out_proj */
     size_t slots; /* nslots x slot_floats of per-thread scratch */
+    size_t kt;    /* kt_floats: the fused path's packed keys */
     size_t total; /* floats */
     bool ok;
 } attn_ws_layout;
@@ -137,6 +138,7 @@ typedef struct attn_run {
     attn_view view;
     attn_weights_out wout;
     float *slots; /* nslots x slot_floats */
+    float *kt;    /* the fused path's packed keys (kt_floats of the plan) */
     const attnk_set *ks;
     const attnt_set *ts; /* the fused path's block products */
     atomic_int numeric;  /* set when a logit is not finite */

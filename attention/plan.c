@@ -42,6 +42,7 @@ attn_ws_layout attn_plan_layout(const attn_plan *p) {
         l.ob = attn_ws_take(&l, nl, d->e, 1);
     }
     l.slots = attn_ws_take(&l, p->nslots, p->slot_floats, 1);
+    l.kt = attn_ws_take(&l, p->kt_floats, 1, 1);
     return l;
 }
 
@@ -164,18 +165,22 @@ static int plan_blocks(attn_plan *p, attn_error *err) {
     p->bk = o->block_k ? o->block_k : p->fused ? FUSED_BK : TILED_BK;
     if (p->bk > d->s)
         p->bk = d->s;
+    if (p->fused) /* the fused path's tiles start on whole panels of packed keys */
+        p->bk = (p->bk + ATTN_TILE_PANEL_MAX - 1) / ATTN_TILE_PANEL_MAX * ATTN_TILE_PANEL_MAX;
     p->nqb = (d->l + p->bq - 1) / p->bq;
 
     /* Per-slot scratch. */
     size_t a = 0, b = 0, c = 0;
     bool ok = true;
     if (p->fused) {
-        /* logits tile (bq, bk rounded up to whole panels), accumulator (bq, Dv), running max
-         * and sum (bq) each, then the tile's keys packed (bk rounded up, D) */
-        const size_t pan = ATTN_TILE_PANEL_MAX;
-        size_t bkp = (p->bk + pan - 1) / pan * pan, kt = 0;
-        ok = attn_mul(p->bq, bkp, &a) && attn_mul(p->bq, d->dv, &b) && attn_mul(bkp, d->d, &kt) &&
-             attn_add(attn_align_up(2 * p->bq), kt, &c);
+        /* logits tile (bq, bk), accumulator (bq, Dv), running max and sum (bq) each; and once
+         * for the job, every problem's keys packed in panels and its values in rows,
+         * (N, H, S rounded up, D + Dv) */
+        const size_t pan = ATTN_TILE_PANEL_MAX, sp = (d->s + pan - 1) / pan * pan;
+        size_t dd = 0;
+        ok = attn_mul(p->bq, p->bk, &a) && attn_mul(p->bq, d->dv, &b) && attn_mul(p->bq, 2, &c) &&
+             attn_add(d->d, d->dv, &dd) && attn_mul(d->n, d->h, &p->kt_floats) &&
+             attn_mul(p->kt_floats, sp, &p->kt_floats) && attn_mul(p->kt_floats, dd, &p->kt_floats);
     } else if (p->tiled) {
         /* logits tile (bq, bk), accumulator (bq, Dv), running max and sum (bq) each */
         ok = attn_mul(p->bq, p->bk, &a) && attn_mul(p->bq, d->dv, &b) && attn_mul(p->bq, 2, &c);

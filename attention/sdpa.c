@@ -357,6 +357,43 @@ static bool tiled_block(attn_run *r, size_t slot, size_t n, size_t h, size_t qb,
  * logit rows stay in L1. */
 #define FUSED_GROUP 24
 
+/* Keys a task of the fused path's packing takes (a multiple of ATTN_TILE_PANEL_MAX). */
+#define FUSED_PACK_KEYS 1024
+
+/* Where the packed keys of problem (n, h) start in r->kt: Sp D floats of key panels (Sp = S
+ * rounded up to whole panels), then its values, Sp rows of Dv. */
+static float *fused_kt(const attn_run *r, size_t n, size_t h) {
+    const attn_sdpa_dims *d = &r->p->sd;
+    const size_t pan = ATTN_TILE_PANEL_MAX, sp = (d->s + pan - 1) / pan * pan;
+    return r->kt + (n * d->h + h) * sp * (d->d + d->dv);
+}
+
+/* Task of the fused path's packing: keys and values [c FUSED_PACK_KEYS, ...) of problem (n, h),
+ * once for the job, so that every query block reads them packed: the keys in panels, the values
+ * in contiguous rows (strided rows, 3E apart in MHA, cost the products a TLB entry each). Keys
+ * past the last a query attends (the key length, the causal limit of the last row) are not
+ * packed. */
+static void fused_pack_task(void *ctx, size_t task, size_t slot) {
+    (void)slot;
+    attn_run *r = ctx;
+    const attn_plan *p = r->p;
+    const attn_view *v = &r->view;
+    const size_t chunks = (p->sd.s + FUSED_PACK_KEYS - 1) / FUSED_PACK_KEYS;
+    size_t c = task % chunks, h = task / chunks % p->sd.h, n = task / chunks / p->sd.h;
+    size_t j0 = c * FUSED_PACK_KEYS, lim = row_limit(p, n, p->sd.l - 1);
+    if (j0 >= lim)
+        return;
+    size_t cols = lim - j0 < FUSED_PACK_KEYS ? lim - j0 : FUSED_PACK_KEYS;
+    const size_t pan = ATTN_TILE_PANEL_MAX, sp = (p->sd.s + pan - 1) / pan * pan;
+    const size_t D = p->sd.d, Dv = p->sd.dv;
+    float *kt = fused_kt(r, n, h);
+    r->ts->pack_kt(kt + j0 * D, v->k + n * v->k_sn + h * v->k_sh + j0 * v->ldk, v->ldk, cols, D);
+    const float *src = v->v + n * v->v_sn + h * v->v_sh + j0 * v->ldv;
+    float *dst = kt + sp * D + j0 * Dv;
+    for (size_t j = 0; j < cols; j++)
+        memcpy(dst + j * Dv, src + j * v->ldv, Dv * sizeof *dst);
+}
+
 /* Online-softmax update of row ri (tiled_block's row code) on its logits x[0..cols) of the tile
  * at key j0, with lim keys attended in it; x becomes the tile's exp(x - M), zeros past lim. */
 static void online_row(attn_run *r, float *x, size_t cols, size_t lim, size_t n, size_t h, size_t i,
@@ -389,48 +426,47 @@ static void online_row(attn_run *r, float *x, size_t cols, size_t lim, size_t n,
 }
 
 /* Problem (n, h), query block qb of the fused path: the tiled path's online softmax, with the
- * block products on attnd's own kernels (tiles.c) instead of sgemm. Each key tile is packed once
- * per task; then each group of FUSED_GROUP query rows computes its logits against the tile,
- * their softmax update and their product with the tile's values while its rows are in L1. A
- * group computes only the keys its last row attends (the causal triangle is skipped group by
- * group). Forms and returns as tiled_block. */
+ * block products on attnd's own kernels (tiles.c) instead of sgemm, on the keys packed once for
+ * the job (fused_pack_task). For each key tile, each group of FUSED_GROUP query rows computes
+ * its logits against the tile, their softmax update and their product with the tile's values
+ * while its rows are in L1. A group computes only the keys its last row attends (the causal
+ * triangle is skipped group by group). Forms and returns as tiled_block. */
 static bool fused_block(attn_run *r, size_t slot, size_t n, size_t h, size_t qb, bool normalised) {
     const attn_plan *p = r->p;
     const attn_view *v = &r->view;
     const attnt_set *ts = r->ts;
-    const size_t bq = p->bq, bk = p->bk, D = p->sd.d, Dv = p->sd.dv;
-    const size_t pan = ATTN_TILE_PANEL_MAX, lds = (bk + pan - 1) / pan * pan;
+    const size_t bq = p->bq, bk = p->bk, D = p->sd.d, Dv = p->sd.dv, lds = bk;
     size_t i0 = qb * bq, rows = bq < p->sd.l - i0 ? bq : p->sd.l - i0;
 
-    float *P = slot_scratch(r, slot);         /* P is (bq, lds): the tile's logits */
+    float *P = slot_scratch(r, slot);         /* P is (bq, bk): the tile's logits */
     float *acc = P + attn_align_up(bq * lds); /* acc is (bq, Dv): the output so far */
     float *M = acc + attn_align_up(bq * Dv);  /* M is (bq): running max */
     float *Z = M + bq;                        /* Z is (bq): running sum of exp(x - M) */
-    float *kt = M + attn_align_up(2 * bq);    /* kt is the tile's keys, packed (lds, D) */
+    const float *kt = fused_kt(r, n, h);      /* the keys, packed in panels (S, D) */
     memset(acc, 0, rows * Dv * sizeof *acc);
     for (size_t ri = 0; ri < rows; ri++) {
         M[ri] = -INFINITY;
         Z[ri] = 0.0f;
     }
     const float *q = v->q + n * v->q_sn + h * v->q_sh + i0 * v->ldq;
-    const float *k = v->k + n * v->k_sn + h * v->k_sh;
-    const float *vv = v->v + n * v->v_sn + h * v->v_sh;
+    const size_t sp =
+        (p->sd.s + ATTN_TILE_PANEL_MAX - 1) / ATTN_TILE_PANEL_MAX * ATTN_TILE_PANEL_MAX;
+    const float *vv = kt + sp * D; /* the values, packed (S, Dv) */
     float *o = v->o + n * v->o_sn + h * v->o_sh + i0 * v->ldo;
     size_t ncols = row_limit(p, n, i0 + rows - 1);
     size_t r0 = 0; /* rows before r0 have no keys left in this or later tiles */
 
-    for (size_t j0 = 0; j0 < ncols; j0 += bk) {
+    for (size_t j0 = 0; j0 < ncols; j0 += bk) { /* bk is whole panels: j0 starts one */
         size_t cols = bk < ncols - j0 ? bk : ncols - j0;
         while (r0 < rows && row_limit(p, n, i0 + r0) <= j0)
             r0++;
-        ts->pack_kt(kt, k + j0 * v->ldk, v->ldk, cols, D);
         for (size_t g = r0; g < rows; g += FUSED_GROUP) {
             size_t nr = FUSED_GROUP < rows - g ? FUSED_GROUP : rows - g;
             size_t gcols = row_limit(p, n, i0 + g + nr - 1) - j0; /* > 0: g >= r0 */
             if (gcols > cols)
                 gcols = cols;
             float *pg = P + g * lds;
-            ts->qk(pg, lds, q + g * v->ldq, v->ldq, nr, kt, gcols, D, p->scale);
+            ts->qk(pg, lds, q + g * v->ldq, v->ldq, nr, kt + j0 * D, gcols, D, p->scale);
             for (size_t ri = g; ri < g + nr; ri++) {
                 size_t lim = row_limit(p, n, i0 + ri) - j0;
                 if (lim > gcols)
@@ -438,7 +474,7 @@ static bool fused_block(attn_run *r, size_t slot, size_t n, size_t h, size_t qb,
                 online_row(r, P + ri * lds, gcols, lim, n, h, i0 + ri, j0, acc + ri * Dv, Dv,
                            M + ri, Z + ri, normalised);
             }
-            ts->pv(acc + g * Dv, Dv, pg, lds, nr, vv + j0 * v->ldv, v->ldv, gcols, Dv);
+            ts->pv(acc + g * Dv, Dv, pg, lds, nr, vv + j0 * Dv, Dv, gcols, Dv);
         }
     }
     if (!r->ks->all_finite(acc, rows * Dv))
@@ -473,6 +509,9 @@ int attn_run_attention(attn_run *r, attn_pool *pool, attn_error *err) {
     if (2.0 * (double)(d->n * d->h) * (double)d->l * (double)d->s * (double)(d->d + d->dv) <
         ATTN_INLINE_FLOPS)
         pool = NULL;
+    if (p->fused)
+        attn_pool_run(pool, d->n * d->h * ((d->s + FUSED_PACK_KEYS - 1) / FUSED_PACK_KEYS),
+                      fused_pack_task, r);
     if (p->tiled)
         attn_pool_run(pool, p->sd.n * p->sd.h * p->nqb, tiled_task, r);
     else if (p->opts.weights == ATTN_WEIGHTS_MEAN)
@@ -585,7 +624,8 @@ int attn_sdpa_forward_traced(const attn_plan *plan, void *workspace, float *out,
         return attn_fail(err, ATTN_ERR_ARG, "q, k and v must not be NULL");
     const attn_sdpa_dims *d = &plan->sd;
     attn_ws_layout l = attn_plan_layout(plan);
-    attn_run r = {.p = plan, .slots = (float *)workspace + l.slots};
+    attn_run r = {
+        .p = plan, .slots = (float *)workspace + l.slots, .kt = (float *)workspace + l.kt};
     if (weights)
         r.wout = *weights;
     r.view = (attn_view){
