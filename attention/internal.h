@@ -27,6 +27,8 @@ typedef struct attnk_set {
     void (*scale)(float *x, size_t n, float a);
     /* True when no x[j], j < n, is an infinity or NaN. */
     bool (*all_finite)(const float *x, size_t n);
+    /* row_max and all_finite in one pass: the max, and *finite = all_finite(x, n). */
+    float (*max_finite)(const float *x, size_t n, bool *finite);
 } attnk_set;
 
 /* The widest kernel set this CPU runs; chosen on first call, then cached. */

@@ -64,10 +64,17 @@ static row_masks masks_for_row(const attn_plan *p, size_t n, size_t h, size_t i)
 static float row_mask_max(attn_run *r, float *x, size_t cols, size_t lim, row_masks rm, size_t j0) {
     if (lim > cols)
         lim = cols;
-    if (!r->ks->all_finite(x, lim))
-        atomic_store(&r->numeric, 1);
     for (size_t j = lim; j < cols; j++)
         x[j] = -INFINITY;
+    if (!rm.km && !rm.am && !rm.bias) { /* no cell mask: one pass */
+        bool finite = true;
+        float m = r->ks->max_finite(x, lim, &finite);
+        if (!finite || m == INFINITY)
+            atomic_store(&r->numeric, 1);
+        return m;
+    }
+    if (!r->ks->all_finite(x, lim))
+        atomic_store(&r->numeric, 1);
     if (rm.km) {
         const uint8_t *km = rm.km + j0;
         for (size_t j = 0; j < lim; j++)
@@ -391,7 +398,8 @@ static void fused_pack_task(void *ctx, size_t task, size_t slot) {
     const float *src = v->v + n * v->v_sn + h * v->v_sh + j0 * v->ldv;
     float *dst = kt + sp * D + j0 * Dv;
     for (size_t j = 0; j < cols; j++)
-        memcpy(dst + j * Dv, src + j * v->ldv, Dv * sizeof *dst);
+        for (size_t u = 0; u < Dv; u++) /* rows of Dv floats: a loop, not a memcpy call each */
+            dst[j * Dv + u] = src[j * v->ldv + u];
 }
 
 /* Online-softmax update of row ri (tiled_block's row code) on its logits x[0..cols) of the tile
@@ -481,8 +489,8 @@ static bool fused_block(attn_run *r, size_t slot, size_t n, size_t h, size_t qb,
         return false;
     for (size_t ri = 0; ri < rows; ri++) {
         float inv = normalised ? 1.0f : Z[ri] > 0.0f ? 1.0f / Z[ri] : 0.0f;
-        for (size_t c = 0; c < Dv; c++)
-            o[ri * v->ldo + c] = acc[ri * Dv + c] * inv;
+        memcpy(o + ri * v->ldo, acc + ri * Dv, Dv * sizeof *o);
+        r->ks->scale(o + ri * v->ldo, Dv, inv);
     }
     return true;
 }

@@ -7,8 +7,10 @@
  * OpenBLAS, so OPENBLAS_CORETYPE does not bind them.
  *
  * Legend: D the query/key width, Dv the value width, W the keys of a packed panel (two vectors),
- * R the rows a kernel keeps in registers. Each logit is q.k summed over d in order, then scaled,
- * as sgemm with alpha = scale computes it (up to the order of the additions). */
+ * R the rows a kernel keeps in registers (QK_R for the logits, PV_R for the values, whose
+ * columns go PV_NV vectors at a time); the registers hold R x 2 or R x PV_NV accumulators. Each
+ * logit is q.k summed over d in order, then scaled, as sgemm with alpha = scale computes it (up to
+ * the order of the additions). */
 #include <string.h>
 
 #include "internal.h"
@@ -75,6 +77,8 @@
         size_t i = 0;                                                                              \
         for (; i + QK_R <= rows; i += QK_R)                                                        \
             qk_rows_##SUF(s + i * lds, lds, q + i * ldq, ldq, kt, npan, d, scale, QK_R);           \
+        for (; i + 4 <= rows; i += 4) /* the rest in fours, then ones */                           \
+            qk_rows_##SUF(s + i * lds, lds, q + i * ldq, ldq, kt, npan, d, scale, 4);              \
         for (; i < rows; i++)                                                                      \
             qk_rows_##SUF(s + i * lds, lds, q + i * ldq, ldq, kt, npan, d, scale, 1);              \
     }                                                                                              \
@@ -110,6 +114,8 @@
         size_t c0 = 0;                                                                             \
         for (; c0 + PV_NV * LANES <= dv; c0 += PV_NV * LANES)                                      \
             pv_tile_##SUF(acc, lda, p, ldp, v, ldv, cols, c0, R, PV_NV);                           \
+        for (; c0 + 2 * LANES <= dv; c0 += 2 * LANES)                                              \
+            pv_tile_##SUF(acc, lda, p, ldp, v, ldv, cols, c0, R, 2);                               \
         for (; c0 + LANES <= dv; c0 += LANES)                                                      \
             pv_tile_##SUF(acc, lda, p, ldp, v, ldv, cols, c0, R, 1);                               \
         for (int r = 0; r < R; r++)                                                                \
@@ -126,14 +132,16 @@
         size_t i = 0;                                                                              \
         for (; i + PV_R <= rows; i += PV_R)                                                        \
             pv_rows_##SUF(acc + i * lda, lda, p + i * ldp, ldp, v, ldv, cols, dv, PV_R);           \
+        for (; i + 2 <= rows; i += 2) /* the rest in twos, then ones */                            \
+            pv_rows_##SUF(acc + i * lda, lda, p + i * ldp, ldp, v, ldv, cols, dv, 2);              \
         for (; i < rows; i++)                                                                      \
             pv_rows_##SUF(acc + i * lda, lda, p + i * ldp, ldp, v, ldv, cols, dv, 1);              \
     }                                                                                              \
                                                                                                    \
     static const attnt_set tiles_##SUF = {#SUF, 2 * LANES, pack_kt_##SUF, qk_##SUF, pv_##SUF};
 
-TILE_SET(avx512, 16, 8, 6, 4, __attribute__((target("avx512f,avx512dq,fma"))))
-TILE_SET(avx2, 8, 4, 4, 2, __attribute__((target("avx2,fma"))))
+TILE_SET(avx512, 16, 12, 6, 4, __attribute__((target("avx512f,avx512dq,fma"))))
+TILE_SET(avx2, 8, 4, 6, 2, __attribute__((target("avx2,fma"))))
 TILE_SET(sse2, 4, 4, 3, 3, )
 
 /* Chosen once, as attnk_get chooses the softmax kernels. */

@@ -1,8 +1,8 @@
 /* fused.c - the fused tiled path (tiles.c): each flavour's block products against sums in
- * double on ragged sizes, and the fused path against the direct path, the tiled path on sgemm and
- * a reference in double, within the oracle's tolerance, on odd shapes: ragged blocks, both
- * causal modes, key lengths (0 among them), key and attention masks, a bias holding -inf, and
- * rows that every key is blocked for (exact zeros).
+ * double on ragged sizes (and the row kernels it uses on every short length), and the fused path
+ * against the direct path, the tiled path on sgemm and a reference in double, within the oracle's
+ * tolerance, on odd shapes: ragged blocks, both causal modes, key lengths (0 among them), key and
+ * attention masks, a bias holding -inf, and rows that every key is blocked for (exact zeros).
  *
  * Legend: N batch, H heads, L query length, S key length, D and Dv the query/key and value
  * widths, W the keys of a packed panel. */
@@ -56,6 +56,40 @@ static double tiles_case(const attnt_set *ts, size_t rows, size_t cols, size_t d
     return worst;
 }
 
+/* The softmax row kernels the fused path leans on, on every length from 1 to 40 (whole vectors,
+ * tails, rows shorter than a vector): max_finite = row_max and all_finite, and exp_sum's tail. */
+static void row_kernels_case(const attnk_set *ks, const char *name) {
+    float x[40], y[40];
+    for (size_t n = 1; n <= 40; n++) {
+        for (size_t j = 0; j < n; j++)
+            x[j] = 4.0f * frand();
+        for (size_t bad = 0; bad < 3; bad++) {
+            float saved = x[n - 1];
+            if (bad == 1)
+                x[n - 1] = INFINITY; /* in the tail */
+            if (bad == 2)
+                x[n - 1] = NAN;
+            bool finite = !bad;
+            float m = ks->max_finite(x, n, &finite);
+            CHECK(finite == ks->all_finite(x, n) && finite == !bad &&
+                      (bad == 2 || m == ks->row_max(x, n)),
+                  "%s: max_finite on %zu (bad %zu): %g, finite %d", name, n, bad, (double)m,
+                  finite);
+            x[n - 1] = saved;
+        }
+        memcpy(y, x, sizeof x);
+        float m = ks->row_max(x, n), sum = ks->exp_sum(y, n, m);
+        double ref = 0, worst = 0;
+        for (size_t j = 0; j < n; j++) {
+            double e = exp((double)x[j] - (double)m);
+            ref += e;
+            worst = fmax(worst, fabs((double)y[j] - e));
+        }
+        CHECK(worst < 1e-6 && fabs((double)sum - ref) < 1e-5 * ref,
+              "%s: exp_sum on %zu: error %.3g, sum %.8g vs %.8g", name, n, worst, (double)sum, ref);
+    }
+}
+
 void test_fused_kernels(void) {
     const char *names[] = {"avx512", "avx2", "sse2"};
     __builtin_cpu_init();
@@ -66,6 +100,7 @@ void test_fused_kernels(void) {
     for (int s = 0; s < 3; s++) {
         if (!can[s])
             continue;
+        row_kernels_case(attnk_get_named(names[s]), names[s]);
         const attnt_set *ts = attnt_get_named(names[s]);
         CHECK(ts != NULL && ts->panel <= ATTN_TILE_PANEL_MAX &&
                   ATTN_TILE_PANEL_MAX % ts->panel == 0,
