@@ -150,11 +150,14 @@ typedef enum attn_weights_mode {
 } attn_weights_mode;
 
 typedef enum attn_path {
-    ATTN_PATH_AUTO = 0,    /* tiled when no weights are requested, direct otherwise */
+    ATTN_PATH_AUTO = 0,    /* tiled when no weights are requested (fused when D and Dv are at
+                              least 16, on sgemm below), direct otherwise */
     ATTN_PATH_DIRECT,      /* whole logit rows (block_q, S) per task; required for weights */
-    ATTN_PATH_TILED,       /* online softmax over key blocks; memory O(block x (Dv + block)) */
-    ATTN_PATH_TILED_SGEMM, /* the tiled path with its block products on sgemm, not on attnd's
-                              own fused kernels (for comparison) */
+    ATTN_PATH_TILED,       /* online softmax over key blocks, fused: scores, softmax and x V per
+                              tile on attnd's own kernels; memory O(block x (Dv + block)) per
+                              thread, plus the keys and values packed once, O(N H S (D + Dv)) */
+    ATTN_PATH_TILED_SGEMM, /* the same online softmax with the tile products on sgemm; memory
+                              O(block x (Dv + block)) per thread */
 } attn_path;
 
 typedef struct attn_opts {
@@ -197,8 +200,8 @@ typedef struct attn_plan {
     attn_masks masks;
     size_t nslots, bq, bk, nqb;
     size_t slot_floats; /* floats of scratch per slot */
-    size_t kt_floats;   /* the fused path's packed keys and values: (N, H, Sp, D + Dv), Sp = S
-                           rounded up to 32 */
+    size_t kt_floats;   /* the fused path's packed keys and values: (N, H, Sp, D + Dvp), Sp = S
+                           rounded up to 32, Dvp = Dv rounded up to 16 */
     bool tiled;
     bool fused; /* tiled, with attnd's own block products (tiles.c) */
     float scale;

@@ -55,6 +55,15 @@ typedef struct attnt_set {
 
 #define ATTN_TILE_PANEL_MAX 32
 
+/* The fused path's values and accumulators are Dv rounded up to this (the widest vector), so
+ * that the products run on whole vectors; the padding is zeros. */
+#define ATTN_TILE_DV_ALIGN 16
+
+/* Dv rounded up to ATTN_TILE_DV_ALIGN. */
+static inline size_t attn_tile_dvp(size_t dv) {
+    return (dv + ATTN_TILE_DV_ALIGN - 1) / ATTN_TILE_DV_ALIGN * ATTN_TILE_DV_ALIGN;
+}
+
 /* The widest block-product set this CPU runs; chosen on first call, then cached. */
 const attnt_set *attnt_get(void);
 

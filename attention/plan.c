@@ -11,11 +11,12 @@
 
 #include "internal.h"
 
-#define DIRECT_BQ 64
-#define TILED_BQ  128
-#define TILED_BK  512
-#define FUSED_BQ  128
-#define FUSED_BK  256
+#define DIRECT_BQ   64
+#define TILED_BQ    128
+#define TILED_BK    512
+#define FUSED_BQ    128
+#define FUSED_BK    512
+#define FUSED_MIN_D 16 /* AUTO fuses when D and Dv are at least this */
 
 /* ---- Workspace layout --------------------------------------------------------------------- */
 
@@ -157,7 +158,10 @@ static int plan_blocks(attn_plan *p, attn_error *err) {
     const attn_opts *o = &p->opts;
     p->tiled = o->path == ATTN_PATH_TILED || o->path == ATTN_PATH_TILED_SGEMM ||
                (o->path == ATTN_PATH_AUTO && o->weights == ATTN_WEIGHTS_NONE);
-    p->fused = p->tiled && o->path != ATTN_PATH_TILED_SGEMM;
+    /* Fused unless asked for sgemm tiles; by default only where it measured faster: with head
+     * widths below 16 its products are mostly loads and stores (bench/RESULTS.md). */
+    p->fused = o->path == ATTN_PATH_TILED || (p->tiled && o->path == ATTN_PATH_AUTO &&
+                                              d->d >= FUSED_MIN_D && d->dv >= FUSED_MIN_D);
     p->scale = o->has_scale ? o->scale : (float)(1.0 / sqrt((double)d->d));
     p->bq = o->block_q ? o->block_q : p->fused ? FUSED_BQ : p->tiled ? TILED_BQ : DIRECT_BQ;
     if (p->bq > d->l)
@@ -175,12 +179,13 @@ static int plan_blocks(attn_plan *p, attn_error *err) {
     if (p->fused) {
         /* logits tile (bq, bk), accumulator (bq, Dv), running max and sum (bq) each; and once
          * for the job, every problem's keys packed in panels and its values in rows,
-         * (N, H, S rounded up, D + Dv) */
+         * (N, H, S rounded up, D + Dv rounded up); Dv rounded up in the accumulator too */
         const size_t pan = ATTN_TILE_PANEL_MAX, sp = (d->s + pan - 1) / pan * pan;
-        size_t dd = 0;
-        ok = attn_mul(p->bq, p->bk, &a) && attn_mul(p->bq, d->dv, &b) && attn_mul(p->bq, 2, &c) &&
-             attn_add(d->d, d->dv, &dd) && attn_mul(d->n, d->h, &p->kt_floats) &&
-             attn_mul(p->kt_floats, sp, &p->kt_floats) && attn_mul(p->kt_floats, dd, &p->kt_floats);
+        size_t dd = 0, dvp = attn_tile_dvp(d->dv);
+        ok = d->dv < dvp + ATTN_TILE_DV_ALIGN && attn_mul(p->bq, p->bk, &a) &&
+             attn_mul(p->bq, dvp, &b) && attn_mul(p->bq, 2, &c) && attn_add(d->d, dvp, &dd) &&
+             attn_mul(d->n, d->h, &p->kt_floats) && attn_mul(p->kt_floats, sp, &p->kt_floats) &&
+             attn_mul(p->kt_floats, dd, &p->kt_floats);
     } else if (p->tiled) {
         /* logits tile (bq, bk), accumulator (bq, Dv), running max and sum (bq) each */
         ok = attn_mul(p->bq, p->bk, &a) && attn_mul(p->bq, d->dv, &b) && attn_mul(p->bq, 2, &c);

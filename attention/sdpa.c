@@ -372,7 +372,7 @@ static bool tiled_block(attn_run *r, size_t slot, size_t n, size_t h, size_t qb,
 static float *fused_kt(const attn_run *r, size_t n, size_t h) {
     const attn_sdpa_dims *d = &r->p->sd;
     const size_t pan = ATTN_TILE_PANEL_MAX, sp = (d->s + pan - 1) / pan * pan;
-    return r->kt + (n * d->h + h) * sp * (d->d + d->dv);
+    return r->kt + (n * d->h + h) * sp * (d->d + attn_tile_dvp(d->dv));
 }
 
 /* Task of the fused path's packing: keys and values [c FUSED_PACK_KEYS, ...) of problem (n, h),
@@ -392,14 +392,17 @@ static void fused_pack_task(void *ctx, size_t task, size_t slot) {
         return;
     size_t cols = lim - j0 < FUSED_PACK_KEYS ? lim - j0 : FUSED_PACK_KEYS;
     const size_t pan = ATTN_TILE_PANEL_MAX, sp = (p->sd.s + pan - 1) / pan * pan;
-    const size_t D = p->sd.d, Dv = p->sd.dv;
+    const size_t D = p->sd.d, Dv = p->sd.dv, Dvp = attn_tile_dvp(Dv);
     float *kt = fused_kt(r, n, h);
     r->ts->pack_kt(kt + j0 * D, v->k + n * v->k_sn + h * v->k_sh + j0 * v->ldk, v->ldk, cols, D);
     const float *src = v->v + n * v->v_sn + h * v->v_sh + j0 * v->ldv;
-    float *dst = kt + sp * D + j0 * Dv;
-    for (size_t j = 0; j < cols; j++)
+    float *dst = kt + sp * D + j0 * Dvp;
+    for (size_t j = 0; j < cols; j++) {
         for (size_t u = 0; u < Dv; u++) /* rows of Dv floats: a loop, not a memcpy call each */
-            dst[j * Dv + u] = src[j * v->ldv + u];
+            dst[j * Dvp + u] = src[j * v->ldv + u];
+        for (size_t u = Dv; u < Dvp; u++)
+            dst[j * Dvp + u] = 0.0f;
+    }
 }
 
 /* Online-softmax update of row ri (tiled_block's row code) on its logits x[0..cols) of the tile
@@ -444,14 +447,15 @@ static bool fused_block(attn_run *r, size_t slot, size_t n, size_t h, size_t qb,
     const attn_view *v = &r->view;
     const attnt_set *ts = r->ts;
     const size_t bq = p->bq, bk = p->bk, D = p->sd.d, Dv = p->sd.dv, lds = bk;
+    const size_t Dvp = attn_tile_dvp(Dv); /* the width of acc and of the packed values */
     size_t i0 = qb * bq, rows = bq < p->sd.l - i0 ? bq : p->sd.l - i0;
 
     float *P = slot_scratch(r, slot);         /* P is (bq, bk): the tile's logits */
-    float *acc = P + attn_align_up(bq * lds); /* acc is (bq, Dv): the output so far */
-    float *M = acc + attn_align_up(bq * Dv);  /* M is (bq): running max */
+    float *acc = P + attn_align_up(bq * lds); /* acc is (bq, Dvp): the output so far */
+    float *M = acc + attn_align_up(bq * Dvp); /* M is (bq): running max */
     float *Z = M + bq;                        /* Z is (bq): running sum of exp(x - M) */
     const float *kt = fused_kt(r, n, h);      /* the keys, packed in panels (S, D) */
-    memset(acc, 0, rows * Dv * sizeof *acc);
+    memset(acc, 0, rows * Dvp * sizeof *acc);
     for (size_t ri = 0; ri < rows; ri++) {
         M[ri] = -INFINITY;
         Z[ri] = 0.0f;
@@ -459,7 +463,7 @@ static bool fused_block(attn_run *r, size_t slot, size_t n, size_t h, size_t qb,
     const float *q = v->q + n * v->q_sn + h * v->q_sh + i0 * v->ldq;
     const size_t sp =
         (p->sd.s + ATTN_TILE_PANEL_MAX - 1) / ATTN_TILE_PANEL_MAX * ATTN_TILE_PANEL_MAX;
-    const float *vv = kt + sp * D; /* the values, packed (S, Dv) */
+    const float *vv = kt + sp * D; /* the values, packed (S, Dvp) */
     float *o = v->o + n * v->o_sn + h * v->o_sh + i0 * v->ldo;
     size_t ncols = row_limit(p, n, i0 + rows - 1);
     size_t r0 = 0; /* rows before r0 have no keys left in this or later tiles */
@@ -479,17 +483,17 @@ static bool fused_block(attn_run *r, size_t slot, size_t n, size_t h, size_t qb,
                 size_t lim = row_limit(p, n, i0 + ri) - j0;
                 if (lim > gcols)
                     lim = gcols;
-                online_row(r, P + ri * lds, gcols, lim, n, h, i0 + ri, j0, acc + ri * Dv, Dv,
+                online_row(r, P + ri * lds, gcols, lim, n, h, i0 + ri, j0, acc + ri * Dvp, Dvp,
                            M + ri, Z + ri, normalised);
             }
-            ts->pv(acc + g * Dv, Dv, pg, lds, nr, vv + j0 * Dv, Dv, gcols, Dv);
+            ts->pv(acc + g * Dvp, Dvp, pg, lds, nr, vv + j0 * Dvp, Dvp, gcols, Dvp);
         }
     }
-    if (!r->ks->all_finite(acc, rows * Dv))
+    if (!r->ks->all_finite(acc, rows * Dvp))
         return false;
     for (size_t ri = 0; ri < rows; ri++) {
         float inv = normalised ? 1.0f : Z[ri] > 0.0f ? 1.0f / Z[ri] : 0.0f;
-        memcpy(o + ri * v->ldo, acc + ri * Dv, Dv * sizeof *o);
+        memcpy(o + ri * v->ldo, acc + ri * Dvp, Dv * sizeof *o);
         r->ks->scale(o + ri * v->ldo, Dv, inv);
     }
     return true;

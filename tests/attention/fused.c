@@ -269,6 +269,21 @@ void test_fused_equals_direct(attn_pool *pool) {
         free(km), free(am), free(bias);
     }
 
+    /* AUTO fuses only with head widths of 16 and more, and never with weights. */
+    const size_t widths[][3] = {{64, 64, 1}, {16, 16, 1}, {8, 64, 0}, {64, 8, 0}};
+    for (size_t i = 0; i < 4; i++) {
+        attn_sdpa_dims wd = {1, 1, 40, 40, widths[i][0], widths[i][1]};
+        attn_opts o = {0}, ow = {.weights = ATTN_WEIGHTS_PER_HEAD};
+        attn_plan p, pw;
+        attn_error e = {0};
+        CHECK(attn_sdpa_plan(&p, &wd, &o, NULL, 1, &e) == ATTN_OK &&
+                  attn_sdpa_plan(&pw, &wd, &ow, NULL, 1, &e) == ATTN_OK,
+              "%s", e.msg);
+        CHECK(p.tiled && p.fused == (widths[i][2] != 0) && !pw.fused && !pw.tiled,
+              "AUTO with D=%zu Dv=%zu: tiled %d fused %d, with weights fused %d", widths[i][0],
+              widths[i][1], (int)p.tiled, (int)p.fused, (int)pw.fused);
+    }
+
     /* A logit beyond float32 is ATTN_ERR_NUMERIC on the fused path as on the others. */
     attn_sdpa_dims d = {1, 1, 5, 40, 3, 2};
     float q[15], k[120], v[80], out[10];
