@@ -507,6 +507,12 @@ static void tiled_task(void *ctx, size_t task, size_t slot) {
     size_t qb = task % p->nqb, h = task / p->nqb % p->sd.h, n = task / p->nqb / p->sd.h;
     bool (*block)(attn_run *, size_t, size_t, size_t, size_t, bool) =
         p->fused ? fused_block : tiled_block;
+    if (p->fused && p->nqb == 1) { /* the only task of problem (n, h) packs its keys itself:
+                                      one pool run less, and they are in its cache */
+        const size_t chunks = (p->sd.s + FUSED_PACK_KEYS - 1) / FUSED_PACK_KEYS;
+        for (size_t c = 0; c < chunks; c++)
+            fused_pack_task(r, (n * p->sd.h + h) * chunks + c, slot);
+    }
     if (!block(r, slot, n, h, qb, false) && !atomic_load(&r->numeric) &&
         !block(r, slot, n, h, qb, true))
         atomic_store(&r->numeric, 1);
@@ -521,7 +527,7 @@ int attn_run_attention(attn_run *r, attn_pool *pool, attn_error *err) {
     if (2.0 * (double)(d->n * d->h) * (double)d->l * (double)d->s * (double)(d->d + d->dv) <
         ATTN_INLINE_FLOPS)
         pool = NULL;
-    if (p->fused)
+    if (p->fused && p->nqb > 1) /* with one query block, its task packs (tiled_task) */
         attn_pool_run(pool, d->n * d->h * ((d->s + FUSED_PACK_KEYS - 1) / FUSED_PACK_KEYS),
                       fused_pack_task, r);
     if (p->tiled)
