@@ -15,6 +15,41 @@
 
 #include "internal.h"
 
+typedef float f4 __attribute__((vector_size(16)));
+typedef int32_t i4 __attribute__((vector_size(16)));
+
+/* One whole panel of w keys (w a multiple of 4) from k (rows of d floats, ld apart) into dst
+ * (d rows of w): 4 keys x 4 values at a time, transposed with shuffles; the last d % 4 values of
+ * each key one by one. Plain 128-bit vectors, so every flavour can use it. */
+static inline void pack_panel4(float *dst, const float *k, size_t ld, size_t d, size_t w) {
+    const size_t d4 = d / 4 * 4;
+    for (size_t jj = 0; jj < w; jj += 4) {
+        const float *r = k + jj * ld;
+        for (size_t c = 0; c < d4; c += 4) {
+            f4 r0, r1, r2, r3;
+            memcpy(&r0, r + c, sizeof r0);
+            memcpy(&r1, r + ld + c, sizeof r1);
+            memcpy(&r2, r + 2 * ld + c, sizeof r2);
+            memcpy(&r3, r + 3 * ld + c, sizeof r3);
+            f4 t0 = __builtin_shuffle(r0, r1, (i4){0, 4, 1, 5});
+            f4 t1 = __builtin_shuffle(r2, r3, (i4){0, 4, 1, 5});
+            f4 t2 = __builtin_shuffle(r0, r1, (i4){2, 6, 3, 7});
+            f4 t3 = __builtin_shuffle(r2, r3, (i4){2, 6, 3, 7});
+            f4 c0 = __builtin_shuffle(t0, t1, (i4){0, 1, 4, 5});
+            f4 c1 = __builtin_shuffle(t0, t1, (i4){2, 3, 6, 7});
+            f4 c2 = __builtin_shuffle(t2, t3, (i4){0, 1, 4, 5});
+            f4 c3 = __builtin_shuffle(t2, t3, (i4){2, 3, 6, 7});
+            memcpy(dst + c * w + jj, &c0, sizeof c0);
+            memcpy(dst + (c + 1) * w + jj, &c1, sizeof c1);
+            memcpy(dst + (c + 2) * w + jj, &c2, sizeof c2);
+            memcpy(dst + (c + 3) * w + jj, &c3, sizeof c3);
+        }
+        for (size_t i = 0; i < 4; i++)
+            for (size_t c = d4; c < d; c++)
+                dst[c * w + jj + i] = r[i * ld + c];
+    }
+}
+
 #define TILE_SET(SUF, LANES, QK_R, PV_R, PV_NV, TARGET)                                            \
     typedef float tf_##SUF __attribute__((vector_size(LANES * 4)));                                \
                                                                                                    \
@@ -32,6 +67,10 @@
         for (size_t p0 = 0; p0 < cols; p0 += w) {                                                  \
             float *dst = kt + p0 * d;                                                              \
             size_t n = cols - p0 < w ? cols - p0 : w;                                              \
+            if (n == w) { /* a whole panel: 4 x 4 blocks transposed in registers */                \
+                pack_panel4(dst, k + p0 * ld, ld, d, w);                                           \
+                continue;                                                                          \
+            }                                                                                      \
             for (size_t jj = 0; jj < n; jj++) {                                                    \
                 const float *src = k + (p0 + jj) * ld;                                             \
                 for (size_t c = 0; c < d; c++)                                                     \
