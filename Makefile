@@ -36,7 +36,7 @@ PKG_TEST      := $(PKG_BUILD) libjansson-dev python3 python3-torch python3-numpy
 PKG_CONTAINER := buildah podman runc debootstrap curl python3 python3-yaml
 
 ATTN_SRC := attention/error.c attention/plan.c attention/sdpa.c attention/mha.c attention/batch.c \
-            attention/kernels.c attention/pool.c attention/blas.c
+            attention/kernels.c attention/tiles.c attention/pool.c attention/blas.c
 ATTN_OBJ := $(ATTN_SRC:%.c=$(BUILD)/%.o)
 
 .PHONY: all run test test-core check-layers check-readme-deps test-web screenshots test-deploy \
@@ -72,7 +72,8 @@ $(BUILD)/%.o: %.c $(HEADERS)
 	$(CC) $(CPPFLAGS) $(layer_inc) $(WARN) $(CFLAGS) -c $< -o $@
 
 # The softmax kernels: vectorised per ISA; FMA contraction is allowed there (never -ffast-math).
-$(BUILD)/attention/kernels.o: attention/kernels.c $(HEADERS)
+# So are the fused path's block products (tiles.c).
+$(BUILD)/attention/kernels.o $(BUILD)/attention/tiles.o: $(BUILD)/attention/%.o: attention/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(layer_inc) $(WARN) $(CFLAGS) -O3 -ffp-contract=fast -c $< -o $@
 

@@ -150,9 +150,14 @@ typedef enum attn_weights_mode {
 } attn_weights_mode;
 
 typedef enum attn_path {
-    ATTN_PATH_AUTO = 0, /* tiled when no weights are requested, direct otherwise */
-    ATTN_PATH_DIRECT,   /* whole logit rows (block_q, S) per task; required for weights */
-    ATTN_PATH_TILED,    /* online softmax over key blocks; memory O(block x (Dv + block)) */
+    ATTN_PATH_AUTO = 0,    /* tiled when no weights are requested (fused when D and Dv are at
+                              least 16, on sgemm below), direct otherwise */
+    ATTN_PATH_DIRECT,      /* whole logit rows (block_q, S) per task; required for weights */
+    ATTN_PATH_TILED,       /* online softmax over key blocks, fused: scores, softmax and x V per
+                              tile on attnd's own kernels; memory O(block x (Dv + block)) per
+                              thread, plus the keys and values packed once, O(N H S (D + Dv)) */
+    ATTN_PATH_TILED_SGEMM, /* the same online softmax with the tile products on sgemm; memory
+                              O(block x (Dv + block)) per thread */
 } attn_path;
 
 typedef struct attn_opts {
@@ -195,7 +200,10 @@ typedef struct attn_plan {
     attn_masks masks;
     size_t nslots, bq, bk, nqb;
     size_t slot_floats; /* floats of scratch per slot */
+    size_t kt_floats;   /* the fused path's packed keys and values: (N, H, Sp, D + Dvp), Sp = S
+                           rounded up to 32, Dvp = Dv rounded up to 16 */
     bool tiled;
+    bool fused; /* tiled, with attnd's own block products (tiles.c) */
     float scale;
 } attn_plan;
 
@@ -320,7 +328,7 @@ typedef struct attn_batch_plan {
     size_t key_rows;        /* key rows: the sum of N*S (0 when the batch is self-attention) */
     double flops;           /* the sum of the jobs' plan.flops */
     /* private */
-    size_t count, e, kdim, vdim, nslots, slot_floats;
+    size_t count, e, kdim, vdim, nslots, slot_floats, kt_floats;
     bool self;   /* every job is self-attention on in_proj_weight: one QKV GEMM */
     bool kv_one; /* cross: every job has key == value on in_proj_weight: one KV GEMM */
 } attn_batch_plan;

@@ -21,6 +21,7 @@ typedef struct batch_layout {
     size_t vproj; /* cross: V (RS, E) */
     size_t ob;    /* (R, E): the heads' outputs, concatenated, before out_proj */
     size_t slots; /* nslots x slot_floats of per-thread scratch, shared by the jobs in turn */
+    size_t kt;    /* kt_floats: the fused path's packed keys, shared by the jobs in turn */
     size_t total; /* floats */
     bool ok;
 } batch_layout;
@@ -40,6 +41,7 @@ static batch_layout batch_layout_of(const attn_batch_plan *bp) {
     }
     b.ob = attn_ws_take(&l, bp->rows, bp->e, 1);
     b.slots = attn_ws_take(&l, bp->nslots, bp->slot_floats, 1);
+    b.kt = attn_ws_take(&l, bp->kt_floats, 1, 1);
     b.total = l.total;
     b.ok = l.ok;
     return b;
@@ -97,6 +99,8 @@ int attn_mha_batch_plan(attn_batch_plan *bp, const attn_mha_batch_job *jobs, siz
             return attn_fail(err, ATTN_ERR_OVERFLOW, "the batch's rows overflow");
         if (p->slot_floats > bp->slot_floats)
             bp->slot_floats = p->slot_floats;
+        if (p->kt_floats > bp->kt_floats)
+            bp->kt_floats = p->kt_floats;
         bp->flops += p->flops;
     }
     bp->rows = rows;
@@ -212,7 +216,7 @@ int attn_mha_batch_forward(const attn_batch_plan *bp, void *workspace, attn_mha_
     for (size_t i = 0, r = 0, rk = 0; i < count; i++) {
         attn_mha_batch_job *j = &jobs[i];
         const attn_plan *p = j->plan;
-        attn_run run = {.p = p, .slots = ws + b.slots};
+        attn_run run = {.p = p, .slots = ws + b.slots, .kt = ws + b.kt};
         if (j->weights)
             run.wout = *j->weights;
         run.view = all;

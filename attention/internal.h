@@ -27,6 +27,8 @@ typedef struct attnk_set {
     void (*scale)(float *x, size_t n, float a);
     /* True when no x[j], j < n, is an infinity or NaN. */
     bool (*all_finite)(const float *x, size_t n);
+    /* row_max and all_finite in one pass: the max, and *finite = all_finite(x, n). */
+    float (*max_finite)(const float *x, size_t n, bool *finite);
 } attnk_set;
 
 /* The widest kernel set this CPU runs; chosen on first call, then cached. */
@@ -34,6 +36,39 @@ const attnk_set *attnk_get(void);
 
 /* The set called name, or NULL; for tests that compare the flavours. */
 const attnk_set *attnk_get_named(const char *name);
+
+/* One instruction-set flavour of the block products of the fused tiled path (tiles.c). */
+typedef struct attnt_set {
+    const char *name; /* "avx512", "avx2" or "sse2" */
+    size_t panel;     /* keys per packed panel: at most ATTN_TILE_PANEL_MAX */
+    /* Packs keys k[0..cols) (rows of d floats, ld apart) into panels of `panel` keys, each key's
+     * d values a column: kt[(p d + c) panel + jj] = k[(p panel + jj) ld + c]; zeros past cols. */
+    void (*pack_kt)(float *kt, const float *k, size_t ld, size_t cols, size_t d);
+    /* s[i][j] = scale (q_i . k_j) for i < rows and j < cols rounded up to whole panels; q rows
+     * ldq apart, s rows lds apart (lds a multiple of the panel). */
+    void (*qk)(float *s, size_t lds, const float *q, size_t ldq, size_t rows, const float *kt,
+               size_t cols, size_t d, float scale);
+    /* acc[i][c] += sum over j < cols of p[i][j] v[j][c], for i < rows and c < dv. */
+    void (*pv)(float *acc, size_t lda, const float *p, size_t ldp, size_t rows, const float *v,
+               size_t ldv, size_t cols, size_t dv);
+} attnt_set;
+
+#define ATTN_TILE_PANEL_MAX 32
+
+/* The fused path's values and accumulators are Dv rounded up to this (the widest vector), so
+ * that the products run on whole vectors; the padding is zeros. */
+#define ATTN_TILE_DV_ALIGN 16
+
+/* Dv rounded up to ATTN_TILE_DV_ALIGN. */
+static inline size_t attn_tile_dvp(size_t dv) {
+    return (dv + ATTN_TILE_DV_ALIGN - 1) / ATTN_TILE_DV_ALIGN * ATTN_TILE_DV_ALIGN;
+}
+
+/* The widest block-product set this CPU runs; chosen on first call, then cached. */
+const attnt_set *attnt_get(void);
+
+/* The set called name, or NULL; for tests that compare the flavours. */
+const attnt_set *attnt_get_named(const char *name);
 
 /* Fills err (if it is still clear) with code and a printf-style message; returns code. */
 int attn_fail(attn_error *err, attn_status code, const char *fmt, ...)
@@ -81,6 +116,7 @@ typedef struct attn_ws_layout {
     size_t vproj; /* start of V within proj when not packed */
     size_t ob;    /* (N*L, E): the heads' outputs, concatenated, before out_proj */
     size_t slots; /* nslots x slot_floats of per-thread scratch */
+    size_t kt;    /* kt_floats: the fused path's packed keys */
     size_t total; /* floats */
     bool ok;
 } attn_ws_layout;
@@ -113,8 +149,10 @@ typedef struct attn_run {
     attn_view view;
     attn_weights_out wout;
     float *slots; /* nslots x slot_floats */
+    float *kt;    /* the fused path's packed keys (kt_floats of the plan) */
     const attnk_set *ks;
-    atomic_int numeric; /* set when a logit is not finite */
+    const attnt_set *ts; /* the fused path's block products */
+    atomic_int numeric;  /* set when a logit is not finite */
 } attn_run;
 
 /* Runs the attention problems of r (p, view, wout and slots set) over pool, which may be NULL.

@@ -74,7 +74,12 @@
     }                                                                                              \
                                                                                                    \
     TARGET static float exp_sum_##SUF(float *x, size_t n, float m) {                               \
-        vf_##SUF acc = {0};                                                                        \
+        vf_##SUF acc = {0}, last;                                                                  \
+        const size_t whole = n / LANES * LANES;                                                    \
+        if (whole && whole < n) { /* the tail: the last whole vector, before it is overwritten */  \
+            memcpy(&last, x + n - LANES, sizeof last);                                             \
+            last = vexp_##SUF(last - m);                                                           \
+        }                                                                                          \
         size_t j = 0;                                                                              \
         for (; j + LANES <= n; j += LANES) {                                                       \
             vf_##SUF v;                                                                            \
@@ -83,7 +88,17 @@
             memcpy(x + j, &v, sizeof v);                                                           \
             acc += v;                                                                              \
         }                                                                                          \
-        if (j < n) { /* the tail goes through the same polynomial, padded with -inf */             \
+        if (whole && j < n) { /* its lanes from k on are the elements j.. n - 1 */                 \
+            const int k = LANES - (int)(n - j);                                                    \
+            vi_##SUF lane, zero = {0};                                                             \
+            for (int u = 0; u < LANES; u++)                                                        \
+                lane[u] = u;                                                                       \
+            vf_##SUF fz = {0};                                                                     \
+            acc += sel_##SUF(lane >= zero + k, last, fz);                                          \
+            memcpy(x + j, (const float *)&last + k, (n - j) * sizeof *x);                          \
+            j = n;                                                                                 \
+        }                                                                                          \
+        if (j < n) { /* short rows go through the same polynomial, padded with -inf */             \
             vf_##SUF v;                                                                            \
             for (int u = 0; u < LANES; u++)                                                        \
                 v[u] = j + (size_t)u < n ? x[j + (size_t)u] : -INFINITY;                           \
@@ -119,8 +134,40 @@
         return s == 0.0f;                                                                          \
     }                                                                                              \
                                                                                                    \
-    static const attnk_set set_##SUF = {#SUF, row_max_##SUF, exp_sum_##SUF, scale_##SUF,           \
-                                        all_finite_##SUF};
+    TARGET static float max_finite_##SUF(const float *x, size_t n, bool *finite) {                 \
+        vf_##SUF m, acc = {0};                                                                     \
+        for (int u = 0; u < LANES; u++)                                                            \
+            m[u] = -INFINITY;                                                                      \
+        size_t j = 0;                                                                              \
+        for (; j + LANES <= n; j += LANES) {                                                       \
+            vf_##SUF v;                                                                            \
+            memcpy(&v, x + j, sizeof v);                                                           \
+            m = sel_##SUF(v > m, v, m);                                                            \
+            acc += v - v;                                                                          \
+        }                                                                                          \
+        if (j < n && n >= LANES) { /* the tail as the last whole vector: max and the check         \
+                                      do not mind seeing an element twice */                       \
+            vf_##SUF v;                                                                            \
+            memcpy(&v, x + n - LANES, sizeof v);                                                   \
+            m = sel_##SUF(v > m, v, m);                                                            \
+            acc += v - v;                                                                          \
+            j = n;                                                                                 \
+        }                                                                                          \
+        float r = -INFINITY, s = 0.0f;                                                             \
+        for (int u = 0; u < LANES; u++) {                                                          \
+            r = m[u] > r ? m[u] : r;                                                               \
+            s += acc[u];                                                                           \
+        }                                                                                          \
+        for (; j < n; j++) {                                                                       \
+            r = x[j] > r ? x[j] : r;                                                               \
+            s += x[j] - x[j];                                                                      \
+        }                                                                                          \
+        *finite = s == 0.0f;                                                                       \
+        return r;                                                                                  \
+    }                                                                                              \
+                                                                                                   \
+    static const attnk_set set_##SUF = {#SUF,        row_max_##SUF,    exp_sum_##SUF,              \
+                                        scale_##SUF, all_finite_##SUF, max_finite_##SUF};
 
 KERNEL_SET(avx512, 16, __attribute__((target("avx512f,avx512dq,fma"))))
 KERNEL_SET(avx2, 8, __attribute__((target("avx2,fma"))))

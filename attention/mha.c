@@ -241,7 +241,7 @@ int attn_mha_forward_traced(const attn_plan *plan, void *workspace, float *out,
 
     float *ws = workspace;
     attn_ws_layout l = attn_plan_layout(plan);
-    attn_run r = {.p = plan, .slots = ws + l.slots};
+    attn_run r = {.p = plan, .slots = ws + l.slots, .kt = ws + l.kt};
     if (weights)
         r.wout = *weights;
     attn_in_proj ip = {.xq = query,

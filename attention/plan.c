@@ -11,9 +11,12 @@
 
 #include "internal.h"
 
-#define DIRECT_BQ 64
-#define TILED_BQ  128
-#define TILED_BK  512
+#define DIRECT_BQ   64
+#define TILED_BQ    128
+#define TILED_BK    512
+#define FUSED_BQ    128
+#define FUSED_BK    512
+#define FUSED_MIN_D 16 /* AUTO fuses when D and Dv are at least this */
 
 /* ---- Workspace layout --------------------------------------------------------------------- */
 
@@ -40,6 +43,7 @@ attn_ws_layout attn_plan_layout(const attn_plan *p) {
         l.ob = attn_ws_take(&l, nl, d->e, 1);
     }
     l.slots = attn_ws_take(&l, p->nslots, p->slot_floats, 1);
+    l.kt = attn_ws_take(&l, p->kt_floats, 1, 1);
     return l;
 }
 
@@ -138,9 +142,10 @@ static int plan_check_opts(const attn_plan *p, attn_error *err) {
     if (o->top_k > d->s)
         return attn_fail(err, ATTN_ERR_ARG, "top_k is %zu but there are only S=%zu keys", o->top_k,
                          d->s);
-    if ((unsigned)o->path > ATTN_PATH_TILED)
+    if ((unsigned)o->path > ATTN_PATH_TILED_SGEMM)
         return attn_fail(err, ATTN_ERR_ARG, "unknown path %d", (int)o->path);
-    if (o->path == ATTN_PATH_TILED && o->weights != ATTN_WEIGHTS_NONE)
+    if ((o->path == ATTN_PATH_TILED || o->path == ATTN_PATH_TILED_SGEMM) &&
+        o->weights != ATTN_WEIGHTS_NONE)
         return attn_fail(err, ATTN_ERR_ARG, "the tiled path cannot return weights");
     if (o->has_scale && !isfinite(o->scale))
         return attn_fail(err, ATTN_ERR_ARG, "the scale must be finite");
@@ -151,21 +156,37 @@ static int plan_check_opts(const attn_plan *p, attn_error *err) {
 static int plan_blocks(attn_plan *p, attn_error *err) {
     const attn_sdpa_dims *d = &p->sd;
     const attn_opts *o = &p->opts;
-    p->tiled = o->path == ATTN_PATH_TILED ||
+    p->tiled = o->path == ATTN_PATH_TILED || o->path == ATTN_PATH_TILED_SGEMM ||
                (o->path == ATTN_PATH_AUTO && o->weights == ATTN_WEIGHTS_NONE);
+    /* Fused unless asked for sgemm tiles; by default only where it measured faster: with head
+     * widths below 16 its products are mostly loads and stores (bench/RESULTS.md). */
+    p->fused = o->path == ATTN_PATH_TILED || (p->tiled && o->path == ATTN_PATH_AUTO &&
+                                              d->d >= FUSED_MIN_D && d->dv >= FUSED_MIN_D);
     p->scale = o->has_scale ? o->scale : (float)(1.0 / sqrt((double)d->d));
-    p->bq = o->block_q ? o->block_q : (p->tiled ? TILED_BQ : DIRECT_BQ);
+    p->bq = o->block_q ? o->block_q : p->fused ? FUSED_BQ : p->tiled ? TILED_BQ : DIRECT_BQ;
     if (p->bq > d->l)
         p->bq = d->l;
-    p->bk = o->block_k ? o->block_k : TILED_BK;
+    p->bk = o->block_k ? o->block_k : p->fused ? FUSED_BK : TILED_BK;
     if (p->bk > d->s)
         p->bk = d->s;
+    if (p->fused) /* the fused path's tiles start on whole panels of packed keys */
+        p->bk = (p->bk + ATTN_TILE_PANEL_MAX - 1) / ATTN_TILE_PANEL_MAX * ATTN_TILE_PANEL_MAX;
     p->nqb = (d->l + p->bq - 1) / p->bq;
 
     /* Per-slot scratch. */
     size_t a = 0, b = 0, c = 0;
     bool ok = true;
-    if (p->tiled) {
+    if (p->fused) {
+        /* logits tile (bq, bk), accumulator (bq, Dv), running max and sum (bq) each; and once
+         * for the job, every problem's keys packed in panels and its values in rows,
+         * (N, H, S rounded up, D + Dv rounded up); Dv rounded up in the accumulator too */
+        const size_t pan = ATTN_TILE_PANEL_MAX, sp = (d->s + pan - 1) / pan * pan;
+        size_t dd = 0, dvp = attn_tile_dvp(d->dv);
+        ok = d->dv < dvp + ATTN_TILE_DV_ALIGN && attn_mul(p->bq, p->bk, &a) &&
+             attn_mul(p->bq, dvp, &b) && attn_mul(p->bq, 2, &c) && attn_add(d->d, dvp, &dd) &&
+             attn_mul(d->n, d->h, &p->kt_floats) && attn_mul(p->kt_floats, sp, &p->kt_floats) &&
+             attn_mul(p->kt_floats, dd, &p->kt_floats);
+    } else if (p->tiled) {
         /* logits tile (bq, bk), accumulator (bq, Dv), running max and sum (bq) each */
         ok = attn_mul(p->bq, p->bk, &a) && attn_mul(p->bq, d->dv, &b) && attn_mul(p->bq, 2, &c);
     } else {

@@ -64,10 +64,17 @@ static row_masks masks_for_row(const attn_plan *p, size_t n, size_t h, size_t i)
 static float row_mask_max(attn_run *r, float *x, size_t cols, size_t lim, row_masks rm, size_t j0) {
     if (lim > cols)
         lim = cols;
-    if (!r->ks->all_finite(x, lim))
-        atomic_store(&r->numeric, 1);
     for (size_t j = lim; j < cols; j++)
         x[j] = -INFINITY;
+    if (!rm.km && !rm.am && !rm.bias) { /* no cell mask: one pass */
+        bool finite = true;
+        float m = r->ks->max_finite(x, lim, &finite);
+        if (!finite || m == INFINITY)
+            atomic_store(&r->numeric, 1);
+        return m;
+    }
+    if (!r->ks->all_finite(x, lim))
+        atomic_store(&r->numeric, 1);
     if (rm.km) {
         const uint8_t *km = rm.km + j0;
         for (size_t j = 0; j < lim; j++)
@@ -351,25 +358,178 @@ static bool tiled_block(attn_run *r, size_t slot, size_t n, size_t h, size_t qb,
     return true;
 }
 
+/* ---- Fused tiled path --------------------------------------------------------------------- */
+
+/* Query rows a group of the fused path takes through logits, softmax and the values while its
+ * logit rows stay in L1. */
+#define FUSED_GROUP 24
+
+/* Keys a task of the fused path's packing takes (a multiple of ATTN_TILE_PANEL_MAX). */
+#define FUSED_PACK_KEYS 1024
+
+/* Where the packed keys of problem (n, h) start in r->kt: Sp D floats of key panels (Sp = S
+ * rounded up to whole panels), then its values, Sp rows of Dv. */
+static float *fused_kt(const attn_run *r, size_t n, size_t h) {
+    const attn_sdpa_dims *d = &r->p->sd;
+    const size_t pan = ATTN_TILE_PANEL_MAX, sp = (d->s + pan - 1) / pan * pan;
+    return r->kt + (n * d->h + h) * sp * (d->d + attn_tile_dvp(d->dv));
+}
+
+/* Task of the fused path's packing: keys and values [c FUSED_PACK_KEYS, ...) of problem (n, h),
+ * once for the job, so that every query block reads them packed: the keys in panels, the values
+ * in contiguous rows (strided rows, 3E apart in MHA, cost the products a TLB entry each). Keys
+ * past the last a query attends (the key length, the causal limit of the last row) are not
+ * packed. */
+static void fused_pack_task(void *ctx, size_t task, size_t slot) {
+    (void)slot;
+    attn_run *r = ctx;
+    const attn_plan *p = r->p;
+    const attn_view *v = &r->view;
+    const size_t chunks = (p->sd.s + FUSED_PACK_KEYS - 1) / FUSED_PACK_KEYS;
+    size_t c = task % chunks, h = task / chunks % p->sd.h, n = task / chunks / p->sd.h;
+    size_t j0 = c * FUSED_PACK_KEYS, lim = row_limit(p, n, p->sd.l - 1);
+    if (j0 >= lim)
+        return;
+    size_t cols = lim - j0 < FUSED_PACK_KEYS ? lim - j0 : FUSED_PACK_KEYS;
+    const size_t pan = ATTN_TILE_PANEL_MAX, sp = (p->sd.s + pan - 1) / pan * pan;
+    const size_t D = p->sd.d, Dv = p->sd.dv, Dvp = attn_tile_dvp(Dv);
+    float *kt = fused_kt(r, n, h);
+    r->ts->pack_kt(kt + j0 * D, v->k + n * v->k_sn + h * v->k_sh + j0 * v->ldk, v->ldk, cols, D);
+    const float *src = v->v + n * v->v_sn + h * v->v_sh + j0 * v->ldv;
+    float *dst = kt + sp * D + j0 * Dvp;
+    for (size_t j = 0; j < cols; j++) {
+        for (size_t u = 0; u < Dv; u++) /* rows of Dv floats: a loop, not a memcpy call each */
+            dst[j * Dvp + u] = src[j * v->ldv + u];
+        for (size_t u = Dv; u < Dvp; u++)
+            dst[j * Dvp + u] = 0.0f;
+    }
+}
+
+/* Online-softmax update of row ri (tiled_block's row code) on its logits x[0..cols) of the tile
+ * at key j0, with lim keys attended in it; x becomes the tile's exp(x - M), zeros past lim. */
+static void online_row(attn_run *r, float *x, size_t cols, size_t lim, size_t n, size_t h, size_t i,
+                       size_t j0, float *acc, size_t dv, float *M, float *Z, bool normalised) {
+    float m = row_mask_max(r, x, cols, lim, masks_for_row(r->p, n, h, i), j0);
+    if (m == -INFINITY) {
+        memset(x, 0, cols * sizeof *x);
+        return;
+    }
+    float m_new = m > *M ? m : *M;
+    float sum = r->ks->exp_sum(x, lim, m_new);
+    memset(x + lim, 0, (cols - lim) * sizeof *x);
+    float alpha = 1.0f; /* rescales what acc and Z hold to the new max */
+    if (m_new != *M) {
+        alpha = *M == -INFINITY ? 0.0f : expf(*M - m_new);
+        *M = m_new;
+    }
+    if (normalised) {
+        float z_old = *Z * alpha, z_new = z_old + sum;
+        r->ks->scale(x, lim, 1.0f / z_new);
+        r->ks->scale(acc, dv, z_old / z_new);
+        *Z = z_new;
+    } else {
+        if (alpha != 1.0f) {
+            *Z *= alpha;
+            r->ks->scale(acc, dv, alpha);
+        }
+        *Z += sum;
+    }
+}
+
+/* Problem (n, h), query block qb of the fused path: the tiled path's online softmax, with the
+ * block products on attnd's own kernels (tiles.c) instead of sgemm, on the keys packed once for
+ * the job (fused_pack_task). For each key tile, each group of FUSED_GROUP query rows computes
+ * its logits against the tile, their softmax update and their product with the tile's values
+ * while its rows are in L1. A group computes only the keys its last row attends (the causal
+ * triangle is skipped group by group). Forms and returns as tiled_block. */
+static bool fused_block(attn_run *r, size_t slot, size_t n, size_t h, size_t qb, bool normalised) {
+    const attn_plan *p = r->p;
+    const attn_view *v = &r->view;
+    const attnt_set *ts = r->ts;
+    const size_t bq = p->bq, bk = p->bk, D = p->sd.d, Dv = p->sd.dv, lds = bk;
+    const size_t Dvp = attn_tile_dvp(Dv); /* the width of acc and of the packed values */
+    size_t i0 = qb * bq, rows = bq < p->sd.l - i0 ? bq : p->sd.l - i0;
+
+    float *P = slot_scratch(r, slot);         /* P is (bq, bk): the tile's logits */
+    float *acc = P + attn_align_up(bq * lds); /* acc is (bq, Dvp): the output so far */
+    float *M = acc + attn_align_up(bq * Dvp); /* M is (bq): running max */
+    float *Z = M + bq;                        /* Z is (bq): running sum of exp(x - M) */
+    const float *kt = fused_kt(r, n, h);      /* the keys, packed in panels (S, D) */
+    memset(acc, 0, rows * Dvp * sizeof *acc);
+    for (size_t ri = 0; ri < rows; ri++) {
+        M[ri] = -INFINITY;
+        Z[ri] = 0.0f;
+    }
+    const float *q = v->q + n * v->q_sn + h * v->q_sh + i0 * v->ldq;
+    const size_t sp =
+        (p->sd.s + ATTN_TILE_PANEL_MAX - 1) / ATTN_TILE_PANEL_MAX * ATTN_TILE_PANEL_MAX;
+    const float *vv = kt + sp * D; /* the values, packed (S, Dvp) */
+    float *o = v->o + n * v->o_sn + h * v->o_sh + i0 * v->ldo;
+    size_t ncols = row_limit(p, n, i0 + rows - 1);
+    size_t r0 = 0; /* rows before r0 have no keys left in this or later tiles */
+
+    for (size_t j0 = 0; j0 < ncols; j0 += bk) { /* bk is whole panels: j0 starts one */
+        size_t cols = bk < ncols - j0 ? bk : ncols - j0;
+        while (r0 < rows && row_limit(p, n, i0 + r0) <= j0)
+            r0++;
+        for (size_t g = r0; g < rows; g += FUSED_GROUP) {
+            size_t nr = FUSED_GROUP < rows - g ? FUSED_GROUP : rows - g;
+            size_t gcols = row_limit(p, n, i0 + g + nr - 1) - j0; /* > 0: g >= r0 */
+            if (gcols > cols)
+                gcols = cols;
+            float *pg = P + g * lds;
+            ts->qk(pg, lds, q + g * v->ldq, v->ldq, nr, kt + j0 * D, gcols, D, p->scale);
+            for (size_t ri = g; ri < g + nr; ri++) {
+                size_t lim = row_limit(p, n, i0 + ri) - j0;
+                if (lim > gcols)
+                    lim = gcols;
+                online_row(r, P + ri * lds, gcols, lim, n, h, i0 + ri, j0, acc + ri * Dvp, Dvp,
+                           M + ri, Z + ri, normalised);
+            }
+            ts->pv(acc + g * Dvp, Dvp, pg, lds, nr, vv + j0 * Dvp, Dvp, gcols, Dvp);
+        }
+    }
+    if (!r->ks->all_finite(acc, rows * Dvp))
+        return false;
+    for (size_t ri = 0; ri < rows; ri++) {
+        float inv = normalised ? 1.0f : Z[ri] > 0.0f ? 1.0f / Z[ri] : 0.0f;
+        memcpy(o + ri * v->ldo, acc + ri * Dvp, Dv * sizeof *o);
+        r->ks->scale(o + ri * v->ldo, Dv, inv);
+    }
+    return true;
+}
+
 /* Task of the tiled path: problem (n, h), query block qb; the normalised form when the fast
  * one overflows (and the logits themselves did not: then the job fails anyway). */
 static void tiled_task(void *ctx, size_t task, size_t slot) {
     attn_run *r = ctx;
     const attn_plan *p = r->p;
     size_t qb = task % p->nqb, h = task / p->nqb % p->sd.h, n = task / p->nqb / p->sd.h;
-    if (!tiled_block(r, slot, n, h, qb, false) && !atomic_load(&r->numeric) &&
-        !tiled_block(r, slot, n, h, qb, true))
+    bool (*block)(attn_run *, size_t, size_t, size_t, size_t, bool) =
+        p->fused ? fused_block : tiled_block;
+    if (p->fused && p->nqb == 1) { /* the only task of problem (n, h) packs its keys itself:
+                                      one pool run less, and they are in its cache */
+        const size_t chunks = (p->sd.s + FUSED_PACK_KEYS - 1) / FUSED_PACK_KEYS;
+        for (size_t c = 0; c < chunks; c++)
+            fused_pack_task(r, (n * p->sd.h + h) * chunks + c, slot);
+    }
+    if (!block(r, slot, n, h, qb, false) && !atomic_load(&r->numeric) &&
+        !block(r, slot, n, h, qb, true))
         atomic_store(&r->numeric, 1);
 }
 
 int attn_run_attention(attn_run *r, attn_pool *pool, attn_error *err) {
     const attn_plan *p = r->p;
     r->ks = attnk_get();
+    r->ts = attnt_get();
     atomic_init(&r->numeric, 0);
     const attn_sdpa_dims *d = &p->sd;
     if (2.0 * (double)(d->n * d->h) * (double)d->l * (double)d->s * (double)(d->d + d->dv) <
         ATTN_INLINE_FLOPS)
         pool = NULL;
+    if (p->fused && p->nqb > 1) /* with one query block, its task packs (tiled_task) */
+        attn_pool_run(pool, d->n * d->h * ((d->s + FUSED_PACK_KEYS - 1) / FUSED_PACK_KEYS),
+                      fused_pack_task, r);
     if (p->tiled)
         attn_pool_run(pool, p->sd.n * p->sd.h * p->nqb, tiled_task, r);
     else if (p->opts.weights == ATTN_WEIGHTS_MEAN)
@@ -482,7 +642,8 @@ int attn_sdpa_forward_traced(const attn_plan *plan, void *workspace, float *out,
         return attn_fail(err, ATTN_ERR_ARG, "q, k and v must not be NULL");
     const attn_sdpa_dims *d = &plan->sd;
     attn_ws_layout l = attn_plan_layout(plan);
-    attn_run r = {.p = plan, .slots = (float *)workspace + l.slots};
+    attn_run r = {
+        .p = plan, .slots = (float *)workspace + l.slots, .kt = (float *)workspace + l.kt};
     if (weights)
         r.wout = *weights;
     r.view = (attn_view){

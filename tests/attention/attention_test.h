@@ -70,6 +70,9 @@ void test_weights_modes(attn_pool *pool);
 void test_cross_kdim(attn_pool *pool);
 void test_near_float_max(attn_pool *pool);
 void test_trace(attn_pool *pool);
+/* fused.c */
+void test_fused_kernels(void);
+void test_fused_equals_direct(attn_pool *pool);
 /* plan.c */
 void test_plan_bind(void);
 void test_limits_and_errors(void);

@@ -2,7 +2,8 @@
  * attention_test.h: the seed chapters' worked examples and masks (masks.c), forward passes
  * (forward.c: tiled = direct, weights modes, cross-attention, values near FLT_MAX), plans
  * (plan.c: binding, limits and errors, FLOP count), kernels, the pool and the BLAS kernel
- * choice (runtime.c), and batches across jobs (batch.c); util.c holds the helpers. This file
+ * choice (runtime.c), batches across jobs (batch.c), and the fused tiled path against the direct
+ * one (fused.c); util.c holds the helpers. This file
  * holds main, which runs them in a fixed order, and the --blas-probe that test_blas_reexec runs
  * this program with. Exits non-zero when any check fails.
  *
@@ -64,6 +65,9 @@ int main(int argc, char **argv) {
     test_flops_closed_form();
     test_limits_and_errors();
     test_plan_bind();
+    test_fused_kernels();
+    test_fused_equals_direct(NULL);
+    test_fused_equals_direct(pool);
     attn_pool_destroy(pool);
     printf("test_attention: %d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;
