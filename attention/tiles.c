@@ -18,6 +18,14 @@
 typedef float f4 __attribute__((vector_size(16)));
 typedef int32_t i4 __attribute__((vector_size(16)));
 
+/* The lanes i0..i3 of a and b (b's numbered from 4 on): GCC's __builtin_shuffle, or clang's
+ * __builtin_shufflevector (the ASan and fuzz builds use clang, which lacks the former). */
+#if defined(__clang__)
+#define SHUF4(a, b, i0, i1, i2, i3) __builtin_shufflevector(a, b, i0, i1, i2, i3)
+#else
+#define SHUF4(a, b, i0, i1, i2, i3) __builtin_shuffle(a, b, (i4){i0, i1, i2, i3})
+#endif
+
 /* One whole panel of w keys (w a multiple of 4) from k (rows of d floats, ld apart) into dst
  * (d rows of w): 4 keys x 4 values at a time, transposed with shuffles; the last d % 4 values of
  * each key one by one. Plain 128-bit vectors, so every flavour can use it. */
@@ -31,14 +39,14 @@ static inline void pack_panel4(float *dst, const float *k, size_t ld, size_t d, 
             memcpy(&r1, r + ld + c, sizeof r1);
             memcpy(&r2, r + 2 * ld + c, sizeof r2);
             memcpy(&r3, r + 3 * ld + c, sizeof r3);
-            f4 t0 = __builtin_shuffle(r0, r1, (i4){0, 4, 1, 5});
-            f4 t1 = __builtin_shuffle(r2, r3, (i4){0, 4, 1, 5});
-            f4 t2 = __builtin_shuffle(r0, r1, (i4){2, 6, 3, 7});
-            f4 t3 = __builtin_shuffle(r2, r3, (i4){2, 6, 3, 7});
-            f4 c0 = __builtin_shuffle(t0, t1, (i4){0, 1, 4, 5});
-            f4 c1 = __builtin_shuffle(t0, t1, (i4){2, 3, 6, 7});
-            f4 c2 = __builtin_shuffle(t2, t3, (i4){0, 1, 4, 5});
-            f4 c3 = __builtin_shuffle(t2, t3, (i4){2, 3, 6, 7});
+            f4 t0 = SHUF4(r0, r1, 0, 4, 1, 5);
+            f4 t1 = SHUF4(r2, r3, 0, 4, 1, 5);
+            f4 t2 = SHUF4(r0, r1, 2, 6, 3, 7);
+            f4 t3 = SHUF4(r2, r3, 2, 6, 3, 7);
+            f4 c0 = SHUF4(t0, t1, 0, 1, 4, 5);
+            f4 c1 = SHUF4(t0, t1, 2, 3, 6, 7);
+            f4 c2 = SHUF4(t2, t3, 0, 1, 4, 5);
+            f4 c3 = SHUF4(t2, t3, 2, 3, 6, 7);
             memcpy(dst + c * w + jj, &c0, sizeof c0);
             memcpy(dst + (c + 1) * w + jj, &c1, sizeof c1);
             memcpy(dst + (c + 2) * w + jj, &c2, sizeof c2);
@@ -50,6 +58,16 @@ static inline void pack_panel4(float *dst, const float *k, size_t ld, size_t d, 
     }
 }
 
+/* v[0] into every lane of v (LANES of them): GCC's one shuffle, or on clang a loop it turns into
+ * the same broadcast. */
+#if defined(__clang__)
+#define SPLAT(v, SUF, LANES)                                                                       \
+    for (int l_ = 1; l_ < (LANES); l_++)                                                           \
+    (v)[l_] = (v)[0]
+#else
+#define SPLAT(v, SUF, LANES) (v) = __builtin_shuffle((v), (ti_##SUF){0})
+#endif
+
 #define TILE_SET(SUF, LANES, QK_R, PV_R, PV_NV, TARGET)                                            \
     typedef float tf_##SUF __attribute__((vector_size(LANES * 4)));                                \
                                                                                                    \
@@ -58,7 +76,8 @@ static inline void pack_panel4(float *dst, const float *k, size_t ld, size_t d, 
     /* x in every lane (a broadcast; x + 0 would round -0 and cost an add). */                     \
     TARGET static inline tf_##SUF splat_##SUF(float x) {                                           \
         tf_##SUF v = {x};                                                                          \
-        return __builtin_shuffle(v, (ti_##SUF){0});                                                \
+        SPLAT(v, SUF, LANES);                                                                      \
+        return v;                                                                                  \
     }                                                                                              \
                                                                                                    \
     TARGET static void pack_kt_##SUF(float *kt, const float *k, size_t ld, size_t cols,            \
