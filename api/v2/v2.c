@@ -116,14 +116,8 @@ int api_v2_model_check(const api_registry *r, const char *name, const char *vers
     return find_model(r, name, version, &m, &sdpa, err);
 }
 
-/* {"name": name, "datatype": dt, "shape": [dims, -1 for a negative entry]} */
-static void meta_tensor(api_buf *out, bool comma, const char *name, const char *dt,
-                        const long long *dims, size_t rank) {
-    apip_buf_puts(out, comma ? ",{\"name\":\"" : "{\"name\":\"");
-    apip_buf_puts(out, name);
-    apip_buf_puts(out, "\",\"datatype\":\"");
-    apip_buf_puts(out, dt);
-    apip_buf_puts(out, "\",\"shape\":[");
+/* dims (rank) as JSON numbers separated by commas, -1 for a negative entry. */
+static void put_dims(api_buf *out, const long long *dims, size_t rank) {
     for (size_t i = 0; i < rank; i++) {
         if (i)
             apip_buf_puts(out, ",");
@@ -132,6 +126,17 @@ static void meta_tensor(api_buf *out, bool comma, const char *name, const char *
         else
             apip_buf_put_u64(out, (uint64_t)dims[i]);
     }
+}
+
+/* {"name": name, "datatype": dt, "shape": [dims, -1 for a negative entry]} */
+static void meta_tensor(api_buf *out, bool comma, const char *name, const char *dt,
+                        const long long *dims, size_t rank) {
+    apip_buf_puts(out, comma ? ",{\"name\":\"" : "{\"name\":\"");
+    apip_buf_puts(out, name);
+    apip_buf_puts(out, "\",\"datatype\":\"");
+    apip_buf_puts(out, dt);
+    apip_buf_puts(out, "\",\"shape\":[");
+    put_dims(out, dims, rank);
     apip_buf_puts(out, "]}");
 }
 
@@ -237,14 +242,7 @@ static void config_tensor(api_buf *out, bool comma, const char *name, const char
     apip_buf_puts(out, "\",\"data_type\":\"TYPE_");
     apip_buf_puts(out, dt);
     apip_buf_puts(out, "\",\"dims\":[");
-    for (size_t i = 0; i < rank; i++) {
-        if (i)
-            apip_buf_puts(out, ",");
-        if (dims[i] < 0)
-            apip_buf_puts(out, "-1");
-        else
-            apip_buf_put_u64(out, (uint64_t)dims[i]);
-    }
+    put_dims(out, dims, rank);
     apip_buf_puts(out, "]");
     if (optional >= 0) /* an input */
         apip_buf_puts(out, optional ? ",\"format\":\"FORMAT_NONE\",\"optional\":true}"

@@ -14,7 +14,7 @@
 // not be counted as a break. Exits 1 on any failure.
 //
 // Usage: node tests/openapi/negative.mjs ATTND_BINARY
-import { spawn } from 'node:child_process';
+import { startAttnd } from './attnd.mjs';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 
@@ -96,28 +96,13 @@ function* mutations(seed) {
   yield* walk(seed, '', (k, v) => setIn(seed, k, v));
 }
 
-function start() {
-  return new Promise((resolve, reject) => {
-    const p = spawn(bin, ['--listen', '127.0.0.1:0', '--log-format', 'text'], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let log = '';
-    const timer = setTimeout(() => reject(new Error(`attnd did not report its port:\n${log}`)), 15000);
-    const onData = (d) => {
-      log += d.toString();
-      const m = log.match(/listening address=127\.0\.0\.1:(\d+)/);
-      if (m) { clearTimeout(timer); resolve({ proc: p, base: `http://127.0.0.1:${m[1]}` }); }
-    };
-    p.stdout.on('data', onData);
-    p.stderr.on('data', onData);
-    p.on('exit', (code) => { clearTimeout(timer); reject(new Error(`attnd exited ${code}:\n${log}`)); });
-  });
-}
 
 async function send(base, op, url, body) {
   const r = await fetch(`${base}${url}`, { method: op.method, headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
   return { status: r.status, text: await r.text() };
 }
 
-const { proc, base } = await start();
+const { proc, base } = await startAttnd(bin);
 const timeout = setTimeout(() => { console.error('FAIL: negative.mjs took over 150 s'); proc.kill(); process.exit(1); }, 150000);
 const sent = {};
 try {

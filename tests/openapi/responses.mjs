@@ -8,7 +8,7 @@
 // answers altered by hand must be refused. Exits 1 on any failure.
 //
 // Usage: node tests/openapi/responses.mjs ATTND_BINARY [CASES_DIR]
-import { spawn } from 'node:child_process';
+import { startAttnd } from './attnd.mjs';
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { createRequire } from 'node:module';
@@ -37,27 +37,12 @@ const schemas = {
   sdpa: ajv.getSchema('spec#/components/schemas/SdpaResponse'),
 };
 
-function start() {
-  return new Promise((resolve, reject) => {
-    const p = spawn(bin, ['--listen', '127.0.0.1:0', '--log-format', 'text'], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let log = '';
-    const timer = setTimeout(() => reject(new Error(`attnd did not report its port:\n${log}`)), 15000);
-    const onData = (d) => {
-      log += d.toString();
-      const m = log.match(/listening address=127\.0\.0\.1:(\d+)/);
-      if (m) { clearTimeout(timer); resolve({ proc: p, base: `http://127.0.0.1:${m[1]}` }); }
-    };
-    p.stdout.on('data', onData);
-    p.stderr.on('data', onData);
-    p.on('exit', (code) => { clearTimeout(timer); reject(new Error(`attnd exited ${code}:\n${log}`)); });
-  });
-}
 
 function errorsOf(validate) {
   return JSON.stringify((validate.errors || []).slice(0, 3));
 }
 
-const { proc, base } = await start();
+const { proc, base } = await startAttnd(bin);
 const timeout = setTimeout(() => { console.error('FAIL: responses.mjs took over 120 s'); proc.kill(); process.exit(1); }, 120000);
 let answers = 0, traced = 0;
 const kept = {};
