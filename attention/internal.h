@@ -45,9 +45,11 @@ typedef struct attnt_set {
      * d values a column: kt[(p d + c) panel + jj] = k[(p panel + jj) ld + c]; zeros past cols. */
     void (*pack_kt)(float *kt, const float *k, size_t ld, size_t cols, size_t d);
     /* s[i][j] = scale (q_i . k_j) for i < rows and j < cols rounded up to whole panels; q rows
-     * ldq apart, s rows lds apart (lds a multiple of the panel). */
+     * ldq apart, s rows lds apart (lds a multiple of the panel). rmax (rows) may be NULL; else
+     * rmax[i] = the max of s[i][j] over j < cols, or +inf when the logits s[i'][j] of some rows
+     * i' around i (a register block: at least i's) hold one that is not finite. */
     void (*qk)(float *s, size_t lds, const float *q, size_t ldq, size_t rows, const float *kt,
-               size_t cols, size_t d, float scale);
+               size_t cols, size_t d, float scale, float *rmax);
     /* acc[i][c] += sum over j < cols of p[i][j] v[j][c], for i < rows and c < dv. */
     void (*pv)(float *acc, size_t lda, const float *p, size_t ldp, size_t rows, const float *v,
                size_t ldv, size_t cols, size_t dv);

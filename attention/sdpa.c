@@ -406,10 +406,15 @@ static void fused_pack_task(void *ctx, size_t task, size_t slot) {
 }
 
 /* Online-softmax update of row ri (tiled_block's row code) on its logits x[0..cols) of the tile
- * at key j0, with lim keys attended in it; x becomes the tile's exp(x - M), zeros past lim. */
+ * at key j0, with lim keys attended in it; x becomes the tile's exp(x - M), zeros past lim. m is
+ * the row's max over the tile after its masks (row_mask_max), or NAN to have it computed here. */
 static void online_row(attn_run *r, float *x, size_t cols, size_t lim, size_t n, size_t h, size_t i,
-                       size_t j0, float *acc, size_t dv, float *M, float *Z, bool normalised) {
-    float m = row_mask_max(r, x, cols, lim, masks_for_row(r->p, n, h, i), j0);
+                       size_t j0, float *acc, size_t dv, float *M, float *Z, bool normalised,
+                       float m) {
+    if (m != m)
+        m = row_mask_max(r, x, cols, lim, masks_for_row(r->p, n, h, i), j0);
+    else if (m == INFINITY)
+        atomic_store(&r->numeric, 1); /* as row_mask_max flags it */
     if (m == -INFINITY) {
         memset(x, 0, cols * sizeof *x);
         return;
@@ -467,6 +472,8 @@ static bool fused_block(attn_run *r, size_t slot, size_t n, size_t h, size_t qb,
     float *o = v->o + n * v->o_sn + h * v->o_sh + i0 * v->ldo;
     size_t ncols = row_limit(p, n, i0 + rows - 1);
     size_t r0 = 0; /* rows before r0 have no keys left in this or later tiles */
+    const bool cellfree = !p->masks.key_mask && !p->masks.attn_mask && !p->masks.attn_bias;
+    float gmax[FUSED_GROUP]; /* gmax is (FUSED_GROUP): the row maxima of a group's logits */
 
     for (size_t j0 = 0; j0 < ncols; j0 += bk) { /* bk is whole panels: j0 starts one */
         size_t cols = bk < ncols - j0 ? bk : ncols - j0;
@@ -478,13 +485,17 @@ static bool fused_block(attn_run *r, size_t slot, size_t n, size_t h, size_t qb,
             if (gcols > cols)
                 gcols = cols;
             float *pg = P + g * lds;
-            ts->qk(pg, lds, q + g * v->ldq, v->ldq, nr, kt + j0 * D, gcols, D, p->scale);
+            /* Without cell masks, and with every row of the group attending all gcols keys, the
+             * logits' kernel gives each row's max (and finiteness) on the way. */
+            bool gm = cellfree && row_limit(p, n, i0 + g) - j0 >= gcols;
+            ts->qk(pg, lds, q + g * v->ldq, v->ldq, nr, kt + j0 * D, gcols, D, p->scale,
+                   gm ? gmax : NULL);
             for (size_t ri = g; ri < g + nr; ri++) {
                 size_t lim = row_limit(p, n, i0 + ri) - j0;
                 if (lim > gcols)
                     lim = gcols;
                 online_row(r, P + ri * lds, gcols, lim, n, h, i0 + ri, j0, acc + ri * Dvp, Dvp,
-                           M + ri, Z + ri, normalised);
+                           M + ri, Z + ri, normalised, gm ? gmax[ri - g] : NAN);
             }
             ts->pv(acc + g * Dvp, Dvp, pg, lds, nr, vv + j0 * Dvp, Dvp, gcols, Dvp);
         }

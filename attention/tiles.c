@@ -11,6 +11,8 @@
  * columns go PV_NV vectors at a time); the registers hold R x 2 or R x PV_NV accumulators. Each
  * logit is q.k summed over d in order, then scaled, as sgemm with alpha = scale computes it (up to
  * the order of the additions). */
+#include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #include "internal.h"
@@ -68,7 +70,7 @@ static inline void pack_panel4(float *dst, const float *k, size_t ld, size_t d, 
 #define SPLAT(v, SUF, LANES) (v) = __builtin_shuffle((v), (ti_##SUF){0})
 #endif
 
-#define TILE_SET(SUF, LANES, QK_R, PV_R, PV_NV, TARGET)                                            \
+#define TILE_SET(SUF, LANES, QK_R, PV_R, PV_NV, TARGET, VMAX)                                      \
     typedef float tf_##SUF __attribute__((vector_size(LANES * 4)));                                \
                                                                                                    \
     typedef int32_t ti_##SUF __attribute__((vector_size(LANES * 4)));                              \
@@ -101,11 +103,18 @@ static inline void pack_panel4(float *dst, const float *k, size_t ld, size_t d, 
         }                                                                                          \
     }                                                                                              \
                                                                                                    \
-    /* R rows of logits against npan panels. */                                                    \
+    /* R rows of logits against npan panels, of which cols keys are real (the rest of the last     \
+     * panel is padding). With rmax, also each row's max over its real keys, or +inf in every      \
+     * row when one of their logits is not finite: the online softmax then needs no pass of its    \
+     * own for them. Whole panels take it from the registers, a partial last one from s. */        \
     TARGET static inline __attribute__((always_inline)) void qk_rows_##SUF(                        \
-        float *s, size_t lds, const float *q, size_t ldq, const float *kt, size_t npan, size_t d,  \
-        float scale, const int R) {                                                                \
+        float *s, size_t lds, const float *q, size_t ldq, const float *kt, size_t npan,            \
+        size_t cols, size_t d, float scale, float *rmax, const int R) {                            \
         const size_t w = 2 * LANES;                                                                \
+        const tf_##SUF zero = {0};                                                                 \
+        tf_##SUF mx[QK_R], nf = zero; /* running maxima; nf stays 0 while all are finite */        \
+        for (int r = 0; r < R; r++)                                                                \
+            mx[r] = splat_##SUF(-INFINITY);                                                        \
         for (size_t pn = 0; pn < npan; pn++) {                                                     \
             const float *kp = kt + pn * d * w;                                                     \
             tf_##SUF a[QK_R][2];                                                                   \
@@ -121,24 +130,53 @@ static inline void pack_panel4(float *dst, const float *k, size_t ld, size_t d, 
                     a[r][1] += b * k1;                                                             \
                 }                                                                                  \
             }                                                                                      \
+            const bool whole = rmax && (pn + 1) * w <= cols;                                       \
             for (int r = 0; r < R; r++) {                                                          \
                 tf_##SUF x0 = a[r][0] * scale, x1 = a[r][1] * scale;                               \
                 memcpy(s + (size_t)r * lds + pn * w, &x0, sizeof x0);                              \
                 memcpy(s + (size_t)r * lds + pn * w + LANES, &x1, sizeof x1);                      \
+                if (whole) { /* the max skips NaN; x * 0 keeps it (and an infinity) in nf */       \
+                    mx[r] = VMAX(VMAX(mx[r], x0), x1);                                             \
+                    nf += (x0 + x1) * zero;                                                        \
+                }                                                                                  \
             }                                                                                      \
         }                                                                                          \
+        if (!rmax)                                                                                 \
+            return;                                                                                \
+        float z = 0.0f;                                                                            \
+        for (int u = 0; u < LANES; u++)                                                            \
+            z += nf[u];                                                                            \
+        const size_t tail = npan * w > cols ? (npan - 1) * w : cols; /* the partial panel */       \
+        for (int r = 0; r < R; r++) {                                                              \
+            float m = -INFINITY;                                                                   \
+            for (int u = 0; u < LANES; u++)                                                        \
+                m = mx[r][u] > m ? mx[r][u] : m;                                                   \
+            for (size_t j = tail; j < cols; j++) {                                                 \
+                float x = s[(size_t)r * lds + j];                                                  \
+                z += x * 0.0f;                                                                     \
+                m = x > m ? x : m;                                                                 \
+            }                                                                                      \
+            rmax[r] = m;                                                                           \
+        }                                                                                          \
+        if (z != 0.0f)                                                                             \
+            for (int r = 0; r < R; r++)                                                            \
+                rmax[r] = INFINITY;                                                                \
     }                                                                                              \
                                                                                                    \
     TARGET static void qk_##SUF(float *s, size_t lds, const float *q, size_t ldq, size_t rows,     \
-                                const float *kt, size_t cols, size_t d, float scale) {             \
+                                const float *kt, size_t cols, size_t d, float scale,               \
+                                float *rmax) {                                                     \
         const size_t npan = (cols + 2 * LANES - 1) / (2 * LANES);                                  \
         size_t i = 0;                                                                              \
         for (; i + QK_R <= rows; i += QK_R)                                                        \
-            qk_rows_##SUF(s + i * lds, lds, q + i * ldq, ldq, kt, npan, d, scale, QK_R);           \
+            qk_rows_##SUF(s + i * lds, lds, q + i * ldq, ldq, kt, npan, cols, d, scale,            \
+                          rmax ? rmax + i : NULL, QK_R);                                           \
         for (; i + 4 <= rows; i += 4) /* the rest in fours, then ones */                           \
-            qk_rows_##SUF(s + i * lds, lds, q + i * ldq, ldq, kt, npan, d, scale, 4);              \
+            qk_rows_##SUF(s + i * lds, lds, q + i * ldq, ldq, kt, npan, cols, d, scale,            \
+                          rmax ? rmax + i : NULL, 4);                                              \
         for (; i < rows; i++)                                                                      \
-            qk_rows_##SUF(s + i * lds, lds, q + i * ldq, ldq, kt, npan, d, scale, 1);              \
+            qk_rows_##SUF(s + i * lds, lds, q + i * ldq, ldq, kt, npan, cols, d, scale,            \
+                          rmax ? rmax + i : NULL, 1);                                              \
     }                                                                                              \
                                                                                                    \
     /* R rows of acc, NV vectors of columns from c0: acc += p v over cols keys. */                 \
@@ -198,9 +236,15 @@ static inline void pack_panel4(float *dst, const float *k, size_t ld, size_t d, 
                                                                                                    \
     static const attnt_set tiles_##SUF = {#SUF, 2 * LANES, pack_kt_##SUF, qk_##SUF, pv_##SUF};
 
-TILE_SET(avx512, 16, 12, 6, 4, __attribute__((target("avx512f,avx512dq,fma"))))
-TILE_SET(avx2, 8, 4, 6, 2, __attribute__((target("avx2,fma"))))
-TILE_SET(sse2, 4, 4, 3, 3, )
+/* VMAX(m, x): lane by lane, x where x > m, else m (so a NaN x leaves m): the ISA's max, whose
+ * second operand wins when either is NaN. */
+#define VMAX_AVX512(m, x) ((tf_avx512)_mm512_max_ps((__m512)(x), (__m512)(m)))
+#define VMAX_AVX2(m, x)   ((tf_avx2)_mm256_max_ps((__m256)(x), (__m256)(m)))
+#define VMAX_SSE2(m, x)   ((tf_sse2)_mm_max_ps((__m128)(x), (__m128)(m)))
+
+TILE_SET(avx512, 16, 12, 6, 4, __attribute__((target("avx512f,avx512dq,fma"))), VMAX_AVX512)
+TILE_SET(avx2, 8, 4, 6, 2, __attribute__((target("avx2,fma"))), VMAX_AVX2)
+TILE_SET(sse2, 4, 4, 3, 3, , VMAX_SSE2)
 
 /* Chosen once, as attnk_get chooses the softmax kernels. */
 static const attnt_set *attnt_active;

@@ -27,11 +27,23 @@ static double tiles_case(const attnt_set *ts, size_t rows, size_t cols, size_t d
     float *q = frand_new(rows * ldq), *k = frand_new(cols * ldk), *v = frand_new(cols * ldv);
     float *kt = malloc(lds * d * sizeof *kt), *s = malloc(rows * lds * sizeof *s);
     float *acc = frand_new(rows * lda), *acc0 = malloc(rows * lda * sizeof *acc0);
+    float *rmax = malloc(rows * sizeof *rmax), *s2 = malloc(rows * lds * sizeof *s2);
     memcpy(acc0, acc, rows * lda * sizeof *acc);
     const float scale = 0.37f;
     ts->pack_kt(kt, k, ldk, cols, d);
-    ts->qk(s, lds, q, ldq, rows, kt, cols, d, scale);
+    ts->qk(s, lds, q, ldq, rows, kt, cols, d, scale, NULL);
+    ts->qk(s2, lds, q, ldq, rows, kt, cols, d, scale, rmax);
     double worst = 0;
+    for (size_t i = 0; i < rows; i++) { /* the same logits, and each row's max over them */
+        float m = -INFINITY;
+        for (size_t j = 0; j < cols; j++) {
+            m = fmaxf(m, s[i * lds + j]);
+            if (s2[i * lds + j] != s[i * lds + j])
+                worst = INFINITY;
+        }
+        if (rmax[i] != m)
+            worst = INFINITY;
+    }
     for (size_t i = 0; i < rows; i++)
         for (size_t j = 0; j < cols; j++) {
             double x = 0;
@@ -52,8 +64,41 @@ static double tiles_case(const attnt_set *ts, size_t rows, size_t cols, size_t d
     for (size_t i = 0; i < rows; i++)
         if (acc[i * lda + dv] != acc0[i * lda + dv])
             worst = INFINITY;
-    free(q), free(k), free(v), free(kt), free(s), free(acc), free(acc0);
+    free(q), free(k), free(v), free(kt), free(s), free(acc), free(acc0), free(rmax), free(s2);
     return worst;
+}
+
+/* qk's row maxima where they are easy to get wrong: every logit negative, so that the padding
+ * of the last panel (logits 0) would win; and a row whose logits are all NaN (+inf). */
+static void tiles_max_case(const attnt_set *ts, const char *name) {
+    const size_t W = ts->panel, d = 5, ldq = d;
+    const size_t widths[] = {1, 7, W - 1, W, W + 3, 2 * W, 2 * W + 5};
+    for (size_t rows = 1; rows <= 14; rows += 13)
+        for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++) {
+            const size_t cols = widths[wi];
+            const size_t lds = (cols + W - 1) / W * W;
+            float *q = malloc(rows * d * sizeof *q), *k = malloc(cols * d * sizeof *k);
+            float *kt = malloc(lds * d * sizeof *kt), *s = malloc(rows * lds * sizeof *s);
+            float *rmax = malloc(rows * sizeof *rmax);
+            for (size_t j = 0; j < cols; j++) /* key j = (1 + j / 8) (1, 2, 3, 4, 5) */
+                for (size_t c = 0; c < d; c++)
+                    k[j * d + c] = (1.0f + (float)j / 8.0f) * (float)(c + 1);
+            for (size_t i = 0; i < rows; i++) /* query i = -(1, 2, 3, 4, 5) */
+                for (size_t c = 0; c < d; c++)
+                    q[i * d + c] = -(float)(c + 1);
+            if (rows > 1) { /* +inf - inf: every logit of the last row is NaN, none is a max */
+                q[(rows - 1) * d + 1] = -INFINITY;
+                q[(rows - 1) * d + 2] = INFINITY;
+            }
+            ts->pack_kt(kt, k, d, cols, d);
+            ts->qk(s, lds, q, ldq, rows, kt, cols, d, 0.5f, rmax);
+            for (size_t i = 0; i < rows; i++) {
+                float want = rows > 1 && i == rows - 1 ? INFINITY : -27.5f; /* key 0: -55 / 2 */
+                CHECK(rmax[i] == want, "%s: qk row max, rows %zu cols %zu row %zu: %g, not %g",
+                      name, rows, cols, i, (double)rmax[i], (double)want);
+            }
+            free(q), free(k), free(kt), free(s), free(rmax);
+        }
 }
 
 /* The softmax row kernels the fused path leans on, on every length from 1 to 40 (whole vectors,
@@ -107,6 +152,7 @@ void test_fused_kernels(void) {
               "tile set %s missing or its panel does not divide %d", names[s], ATTN_TILE_PANEL_MAX);
         if (!ts)
             continue;
+        tiles_max_case(ts, names[s]);
         for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
             const size_t *x = shapes[i];
             double worst = tiles_case(ts, x[0], x[1], x[2], x[3]);
