@@ -5,7 +5,7 @@
  * runs. The exp is a Cephes-style polynomial accurate to about 1.3 ulp over the range the softmax
  * uses (arguments <= 0); it never produces NaN and maps -inf to exactly 0. On AVX-512 its
  * rounding and its scaling by 2^k use that ISA's own instructions (vexp_avx512_isa): the same
- * reduction and polynomial in 17 operations instead of 24. */
+ * reduction and polynomial, with fewer operations than the generic form. */
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
