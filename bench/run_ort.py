@@ -32,8 +32,10 @@ Exits non-zero when a program fails or a graph's output disagrees with torch's.
 import argparse
 import datetime
 import os
+import resource
 import shutil
 import sys
+import time
 
 import numpy as np
 import torch
@@ -113,6 +115,46 @@ def attnd_env(coretype):
     return env
 
 
+def cpu_stat():
+    """(busy, steal) seconds of the whole machine since boot, from /proc/stat's cpu line."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    hz = os.sysconf("SC_CLK_TCK")
+    idle = v[3] + (v[4] if len(v) > 4 else 0)
+    steal = v[7] if len(v) > 7 else 0
+    return (sum(v[:8]) - idle - steal) / hz, steal / hz
+
+
+def own_cpu():
+    """CPU seconds of this script and of its finished children."""
+    a, b = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
+
+
+def others_load(t0, t1):
+    """Cores that other processes kept busy on average between snapshots t0 and t1, each
+    (wall, busy, steal, own), and the steal, in cores."""
+    wall = t1[0] - t0[0]
+    if wall <= 0:
+        return None, None
+    return (max(0.0, (t1[1] - t0[1]) - (t1[3] - t0[3])) / wall, (t1[2] - t0[2]) / wall)
+
+
+def snapshot():
+    busy, steal = cpu_stat()
+    return (time.monotonic(), busy, steal, own_cpu())
+
+
+def paired(res_n, peer, key):
+    """Per-round ratios ORT graph peer / attnd on kernel key, from the same round only."""
+    out = []
+    for rd in res_n["by_round"]:
+        a, o = rd["attnd"].get(key), rd["ort"].get(peer)
+        if a and o:
+            out.append(o / a)
+    return out
+
+
 def section(args, ctx):
     """The report's markdown lines."""
     graphs, checks, res, kernels = ctx["graphs"], ctx["checks"], ctx["res"], ctx["kernels"]
@@ -122,10 +164,13 @@ def section(args, ctx):
              f"fresh processes, {args.time:g} s of timed runs per process; load average (1 min) "
              f"at start / end {ctx['load'][0]:.2f} / {ctx['load'][1]:.2f}.")
     L.append("")
-    if max(ctx["load"]) > 0.5 * (os.cpu_count() or 1):
-        L.append(f"- **loaded machine**: the load average reached {max(ctx['load']):.2f} on "
-                 f"{os.cpu_count()} cores; the times below are not a measurement, re-run on a "
-                 "quiet machine")
+    others, steal = ctx["others"]
+    if others is not None:
+        L.append(f"- other processes kept {others:.2f} cores busy on average during the run "
+                 f"(/proc/stat's busy time less this run's own processes), steal {steal:.2f}")
+    if others is None or others > 0.2:
+        L.append("- **shared machine**: other work ran beside the benchmark (above); the times "
+                 "below are not a quiet measurement")
     L.append(f"- CPU: {cpu_model()}; {os.cpu_count()} cores online")
     L.append(f"- ONNX Runtime {ctx['ort_version'] or '?'} (npm onnxruntime-node, CPU execution "
              f"provider, its MLAS kernels), {ctx['ort_threads'] or '?'} intra-op threads, "
@@ -255,6 +300,26 @@ def section(args, ctx):
         L.append(f"| {n} | " + ", ".join(f"{fmt(x, '.4g')} / {fmt(y, '.4g')}"
                                          for x, y in zip(a, o)) + " |")
     L.append("")
+    L.append("Paired ratios: ORT / attnd within each round (both ran minutes apart at most, so a "
+             "slow spell of the host weighs on both), median over the rounds [lowest, highest]. "
+             "The ratios of the medians above and these should agree; where they do not, the "
+             "host's noise was larger than the difference.")
+    L.append("")
+    head, sep = "| workload |", "|---|"
+    for peer_label in ("fused", "same work"):
+        for k in kernels:
+            head += f" {peer_label} / attnd ({k.get('active') or '?'}) |"
+            sep += "--:|"
+    L += [head, sep]
+    for n in names:
+        r = res[n]
+        row = f"| {n} |"
+        for peer in (r["best_fused"], r["same_work"]):
+            for k in kernels:
+                v = paired(r, peer, k["key"]) if peer else []
+                row += (f" {median(v):.2f} [{min(v):.2f}, {max(v):.2f}] |" if v else " - |")
+        L.append(row)
+    L.append("")
 
     # Goals of issue 27, reported.
     L.append("## Goals of issue 27 (reported, not asserted)")
@@ -265,14 +330,20 @@ def section(args, ctx):
         a = r["attnd"].get("best")
         v = r["ort"][peer] / a if peer and a else None
         L.append(goal(v, 1.0, f"{n}: ORT, same work ({SHORT.get(peer, '-')}) / attnd (best "
-                      "kernel) >= 1.0"))
+                      "kernel) >= 1.0, ratio of the medians"))
+        pv = paired(r, peer, "best") if peer else []
+        L.append(goal(median(pv) if pv else None, 1.0, f"{n}: the same, median of the paired "
+                      "ratios"))
     if env_k and "W4-nocausal" in res:
         r = res["W4-nocausal"]
         a = r["attnd"].get("env")
         b = r["best_fused"]
         v = r["ort"][b] / a if b and a else None
         L.append(goal(v, 1.0, f"W4-nocausal: ORT's best fused / attnd ({env_k[0].get('active')}, "
-                      "the environment's kernel) >= 1.0"))
+                      "the environment's kernel) >= 1.0, ratio of the medians"))
+        pv = paired(r, b, "env") if b else []
+        L.append(goal(median(pv) if pv else None, 1.0, "W4-nocausal: the same, median of the "
+                      "paired ratios"))
     w4 = res.get("W4", {}).get("attnd_rss", {}).get("best")
     if w4 is not None:
         L.append(goal(64 - mib(w4), 0, f"W4 attnd peak RSS growth {mib(w4):.1f} MiB <= 64 MiB",
@@ -367,11 +438,14 @@ def main():
     plain_env = dict(os.environ)
     plain_env.pop("GLIBC_TUNABLES", None)
     runs = {n: {"attnd": {}, "attnd_rss": {}, "attnd_rec": {}, "ort": {}, "ort_rss": {},
-                "default_malloc": []} for n in names}
+                "default_malloc": [], "by_round": []} for n in names}
+    snap0 = snapshot()
     ort_version, ort_threads = None, None
     for rnd in range(args.rounds):
         for n in names:
             R = runs[n]
+            rd = {"attnd": {}, "ort": {}}
+            R["by_round"].append(rd)
             for k in kernels:
                 rc, recs, _ = run_lines([args.bin, "--only", n, "--time", str(args.time)],
                                         k["env"])
@@ -384,6 +458,7 @@ def main():
                                     f"exited {rc}")
                     continue
                 R["attnd"].setdefault(k["key"], []).append(w["median_ms"])
+                rd["attnd"][k["key"]] = w["median_ms"]
                 R["attnd_rss"].setdefault(k["key"], []).append(w["rss_peak_growth"])
                 R["attnd_rec"][k["key"]] = w
             timed = [g for g in graphs.get(n, []) if checks[(n, g["graph"])]["ok"]]
@@ -395,6 +470,7 @@ def main():
                     continue
                 ort_version, ort_threads = o["version"], o["threads"]
                 R["ort"].setdefault(g["graph"], []).append(o["median_ms"])
+                rd["ort"][g["graph"]] = o["median_ms"]
                 R["ort_rss"].setdefault(g["graph"], []).append(o["rss_peak_growth"])
             if args.ort_default_malloc and timed:
                 # The fastest so far of the fused graphs, or of those that write weights where
@@ -408,6 +484,7 @@ def main():
                     if o:
                         R["default_malloc"].append((g["graph"], o["median_ms"]))
 
+    others = others_load(snap0, snapshot())
     res = {}
     for spec in specs:
         n = spec[0]
@@ -425,7 +502,7 @@ def main():
                   "attnd_rss": {k: median(v) for k, v in R["attnd_rss"].items()},
                   "ort": ort, "ort_rss": {k: median(v) for k, v in R["ort_rss"].items()},
                   "best_fused": best, "same_work": same, "rounds_attnd": R["attnd"], "rounds_ort": R["ort"],
-                  "default_malloc": dm}
+                  "by_round": R["by_round"], "default_malloc": dm}
         # attnd's own result against torch's, on the same checksum.
         w = R["attnd_rec"].get("best")
         if w:
@@ -439,7 +516,7 @@ def main():
     ctx = {"graphs": graphs, "checks": checks, "res": res, "kernels": kernels, "names": names,
            "started": started, "load": (load0[0], os.getloadavg()[0]), "problems": problems,
            "ort_version": ort_version, "ort_threads": ort_threads,
-           "env_core": args.env_coretype}
+           "env_core": args.env_coretype, "others": others}
     report = "\n".join(section(args, ctx)) + "\n"
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
