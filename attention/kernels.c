@@ -180,8 +180,9 @@ typedef float vf16 __attribute__((vector_size(64)));
 
 __attribute__((target("avx512f,avx512dq,fma"))) static inline vf16 vexp_avx512_isa(vf16 xv) {
     __m512 x = (__m512)xv;
+    /* Lanes below EXP_LOWEST, -inf and NaN come out 0 through the mask, whatever the arithmetic
+     * made of them on the way (-inf turns into NaN at r: no trap, no slow path). */
     __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(EXP_LOWEST), _CMP_GE_OQ);
-    x = _mm512_max_ps(x, _mm512_set1_ps(EXP_LOWEST)); /* -inf and NaN too: then masked to 0 */
     __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(EXP_LOG2E)),
                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(EXP_LN2_HI), x);
