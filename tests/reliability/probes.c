@@ -1,5 +1,8 @@
 /* probes.c - /healthz and /readyz answer fast beside requests that declare huge shapes in small
- * bodies, and pass the connection limit beside silent and trickling sockets. */
+ * bodies, and pass the connection limit beside silent and trickling sockets; /metrics keeps to
+ * its cap of replies at once. */
+#include <limits.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -7,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../harness.h"
@@ -223,4 +227,119 @@ void test_probes_at_limit(void) {
     free(raw.p);
     free(big);
     CHECK(attnd_stop(&d, SIGTERM) == 0, "conn-limit daemon: exit status after SIGTERM");
+}
+
+#define METRICS_MODEL_BYTES 8000 /* about what each model that ran a job adds to /metrics */
+
+/* The most a TCP send buffer may grow to here (tcp_wmem's third field), or 4 MiB. */
+static size_t wmem_max(void) {
+    char *t = slurp("/proc/sys/net/ipv4/tcp_wmem");
+    unsigned long a = 0, b = 0, c = 0;
+    size_t m = sscanf(t, "%lu %lu %lu", &a, &b, &c) == 3 && c > 0 ? c : 4u << 20;
+    free(t);
+    return m;
+}
+
+/* A connection to port with a receive buffer of rcv bytes (set before the handshake, so that the
+ * window it offers stays small); -1 on failure. */
+static int small_window_connect(int port, int rcv) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof rcv);
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* At most SRV_METRICS_AT_ONCE (2) /metrics replies at once: with enough registry models that have
+ * each run a job, the reply is larger than a TCP send buffer can grow (tcp_wmem; 600 models and
+ * 4.8 MB here), so two clients with small windows that do not read hold theirs on attnd's side
+ * (smaller replies, of 32 KiB and of 520 KiB, were found to fit in the sockets' buffers); a third
+ * /metrics gets 503 busy, naming the cap, while /healthz still answers; the two held replies
+ * arrive whole once read; a client that vanishes gives its place back, and /metrics answers
+ * 200 again. */
+void test_metrics_at_once(void) {
+    char dir[600], target[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/metrics-models", cfg.work);
+    mkdir(dir, 0755); /* may exist */
+    if (!realpath("tests/api_cases/safetensors/valid/f32-kvdim-nobias/model.safetensors", target)) {
+        CHECK(false, "metrics-at-once: the model file is missing (run from the repository)");
+        return;
+    }
+    const size_t held_bytes = wmem_max() + (256u << 10);
+    const int nmodels = (int)(held_bytes / METRICS_MODEL_BYTES) + 80;
+    for (int i = 0; i < nmodels; i++) {
+        char link[700];
+        snprintf(link, sizeof link, "%s/m%03d.safetensors", dir, i);
+        unlink(link);
+        CHECK(symlink(target, link) == 0, "metrics-at-once: symlink %s", link);
+    }
+    attnd d;
+    const char *args[] = {"--threads", "2", "--models", dir, NULL};
+    if (!attnd_start(&d, "metrics-at-once", args, NULL))
+        return;
+    /* One job on each model, so that each has its series (a model's series appear with its
+     * first job). The file's model: E = 12, kdim 5, vdim 7. */
+    reply r;
+    int ok = 0;
+    for (int i = 0; i < nmodels; i++) {
+        char body[300];
+        snprintf(body, sizeof body,
+                 "{\"model\": \"m%03d\", \"query\": [[[1,0,0,0,0,0,0,0,0,0,0,0]]], "
+                 "\"key\": [[[1,0,0,0,0]]], \"value\": [[[1,0,0,0,0,0,0]]]}",
+                 i);
+        ok += post(NULL, d.port, "/v1/attention", body, 0, &r) && r.status == 200;
+        reply_free(&r);
+    }
+    CHECK(ok == nmodels, "metrics-at-once: %d of %d jobs answered 200", ok, nmodels);
+    bool got_it = request(NULL, d.port, NULL, "/metrics", NULL, 0, NULL, &r);
+    CHECK(got_it && r.status == 200 && r.len > held_bytes,
+          "metrics-at-once: /metrics alone: %ld, %zu bytes (over %zu wanted)", r.status, r.len,
+          held_bytes);
+    size_t full = r.len;
+    reply_free(&r);
+
+    static const char get[] =
+        "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    int held[2];
+    for (int i = 0; i < 2; i++) {
+        held[i] = small_window_connect(d.port, 4096);
+        CHECK(held[i] >= 0 && send_all(held[i], get, sizeof get - 1),
+              "metrics-at-once: held client %d not sent", i);
+        struct pollfd p = {held[i], POLLIN, 0};
+        CHECK(poll(&p, 1, (int)(5000 * cfg.scale)) == 1,
+              "metrics-at-once: held client %d: no reply began", i);
+    }
+    CHECK(request(NULL, d.port, NULL, "/metrics", NULL, 0, NULL, &r), "metrics-at-once: third");
+    check_error(&r, 503, "busy", "2 /metrics replies", "metrics-at-once: a third /metrics");
+    reply_free(&r);
+    CHECK(healthy(&d), "metrics-at-once: /healthz beside two held /metrics replies");
+
+    /* The first held reply, read: whole. */
+    str got = {0};
+    CHECK(read_to_end(held[0], 20 * cfg.scale, &got), "metrics-at-once: held reply did not end");
+    const char *body = got.p ? strstr(got.p, "\r\n\r\n") : NULL;
+    size_t have = body ? got.n - (size_t)(body + 4 - got.p) : 0;
+    CHECK(got.p && !strncmp(got.p, "HTTP/1.1 200", 12) && have + 4096 > full && have < full + 4096,
+          "metrics-at-once: the held reply came as %.12s with %zu body bytes (about %zu wanted)",
+          got.p ? got.p : "", have, full);
+    free(got.p);
+    close(held[0]);
+    /* The second client vanishes; its place comes back once attnd sees it gone. */
+    close_reset(held[1]);
+    long status = 0;
+    for (double t0 = now(); now() - t0 < 5 * cfg.scale && status != 200; sleep_s(0.05)) {
+        CHECK(request(NULL, d.port, NULL, "/metrics", NULL, 0, NULL, &r), "metrics-at-once: after");
+        status = r.status;
+        reply_free(&r);
+    }
+    CHECK(status == 200, "metrics-at-once: /metrics after both held replies ended: %ld", status);
+    CHECK(attnd_stop(&d, SIGTERM) == 0, "metrics-at-once: exit status");
 }
