@@ -135,9 +135,10 @@ static inline void pack_panel4(float *dst, const float *k, size_t ld, size_t d, 
                 tf_##SUF x0 = a[r][0] * scale, x1 = a[r][1] * scale;                               \
                 memcpy(s + (size_t)r * lds + pn * w, &x0, sizeof x0);                              \
                 memcpy(s + (size_t)r * lds + pn * w + LANES, &x1, sizeof x1);                      \
-                if (whole) { /* the max skips NaN; x * 0 keeps it (and an infinity) in nf */       \
-                    mx[r] = VMAX(VMAX(mx[r], x0), x1);                                             \
-                    nf += (x0 + x1) * zero;                                                        \
+                if (whole) { /* the max skips NaN; x * 0 keeps it (and an infinity) in nf, */      \
+                    mx[r] = VMAX(VMAX(mx[r], x0), x1); /* each alone: x0 + x1 may overflow */      \
+                    nf += x0 * zero;                                                               \
+                    nf += x1 * zero;                                                               \
                 }                                                                                  \
             }                                                                                      \
         }                                                                                          \

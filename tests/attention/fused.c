@@ -99,6 +99,14 @@ static void tiles_max_case(const attnt_set *ts, const char *name) {
             }
             free(q), free(k), free(kt), free(s), free(rmax);
         }
+    /* Two finite logits whose sum overflows are still finite: the max is theirs, not +inf. */
+    float q1 = 1.0f, k1[2 * ATTN_TILE_PANEL_MAX], kt1[2 * ATTN_TILE_PANEL_MAX];
+    float s1[2 * ATTN_TILE_PANEL_MAX], m1 = 0.0f;
+    for (size_t j = 0; j < 2 * W; j++)
+        k1[j] = 3e38f;
+    ts->pack_kt(kt1, k1, 1, 2 * W, 1);
+    ts->qk(s1, 2 * W, &q1, 1, 1, kt1, 2 * W, 1, 1.0f, &m1);
+    CHECK(m1 == 3e38f, "%s: qk row max of logits 3e38 (their sum overflows): %g", name, (double)m1);
 }
 
 /* The softmax row kernels the fused path leans on, on every length from 1 to 40 (whole vectors,
