@@ -261,7 +261,7 @@ static int small_window_connect(int port, int rcv) {
 /* At most SRV_METRICS_AT_ONCE (2) /metrics replies at once: with enough registry models that have
  * each run a job, the reply is larger than a TCP send buffer can grow (tcp_wmem; 600 models and
  * 4.8 MB here), so two clients with small windows that do not read hold theirs on attnd's side
- * (smaller replies, of 32 KiB and of 520 KiB, were found to fit in the sockets' buffers); a third
+ * (smaller replies, of 32 KiB and of over 512 KiB, were found to fit in the sockets' buffers); a third
  * /metrics gets 503 busy, naming the cap, while /healthz still answers; the two held replies
  * arrive whole once read; a client that vanishes gives its place back, and /metrics answers
  * 200 again. */
