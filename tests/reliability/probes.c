@@ -259,12 +259,12 @@ static int small_window_connect(int port, int rcv) {
 }
 
 /* At most SRV_METRICS_AT_ONCE (2) /metrics replies at once: with enough registry models that have
- * each run a job, the reply is larger than a TCP send buffer can grow (tcp_wmem; 600 models and
+ * each run a job, the reply is larger than a TCP send buffer can grow (tcp_wmem; 637 models and
  * 4.8 MB here), so two clients with small windows that do not read hold theirs on attnd's side
- * (smaller replies, of 32 KiB and of over 512 KiB, were found to fit in the sockets' buffers); a third
- * /metrics gets 503 busy, naming the cap, while /healthz still answers; the two held replies
- * arrive whole once read; a client that vanishes gives its place back, and /metrics answers
- * 200 again. */
+ * (smaller replies, of 32 KiB and of over 512 KiB, were found to fit in the sockets' buffers);
+ * a third /metrics gets 503 busy, naming the cap, while /healthz still answers; the two held
+ * replies arrive whole once read; a client that vanishes gives its place back, and /metrics
+ * answers 200 again. */
 void test_metrics_at_once(void) {
     char dir[600], target[PATH_MAX];
     snprintf(dir, sizeof dir, "%s/metrics-models", cfg.work);
