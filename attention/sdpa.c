@@ -405,16 +405,13 @@ static void fused_pack_task(void *ctx, size_t task, size_t slot) {
     }
 }
 
-/* Online-softmax update of row ri (tiled_block's row code) on its logits x[0..cols) of the tile
- * at key j0, with lim keys attended in it; x becomes the tile's exp(x - M), zeros past lim. m is
- * the row's max over the tile after its masks (row_mask_max), or NAN to have it computed here. */
-static void online_row(attn_run *r, float *x, size_t cols, size_t lim, size_t n, size_t h, size_t i,
-                       size_t j0, float *acc, size_t dv, float *M, float *Z, bool normalised,
-                       float m) {
-    if (m != m)
-        m = row_mask_max(r, x, cols, lim, masks_for_row(r->p, n, h, i), j0);
-    else if (m == INFINITY)
-        atomic_store(&r->numeric, 1); /* as row_mask_max flags it */
+/* Online-softmax update of a row (tiled_block's row code) on its logits x[0..cols) of a tile,
+ * with lim keys attended in it and m their max after the masks (row_mask_max's, or the logits'
+ * kernel's: +inf when one is not finite); x becomes the tile's exp(x - M), zeros past lim. */
+static void online_row(attn_run *r, float *x, size_t cols, size_t lim, float m, float *acc,
+                       size_t dv, float *M, float *Z, bool normalised) {
+    if (m == INFINITY)
+        atomic_store(&r->numeric, 1); /* row_mask_max has flagged it too */
     if (m == -INFINITY) {
         memset(x, 0, cols * sizeof *x);
         return;
@@ -494,8 +491,10 @@ static bool fused_block(attn_run *r, size_t slot, size_t n, size_t h, size_t qb,
                 size_t lim = row_limit(p, n, i0 + ri) - j0;
                 if (lim > gcols)
                     lim = gcols;
-                online_row(r, P + ri * lds, gcols, lim, n, h, i0 + ri, j0, acc + ri * Dvp, Dvp,
-                           M + ri, Z + ri, normalised, gm ? gmax[ri - g] : NAN);
+                float *x = P + ri * lds;
+                float m = gm ? gmax[ri - g]
+                             : row_mask_max(r, x, gcols, lim, masks_for_row(p, n, h, i0 + ri), j0);
+                online_row(r, x, gcols, lim, m, acc + ri * Dvp, Dvp, M + ri, Z + ri, normalised);
             }
             ts->pv(acc + g * Dvp, Dvp, pg, lds, nr, vv + j0 * Dvp, Dvp, gcols, Dvp);
         }

@@ -2,7 +2,6 @@
  * bodies, and pass the connection limit beside silent and trickling sockets; /metrics keeps to
  * its cap of replies at once. */
 #include <limits.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -240,24 +239,6 @@ static size_t wmem_max(void) {
     return m;
 }
 
-/* A connection to port with a receive buffer of rcv bytes (set before the handshake, so that the
- * window it offers stays small); -1 on failure. */
-static int small_window_connect(int port, int rcv) {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -1;
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof rcv);
-    struct sockaddr_in a = {0};
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
 /* At most SRV_METRICS_AT_ONCE (2) /metrics replies at once: with enough registry models that have
  * each run a job, the reply is larger than a TCP send buffer can grow (tcp_wmem; 637 models and
  * 4.8 MB here), so two clients with small windows that do not read hold theirs on attnd's side
@@ -313,7 +294,7 @@ void test_metrics_at_once(void) {
         "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
     int held[2];
     for (int i = 0; i < 2; i++) {
-        held[i] = small_window_connect(d.port, 4096);
+        held[i] = tcp_connect_rcvbuf(d.port, 4096);
         CHECK(held[i] >= 0 && send_all(held[i], get, sizeof get - 1),
               "metrics-at-once: held client %d not sent", i);
         struct pollfd p = {held[i], POLLIN, 0};

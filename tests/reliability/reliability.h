@@ -70,6 +70,8 @@ typedef struct trickle_ctx {
 } trickle_ctx;
 
 int tcp_connect(int port);
+/* tcp_connect with a receive buffer of rcvbuf bytes (0: the default), set before the handshake. */
+int tcp_connect_rcvbuf(int port, int rcvbuf);
 bool send_all(int fd, const void *p, size_t n);
 bool read_to_end(int fd, double secs, str *out);
 void close_reset(int fd);

@@ -15,10 +15,12 @@
 #include "../harness.h"
 #include "reliability.h"
 
-int tcp_connect(int port) {
+int tcp_connect_rcvbuf(int port, int rcvbuf) {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
+    if (rcvbuf > 0) /* before the handshake, so that the window it offers stays small */
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
     struct sockaddr_in a = {0};
     a.sin_family = AF_INET;
     a.sin_port = htons((uint16_t)port);
@@ -28,6 +30,10 @@ int tcp_connect(int port) {
         return -1;
     }
     return fd;
+}
+
+int tcp_connect(int port) {
+    return tcp_connect_rcvbuf(port, 0);
 }
 
 bool send_all(int fd, const void *p, size_t n) {
@@ -100,13 +106,10 @@ void exchange_raw(int port, const char *raw, size_t n, double secs, exchange *x)
 
 void *trickle_main(void *arg) {
     trickle_ctx *t = arg;
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &t->rcvbuf, sizeof t->rcvbuf);
-    struct sockaddr_in a = {0};
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)t->port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0 || !send_all(fd, t->raw, t->n)) {
+    int fd = tcp_connect_rcvbuf(t->port, t->rcvbuf);
+    if (fd < 0)
+        return NULL;
+    if (!send_all(fd, t->raw, t->n)) {
         close(fd);
         return NULL;
     }
