@@ -47,6 +47,7 @@ void srv_config_init(srv_config *cfg) {
     cfg->read_timeout = 30;
     cfg->send_timeout = 30;
     cfg->min_send_rate = (size_t)32 << 10;
+    cfg->max_send_time = 120;
     cfg->max_job_flops = (size_t)64000000000; /* bench's W4 without its mask: 43 GFLOP */
     cfg->log_format = SRV_LOG_TEXT;
     cfg->batch_window_us = 200; /* bench/RESULTS.md: the measurements behind both */
@@ -145,6 +146,11 @@ static const opt OPTS[] = {
      (double)((size_t)1 << 40), "32K",
      "bytes per second a client must read its reply at, on average, once --send-timeout has "
      "passed, else the connection is closed and the reply's room given back (0 = no limit)"},
+    {"--max-send-time", "ATTND_MAX_SEND_TIME", "SEC", OPT_SECONDS, FIELD(max_send_time), 0, 86400,
+     "120",
+     "a reply must be read whole within --send-timeout + SEC: one longer than --min-send-rate x "
+     "SEC must be taken at its length / SEC, else the connection is closed and its room given "
+     "back (0 = no limit)"},
     {"--max-job-flops", "ATTND_MAX_JOB_FLOPS", "N", OPT_COUNT, FIELD(max_job_flops), 0, 1e18,
      "64000000000",
      "compute of one job (usage.flops, random params.init weights included): 413 beyond, "
@@ -409,7 +415,8 @@ static size_t sat_mul(size_t a, size_t b) {
 }
 
 size_t srv_config_connections_max(const srv_config *cfg) {
-    return sat_add(cfg->max_connections, sat_mul(SRV_CONN_SLACK, cfg->http_threads));
+    return sat_add(cfg->max_connections,
+                   sat_mul(SRV_CONN_SLACK + SRV_CONN_SPARE, cfg->http_threads));
 }
 
 size_t srv_config_job_memory_cap(const srv_config *cfg) {

@@ -31,10 +31,23 @@
  * holds a reply's room for --send-timeout plus what its receive buffer took at the rate, not
  * for ever.
  *
- * The connection limit (--max-connections): past it a new connection evicts the one idle the
- * longest, else the one whose request has been arriving the longest, so that a probe or a new
- * client is served at once however many silent or trickling sockets hold the limit; only when
- * every other connection is computing or sending a reply is the new one shut down.
+ * The whole reply (--max-send-time): a reply must also be taken at its length / --max-send-time
+ * bytes per second when that is faster than --min-send-rate, so that every reply is read whole
+ * within --send-timeout + --max-send-time: a reply read just above the rate holds its room in
+ * --max-unsent-bytes for that long at most, however large it is.
+ *
+ * The connection limit (--max-connections): past it a new connection evicts, in this order, the
+ * one idle the longest (but for one opened less than FRESH_S ago, which has had no time to send
+ * its request), the one whose request has been arriving the longest, or the one sending a reply
+ * furthest behind the send rule's rate (its client takes less than the rate requires, counted
+ * from the start of the reply without the --send-timeout grace: a client that does not read).
+ * Connections computing, and those whose clients read their replies at the rate, are never
+ * evicted. When none can be, the new connection takes a spare place (SRV_CONN_SPARE per HTTP
+ * thread, beyond --max-connections): it is served one probe (GET or HEAD of /healthz, /readyz,
+ * /v2/health/live or /v2/health/ready) and closed, and any other request on it gets 503
+ * connection_limit; a new spare past them takes the place of the oldest. So a probe is answered
+ * however the places are held: silent, trickling, computing, sending to clients that read, or
+ * not reading.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -60,15 +73,21 @@
 struct srv_conn {
     int fd;
     srv_conn_state state;
-    double since;     /* SRV_CONN_READING: when the request began; SRV_CONN_IDLE: when idleness
-                         did; SRV_CONN_SENDING: when the reaper first saw the reply going */
-    uint64_t rx_mark; /* SRV_CONN_IDLE: bytes the socket had received when idleness began, or
-                         RX_UNREAD until the reaper has looked */
-    uint64_t tx_mark; /* SRV_CONN_SENDING: bytes the client had acknowledged when the reaper
-                         first looked (since), or RX_UNREAD until it has */
-    srv_conn_end cut; /* why attnd shut it down; SRV_CONN_LIVE while it has not */
-    bool head;        /* a request line has come and its headers are not handed over yet */
-    pthread_t thread; /* the libmicrohttpd thread that serves the connection (once head) */
+    double since;      /* SRV_CONN_READING: when the request began; SRV_CONN_IDLE: when idleness
+                          did; SRV_CONN_SENDING: when the reaper first saw the reply going */
+    double opened;     /* when the connection opened */
+    bool served;       /* a request has begun on it (it is no longer fresh) */
+    uint64_t rx_mark;  /* SRV_CONN_IDLE: bytes the socket had received when idleness began, or
+                          RX_UNREAD until the reaper has looked */
+    uint64_t tx_mark;  /* SRV_CONN_SENDING: bytes the client had acknowledged when the reaper
+                          first looked (since), or RX_UNREAD until it has */
+    uint64_t tx_last;  /* SRV_CONN_SENDING: bytes acknowledged at the reaper's last look */
+    double tx_last_at; /* and when that look was */
+    size_t reply_len;  /* SRV_CONN_SENDING: the length of the reply going out */
+    srv_conn_end cut;  /* why attnd shut it down; SRV_CONN_LIVE while it has not */
+    bool head;         /* a request line has come and its headers are not handed over yet */
+    bool spare;        /* it holds a spare place: one probe, then closed (set once, at open) */
+    pthread_t thread;  /* the libmicrohttpd thread that serves the connection (once head) */
     srv_conn *prev, *next;
 };
 
@@ -77,18 +96,26 @@ struct srv_conns {
     double send_timeout;  /* --send-timeout */
     double min_send_rate; /* --min-send-rate, bytes/s; 0 = none */
     size_t idle_timeout;  /* --idle-timeout, only to log the closes it makes */
+    double max_send_time; /* --max-send-time; 0 = none */
     size_t max_live;      /* --max-connections */
+    size_t max_spares;    /* spare places: SRV_CONN_SPARE per HTTP thread */
     const srv_log *log;
     pthread_mutex_t mu; /* guards the list and every record in it */
     pthread_cond_t reaper_cv;
     srv_conn *list;
-    size_t live; /* connections in the list not shut down by attnd */
+    size_t live;   /* connections in the list not shut down by attnd, spares aside */
+    size_t spares; /* spare connections in the list not shut down by attnd */
     bool reaper_stop, has_reaper;
     pthread_t reaper;
 };
 
 #define RX_UNREAD UINT64_MAX
 #define RX_SLACK  0.02 /* s: two clock ticks of a kernel at 100 Hz */
+/* s: a new connection that has sent no request yet is not evicted for this long (unless it is
+ * the oldest spare): a probe's request line comes within milliseconds of its connect */
+#define FRESH_S 0.5
+/* s: a reply is judged behind the rate (evictable) only once the reaper has seen it this long */
+#define BEHIND_MIN_S 0.2
 
 const char *srv_conn_end_name(srv_conn_end end) {
     switch (end) {
@@ -136,7 +163,17 @@ static void conn_cut(srv_conns *cs, srv_conn *c, srv_conn_end why) {
     if (c->fd >= 0)
         shutdown(c->fd, SHUT_RDWR);
     c->cut = why;
-    cs->live--;
+    if (c->spare)
+        cs->spares--;
+    else
+        cs->live--;
+}
+
+/* The bytes per second the reply on c must be taken at once the grace has passed: the larger of
+ * --min-send-rate and its length / --max-send-time (0 when neither applies). */
+static double send_rate(const srv_conns *cs, const srv_conn *c) {
+    double whole = cs->max_send_time > 0 ? (double)c->reply_len / cs->max_send_time : 0;
+    return whole > cs->min_send_rate ? whole : cs->min_send_rate;
 }
 
 void srv_conn_set(srv_conns *cs, srv_conn *c, srv_conn_state state) {
@@ -152,13 +189,31 @@ void srv_conn_set(srv_conns *cs, srv_conn *c, srv_conn_state state) {
         if (c->state != SRV_CONN_READING)
             c->since = srv_now();
         c->state = SRV_CONN_READING;
+        c->served = true;
     } else if (state == SRV_CONN_SENDING) { /* the reaper takes the marks at its first look */
         c->state = SRV_CONN_SENDING;
         c->tx_mark = RX_UNREAD;
+        c->reply_len = 0;
     } else {
         c->state = SRV_CONN_ARRIVED;
     }
     pthread_mutex_unlock(&cs->mu);
+}
+
+void srv_conn_sending(srv_conns *cs, srv_conn *c, size_t len) {
+    if (!c)
+        return;
+    pthread_mutex_lock(&cs->mu);
+    c->head = false;
+    c->served = true;
+    c->state = SRV_CONN_SENDING;
+    c->tx_mark = RX_UNREAD; /* the reaper takes the marks at its first look */
+    c->reply_len = len;
+    pthread_mutex_unlock(&cs->mu);
+}
+
+bool srv_conn_spare(const srv_conn *c) {
+    return c && c->spare;
 }
 
 bool srv_conn_late(srv_conns *cs, srv_conn *c) {
@@ -179,20 +234,56 @@ srv_conn_end srv_conn_cut(srv_conns *cs, srv_conn *c) {
     return cut;
 }
 
+/* With cs->mu held: how many bytes the reply on c is behind the send rule's rate, counted from the
+ * reaper's first look without the --send-timeout grace, by the reaper's last look; 0 when it is
+ * not behind, or has not been seen long enough to tell. */
+static double send_deficit(const srv_conns *cs, const srv_conn *c) {
+    if (c->state != SRV_CONN_SENDING || c->tx_mark == RX_UNREAD)
+        return 0;
+    double seen = c->tx_last_at - c->since, rate = send_rate(cs, c);
+    if (seen < BEHIND_MIN_S || rate <= 0)
+        return 0;
+    double want = rate * seen, got = (double)(c->tx_last - c->tx_mark);
+    return got < want ? want - got : 0;
+}
+
 /* With cs->mu held: the connection to shut down so that c can be served at --max-connections:
- * the live one idle the longest, else the one whose request has been arriving the longest;
- * NULL when every other is computing or sending. */
-static srv_conn *conn_victim(srv_conns *cs, const srv_conn *c) {
-    srv_conn *idle = NULL, *reading = NULL;
+ * the live one idle the longest (not a fresh one), else the one whose request has been arriving
+ * the longest, else the one sending a reply furthest behind the rate; NULL when none of them
+ * can go (every other is fresh, computing, or sending to a client that reads). *what names the
+ * victim's state. */
+static srv_conn *conn_victim(srv_conns *cs, const srv_conn *c, double now, const char **what) {
+    srv_conn *idle = NULL, *reading = NULL, *behind = NULL;
+    double worst = 0;
     for (srv_conn *o = cs->list; o; o = o->next) {
-        if (o == c || o->cut != SRV_CONN_LIVE)
+        if (o == c || o->cut != SRV_CONN_LIVE || o->spare)
             continue;
-        if (o->state == SRV_CONN_IDLE && (!idle || o->since < idle->since))
-            idle = o;
-        else if (o->state == SRV_CONN_READING && (!reading || o->since < reading->since))
-            reading = o;
+        if (o->state == SRV_CONN_IDLE) {
+            bool fresh = !o->served && now - o->opened < FRESH_S;
+            if (!fresh && (!idle || o->since < idle->since))
+                idle = o;
+        } else if (o->state == SRV_CONN_READING) {
+            if (!reading || o->since < reading->since)
+                reading = o;
+        } else if (o->state == SRV_CONN_SENDING) {
+            double d = send_deficit(cs, o);
+            if (d > worst) {
+                worst = d;
+                behind = o;
+            }
+        }
     }
-    return idle ? idle : reading;
+    *what = idle ? "idle" : reading ? "reading" : "sending";
+    return idle ? idle : reading ? reading : behind;
+}
+
+/* With cs->mu held: the oldest spare connection still live, or NULL. */
+static srv_conn *oldest_spare(srv_conns *cs) {
+    srv_conn *old = NULL;
+    for (srv_conn *o = cs->list; o; o = o->next)
+        if (o->spare && o->cut == SRV_CONN_LIVE && (!old || o->opened < old->opened))
+            old = o;
+    return old;
 }
 
 srv_conn *srv_conn_open(srv_conns *cs, int fd) {
@@ -202,36 +293,46 @@ srv_conn *srv_conn_open(srv_conns *cs, int fd) {
             shutdown(fd, SHUT_RDWR);
         return NULL;
     }
+    double now = srv_now();
     c->fd = fd;
     c->state = SRV_CONN_IDLE;
-    c->since = srv_now();
+    c->since = c->opened = now;
     c->rx_mark = 0; /* any byte received is the first request's */
-    srv_conn_end end = SRV_CONN_LIVE;
     const char *victim_state = NULL;
+    bool evicted = false, spare_cut = false;
     pthread_mutex_lock(&cs->mu);
     c->next = cs->list;
     if (cs->list)
         cs->list->prev = c;
     cs->list = c;
-    cs->live++;
-    if (cs->live > cs->max_live) {
-        srv_conn *v = conn_victim(cs, c);
-        if (v) {
-            victim_state = v->state == SRV_CONN_IDLE ? "idle" : "reading";
+    if (cs->live < cs->max_live) {
+        cs->live++;
+    } else {
+        srv_conn *v = conn_victim(cs, c, now, &victim_state);
+        if (v) { /* its place is this one's */
             conn_cut(cs, v, SRV_CONN_EVICTED);
-            end = SRV_CONN_EVICTED;
-        } else {
-            conn_cut(cs, c, SRV_CONN_OVER_LIMIT);
-            end = SRV_CONN_OVER_LIMIT;
+            evicted = true;
+            cs->live++;
+        } else { /* a spare place; past them, the oldest spare gives its place */
+            c->spare = true;
+            cs->spares++;
+            if (cs->spares > cs->max_spares) {
+                srv_conn *old = oldest_spare(cs);
+                if (old && old != c) {
+                    conn_cut(cs, old, SRV_CONN_OVER_LIMIT);
+                    spare_cut = true;
+                }
+            }
         }
     }
     pthread_mutex_unlock(&cs->mu);
-    if (end == SRV_CONN_EVICTED) {
+    if (evicted) {
         srv_kv kv[] = {SRV_STR("state", victim_state), SRV_INT("max_connections", cs->max_live)};
         srv_log_write(cs->log, "warn", "connection_evicted", kv, 2);
-    } else if (end == SRV_CONN_OVER_LIMIT) {
-        srv_kv kv[] = {SRV_INT("max_connections", cs->max_live)};
-        srv_log_write(cs->log, "warn", "connection_refused", kv, 1);
+    } else if (spare_cut) {
+        srv_kv kv[] = {SRV_INT("max_connections", cs->max_live),
+                       SRV_INT("spare_places", cs->max_spares)};
+        srv_log_write(cs->log, "warn", "connection_refused", kv, 2);
     }
     return c;
 }
@@ -246,7 +347,9 @@ void srv_conn_close(srv_conns *cs, srv_conn *c) {
         cs->list = c->next;
     if (c->next)
         c->next->prev = c->prev;
-    if (c->cut == SRV_CONN_LIVE)
+    if (c->cut == SRV_CONN_LIVE && c->spare)
+        cs->spares--;
+    else if (c->cut == SRV_CONN_LIVE)
         cs->live--;
     double idle_s = c->state == SRV_CONN_IDLE ? srv_now() - c->since : 0;
     pthread_mutex_unlock(&cs->mu);
@@ -264,6 +367,7 @@ void srv_conn_request_line(srv_conns *cs, srv_conn *c) {
         return;
     pthread_mutex_lock(&cs->mu);
     c->head = true;
+    c->served = true;
     c->thread = pthread_self();
     if (c->state == SRV_CONN_IDLE) { /* the request has begun, if the reaper has not seen it */
         c->state = SRV_CONN_READING;
@@ -301,7 +405,7 @@ static void *reaper_main(void *arg) {
     /* the send rule: a look at least every quarter second, and at most 20 a second however short
      * --send-timeout is (each pass holds the lock that every request takes) */
     double send_period = cs->send_timeout / 8 < 0.05 ? 0.05 : cs->send_timeout / 8;
-    if (cs->min_send_rate > 0 && send_period < period)
+    if ((cs->min_send_rate > 0 || cs->max_send_time > 0) && send_period < period)
         period = send_period;
     period = period < 0.01 ? 0.01 : period;
     pthread_mutex_lock(&cs->mu);
@@ -329,19 +433,22 @@ static void *reaper_main(void *arg) {
                        now - c->since > cs->read_timeout) {
                 conn_cut(cs, c, SRV_CONN_READ_LATE);
                 late++;
-            } else if (c->state == SRV_CONN_SENDING && cs->min_send_rate > 0) {
+            } else if (c->state == SRV_CONN_SENDING &&
+                       (cs->min_send_rate > 0 || cs->max_send_time > 0)) {
                 double last_data_s;
                 uint64_t acked;
                 socket_rx(c->fd, &last_data_s, &acked);
                 if (acked == RX_UNREAD) /* TCP_INFO failed: the next look tries again */
                     continue;
+                c->tx_last = acked;
+                c->tx_last_at = now;
                 if (c->tx_mark == RX_UNREAD) {
                     c->tx_mark = acked;
                     c->since = now;
                     continue;
                 }
                 double over = now - c->since - cs->send_timeout;
-                if (over > 0 && (double)(acked - c->tx_mark) < cs->min_send_rate * over) {
+                if (over > 0 && (double)(acked - c->tx_mark) < send_rate(cs, c) * over) {
                     conn_cut(cs, c, SRV_CONN_SEND_SLOW);
                     slow++;
                 }
@@ -374,11 +481,13 @@ srv_conns *srv_conns_create(const srv_config *cfg, const srv_log *log, srv_error
     cs->send_timeout = cfg->send_timeout;
     cs->min_send_rate = (double)cfg->min_send_rate;
     cs->idle_timeout = cfg->idle_timeout;
+    cs->max_send_time = cfg->max_send_time;
     cs->max_live = cfg->max_connections;
+    cs->max_spares = SRV_CONN_SPARE * cfg->http_threads;
     cs->log = log;
     pthread_mutex_init(&cs->mu, NULL);
     srv_cond_init(&cs->reaper_cv);
-    if (cs->read_timeout > 0 || cs->min_send_rate > 0) {
+    if (cs->read_timeout > 0 || cs->min_send_rate > 0 || cs->max_send_time > 0) {
         int rc = pthread_create(&cs->reaper, NULL, reaper_main, cs);
         if (rc != 0) {
             srv_conns_destroy(cs);

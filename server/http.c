@@ -402,6 +402,15 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         enum MHD_Result rc;
         if (framing_refused(r, version, &rc))
             return rc;
+        /* A spare place past --max-connections (conn.c) serves one probe, then closes. */
+        if (srv_conn_spare(r->track)) {
+            r->close = true;
+            if (!srv_routes[r->route].open || !r->is_get)
+                return http_reply_error(r, 503, "connection_limit",
+                                        "all %zu connections attnd takes are busy "
+                                        "(--max-connections); retry shortly",
+                                        h->cfg->max_connections);
+        }
         /* A request with a body is judged now, before its body is read (a reply now closes the
          * connection after it). One without waits for the next call: a reply queued then keeps
          * the connection alive. */

@@ -214,6 +214,7 @@ static void log_settings(const srv_config *cfg, const srv_log *log, const api_li
                        SRV_NUM("read_timeout_s", cfg->read_timeout),
                        SRV_NUM("send_timeout_s", cfg->send_timeout),
                        SRV_INT("min_send_rate", cfg->min_send_rate),
+                       SRV_NUM("max_send_time_s", cfg->max_send_time),
                        SRV_INT("max_job_flops", cfg->max_job_flops),
                        SRV_NUM("drain_timeout_s", cfg->drain_timeout),
                        SRV_NUM("shutdown_delay_s", cfg->shutdown_delay),

@@ -81,7 +81,7 @@ static enum MHD_Result reply_resp(http_req *r, unsigned status, const char *type
     r->status = status;
     r->bytes_out = len;
     r->state = REQ_REPLIED;
-    srv_conn_set(h->conns, r->track, SRV_CONN_SENDING);
+    srv_conn_sending(h->conns, r->track, len);
     enum MHD_Result rc = MHD_queue_response(r->conn, status, resp);
     MHD_destroy_response(resp);
     if (rc != MHD_YES) { /* not sent: the log and metrics must not say it was */

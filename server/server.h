@@ -123,6 +123,9 @@ typedef struct srv_config {
     double send_timeout;     /* seconds a reply may take before --min-send-rate applies */
     size_t min_send_rate;    /* bytes per second a reply must be taken at, on average, once
                                 send_timeout has passed; 0 = no limit */
+    double max_send_time;    /* seconds after send_timeout by which a reply must be read whole
+                                (it must be taken at its length / this when that is faster
+                                than min_send_rate); 0 = no limit */
     size_t max_job_flops;    /* largest api_job_flops of one job (413 beyond); 0 = no limit */
 } srv_config;
 
@@ -143,10 +146,12 @@ void srv_config_usage(FILE *f);
  * reached on loopback). Returns 0 on a 200, 1 otherwise with one line on out. */
 int srv_health_check(const srv_config *cfg, FILE *out);
 
-/* Connections libmicrohttpd may hold at once: --max-connections live ones, and up to
- * SRV_CONN_SLACK per HTTP thread that attnd has shut down (evicted, or refused past the limit)
- * and libmicrohttpd has not closed yet (conn.c keeps the limit). Saturates at SIZE_MAX. */
+/* Connections libmicrohttpd may hold at once: --max-connections live ones, SRV_CONN_SPARE spare
+ * places per HTTP thread (a connection past the limit that nothing could be evicted for is served
+ * one probe there: conn.c), and up to SRV_CONN_SLACK per HTTP thread that attnd has shut down
+ * (evicted, or a spare pushed out) and libmicrohttpd has not closed yet. Saturates at SIZE_MAX. */
 #define SRV_CONN_SLACK 8
+#define SRV_CONN_SPARE 4
 size_t srv_config_connections_max(const srv_config *cfg);
 
 /* The job memory cache's cap, from cfg's limits (SECURITY.md): bodies being read
@@ -538,12 +543,19 @@ void srv_conns_destroy(srv_conns *cs);
 
 /* A connection has opened on socket fd (-1 when unknown): idle, before its first request. When
  * it makes more than --max-connections live ones, another is shut down to make room: the one
- * idle the longest (silent before its first request, or between requests), else the one whose
- * request has been arriving the longest; when every other is computing or sending a reply, this
- * one is shut down instead (refused at accept). Either is logged. NULL when out of memory; the
- * socket is then shut down, so that every connection that serves is tracked
- * (srv_conns_take_head relies on it). */
+ * idle the longest (silent before its first request, or between requests; not one opened in the
+ * last half second that has sent nothing yet), else the one whose request has been arriving the
+ * longest, else the one sending a reply furthest behind the send rule's rate. When none can go
+ * (every other is fresh, computing, or sending to a client that reads), this one takes a spare
+ * place (srv_conn_spare), pushing out the oldest spare past SRV_CONN_SPARE per HTTP thread.
+ * Evictions are logged. NULL when out of memory; the socket is then shut down, so that every
+ * connection that serves is tracked (srv_conns_take_head relies on it). */
 srv_conn *srv_conn_open(srv_conns *cs, int fd);
+
+/* True when c holds a spare place: it may be served one probe (and is closed after it), and any
+ * other request gets 503. Fixed when c opened; read without the lock by the thread serving c.
+ * False for NULL. */
+bool srv_conn_spare(const srv_conn *c);
 
 /* The connection is closing (its socket is still open): logs idle_timeout when it closes idle
  * after --idle-timeout, and frees c. NULL does nothing. */
@@ -558,6 +570,10 @@ void srv_conn_request_line(srv_conns *cs, srv_conn *c);
  * SRV_CONN_READING starts the read timeout unless the request was already seen arriving;
  * SRV_CONN_SENDING starts the send rule; SRV_CONN_IDLE starts idleness. NULL does nothing. */
 void srv_conn_set(srv_conns *cs, srv_conn *c, srv_conn_state state);
+
+/* c's reply of len bytes is queued: the send rule starts (--min-send-rate, and --max-send-time by
+ * len). NULL does nothing. */
+void srv_conn_sending(srv_conns *cs, srv_conn *c, size_t len);
 
 /* True when the request on c has been arriving for longer than --read-timeout (never when it is
  * off, or c is NULL). */

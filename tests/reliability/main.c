@@ -16,7 +16,7 @@
  * misbehave. Every wait is bounded; every scenario ends with the daemon exiting 0 on SIGTERM.
  *
  * Usage: test_reliability --attnd build/attnd --work DIR [--only NAMES] [--time-scale F]
- *   NAMES: some of limits, faults, slow, framing, security, rss, unsent, jobmem, probes
+ *   NAMES: some of limits, faults, slow, framing, security, rss, unsent, jobmem, probes, starve
  *   (comma-separated; default all).
  *   --time-scale multiplies every time bound, for a daemon under valgrind (rss is then
  *   skipped: meaningless there). Prints one line per failed check and "N passed, N failed";
@@ -50,10 +50,10 @@ int main(int argc, char **argv) {
             cfg.scale = atof(argv[i + 1]);
     }
     if (!cfg.attnd || !cfg.work || !(cfg.scale >= 1)) {
-        fprintf(stderr,
-                "usage: test_reliability --attnd PATH --work DIR [--only "
-                "limits,faults,slow,framing,security,rss,unsent,jobmem,probes] [--time-scale F >= "
-                "1]\n");
+        fprintf(stderr, "usage: test_reliability --attnd PATH --work DIR [--only "
+                        "limits,faults,slow,framing,security,rss,unsent,jobmem,probes,starve] "
+                        "[--time-scale F >= "
+                        "1]\n");
         return 2;
     }
     mkdir(cfg.work, 0755); /* may exist */
@@ -89,6 +89,10 @@ int main(int argc, char **argv) {
         test_probes();
         test_probes_at_limit();
         test_metrics_at_once();
+    }
+    if (want("starve")) {
+        test_starve_senders();
+        test_starve_hold();
     }
     curl_global_cleanup();
     return harness_summary("test_reliability", t0);

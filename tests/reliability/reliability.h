@@ -115,4 +115,8 @@ void test_probes(void);
 void test_probes_at_limit(void);
 void test_metrics_at_once(void);
 
+/* starve.c */
+void test_starve_senders(void);
+void test_starve_hold(void);
+
 #endif
