@@ -107,6 +107,18 @@ void api_mem_destroy(api_mem *m);
  * any thread. */
 void *api_mem_alloc(api_mem *m, size_t bytes, size_t most, size_t *cap);
 
+/* The job memory budget: from now on api_mem_alloc_bounded's blocks in use together hold at most
+ * budget bytes (SIZE_MAX, the default: no budget). Call before the blocks are asked for. NULL does
+ * nothing. */
+void api_mem_set_budget(api_mem *m, size_t budget);
+
+/* As api_mem_alloc, but the block counts in the budget (api_mem_set_budget) at its capacity,
+ * whatever its size (small blocks too), until it is freed; when it would pass the budget it is
+ * refused: NULL, with *over_budget (may be NULL) set true, and counted in the stats' refused. For
+ * what clients make a server hold: request bodies, jobs' arenas, batch workspaces. m NULL: as
+ * api_mem_alloc(NULL, ...). */
+void *api_mem_alloc_bounded(api_mem *m, size_t bytes, size_t most, size_t *cap, bool *over_budget);
+
 /* Gives a block of api_mem_alloc back to its cache (or to the system). NULL does nothing. Its
  * signature fits libmicrohttpd's MHD_ContentReaderFreeCallback, with the block as the cls. */
 void api_mem_free(void *block);
@@ -122,9 +134,13 @@ typedef struct api_mem_stats {
     uint64_t misses;                    /* requests that mapped a new block */
     uint64_t trimmed;                   /* cached blocks unmapped after idle_s */
     uint64_t evicted;                   /* cached blocks unmapped to stay within max_bytes */
+    size_t budget_bytes;                /* the budget (api_mem_set_budget; SIZE_MAX: none) */
+    size_t charged_bytes;               /* bytes of bounded blocks in use, of every size */
+    uint64_t refused;                   /* bounded blocks refused for the budget */
 } api_mem_stats;
 
-/* The cache's counters now (zeros for NULL). Blocks under 128 KiB are not counted. */
+/* The cache's counters now (zeros for NULL). Blocks under 128 KiB are not counted in in_use and
+ * cached; bounded ones are in charged_bytes. */
 api_mem_stats api_mem_stats_get(api_mem *m);
 
 /* ---- Models ------------------------------------------------------------------------------- */
@@ -266,7 +282,8 @@ typedef struct api_job api_job;
  * words up and writes their embeddings). Returns the job, or NULL with err: 400 (invalid_json,
  * invalid_field, non_finite, unknown_token, ...), 404 unknown_model, 413 job_too_large (the
  * message says which limit, and for max_job_bytes the working memory and the response size),
- * 500 out_of_memory. Its time is bounded by len, never by the shapes the body declares: every
+ * 503 memory_budget (its arena, a bounded block of lim->mem, does not fit the cache's budget
+ * now), 500 out_of_memory. Its time is bounded by len, never by the shapes the body declares: every
  * check against the limits costs O(1) per field (O(N) for key_lengths, given in the body) and
  * comes before any work proportional to a declared size. Borrows models: keep it alive and
  * unchanged while the job lives. */
@@ -451,7 +468,8 @@ void api_v2_index_json(const api_registry *r, api_buf *out);
  * Every input, parameter and output is checked (datatype, shape against the data, sizes of
  * binary data against the bytes after the JSON, which must be used up exactly), then the job
  * is made as api_job_parse makes the equivalent v1 job. NULL with err: 400 (the message says
- * what is wrong), 404 unknown model or version, 413 job_too_large, 500 out_of_memory. */
+ * what is wrong), 404 unknown model or version, 413 job_too_large, 503 memory_budget,
+ * 500 out_of_memory. */
 api_job *api_v2_parse(const char *body, size_t len, size_t header_len, const char *name,
                       const char *version, const api_registry *models, const api_limits *lim,
                       api_error *err);

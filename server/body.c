@@ -1,9 +1,13 @@
 /* body.c - a request body as it arrives: kept in one growing buffer up to a cap (blocks of the
- * job memory cache, so that a large body reuses the pages of the one before), and decoded on
- * the way in when it carries a content coding (gzip, deflate; zlib, streaming). The cap applies
- * to the decoded bytes, and inflate is never given room past it, so a small body that would
- * inflate to gigabytes (a "gzip bomb") costs at most the cap. The bytes as sent are capped too.
- * Any route that takes a body can use it; it knows nothing of HTTP. */
+ * job memory cache, so that a large body reuses the pages of the one before, and counted in its
+ * budget), and decoded when it carries a content coding (gzip, deflate; zlib) once it has
+ * arrived whole, by srv_body_finish, which runs where the body is parsed (a parse thread, never an
+ * HTTP thread: http.c). Until then a coded body holds only the bytes as sent, so a small body that
+ * would inflate to gigabytes (a "gzip bomb"), or many that are never finished, cost what was
+ * sent. The cap applies to the decoded bytes, and inflate is never given room past it; the bytes
+ * as sent are capped too. A buffer grows by doubling (to the announced length at most), so a body
+ * holds at most about twice what has arrived. Any route that takes a body can use it; it knows
+ * nothing of HTTP. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,18 +17,22 @@
 
 #include "server.h"
 
+/* A growing buffer of blocks of the job memory cache, with room for a NUL after len. */
+typedef struct body_buf {
+    char *data; /* (cap + 1 bytes) */
+    size_t len, cap;
+} body_buf;
+
 struct srv_body {
     srv_coding coding;
     srv_body_state state;
-    size_t max;    /* most decoded bytes kept */
-    size_t expect; /* what Content-Length announced (0: unknown, or coded) */
-    size_t raw;    /* bytes appended as sent */
-    char *data; /* (len of cap + 1 bytes): the decoded body, and room for a NUL; a block of mem */
-    size_t len, cap;
+    size_t max;      /* most decoded bytes kept, and most bytes as sent */
+    size_t expect;   /* what Content-Length announced (0: unknown, or coded) */
+    size_t raw;      /* bytes appended as sent */
+    body_buf buf;    /* identity: the body; coded: the bytes as sent, until srv_body_finish
+                        replaces them with the decoded body */
     api_mem *mem;    /* the job memory cache, or NULL */
-    z_stream z;      /* the decoder, for a coding other than identity */
-    bool z_live;     /* z was initialised */
-    bool z_end;      /* the coded stream has ended */
+    bool finished;   /* srv_body_finish has run */
     char error[160]; /* what was wrong with a SRV_BODY_BAD stream */
 };
 
@@ -63,17 +71,54 @@ const char *srv_coding_name(srv_coding coding) {
     return "identity";
 }
 
-/* A block of b->mem for a body of at least cap bytes (and its NUL), at most most; sets *got to
- * the body bytes it holds. NULL when out of memory. */
-static char *body_block(const srv_body *b, size_t cap, size_t most, size_t *got) {
+/* A block of mem for at least want bytes (and a NUL), at most most; *got receives the bytes it
+ * holds (at most most). NULL when out of memory, or past the job memory budget (*st says which:
+ * SRV_BODY_OOM or SRV_BODY_BUDGET). */
+static char *buf_block(api_mem *mem, size_t want, size_t most, size_t *got, srv_body_state *st) {
     size_t have = 0;
-    char *d = api_mem_alloc(b->mem, cap + 1, most + 1, &have);
-    *got = have - 1 < most ? have - 1 : most;
+    bool over = false;
+    char *d = api_mem_alloc_bounded(mem, want + 1, most + 1, &have, &over);
+    *got = d ? (have - 1 < most ? have - 1 : most) : 0;
+    *st = d ? SRV_BODY_OK : over ? SRV_BODY_BUDGET : SRV_BODY_OOM;
     return d;
 }
 
+/* Makes room in bb for want more bytes, up to max (and to expect when it is known and larger
+ * than what bb holds): the block is doubled, or made just large enough, and its bytes copied, so
+ * for a moment both are held. A block that may grow again holds at most max / 2 bytes, and the
+ * last one (max, or the announced length) never grows, so the two together stay within 1.5 x
+ * max (SECURITY.md); a block holds at most about twice the bytes that have come.
+ * SRV_BODY_OK, SRV_BODY_OVER when they would pass max, SRV_BODY_OOM when out of memory,
+ * SRV_BODY_BUDGET past the job memory budget (bb unchanged then). */
+static srv_body_state buf_grow(api_mem *mem, body_buf *bb, size_t want, size_t max, size_t expect) {
+    if (bb->len + want <= bb->cap)
+        return SRV_BODY_OK;
+    if (want > max - bb->len)
+        return SRV_BODY_OVER;
+    size_t cap = bb->cap > max / 2 ? max : bb->cap * 2;
+    if (cap < bb->len + want)
+        cap = bb->len + want;
+    if (cap > max / 2) /* the last block, which never grows: the old one held at most max / 2 */
+        cap = max;
+    if (expect >= bb->len + want && cap > expect) /* never past the announced length */
+        cap = expect;
+    size_t got = 0;
+    srv_body_state st;
+    char *d = buf_block(mem, cap, cap, &got, &st);
+    if (!d)
+        return st;
+    if (bb->len)
+        memcpy(d, bb->data, bb->len);
+    api_mem_free(bb->data);
+    bb->data = d;
+    bb->cap = got;
+    return SRV_BODY_OK;
+}
+
 srv_body *srv_body_create(srv_coding coding, size_t max, size_t reserve, size_t expect,
-                          api_mem *mem) {
+                          api_mem *mem, bool *over_budget) {
+    if (over_budget)
+        *over_budget = false;
     srv_body *b = calloc(1, sizeof *b);
     if (!b)
         return NULL;
@@ -81,27 +126,14 @@ srv_body *srv_body_create(srv_coding coding, size_t max, size_t reserve, size_t 
     b->max = max;
     b->expect = coding == SRV_CODING_IDENTITY && expect <= max ? expect : 0;
     b->mem = mem;
-    /* A block that may have to grow holds at most half the cap, so that the old block and the
-     * new one held together while it grows (body_grow) stay within 1.5 x max; one that holds
-     * the whole announced body never grows. */
     size_t first = reserve < max ? reserve : max;
-    bool whole = b->expect && b->expect <= first;
-    if (!whole && first > max / 2)
-        first = max / 2 > 0 ? max / 2 : 1;
-    b->data = body_block(b, first, whole ? max : max / 2 > first ? max / 2 : first, &b->cap);
-    if (!b->data) {
+    srv_body_state st;
+    b->buf.data = buf_block(mem, first ? first : 1, first ? first : 1, &b->buf.cap, &st);
+    if (!b->buf.data) {
+        if (over_budget)
+            *over_budget = st == SRV_BODY_BUDGET;
         free(b);
         return NULL;
-    }
-    if (coding != SRV_CODING_IDENTITY) {
-        /* windowBits 15, plus 16 for the gzip wrapper; deflate is the zlib format (RFC 9110). */
-        int bits = coding == SRV_CODING_GZIP ? 15 + 16 : 15;
-        if (inflateInit2(&b->z, bits) != Z_OK) {
-            api_mem_free(b->data);
-            free(b);
-            return NULL;
-        }
-        b->z_live = true;
     }
     return b;
 }
@@ -109,9 +141,7 @@ srv_body *srv_body_create(srv_coding coding, size_t max, size_t reserve, size_t 
 void srv_body_destroy(srv_body *b) {
     if (!b)
         return;
-    if (b->z_live)
-        inflateEnd(&b->z);
-    api_mem_free(b->data);
+    api_mem_free(b->buf.data);
     free(b);
 }
 
@@ -119,98 +149,9 @@ void srv_body_destroy(srv_body *b) {
 static srv_body_state body_fail(srv_body *b, srv_body_state state) {
     if (b->state == SRV_BODY_OK)
         b->state = state;
-    api_mem_free(b->data);
-    b->data = NULL;
-    b->len = b->cap = 0;
-    if (b->z_live) {
-        inflateEnd(&b->z);
-        b->z_live = false;
-    }
+    api_mem_free(b->buf.data);
+    b->buf = (body_buf){0};
     return b->state;
-}
-
-/* Makes room for want more bytes, up to the cap; false (the body failed) when they would pass
- * it, or memory ran out. The body is copied to a new block, so for a moment both are held: a
- * block that may grow again holds at most max / 2 bytes, and the last block (the cap, or the
- * announced length) never grows, so the two together stay within 1.5 x max (SECURITY.md counts
- * it per connection). */
-static bool body_grow(srv_body *b, size_t want) {
-    if (b->len + want <= b->cap)
-        return true;
-    if (b->cap >= b->max || want > b->max - b->len) {
-        body_fail(b, SRV_BODY_OVER);
-        return false;
-    }
-    size_t cap = b->cap > b->max / 2 ? b->max : b->cap * 2;
-    if (cap < b->len + want)
-        cap = b->len + want;
-    /* Past what was reserved at first, straight to the announced length: one more block, not a
-     * chain of doublings (each of which the cache would keep). */
-    if (b->expect >= b->len + want && b->expect > cap)
-        cap = b->expect;
-    size_t most = b->max / 2;
-    if (cap > most) /* the last block: the announced length (it grows no more), else the cap */
-        most = cap = b->expect >= b->len + want ? cap : b->max;
-    size_t got = 0;
-    char *d = body_block(b, cap, most, &got);
-    if (!d) {
-        body_fail(b, SRV_BODY_OOM);
-        return false;
-    }
-    memcpy(d, b->data, b->len);
-    api_mem_free(b->data);
-    b->data = d;
-    b->cap = got;
-    return true;
-}
-
-static srv_body_state body_bad(srv_body *b, const char *what) {
-    snprintf(b->error, sizeof b->error, "the %s body does not decode: %s",
-             srv_coding_name(b->coding), what);
-    return body_fail(b, SRV_BODY_BAD);
-}
-
-/* Feeds n bytes of the coded stream to inflate, writing into the buffer. */
-static srv_body_state body_inflate(srv_body *b, const unsigned char *in, size_t n) {
-    z_stream *z = &b->z;
-    z->next_in = (Bytef *)in;
-    z->avail_in = (uInt)n; /* n <= UINT_MAX: the caller splits */
-    for (;;) {
-        if (b->z_end) {
-            if (z->avail_in == 0)
-                return b->state;
-            /* A gzip body may hold several members one after the other (RFC 1952). */
-            if (b->coding != SRV_CODING_GZIP)
-                return body_bad(b, "data after the end of the stream");
-            inflateReset(z);
-            b->z_end = false;
-        }
-        size_t room = b->cap - b->len;
-        if (room == 0 && b->cap < b->max) {
-            if (!body_grow(b, 1))
-                return b->state;
-            room = b->cap - b->len;
-        } else if (room == 0) {
-            room = 1; /* the NUL's slot, as a probe: a byte written there is one too many */
-        }
-        z->next_out = (Bytef *)b->data + b->len;
-        z->avail_out = room > UINT_MAX ? UINT_MAX : (uInt)room;
-        uInt before = z->avail_out;
-        int rc = inflate(z, Z_NO_FLUSH);
-        b->len += before - z->avail_out;
-        if (b->len > b->max)
-            return body_fail(b, SRV_BODY_OVER);
-        if (rc == Z_STREAM_END) {
-            b->z_end = true;
-            continue;
-        }
-        if (rc == Z_MEM_ERROR)
-            return body_fail(b, SRV_BODY_OOM);
-        if (rc != Z_OK && rc != Z_BUF_ERROR)
-            return body_bad(b, z->msg ? z->msg : "corrupt data");
-        if (z->avail_out > 0) /* all the input it could take is taken */
-            return b->state;
-    }
 }
 
 srv_body_state srv_body_append(srv_body *b, const void *data, size_t n) {
@@ -219,34 +160,99 @@ srv_body_state srv_body_append(srv_body *b, const void *data, size_t n) {
         return b->state;
     if (b->raw > b->max) /* the bytes as sent are capped too */
         return body_fail(b, SRV_BODY_OVER);
-    if (b->coding == SRV_CODING_IDENTITY) {
-        if (!body_grow(b, n))
-            return b->state;
-        memcpy(b->data + b->len, data, n);
-        b->len += n;
-        return b->state;
-    }
-    const unsigned char *p = data;
-    while (n > 0 && b->state == SRV_BODY_OK) {
-        size_t k = n > UINT_MAX ? UINT_MAX : n;
-        body_inflate(b, p, k);
-        p += k;
-        n -= k;
-    }
+    srv_body_state st = buf_grow(b->mem, &b->buf, n, b->max, b->expect);
+    if (st != SRV_BODY_OK)
+        return body_fail(b, st);
+    memcpy(b->buf.data + b->buf.len, data, n);
+    b->buf.len += n;
     return b->state;
 }
 
+static srv_body_state body_bad(srv_body *b, const char *what) {
+    snprintf(b->error, sizeof b->error, "the %s body does not decode: %s",
+             srv_coding_name(b->coding), what);
+    return body_fail(b, SRV_BODY_BAD);
+}
+
+/* Decodes the bytes as sent (b->buf) into a new buffer that replaces them: a gzip body may hold
+ * several members one after the other (RFC 1952); inflate is never given room past b->max. */
+static srv_body_state body_decode(srv_body *b) {
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    /* windowBits 15, plus 16 for the gzip wrapper; deflate is the zlib format (RFC 9110). */
+    if (inflateInit2(&z, b->coding == SRV_CODING_GZIP ? 15 + 16 : 15) != Z_OK)
+        return body_fail(b, SRV_BODY_OOM);
+    /* at most half the cap, so that growing stays within 1.5 x the cap beside the coded bytes */
+    size_t first = b->buf.len < ((size_t)64 << 10) ? (size_t)64 << 10 : b->buf.len;
+    first = first < b->max / 2 ? first : b->max / 2;
+    body_buf out = {0};
+    srv_body_state st;
+    out.data = buf_block(b->mem, first ? first : 1, first ? first : 1, &out.cap, &st);
+    const char *bad = NULL;
+    bool ended = false;
+    size_t in = 0;
+    while (st == SRV_BODY_OK) {
+        if (ended) {
+            if (in == b->buf.len)
+                break;
+            if (b->coding != SRV_CODING_GZIP) {
+                bad = "data after the end of the stream";
+                break;
+            }
+            inflateReset(&z);
+            ended = false;
+        }
+        if (out.len == out.cap && out.cap < b->max && (st = buf_grow(b->mem, &out, 1, b->max, 0)))
+            break;
+        /* At the cap, the NUL's slot as a probe: a byte written there is one too many. */
+        size_t room = out.len < out.cap ? out.cap - out.len : 1;
+        size_t avail = b->buf.len - in;
+        z.next_in = (Bytef *)b->buf.data + in;
+        z.avail_in = avail > UINT_MAX ? UINT_MAX : (uInt)avail;
+        z.next_out = (Bytef *)out.data + out.len;
+        z.avail_out = room > UINT_MAX ? UINT_MAX : (uInt)room;
+        uInt in_before = z.avail_in, out_before = z.avail_out;
+        int rc = inflate(&z, Z_NO_FLUSH);
+        in += in_before - z.avail_in;
+        out.len += out_before - z.avail_out;
+        if (out.len > b->max)
+            st = SRV_BODY_OVER;
+        else if (rc == Z_STREAM_END)
+            ended = true;
+        else if (rc == Z_MEM_ERROR)
+            st = SRV_BODY_OOM;
+        else if (rc != Z_OK && rc != Z_BUF_ERROR)
+            bad = z.msg ? z.msg : "corrupt data";
+        else if (z.avail_out > 0 && in == b->buf.len) /* all taken, no end, room left */
+            bad = b->raw ? "the stream is cut short" : "the body is empty";
+        if (bad)
+            break;
+    }
+    inflateEnd(&z);
+    if (st != SRV_BODY_OK || bad) {
+        api_mem_free(out.data);
+        return bad ? body_bad(b, bad) : body_fail(b, st);
+    }
+    api_mem_free(b->buf.data);
+    b->buf = out;
+    return SRV_BODY_OK;
+}
+
 srv_body_state srv_body_finish(srv_body *b) {
-    if (b->state == SRV_BODY_OK && b->coding != SRV_CODING_IDENTITY && !b->z_end)
-        return body_bad(b, b->raw ? "the stream is cut short" : "the body is empty");
+    if (b->finished)
+        return b->state;
+    b->finished = true;
+    if (b->state == SRV_BODY_OK && b->coding != SRV_CODING_IDENTITY)
+        body_decode(b);
     if (b->state == SRV_BODY_OK)
-        b->data[b->len] = '\0';
+        b->buf.data[b->buf.len] = '\0';
     return b->state;
 }
 
 char *srv_body_data(srv_body *b, size_t *len) {
-    *len = b->state == SRV_BODY_OK ? b->len : 0;
-    return b->state == SRV_BODY_OK ? b->data : NULL;
+    bool ok = b->state == SRV_BODY_OK && b->finished;
+    *len = ok ? b->buf.len : 0;
+    return ok ? b->buf.data : NULL;
 }
 
 const char *srv_body_error(const srv_body *b) {

@@ -32,6 +32,7 @@ void srv_config_init(srv_config *cfg) {
     cfg->threads = online_cores();
     cfg->pool_threads = AUTO_SIZE;
     cfg->http_threads = 2;
+    cfg->parse_threads = 0; /* as --threads */
     cfg->max_body_bytes = (size_t)64 << 20;
     cfg->max_job_bytes = (size_t)256 << 20;
     api_limits lim = api_limits_default();
@@ -91,7 +92,12 @@ static const opt OPTS[] = {
     {"--pool-threads", "ATTND_POOL_THREADS", "N", OPT_COUNT, FIELD(pool_threads), 0, 1024,
      "threads - 1", "helper threads of the compute pool that every worker's job can use"},
     {"--http-threads", "ATTND_HTTP_THREADS", "N", OPT_COUNT, FIELD(http_threads), 1, 64, "2",
-     "HTTP threads: they read bodies, parse and validate jobs, and send replies"},
+     "HTTP threads: they accept connections, read requests and send replies (and parse bodies of "
+     "up to 64 KiB sent without a content coding)"},
+    {"--parse-threads", "ATTND_PARSE_THREADS", "N", OPT_COUNT, FIELD(parse_threads), 1, 1024,
+     "threads",
+     "threads that decode (gzip, deflate) and parse the other request bodies; at most "
+     "--max-queue bodies wait for one (503 queue_full beyond)"},
     {"--models", "ATTND_MODELS", "DIR", OPT_STRING, FIELD(models_dir), 0, 0, "none",
      "load every DIR/NAME.safetensors as a model named NAME"},
     {"--default-model", "ATTND_DEFAULT_MODEL", "NAME", OPT_STRING, FIELD(default_model), 0, 0,
@@ -540,5 +546,7 @@ int srv_config_parse(srv_config *cfg, int argc, char **argv, srv_error *err) {
     }
     if (cfg->pool_threads == AUTO_SIZE)
         cfg->pool_threads = cfg->threads - 1;
+    if (cfg->parse_threads == 0)
+        cfg->parse_threads = cfg->threads;
     return SRV_OK;
 }

@@ -170,40 +170,82 @@ static void on_job_done(srv_job *sj) {
     req_unref(r);
 }
 
-static enum MHD_Result on_job_result(http_req *r);
+/* A job's answer without a job: r->sj holds err as the workers would leave it, for
+ * on_job_result to send (v1's error body, or the Open Inference Protocol's from sj.error). */
+static void job_answer_error(http_req *r, const api_error *e) {
+    srv_job *sj = &r->sj;
+    api_buf_free(&sj->body);
+    sj->status = e->status ? (unsigned)e->status : 500;
+    sj->error = *e;
+    sj->error.status = (int)sj->status;
+    snprintf(sj->code, sizeof sj->code, "%s", e->code);
+    api_error_body(e, &sj->body);
+}
 
-static enum MHD_Result on_body_complete(srv_http *h, http_req *r) {
-    srv_conn_set(h->conns, r->track, SRV_CONN_ARRIVED);
+typedef enum admit_rc {
+    ADMIT_ANSWERED = 0, /* r->sj holds the answer (an error, or a tiny job run here) */
+    ADMIT_QUEUED,       /* a worker has the job; its done() resumes the connection */
+} admit_rc;
+
+/* The body has arrived whole: decodes it (srv_body_finish), parses it into a job, reserves its
+ * reply's room, and runs it here when it is tiny, else queues it for the workers. Runs on the
+ * HTTP thread for a small plain body, else on a parse thread. The caller holds a reference for
+ * the worker (kept by it when ADMIT_QUEUED). suspend: the connection is not suspended yet, and
+ * must be, under r->mu, as the job is queued (the HTTP thread's case). */
+static admit_rc job_admit(srv_http *h, http_req *r, bool suspend) {
+    api_error e = {0};
     switch (srv_body_finish(r->body)) {
     case SRV_BODY_OK:
         break;
     case SRV_BODY_OVER:
         if (r->coding != SRV_CODING_IDENTITY)
-            return http_reply_error(
-                r, 413, "body_too_large",
-                "the %s request body decoded to more than the limit of %zu bytes "
-                "(--max-body-bytes)",
-                srv_coding_name(r->coding), h->cfg->max_body_bytes);
-        return http_reply_error(
-            r, 413, "body_too_large",
-            "the request body is over the limit of %zu bytes (--max-body-bytes)",
-            h->cfg->max_body_bytes);
+            api_fail(&e, 413, "body_too_large", NULL,
+                     "the %s request body decoded to more than the limit of %zu bytes "
+                     "(--max-body-bytes)",
+                     srv_coding_name(r->coding), h->cfg->max_body_bytes);
+        else
+            api_fail(&e, 413, "body_too_large", NULL,
+                     "the request body is over the limit of %zu bytes (--max-body-bytes)",
+                     h->cfg->max_body_bytes);
+        break;
     case SRV_BODY_BAD:
-        return http_reply_error(r, 400, "invalid_encoding", "%s (Content-Encoding: %s)",
-                                srv_body_error(r->body), srv_coding_name(r->coding));
+        api_fail(&e, 400, "invalid_encoding", NULL, "%s (Content-Encoding: %s)",
+                 srv_body_error(r->body), srv_coding_name(r->coding));
+        break;
+    case SRV_BODY_BUDGET:
+        srv_metrics_reject(h->metrics, SRV_REJECT_MEMORY_BUDGET);
+        api_fail(&e, 503, "memory_budget", NULL,
+                 "the memory attnd may hold for requests (--max-memory) is taken; retry shortly");
+        break;
     case SRV_BODY_OOM:
-        return http_reply_error(r, 503, "out_of_memory",
-                                "no memory to hold the request body now; retry later");
+        api_fail(&e, 503, "out_of_memory", NULL,
+                 "no memory to hold the request body now; retry later");
+        break;
     }
-    if (atomic_load(&h->draining))
-        return http_reply_unavailable(r);
-    if (http_unsent_full(h))
-        return http_reply_budget_full(h, r);
+    if (e.status) {
+        job_answer_error(r, &e);
+        return ADMIT_ANSWERED;
+    }
+    if (atomic_load(&h->draining)) {
+        srv_metrics_reject(h->metrics, SRV_REJECT_DRAINING);
+        api_fail(&e, 503, "draining", NULL,
+                 "attnd is shutting down and takes no new jobs; retry on another instance");
+        job_answer_error(r, &e);
+        return ADMIT_ANSWERED;
+    }
+    if (http_unsent_full(h)) {
+        srv_metrics_reject(h->metrics, SRV_REJECT_REPLY_BUDGET);
+        api_fail(&e, 503, "reply_budget", NULL,
+                 "replies reserved or waiting for their clients to read them fill the budget of "
+                 "%zu bytes (--max-unsent-bytes); retry shortly",
+                 h->cfg->max_unsent_bytes);
+        job_answer_error(r, &e);
+        return ADMIT_ANSWERED;
+    }
     api_op op = r->route == SRV_ROUTE_SDPA ? API_OP_SDPA : API_OP_ATTENTION;
     size_t len;
     const char *text = srv_body_data(r->body, &len);
     double t0 = srv_now();
-    api_error e = {0};
     api_job *job = r->route == SRV_ROUTE_V2_INFER
                        ? api_v2_parse(text, len, r->v2_header_len, r->model, r->version, h->models,
                                       &h->limits, &e)
@@ -220,30 +262,34 @@ static enum MHD_Result on_body_complete(srv_http *h, http_req *r) {
     if (!job) {
         if (!e.status)
             api_fail(&e, 500, "internal", NULL, "the job could not be parsed");
-        return http_reply_api_error(r, &e);
+        if (!strcmp(e.code, "memory_budget"))
+            srv_metrics_reject(h->metrics, SRV_REJECT_MEMORY_BUDGET);
+        job_answer_error(r, &e);
+        return ADMIT_ANSWERED;
     }
     /* The reply's room in the budget, before the job is queued and computed. */
     size_t reply_max = api_job_response_bytes(job), max = h->cfg->max_unsent_bytes;
     reply_max = reply_max > SIZE_MAX - API_RESPOND_SLACK ? SIZE_MAX : reply_max + API_RESPOND_SLACK;
     if (reply_max > max) {
         api_job_destroy(job);
-        return http_reply_error(r, 413, "job_too_large",
-                                "the reply can take up to %zu bytes, over the budget for unsent "
-                                "replies of %zu bytes (--max-unsent-bytes); ask for less "
-                                "(%s)",
-                                reply_max, max,
-                                r->route == SRV_ROUTE_V2_INFER
-                                    ? "need_weights, weights_top_k, binary_data_output"
-                                    : "need_weights, \"encoding\": \"base64\"");
+        api_fail(&e, 413, "job_too_large", NULL,
+                 "the reply can take up to %zu bytes, over the budget for unsent replies of %zu "
+                 "bytes (--max-unsent-bytes); ask for less (%s)",
+                 reply_max, max,
+                 r->route == SRV_ROUTE_V2_INFER ? "need_weights, weights_top_k, binary_data_output"
+                                                : "need_weights, \"encoding\": \"base64\"");
+        job_answer_error(r, &e);
+        return ADMIT_ANSWERED;
     }
     if (!http_unsent_reserve(h, r, reply_max)) {
         api_job_destroy(job);
         srv_metrics_reject(h->metrics, SRV_REJECT_REPLY_BUDGET);
-        return http_reply_error(r, 503, "reply_budget",
-                                "the reply can take up to %zu bytes, and the replies reserved or "
-                                "waiting for their clients fill the budget of %zu bytes "
-                                "(--max-unsent-bytes); retry shortly",
-                                reply_max, max);
+        api_fail(&e, 503, "reply_budget", NULL,
+                 "the reply can take up to %zu bytes, and the replies reserved or waiting for "
+                 "their clients fill the budget of %zu bytes (--max-unsent-bytes); retry shortly",
+                 reply_max, max);
+        job_answer_error(r, &e);
+        return ADMIT_ANSWERED;
     }
 
     r->sj.job = job;
@@ -259,11 +305,68 @@ static enum MHD_Result on_body_complete(srv_http *h, http_req *r) {
     int rc = srv_workers_run_inline(h->workers, &r->sj);
     if (rc == SRV_OK) {
         job_settle(r);
+        return ADMIT_ANSWERED;
+    }
+    if (suspend)
+        pthread_mutex_lock(&r->mu);
+    rc = rc == SRV_CLOSED ? rc : srv_workers_submit(h->workers, &r->sj);
+    if (rc == SRV_OK && suspend) {
+        MHD_suspend_connection(r->conn);
+        r->state = REQ_QUEUED;
+    }
+    if (suspend)
+        pthread_mutex_unlock(&r->mu);
+    if (rc == SRV_OK)
+        return ADMIT_QUEUED;
+
+    /* Not taken: undo, and say why. */
+    api_job_destroy(job);
+    r->sj.job = NULL;
+    http_unsent_release(h, r, r->unsent);
+    if (rc == SRV_QUEUE_FULL) {
+        srv_metrics_reject(h->metrics, SRV_REJECT_QUEUE_FULL);
+        api_fail(&e, 503, "queue_full", NULL,
+                 "all %zu places of the job queue are taken (--max-queue); retry shortly",
+                 h->cfg->max_queue);
+    } else {
+        srv_metrics_reject(h->metrics, SRV_REJECT_DRAINING);
+        api_fail(&e, 503, "draining", NULL,
+                 "attnd is shutting down and takes no new jobs; retry on another instance");
+    }
+    job_answer_error(r, &e);
+    return ADMIT_ANSWERED;
+}
+
+static enum MHD_Result on_job_result(http_req *r);
+
+/* On a parse thread: the body decoded and parsed, the job admitted; the connection, suspended
+ * by the HTTP thread, resumes now unless a worker has the job (its done() resumes it). */
+static void on_parse_task(srv_task *task) {
+    http_req *r = (http_req *)(void *)((char *)task - offsetof(http_req, task));
+    if (job_admit(r->h, r, false) == ADMIT_QUEUED)
+        return; /* the task's reference is the worker's now */
+    pthread_mutex_lock(&r->mu);
+    MHD_resume_connection(r->conn);
+    pthread_mutex_unlock(&r->mu);
+    req_unref(r);
+}
+
+/* The body has arrived whole. A small one sent without a coding is parsed here, on the HTTP
+ * thread (a fraction of a millisecond: SRV_INLINE_PARSE_BYTES); any other is decoded and parsed
+ * on a parse thread while the connection is suspended, so that this thread goes on serving the
+ * others. */
+static enum MHD_Result on_body_complete(srv_http *h, http_req *r) {
+    srv_conn_set(h->conns, r->track, SRV_CONN_ARRIVED);
+    atomic_fetch_add(&r->refs, 1); /* a worker's or the parse thread's */
+    if (r->coding == SRV_CODING_IDENTITY && r->bytes_in <= SRV_INLINE_PARSE_BYTES) {
+        if (job_admit(h, r, true) == ADMIT_QUEUED)
+            return MHD_YES;
+        atomic_fetch_sub(&r->refs, 1);
         return on_job_result(r);
     }
-    atomic_fetch_add(&r->refs, 1);
+    r->task.fn = on_parse_task;
     pthread_mutex_lock(&r->mu);
-    rc = rc == SRV_CLOSED ? rc : srv_workers_submit(h->workers, &r->sj);
+    int rc = srv_tasks_submit(h->parsers, &r->task);
     if (rc == SRV_OK) {
         MHD_suspend_connection(r->conn);
         r->state = REQ_QUEUED;
@@ -271,17 +374,12 @@ static enum MHD_Result on_body_complete(srv_http *h, http_req *r) {
     pthread_mutex_unlock(&r->mu);
     if (rc == SRV_OK)
         return MHD_YES;
-
-    /* Not taken: undo, and say why. */
     atomic_fetch_sub(&r->refs, 1);
-    api_job_destroy(job);
-    r->sj.job = NULL;
-    http_unsent_release(h, r, r->unsent);
     if (rc == SRV_QUEUE_FULL) {
         srv_metrics_reject(h->metrics, SRV_REJECT_QUEUE_FULL);
         return http_reply_error(r, 503, "queue_full",
-                                "all %zu places of the job queue are taken (--max-queue); retry "
-                                "shortly",
+                                "all %zu places of the queue of bodies waiting to be parsed are "
+                                "taken (--max-queue); retry shortly",
                                 h->cfg->max_queue);
     }
     return http_reply_unavailable(r);
@@ -661,6 +759,13 @@ srv_http *srv_http_start(const srv_config *cfg, const srv_log *log, int listen_f
         free(h);
         return NULL;
     }
+    size_t parsers = cfg->parse_threads ? cfg->parse_threads : cfg->threads;
+    if (!(h->parsers = srv_tasks_create(parsers ? parsers : 1, cfg->max_queue, err))) {
+        close(listen_fd);
+        srv_conns_destroy(h->conns);
+        free(h);
+        return NULL;
+    }
 
     /* poll(2), not epoll: with epoll, libmicrohttpd 0.9.75 misses a client's FIN that arrives
      * together with its last bytes (a client that sends and closes at once) and holds the
@@ -683,6 +788,7 @@ srv_http *srv_http_start(const srv_config *cfg, const srv_log *log, int listen_f
         mhd_limit, MHD_OPTION_END);
     if (!h->daemon) {
         close(listen_fd);
+        srv_tasks_destroy(h->parsers);
         srv_conns_destroy(h->conns);
         free(h);
         srv_fail(err, "libmicrohttpd failed to start (see the lines above)");
@@ -721,6 +827,9 @@ void srv_http_stop(srv_http *h) {
     if (!h)
         return;
     srv_conns_stop(h->conns);
+    /* The bodies still queued for parsing are answered (503 draining) and their connections
+     * resumed while libmicrohttpd still runs. */
+    srv_tasks_destroy(h->parsers);
     MHD_stop_daemon(h->daemon); /* reports every connection closed: frees their records */
     srv_conns_destroy(h->conns);
     free(h);

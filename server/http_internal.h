@@ -33,13 +33,15 @@ struct srv_http {
     atomic_uint_fast64_t next_id;
     uint64_t id_salt;
     double start_wall;
-    srv_conns *conns; /* the connections, as the read timeout sees them */
+    srv_conns *conns;   /* the connections, as the read timeout sees them */
+    srv_tasks *parsers; /* the parse threads: large and coded bodies */
 };
 
 typedef enum req_state { REQ_NEW = 0, REQ_BODY, REQ_QUEUED, REQ_REPLIED } req_state;
 
 typedef struct http_req {
-    srv_job sj; /* the job as the workers see it; sj.owner is this request */
+    srv_job sj;    /* the job as the workers see it; sj.owner is this request */
+    srv_task task; /* its body's decoding and parsing, on a parse thread */
     srv_http *h;
     struct MHD_Connection *conn;
     pthread_mutex_t mu; /* orders the worker's resume after the handler's suspend */

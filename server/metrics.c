@@ -88,7 +88,7 @@ struct srv_metrics {
 };
 
 static const char *const REJECT_NAMES[SRV_REJECT_COUNT] = {"queue_full", "deadline", "draining",
-                                                           "reply_budget"};
+                                                           "reply_budget", "memory_budget"};
 
 static const char *const OP_NAMES[NOPS] = {"attention", "sdpa"};
 

@@ -316,7 +316,14 @@ static enum MHD_Result on_job_headers(srv_http *h, http_req *r) {
         cap = (size_t)64 << 10;
     if (cap > h->cfg->max_body_bytes)
         cap = h->cfg->max_body_bytes;
-    r->body = srv_body_create(r->coding, h->cfg->max_body_bytes, cap, expect, h->limits.mem);
+    bool over = false;
+    r->body = srv_body_create(r->coding, h->cfg->max_body_bytes, cap, expect, h->limits.mem, &over);
+    if (!r->body && over) {
+        srv_metrics_reject(h->metrics, SRV_REJECT_MEMORY_BUDGET);
+        return http_reply_error(r, 503, "memory_budget",
+                                "the memory attnd may hold for requests (--max-memory) is taken; "
+                                "retry shortly");
+    }
     if (!r->body)
         return http_reply_error(r, 503, "out_of_memory",
                                 "no memory for a body of %zu bytes now; retry later", cap);

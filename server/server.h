@@ -4,13 +4,17 @@
  * server/ is the only module that knows HTTP. api/ turns bytes into jobs and jobs into bytes;
  * attention/ computes. A POST /v1/attention or /v1/sdpa goes like this:
  *
- *   HTTP thread   reads the body (capped), has api_job_parse turn it into a validated job,
- *                 submits the job to the bounded queue and suspends the connection;
+ *   HTTP thread   reads the body (capped), has api_job_parse turn it into a validated job (a
+ *                 parse thread does, for a large or coded body), submits the job to the bounded
+ *                 queue and suspends the connection;
  *   worker        pops the job, checks its deadline, runs it on libattn (api_job_run, with the
  *                 shared attn_pool), writes the body (api_job_respond), resumes the connection;
  *   HTTP thread   is called again for the resumed connection and queues the reply.
  *
- * HTTP threads never compute, and workers never touch a socket.
+ * A body larger than SRV_INLINE_PARSE_BYTES, or sent with a content coding, is decoded and parsed
+ * on a parse thread (tasks.c) instead, with the connection suspended meanwhile, so that an HTTP
+ * thread never spends long on one request. HTTP threads compute only tiny jobs
+ * (--inline-max-flops), and workers never touch a socket.
  *
  * How main wires it (error handling elided; see main.c):
  *
@@ -96,7 +100,8 @@ typedef struct srv_config {
     uint16_t port;           /* 0 = an ephemeral port */
     size_t threads;          /* worker threads: jobs computed at once */
     size_t pool_threads;     /* helper threads of the shared libattn pool */
-    size_t http_threads;     /* libmicrohttpd threads: read, parse, reply */
+    size_t http_threads;     /* libmicrohttpd threads: read, reply (and parse small bodies) */
+    size_t parse_threads;    /* threads that decode and parse the other bodies (0: threads) */
     char models_dir[1024];   /* "" = only the built-in demo model */
     char default_model[128]; /* "" = the first model (demo) */
     size_t max_body_bytes;   /* request body cap (413) */
@@ -267,7 +272,8 @@ typedef enum srv_reject {
     SRV_REJECT_QUEUE_FULL = 0,
     SRV_REJECT_DEADLINE,
     SRV_REJECT_DRAINING,
-    SRV_REJECT_REPLY_BUDGET, /* the replies not yet sent fill --max-unsent-bytes */
+    SRV_REJECT_REPLY_BUDGET,  /* the replies not yet sent fill --max-unsent-bytes */
+    SRV_REJECT_MEMORY_BUDGET, /* bodies and jobs fill the job memory budget (--max-memory) */
     SRV_REJECT_COUNT
 } srv_reject;
 
@@ -415,6 +421,41 @@ size_t srv_workers_abandon(srv_workers *w);
  * anyway). NULL does nothing. */
 void srv_workers_destroy(srv_workers *w);
 
+/* ---- Parse threads (tasks.c) -------------------------------------------------------------- */
+
+/* The largest body (as sent, without a content coding) an HTTP thread parses itself: well under
+ * a millisecond of parsing (bench/RESULTS.md: about 75 MB/s for JSON numbers). Larger or coded
+ * bodies go to a parse thread. */
+#define SRV_INLINE_PARSE_BYTES ((size_t)64 << 10)
+
+typedef struct srv_task srv_task;
+
+/* What a task runs, on a parse thread; it may free the task record. */
+typedef void (*srv_task_fn)(srv_task *task);
+
+/* A task as the pool holds it: the caller allocates it (usually inside a request) and keeps it
+ * alive until fn has been called. */
+struct srv_task {
+    srv_task_fn fn;
+    srv_task *next; /* private to tasks.c */
+};
+
+/* A pool of threads running tasks in FIFO order, with at most max_queued waiting. Opaque. */
+typedef struct srv_tasks srv_tasks;
+
+/* Starts nthreads threads. NULL with err on failure. Free with srv_tasks_destroy. */
+srv_tasks *srv_tasks_create(size_t nthreads, size_t max_queued, srv_error *err);
+
+/* Queues task: SRV_OK (a thread will call task->fn, perhaps before this returns), SRV_QUEUE_FULL
+ * (max_queued tasks wait) or SRV_CLOSED (the pool is being destroyed); nothing is taken then. */
+int srv_tasks_submit(srv_tasks *t, srv_task *task);
+
+/* Tasks waiting, and tasks a thread is running. */
+void srv_tasks_stats(srv_tasks *t, size_t *queued, size_t *running);
+
+/* Refuses new tasks, runs every queued one, and joins the threads. NULL does nothing. */
+void srv_tasks_destroy(srv_tasks *t);
+
 /* ---- Request bodies (body.c) ------------------------------------------------------------- */
 
 /* The content codings a request body may carry (Content-Encoding). */
@@ -434,28 +475,34 @@ const char *srv_coding_name(srv_coding coding);
 /* Where a body stands. After a failure the body holds no memory and only counts what comes. */
 typedef enum srv_body_state {
     SRV_BODY_OK = 0,
-    SRV_BODY_OVER, /* more than max bytes, decoded or as sent */
-    SRV_BODY_BAD,  /* the coded stream does not decode (srv_body_error says why) */
-    SRV_BODY_OOM,  /* out of memory */
+    SRV_BODY_OVER,   /* more than max bytes, decoded or as sent */
+    SRV_BODY_BAD,    /* the coded stream does not decode (srv_body_error says why) */
+    SRV_BODY_OOM,    /* out of memory */
+    SRV_BODY_BUDGET, /* past the job memory budget (api_mem_alloc_bounded) */
 } srv_body_state;
 
-/* A request body being received, decoded as it comes. Opaque. */
+/* A request body being received; a coded one is decoded once it has arrived whole. Opaque. */
 typedef struct srv_body srv_body;
 
-/* A body of coding, kept up to max decoded bytes, with reserve bytes allocated at once, in blocks
- * of mem (the job memory cache; NULL: malloc). Beyond reserve it grows to expect (the length
- * Content-Length announced; 0 when unknown), or by doubling. NULL when out of memory. Free with
+/* A body of coding, kept up to max decoded bytes (and max bytes as sent), with reserve bytes
+ * allocated at once, in blocks of mem (the job memory cache, within its budget; NULL: malloc).
+ * Beyond reserve it grows by doubling, never past expect (the length Content-Length announced;
+ * 0 when unknown), so it holds at most about twice the bytes that have come. NULL when out of
+ * memory, or past the budget (then *over_budget, which may be NULL, is set true). Free with
  * srv_body_destroy (NULL does nothing). */
 srv_body *srv_body_create(srv_coding coding, size_t max, size_t reserve, size_t expect,
-                          api_mem *mem);
+                          api_mem *mem, bool *over_budget);
 void srv_body_destroy(srv_body *b);
 
-/* Appends n bytes as they came off the wire (decoded through the coding; inflate is never given
- * room past max). Returns the body's state: the first failure stays. */
+/* Appends n bytes as they came off the wire (kept as sent: a coded body is decoded by
+ * srv_body_finish). Cheap: a copy, and a larger block now and then. Returns the body's state:
+ * the first failure stays. */
 srv_body_state srv_body_append(srv_body *b, const void *data, size_t n);
 
-/* The body has ended: checks that a coded stream has ended too (SRV_BODY_BAD when it is cut
- * short). Returns the state. */
+/* The body has ended: a coded one is decoded now (inflate is never given room past max;
+ * SRV_BODY_OVER past it, SRV_BODY_BAD when the stream does not decode or is cut short), into a
+ * buffer that replaces the bytes as sent; it takes time in the decoded size, so call it where a
+ * body is parsed, not on an HTTP thread. Returns the state; later calls return it again. */
 srv_body_state srv_body_finish(srv_body *b);
 
 /* After srv_body_finish returned SRV_BODY_OK: the decoded bytes, NUL-terminated (*len without

@@ -77,8 +77,10 @@ void __asan_unpoison_memory_region(void const volatile *addr, size_t size);
 /* The header of a block, at its start; the caller's pointer is HDR bytes in. */
 typedef struct blk {
     uint64_t magic;
-    api_mem *mem;     /* the cache a MAGIC_MAP block returns to */
+    api_mem *mem;     /* the cache a MAGIC_MAP block returns to, or whose budget a charged
+                         MAGIC_HEAP block is counted in */
     size_t cap;       /* usable bytes from the caller's pointer on */
+    size_t charged;   /* bytes counted in mem's budget (api_mem_alloc_bounded), else 0 */
     size_t mapped;    /* bytes of the mapping, header included */
     double freed_at;  /* monotonic seconds, while cached */
     struct blk *next; /* in the cache's free list, most recently freed first */
@@ -94,9 +96,13 @@ struct api_mem {
     blk *free_list;
     size_t nfree;
     api_mem_stats st;
-    bool closing;    /* api_mem_destroy was called: blocks are unmapped as they come back */
-    bool stop;       /* the trimmer ends */
-    bool has_thread; /* the trimmer runs */
+    size_t budget;      /* most bytes of bounded blocks in use at once; SIZE_MAX = none */
+    size_t charged;     /* bytes of bounded blocks in use, of every size */
+    size_t heap_blocks; /* charged blocks from aligned_alloc in use (they name the cache too) */
+    uint64_t refused;   /* bounded requests refused for the budget */
+    bool closing;       /* api_mem_destroy was called: blocks are unmapped as they come back */
+    bool stop;          /* the trimmer ends */
+    bool has_thread;    /* the trimmer runs */
     pthread_t thread;
 };
 
@@ -246,6 +252,7 @@ api_mem *api_mem_create(size_t max_bytes, double idle_s, api_error *err) {
     }
     m->max_bytes = max_bytes;
     m->idle_s = idle_s;
+    m->budget = SIZE_MAX;
     pthread_mutex_init(&m->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -281,11 +288,30 @@ void api_mem_destroy(api_mem *m) {
     m->nfree = 0;
     m->st.cached_bytes = 0;
     m->st.cached_blocks = 0;
-    bool last = m->st.in_use_blocks == 0;
+    bool last = m->st.in_use_blocks == 0 && m->heap_blocks == 0;
     pthread_mutex_unlock(&m->mu);
     unmap_list(gone);
     if (last)
         mem_free_struct(m);
+}
+
+void api_mem_set_budget(api_mem *m, size_t budget) {
+    if (!m)
+        return;
+    pthread_mutex_lock(&m->mu);
+    m->budget = budget;
+    pthread_mutex_unlock(&m->mu);
+}
+
+/* With the lock held: counts n bytes of a bounded block in the budget; false (nothing counted,
+ * the refusal counted) when they do not fit. */
+static bool charge_locked(api_mem *m, size_t n) {
+    if (m->charged > m->budget || n > m->budget - m->charged) {
+        m->refused++;
+        return false;
+    }
+    m->charged += n;
+    return true;
 }
 
 /* A block from aligned_alloc, not cached: for small sizes, and when there is no cache. */
@@ -302,13 +328,48 @@ static void *heap_block(size_t bytes, size_t *cap) {
     return (char *)b + HDR;
 }
 
-void *api_mem_alloc(api_mem *m, size_t bytes, size_t most, size_t *cap) {
+/* api_mem_alloc and api_mem_alloc_bounded: a bounded block is counted in the budget (a reused
+ * or new mapping at its capacity, a small block at its size) and refused (*over set) when it
+ * does not fit. */
+static void *mem_alloc(api_mem *m, size_t bytes, size_t most, size_t *cap, bool bounded,
+                       bool *over) {
+    if (over)
+        *over = false;
     if (bytes == 0)
         bytes = 1;
     if (most < bytes)
         most = bytes;
-    if (!m || bytes < MEM_MIN_CACHED)
+    if (!m)
         return heap_block(bytes, cap);
+    if (bytes < MEM_MIN_CACHED) {
+        if (bounded) {
+            pthread_mutex_lock(&m->mu);
+            bool fits = charge_locked(m, bytes);
+            if (fits)
+                m->heap_blocks++;
+            pthread_mutex_unlock(&m->mu);
+            if (!fits) {
+                if (over)
+                    *over = true;
+                return NULL;
+            }
+        }
+        void *p = heap_block(bytes, cap);
+        if (bounded && p) {
+            blk *b = hdr_of(p);
+            b->mem = m;
+            b->charged = bytes;
+        } else if (bounded) { /* give the charge back */
+            pthread_mutex_lock(&m->mu);
+            m->charged -= bytes;
+            m->heap_blocks--;
+            bool last = m->closing && m->st.in_use_blocks == 0 && m->heap_blocks == 0;
+            pthread_mutex_unlock(&m->mu);
+            if (last)
+                mem_free_struct(m);
+        }
+        return p;
+    }
     /* Reuse: the smallest cached block of at least bytes and at most a quarter more. */
     size_t reuse_max = 0;
     if (!apip_add(bytes, bytes / 4, &reuse_max) || reuse_max > most)
@@ -318,10 +379,17 @@ void *api_mem_alloc(api_mem *m, size_t bytes, size_t most, size_t *cap) {
     for (blk **pp = &m->free_list; *pp; pp = &(*pp)->next)
         if ((*pp)->cap >= bytes && (*pp)->cap <= reuse_max && (!best || (*pp)->cap < (*best)->cap))
             best = pp;
+    if (best && bounded && !charge_locked(m, (*best)->cap)) {
+        pthread_mutex_unlock(&m->mu);
+        if (over)
+            *over = true;
+        return NULL;
+    }
     if (best) {
         blk *b = *best;
         *best = b->next;
         b->next = NULL;
+        b->charged = bounded ? b->cap : 0;
         m->nfree--;
         m->st.cached_bytes -= b->cap;
         m->st.cached_blocks--;
@@ -339,6 +407,12 @@ void *api_mem_alloc(api_mem *m, size_t bytes, size_t most, size_t *cap) {
         pthread_mutex_unlock(&m->mu);
         return NULL;
     }
+    if (bounded && !charge_locked(m, want)) {
+        pthread_mutex_unlock(&m->mu);
+        if (over)
+            *over = true;
+        return NULL;
+    }
     mapped = mapped / page * page;
     m->st.in_use_bytes += want;
     m->st.in_use_blocks++;
@@ -351,14 +425,25 @@ void *api_mem_alloc(api_mem *m, size_t bytes, size_t most, size_t *cap) {
         pthread_mutex_lock(&m->mu);
         m->st.in_use_bytes -= want;
         m->st.in_use_blocks--;
-        bool last = m->closing && m->st.in_use_blocks == 0;
+        if (bounded)
+            m->charged -= want;
+        bool last = m->closing && m->st.in_use_blocks == 0 && m->heap_blocks == 0;
         pthread_mutex_unlock(&m->mu);
         if (last)
             mem_free_struct(m);
         return NULL;
     }
-    *b = (blk){.magic = MAGIC_MAP, .mem = m, .cap = want, .mapped = mapped};
+    *b = (blk){
+        .magic = MAGIC_MAP, .mem = m, .cap = want, .mapped = mapped, .charged = bounded ? want : 0};
     return hand_out(b, cap);
+}
+
+void *api_mem_alloc(api_mem *m, size_t bytes, size_t most, size_t *cap) {
+    return mem_alloc(m, bytes, most, cap, false, NULL);
+}
+
+void *api_mem_alloc_bounded(api_mem *m, size_t bytes, size_t most, size_t *cap, bool *over_budget) {
+    return mem_alloc(m, bytes, most, cap, true, over_budget);
 }
 
 void api_mem_free(void *block) {
@@ -366,7 +451,18 @@ void api_mem_free(void *block) {
         return;
     blk *b = hdr_of(block);
     if (b->magic == MAGIC_HEAP) {
+        api_mem *hm = b->charged ? b->mem : NULL;
+        size_t n = b->charged;
         free(b);
+        if (hm) {
+            pthread_mutex_lock(&hm->mu);
+            hm->charged -= n;
+            hm->heap_blocks--;
+            bool last = hm->closing && hm->st.in_use_blocks == 0 && hm->heap_blocks == 0;
+            pthread_mutex_unlock(&hm->mu);
+            if (last)
+                mem_free_struct(hm);
+        }
         return;
     }
     api_mem *m = b->mem;
@@ -375,6 +471,8 @@ void api_mem_free(void *block) {
     pthread_mutex_lock(&m->mu);
     m->st.in_use_bytes -= b->cap;
     m->st.in_use_blocks--;
+    m->charged -= b->charged;
+    b->charged = 0;
     bool keep = !m->closing && m->nfree < MAX_FREE &&
                 m->st.in_use_bytes + m->st.cached_bytes + b->cap <= m->max_bytes;
     if (keep) {
@@ -387,7 +485,7 @@ void api_mem_free(void *block) {
         if (m->nfree == 1)
             pthread_cond_signal(&m->cv); /* the trimmer sleeps while nothing is cached */
     }
-    bool last = m->closing && m->st.in_use_blocks == 0;
+    bool last = m->closing && m->st.in_use_blocks == 0 && m->heap_blocks == 0;
     pthread_mutex_unlock(&m->mu);
     if (!keep)
         unmap_block(b);
@@ -424,6 +522,9 @@ api_mem_stats api_mem_stats_get(api_mem *m) {
         return s;
     pthread_mutex_lock(&m->mu);
     s = m->st;
+    s.budget_bytes = m->budget;
+    s.charged_bytes = m->charged;
+    s.refused = m->refused;
     pthread_mutex_unlock(&m->mu);
     return s;
 }

@@ -196,7 +196,7 @@ static long run_chunk(api_job *const *jobs, api_error *const *errs, size_t count
     if (attn_mha_batch_plan(&bp, bj, count, params, max_bytes, &perr) != ATTN_OK)
         return -1;
     size_t ws_bytes = bp.workspace_bytes ? bp.workspace_bytes : 1;
-    void *ws = api_mem_alloc(jobs[0]->mem, ws_bytes, max_bytes, NULL);
+    void *ws = api_mem_alloc_bounded(jobs[0]->mem, ws_bytes, max_bytes, NULL, NULL);
     if (!ws)
         return -1;
     int rc = attn_mha_batch_forward(&bp, ws, bj, count, params, pool, &perr);

@@ -488,7 +488,15 @@ api_job *apip_job_parse_given(api_op op, const apip_json_root *root, apip_job_gi
     /* One arena; the job record is at its start. From the memory cache it may be a block a
      * little larger than asked, but never past what the limit leaves beside the response. */
     size_t cap = 0;
-    char *arena = api_mem_alloc(lim->mem, a.total, lim->max_job_bytes - resp, &cap);
+    bool over = false;
+    char *arena = api_mem_alloc_bounded(lim->mem, a.total, lim->max_job_bytes - resp, &cap, &over);
+    if (!arena && over) {
+        api_fail(err, 503, "memory_budget", NULL,
+                 "the job's %zu bytes do not fit in the memory left for jobs now (the memory "
+                 "budget); retry shortly",
+                 a.total);
+        return NULL;
+    }
     if (!arena) {
         api_fail(err, 500, "out_of_memory", NULL, "out of memory allocating %zu bytes for the job",
                  a.total);

@@ -120,6 +120,7 @@ void test_safetensors(void);
 /* job.c */
 void test_batches(void);
 void test_mem_cache(void);
+void test_mem_budget(void);
 void test_mem_jobs(void);
 /* v2.c */
 void test_v2(void);

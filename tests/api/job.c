@@ -253,6 +253,52 @@ void test_mem_cache(void) {
     api_mem_destroy(NULL);
 }
 
+/* The job memory budget: bounded blocks of every size count in it at their capacity and are
+ * refused past it (with over set), unbounded ones never are; freeing gives the room back; a
+ * block freed after the cache was destroyed (small ones included) is still handled. */
+void test_mem_budget(void) {
+    const size_t MiB = (size_t)1 << 20, KiB = 1024;
+    api_mem *m = api_mem_create(SIZE_MAX, 0, NULL);
+    api_mem_set_budget(m, 3 * MiB);
+    bool over = true;
+    size_t cap = 0;
+    char *a = api_mem_alloc_bounded(m, 2 * MiB, 2 * MiB, &cap, &over);
+    api_mem_stats st = api_mem_stats_get(m);
+    CHECK(a && !over && cap == 2 * MiB && st.charged_bytes == 2 * MiB && st.budget_bytes == 3 * MiB,
+          "a bounded 2 MiB block: %p, over %d, charged %zu", (void *)a, over, st.charged_bytes);
+    char *small = api_mem_alloc_bounded(m, 100 * KiB, 100 * KiB, NULL, &over);
+    st = api_mem_stats_get(m);
+    CHECK(small && !over && st.charged_bytes == 2 * MiB + 100 * KiB,
+          "a small bounded block counts too: charged %zu", st.charged_bytes);
+    char *b = api_mem_alloc_bounded(m, MiB, MiB, NULL, &over);
+    st = api_mem_stats_get(m);
+    CHECK(!b && over && st.refused == 1 && st.charged_bytes == 2 * MiB + 100 * KiB,
+          "past the budget: refused (%p, over %d, refused %llu)", (void *)b, over,
+          (unsigned long long)st.refused);
+    char *tiny = api_mem_alloc_bounded(m, 1000 * KiB, 1000 * KiB, NULL, &over);
+    CHECK(!tiny && over, "a small block past the budget is refused too");
+    char *u = api_mem_alloc(m, 4 * MiB, 4 * MiB, NULL);
+    CHECK(u != NULL, "an unbounded block is never refused for the budget");
+    api_mem_free(u);
+    api_mem_free(a);
+    b = api_mem_alloc_bounded(m, MiB, MiB, NULL, &over);
+    st = api_mem_stats_get(m);
+    CHECK(b && !over && st.charged_bytes == MiB + 100 * KiB,
+          "the room comes back when a block is freed: charged %zu", st.charged_bytes);
+    /* a cached block reused for a bounded request counts at its capacity */
+    api_mem_free(b);
+    b = api_mem_alloc_bounded(m, MiB - 4096, MiB, &cap, &over);
+    st = api_mem_stats_get(m);
+    CHECK(b && st.charged_bytes == cap + 100 * KiB && st.hits >= 1,
+          "a reused block counts at its capacity %zu: charged %zu", cap, st.charged_bytes);
+    api_mem_destroy(m); /* two blocks still out, one small */
+    api_mem_free(b);
+    api_mem_free(small);
+    char *n = api_mem_alloc_bounded(NULL, 10, 10, &cap, &over);
+    CHECK(n && !over && cap == 10, "no cache: a plain block");
+    api_mem_free(n);
+}
+
 /* Jobs with a memory cache: the arena, the response buffer and the batch workspace come from it
  * and are reused; the results are those of jobs without it; the arena's capacity never passes
  * what max_job_bytes leaves beside the response. */

@@ -59,6 +59,7 @@ int main(int argc, char **argv) {
     test_trace();
     test_integer_rule();
     test_mem_cache();
+    test_mem_budget();
     test_mem_jobs();
     test_v2();
     printf("%d passed, %d failed\n", checks - failures, failures);

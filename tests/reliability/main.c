@@ -93,6 +93,7 @@ int main(int argc, char **argv) {
     if (want("starve")) {
         test_starve_senders();
         test_starve_hold();
+        test_starve_parsing();
     }
     curl_global_cleanup();
     return harness_summary("test_reliability", t0);

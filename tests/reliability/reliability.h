@@ -118,5 +118,6 @@ void test_metrics_at_once(void);
 /* starve.c */
 void test_starve_senders(void);
 void test_starve_hold(void);
+void test_starve_parsing(void);
 
 #endif

@@ -13,7 +13,8 @@ void test_body_blocks(void) {
     api_mem *mem = api_mem_create((size_t)64 << 20, 0, &e);
     /* Not a power of two: doubling from 64 KiB would pass half the cap at 512 KiB. */
     const size_t max = (size_t)768 << 10;
-    srv_body *b = mem ? srv_body_create(SRV_CODING_IDENTITY, max, (size_t)64 << 10, 0, mem) : NULL;
+    srv_body *b =
+        mem ? srv_body_create(SRV_CODING_IDENTITY, max, (size_t)64 << 10, 0, mem, NULL) : NULL;
     if (!CHECK(b != NULL, "a body of the job memory cache: %s", e.message)) {
         api_mem_destroy(mem);
         return;
