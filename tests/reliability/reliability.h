@@ -115,4 +115,7 @@ void test_probes(void);
 void test_probes_at_limit(void);
 void test_metrics_at_once(void);
 
+/* startup.c */
+void test_startup(void);
+
 #endif
