@@ -180,10 +180,13 @@ api_model *api_model_lesson(api_error *err);
  * vocabulary: __metadata__ "vocab" (a JSON list of V distinct token strings, in one metadata
  * string) with the tensor token_embeddings (V, E) and optionally position_embeddings (P, E); it
  * must then be a self-attention model (kdim = vdim = E). __metadata__ "head_names" (a JSON list
- * of num_heads distinct names) names the heads. NULL with err (status 0 is never returned;
- * message names the file and what is wrong) on any problem: 400 invalid_model for the contents
- * (also non-finite weights, overlapping or uncovered data, a bad vocabulary or head name list),
- * 500 io_error or out_of_memory. */
+ * of num_heads distinct names) names the heads. path must be a regular file or a symlink to
+ * one: anything else (a directory, FIFO, socket or device) is refused without being read, and
+ * the file is opened without blocking, so a FIFO never holds the caller. NULL with err (status 0
+ * is never returned; message names the file and what is wrong) on any problem: 400
+ * invalid_model for the contents (also non-finite weights, overlapping or uncovered data, a bad
+ * vocabulary or head name list) and for a file that is not a regular file ("PATH is a FIFO, not
+ * a regular file"), 500 io_error or out_of_memory. */
 api_model *api_model_load_file(const char *path, api_error *err);
 
 /* The same from bytes in memory (the file's contents); name is the model's name. */

@@ -99,7 +99,8 @@ static const opt OPTS[] = {
      "threads that decode (gzip, deflate) and parse the other request bodies; at most "
      "--max-queue bodies wait for one (503 queue_full beyond)"},
     {"--models", "ATTND_MODELS", "DIR", OPT_STRING, FIELD(models_dir), 0, 0, "none",
-     "load every DIR/NAME.safetensors as a model named NAME"},
+     "load every DIR/NAME.safetensors (a regular file or a symlink to one) as a model named "
+     "NAME"},
     {"--default-model", "ATTND_DEFAULT_MODEL", "NAME", OPT_STRING, FIELD(default_model), 0, 0,
      "demo", "the model of requests that name none"},
     {"--max-body-bytes", "ATTND_MAX_BODY_BYTES", "SIZE", OPT_BYTES, FIELD(max_body_bytes), 2,
@@ -211,12 +212,13 @@ void srv_config_usage(FILE *f) {
                "exit 0 if it\n      answers 200 (the container's HEALTHCHECK)\n"
                "  --help                     print this and exit\n"
                "  --version                  print the version and exit\n\n");
-    fprintf(
-        f, "SIZE is a byte count with an optional K, M or G suffix (powers of 1024); SEC "
-           "may have decimals.\n"
-           "A bad value stops the start with one line on stderr and exit status 2.\n"
-           "Exit status: 0 after a clean shutdown (SIGTERM/SIGINT), 1 on a runtime failure "
-           "or when\nthe drain timeout cut jobs short (they got 503), 2 on a bad flag or model.\n");
+    fprintf(f, "SIZE is a byte count with an optional K, M or G suffix (powers of 1024); SEC "
+               "may have decimals.\n"
+               "A bad value stops the start with one line on stderr and exit status 2.\n"
+               "Exit status: 0 after a clean shutdown (SIGTERM/SIGINT), 1 on a runtime failure "
+               "or when\nthe drain timeout cut jobs short (they got 503), 2 on a bad flag or model "
+               "file (one that is\nnot a regular file too), 128 + the signal (143 SIGTERM, 130 "
+               "SIGINT) when one came before ready.\n");
 }
 
 /* ---- Value parsers ------------------------------------------------------------------------ */

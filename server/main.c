@@ -3,12 +3,15 @@
  *
  * Exit status: 0 after a clean shutdown, 1 on a runtime failure or when the drain timeout cut
  * jobs short (queued or running; they were answered 503) or replies still being sent, 2 on a bad
- * flag, environment variable or model file. */
+ * flag, environment variable or model file (one that is not a regular file too), 128 + the
+ * signal (143 for SIGTERM, 130 for SIGINT) when one came before attnd was ready. */
 #include <dirent.h>
 #include <errno.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,21 +105,66 @@ static void log_models(const srv_log *log, const api_registry *models) {
 
 /* SIGTERM and SIGINT are caught, not blocked: OpenBLAS starts its threads before main runs, with
  * no signal blocked, so a blocked signal could still reach one of them and kill the process.
- * The handler, on whichever thread it runs, posts one unit per signal. */
+ * The handler, on whichever thread it runs, posts one unit per signal.
+ *
+ * Until the start is over, the units go to a watcher thread, so that a signal ends attnd at once
+ * whatever the start is doing (loading a large --models directory, waiting on a slow disk): it
+ * logs stopped_during_start and exits 128 + the signal, the status a shell gives a process that
+ * a signal ended. Once the start is over (start_over), the units are main's again. */
 static sem_t stop_sem;
 static volatile sig_atomic_t stop_sig;
+
+enum { START_RUNNING, START_OVER, START_STOPPED };
+static atomic_int start_state; /* START_*: who owns the start's end, main or the watcher */
+static pthread_t start_watcher;
 
 static void on_stop_signal(int sig) {
     stop_sig = sig;
     sem_post(&stop_sem); /* async-signal-safe */
 }
 
-static void catch_stop_signals(void) {
+/* The watcher: takes one unit. A signal before the start is over ends the process; after it,
+ * the unit taken stands for the one start_over posted, so the signals' count is main's. */
+static void *watch_start(void *arg) {
+    const srv_log *log = arg;
+    while (sem_wait(&stop_sem) != 0)
+        ; /* EINTR */
+    int expect = START_RUNNING;
+    if (!atomic_compare_exchange_strong(&start_state, &expect, START_STOPPED))
+        return NULL;
+    int sig = stop_sig;
+    srv_kv kv[] = {SRV_STR("signal", sig == SIGINT ? "SIGINT" : "SIGTERM"),
+                   SRV_INT("exit_status", 128 + sig)};
+    srv_log_write(log, "warn", "stopped_during_start", kv, 2);
+    _exit(128 + sig); /* nothing of the start is left half-freed: the process ends here */
+}
+
+/* Catches SIGTERM and SIGINT, and starts the watcher that ends attnd on one of them until
+ * start_over. SRV_ERR with err when the watcher cannot start. */
+static int catch_stop_signals(const srv_log *log, srv_error *err) {
     sem_init(&stop_sem, 0, 0);
+    atomic_store(&start_state, START_RUNNING);
+    int rc = pthread_create(&start_watcher, NULL, watch_start, (void *)log);
+    if (rc != 0)
+        return srv_fail(err, "cannot start the thread that watches for signals: %s", strerror(rc));
     struct sigaction sa = {.sa_handler = on_stop_signal, .sa_flags = SA_RESTART};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    return SRV_OK;
+}
+
+/* The start is over (about to be ready, or failed): signals are main's from now on. When the
+ * watcher took a signal first, it is ending the process, and this waits for that. Only main
+ * calls it; a second call does nothing. */
+static void start_over(void) {
+    int expect = START_RUNNING;
+    if (atomic_compare_exchange_strong(&start_state, &expect, START_OVER)) {
+        sem_post(&stop_sem); /* wakes the watcher, which then returns */
+        pthread_join(start_watcher, NULL);
+    } else if (expect == START_STOPPED) {
+        pthread_join(start_watcher, NULL); /* never returns: the watcher calls _exit */
+    }
 }
 
 /* Waits for SIGTERM or SIGINT; returns its number. */
@@ -286,6 +334,9 @@ static int start(const srv_config *cfg, const srv_log *log, attnd *a) {
                              cfg->max_job_bytes);
     srv_workers_set_inline(a->workers, (double)cfg->inline_max_flops);
     log_settings(cfg, log, &a->limits);
+    /* From here a signal is a shutdown, not a stop during the start: once /readyz answers 200,
+     * SIGTERM drains, as it does after "ready". */
+    start_over();
     srv_http_set_ready(a->http, a->models, &a->limits, a->workers);
     srv_log_write(log, "info", "ready", NULL, 0);
     return 0;
@@ -411,7 +462,10 @@ int main(int argc, char **argv) {
     }
     srv_log log = {.format = cfg.log_format};
 
-    catch_stop_signals();
+    if (catch_stop_signals(&log, &err) != SRV_OK) {
+        fatal(&log, err.msg);
+        return 1;
+    }
     signal(SIGPIPE, SIG_IGN);
     {
         srv_kv kv[] = {SRV_STR("version", SRV_VERSION), SRV_INT("pid", getpid())};
@@ -424,6 +478,8 @@ int main(int argc, char **argv) {
     }
     attnd a = {0};
     int status = start(&cfg, &log, &a);
+    /* After a failed start: signals are main's again (after a success this does nothing). */
+    start_over();
     if (status == 0) { /* serve until SIGTERM or SIGINT, keep serving --shutdown-delay, drain */
         int sig = wait_stop_signal();
         status = drain(&cfg, &log, &a, leave(&cfg, &log, &a, sig));

@@ -221,6 +221,35 @@ int attnd_stop(attnd *d, int sig) {
     return -1;
 }
 
+void attnd_launch(attnd *d, const char *name, const char *const *extra, const char *const *env) {
+    memset(d, 0, sizeof *d);
+    snprintf(d->log, sizeof d->log, "%s/%s.log", logs, name);
+    const char *args[48] = {"--listen", "127.0.0.1:0"};
+    int n = 2;
+    for (int i = 0; extra && extra[i] && n < 47; i++)
+        args[n++] = extra[i];
+    args[n] = NULL;
+    d->pid = spawn(args, env, d->log);
+}
+
+int attnd_wait(attnd *d, double secs) {
+    if (d->pid <= 0)
+        return -1;
+    double t0 = now();
+    while (now() - t0 < secs * scale) {
+        int st;
+        if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
+            d->pid = 0;
+            return st;
+        }
+        sleep_s(0.005);
+    }
+    kill(d->pid, SIGKILL);
+    waitpid(d->pid, NULL, 0);
+    d->pid = 0;
+    return -1;
+}
+
 int attnd_run(const char *const *args, const char *const *env, const char *name, char **out) {
     char log[700];
     snprintf(log, sizeof log, "%s/%s.log", logs, name);

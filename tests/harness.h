@@ -75,6 +75,15 @@ bool attnd_start(attnd *d, const char *name, const char *const *extra, const cha
  * signal ended it), or -1 after the wait, when it was killed. */
 int attnd_stop(attnd *d, int sig);
 
+/* Starts attnd --listen 127.0.0.1:0 with extra and env as attnd_start does, its output in
+ * DIR/NAME.log, and returns at once, waiting for nothing (d->port stays 0): for tests of the
+ * start itself. Stop it with attnd_wait or attnd_stop. */
+void attnd_launch(attnd *d, const char *name, const char *const *extra, const char *const *env);
+
+/* Waits up to secs (times the scale) for d to exit; returns its wait status (WIFEXITED and
+ * WIFSIGNALED tell them apart), or -1 after the wait, when it was killed (SIGKILL). */
+int attnd_wait(attnd *d, double secs);
+
 /* Runs attnd with args (and env, as attnd_start), expecting it to exit by itself within 20 s;
  * returns its exit status (-1 on timeout: then it was killed) and its output in *out (freed by
  * the caller). */

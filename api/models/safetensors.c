@@ -16,11 +16,15 @@
  * Legend: E embedding width, kdim/vdim the key and value widths, V vocabulary size, P
  * positions. */
 #include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "models.h"
 
@@ -528,6 +532,21 @@ api_model *api_model_from_safetensors(const char *name, const uint8_t *bytes, si
     return parse(name, name, bytes, len, err);
 }
 
+/* Refuses path, whose mode says it is not a regular file: "PATH is a FIFO, not a regular file".
+ * Returns -1. */
+static int not_regular(const char *path, mode_t mode, api_error *err) {
+    const char *kind = S_ISDIR(mode)    ? "a directory"
+                       : S_ISFIFO(mode) ? "a FIFO"
+                       : S_ISSOCK(mode) ? "a socket"
+                       : S_ISCHR(mode)  ? "a character device"
+                       : S_ISBLK(mode)  ? "a block device"
+                                        : "a file of an unknown kind";
+    struct stat lst;
+    bool link = lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode);
+    return api_fail(err, 400, "invalid_model", NULL, "%s is %s%s, not a regular file", path,
+                    link ? "a symlink to " : "", kind);
+}
+
 api_model *api_model_load_file(const char *path, api_error *err) {
     if (!path)
         return api_fail(err, 400, "invalid_model", NULL, "no model file given"), NULL;
@@ -544,32 +563,62 @@ api_model *api_model_load_file(const char *path, api_error *err) {
     memcpy(name, base, nlen);
     name[nlen] = '\0';
 
-    FILE *f = fopen(path, "rb");
-    uint8_t *bytes = NULL;
-    api_model *m = NULL;
-    if (!f)
+    /* Only a regular file (or a symlink to one) is read. The path is looked at first, so that
+     * nothing else is even opened (opening a device can act on it; opening a FIFO releases a
+     * writer waiting on it); then the descriptor, opened without blocking (a FIFO would wait
+     * for a writer), is what decides, in case the path changed in between. */
+    struct stat st;
+    if (stat(path, &st) != 0)
         return api_fail(err, 500, "io_error", NULL, "%s: cannot open: %s", path, strerror(errno)),
                NULL;
-    if (fseek(f, 0, SEEK_END) != 0)
+    if (!S_ISREG(st.st_mode))
+        return not_regular(path, st.st_mode, err), NULL;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return api_fail(err, 500, "io_error", NULL, "%s: cannot open: %s", path, strerror(errno)),
+               NULL;
+    uint8_t *bytes = NULL;
+    api_model *m = NULL;
+    size_t size = 0, got = 0;
+    if (fstat(fd, &st) != 0)
         goto io;
-    long size = ftell(f);
-    if (size < 0 || fseek(f, 0, SEEK_SET) != 0)
+    if (!S_ISREG(st.st_mode)) {
+        not_regular(path, st.st_mode, err);
+        goto done;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0)
         goto io;
-    bytes = malloc(size ? (size_t)size : 1);
+    if ((uintmax_t)st.st_size > SIZE_MAX - 1) {
+        api_fail(err, 500, "out_of_memory", NULL, "%s: out of memory reading %jd bytes", path,
+                 (intmax_t)st.st_size);
+        goto done;
+    }
+    size = (size_t)st.st_size;
+    bytes = malloc(size ? size : 1);
     if (!bytes) {
-        api_fail(err, 500, "out_of_memory", NULL, "%s: out of memory reading %ld bytes", path,
+        api_fail(err, 500, "out_of_memory", NULL, "%s: out of memory reading %zu bytes", path,
                  size);
         goto done;
     }
-    if (fread(bytes, 1, (size_t)size, f) != (size_t)size)
-        goto io;
-    m = parse(path, name, bytes, (size_t)size, err);
+    while (got < size) {
+        ssize_t r = read(fd, bytes + got, size - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            if (r == 0)
+                errno = 0; /* the file shrank */
+            goto io;
+        }
+        got += (size_t)r;
+    }
+    m = parse(path, name, bytes, size, err);
     goto done;
 io:
     api_fail(err, 500, "io_error", NULL, "%s: cannot read: %s", path,
              errno ? strerror(errno) : "short read");
 done:
     free(bytes);
-    fclose(f);
+    close(fd);
     return m;
 }

@@ -2,12 +2,16 @@
  * vocab.c): the valid cases against PyTorch, with their vocabularies, the invalid cases with their
  * messages (data files under tests/api_cases/safetensors), prefixes and corruptions. */
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "api.h"
 #include "models.h"
@@ -233,6 +237,66 @@ static void check_vocab_model(const char *name, api_registry *reg, const json_t 
     json_decref(body);
 }
 
+/* What is not a regular file is refused, named, and never read: a directory, a FIFO (held open
+ * by a writer here, so that a loader that read it would fail rather than block), /dev/null and
+ * a symlink to it; a symlink to a regular file loads. */
+static void test_odd_files(const char *cases) {
+    char dir[] = "/tmp/attnd-odd-XXXXXX", path[1200], target[1024];
+    bool made = mkdtemp(dir) != NULL;
+    CHECK(made, "mkdtemp: %s", strerror(errno));
+    if (!made)
+        return;
+    static const struct {
+        const char *file, *kind; /* kind: what the message must say */
+    } odd[] = {{"x.safetensors", "is a directory, not a regular file"},
+               {"f.safetensors", "is a FIFO, not a regular file"},
+               {"n.safetensors", "is a symlink to a character device, not a regular file"},
+               {"/dev/null", "is a character device, not a regular file"}};
+    snprintf(path, sizeof path, "%s/x.safetensors", dir);
+    CHECK(mkdir(path, 0755) == 0, "mkdir %s", path);
+    snprintf(path, sizeof path, "%s/f.safetensors", dir);
+    CHECK(mkfifo(path, 0644) == 0, "mkfifo %s", path);
+    int w = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+    CHECK(w >= 0, "open %s", path);
+    snprintf(path, sizeof path, "%s/n.safetensors", dir);
+    CHECK(symlink("/dev/null", path) == 0, "symlink %s", path);
+    for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i++) {
+        if (odd[i].file[0] == '/')
+            snprintf(path, sizeof path, "%s", odd[i].file);
+        else
+            snprintf(path, sizeof path, "%s/%s", dir, odd[i].file);
+        api_error e = {0};
+        api_model *m = api_model_load_file(path, &e);
+        char want[1400];
+        snprintf(want, sizeof want, "%s %s", path, odd[i].kind);
+        CHECK(!m && e.status == 400 && !strcmp(e.code, "invalid_model") && !strcmp(e.message, want),
+              "%s: %d %s %s (expected 400 invalid_model \"%s\")", path, e.status, e.code, e.message,
+              want);
+        api_model_destroy(m);
+    }
+    if (w >= 0)
+        close(w);
+    snprintf(target, sizeof target, "%s/safetensors/valid/f32-packed-bias/model.safetensors",
+             cases);
+    char *abs = realpath(target, NULL);
+    snprintf(path, sizeof path, "%s/linked.safetensors", dir);
+    CHECK(abs && symlink(abs, path) == 0, "symlink %s -> %s", path, target);
+    api_error e = {0};
+    api_model *m = api_model_load_file(path, &e);
+    CHECK(m && !strcmp(api_model_describe(m).name, "linked"), "a symlink to a model file: %s",
+          e.message);
+    api_model_destroy(m);
+    free(abs);
+    static const char *const names[] = {"x.safetensors", "f.safetensors", "n.safetensors",
+                                        "linked.safetensors"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        if (unlink(path) != 0)
+            rmdir(path);
+    }
+    rmdir(dir);
+}
+
 static void test_safetensors_valid(const char *dir, const char *name) {
     char path[1024];
     snprintf(path, sizeof path, "%s/%s/model.safetensors", dir, name);
@@ -378,6 +442,7 @@ void test_safetensors(void) {
     CHECK(!api_model_load_file("/nonexistent/x.safetensors", &e) && e.status == 500 &&
               strstr(e.message, "/nonexistent/x.safetensors"),
           "missing file: %s", e.message);
+    test_odd_files(cases_dir);
     /* Every prefix and random corruptions of a valid file fail cleanly or load (ASan watches
      * the reads: each copy is exactly as long as claimed). */
     char path[1024];

@@ -1,6 +1,6 @@
 /* main.c - test_reliability: attnd under hostile and faulty clients. This file holds main and
  * the --only dispatch; each scenario lives in a file of its own beside it (limits.c, faults.c,
- * slow.c, framing.c, security.c, rss.c, unsent.c, jobmem.c, probes.c), on helpers that
+ * slow.c, framing.c, security.c, rss.c, unsent.c, jobmem.c, probes.c, startup.c), on helpers that
  * reliability.h declares (util.c, sockets.c).
  *
  * What it covers: every limit answered with its status and a message naming it, bodies that stop
@@ -8,16 +8,18 @@
  * bodies), HTTP framing (RFC 9112) and content codings (gzip, deflate, bombs), SIGPIPE, the API
  * key, CORS and the security headers, the default address, the daemon's memory over 20 000 mixed
  * good and bad requests, its memory with clients that never read their replies (and the reply
- * budget reserved before compute), and its job memory: reused from a large job to the next,
- * returned to the system when idle.
+ * budget reserved before compute), its job memory: reused from a large job to the next,
+ * returned to the system when idle, and its start: odd files in --models refused, naming them,
+ * and a signal that ends a long start at once.
  *
  * Starts build/attnd itself on 127.0.0.1:0 for each scenario (with tests/harness.c, as
  * test_server does) and talks to it with libcurl and with raw sockets where a client must
- * misbehave. Every wait is bounded; every scenario ends with the daemon exiting 0 on SIGTERM.
+ * misbehave. Every wait is bounded; every scenario ends with the daemon exiting 0 on SIGTERM,
+ * but startup's, whose daemons are refused or stopped before they are ready.
  *
  * Usage: test_reliability --attnd build/attnd --work DIR [--only NAMES] [--time-scale F]
- *   NAMES: some of limits, faults, slow, framing, security, rss, unsent, jobmem, probes, starve
- *   (comma-separated; default all).
+ *   NAMES: some of limits, faults, slow, framing, security, rss, unsent, jobmem, probes,
+ *   starve, startup (comma-separated; default all).
  *   --time-scale multiplies every time bound, for a daemon under valgrind (rss is then
  *   skipped: meaningless there). Prints one line per failed check and "N passed, N failed";
  *   exits 1 on any failure. */
@@ -50,10 +52,9 @@ int main(int argc, char **argv) {
             cfg.scale = atof(argv[i + 1]);
     }
     if (!cfg.attnd || !cfg.work || !(cfg.scale >= 1)) {
-        fprintf(stderr, "usage: test_reliability --attnd PATH --work DIR [--only "
-                        "limits,faults,slow,framing,security,rss,unsent,jobmem,probes,starve] "
-                        "[--time-scale F >= "
-                        "1]\n");
+        fprintf(stderr, "usage: test_reliability --attnd PATH --work DIR [--only NAMES] "
+                        "[--time-scale F >= 1]\n  NAMES: some of limits,faults,slow,framing,"
+                        "security,rss,unsent,jobmem,probes,starve,startup\n");
         return 2;
     }
     mkdir(cfg.work, 0755); /* may exist */
@@ -95,6 +96,8 @@ int main(int argc, char **argv) {
         test_starve_hold();
         test_starve_parsing();
     }
+    if (want("startup"))
+        test_startup();
     curl_global_cleanup();
     return harness_summary("test_reliability", t0);
 }

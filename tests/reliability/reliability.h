@@ -120,4 +120,7 @@ void test_starve_senders(void);
 void test_starve_hold(void);
 void test_starve_parsing(void);
 
+/* startup.c */
+void test_startup(void);
+
 #endif

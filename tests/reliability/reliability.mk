@@ -9,7 +9,8 @@
 #                          reserved before compute), job memory (a W4 job after another reuses
 #                          its memory; idle RSS back within 10% after it), probes
 #                          (/healthz and /readyz within 500 ms beside requests that declare
-#                          huge shapes in small bodies); and
+#                          huge shapes in small bodies), the start (odd files in --models
+#                          refused, naming them; SIGTERM and SIGINT ending a long start); and
 #                          the fuzzers' regression inputs (fuzz-replay)
 #   make test-asan         every unit and integration test (test_attention, the oracle,
 #                          test_api, test_server, http_oracle, test_reliability, the fuzz
@@ -25,7 +26,7 @@
 #   make fuzz, fuzz-ci, fuzz-replay   see tests/fuzz/fuzz.mk
 
 REL_DIR  := $(BUILD)/tests/reliability
-REL_ONLY ?= limits,faults,slow,framing,security,rss,unsent,jobmem,probes,starve
+REL_ONLY ?= limits,faults,slow,framing,security,rss,unsent,jobmem,probes,starve,startup
 
 # test_reliability's sources: tests/reliability/main.c and a file per scenario, sharing
 # tests/reliability/reliability.h (not in $(HEADERS), so named here).
