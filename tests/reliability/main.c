@@ -88,7 +88,7 @@ int main(int argc, char **argv) {
     if (want("probes")) {
         test_probes();
         test_probes_at_limit();
-        test_metrics_at_once();
+        test_metrics_scrapers();
     }
     curl_global_cleanup();
     return harness_summary("test_reliability", t0);
