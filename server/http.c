@@ -602,8 +602,6 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     srv_metrics_request(h->metrics, r->route, sent ? r->status : 0, r->bytes_in,
                         sent ? r->bytes_out : 0, total_ms * 1e-3, r->sj.model);
     http_unsent_release(h, r, r->unsent); /* libmicrohttpd frees the body next: room for a reply */
-    if (r->metrics)
-        atomic_fetch_sub(&h->metrics_out, 1);
     atomic_fetch_sub(&h->outstanding, 1);
     /* the connection now waits for its next request */
     srv_conn_set(h->conns, r->track, SRV_CONN_IDLE);
@@ -741,7 +739,6 @@ srv_http *srv_http_start(const srv_config *cfg, const srv_log *log, int listen_f
     atomic_init(&h->leaving, false);
     atomic_init(&h->outstanding, 0);
     atomic_init(&h->unsent, 0);
-    atomic_init(&h->metrics_out, 0);
     atomic_init(&h->next_id, 1);
     struct timeval tv;
     gettimeofday(&tv, NULL);

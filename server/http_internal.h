@@ -11,10 +11,6 @@
 
 #define ID_MAX 64 /* longest X-Request-Id kept; longer ones are replaced */
 
-/* /metrics replies written or being sent at once: one takes up to about 600 KiB and 12 KiB per
- * model (SECURITY.md), more than a connection's small reply, so a third waits (503 busy). */
-#define SRV_METRICS_AT_ONCE 2
-
 struct srv_http {
     const srv_config *cfg;
     const srv_log *log;
@@ -29,7 +25,6 @@ struct srv_http {
         leaving; /* --shutdown-delay: /readyz 503, jobs still taken (srv_http_set_leaving) */
     atomic_size_t outstanding; /* requests begun (headers read) and not yet completed */
     atomic_size_t unsent;      /* bytes of job replies reserved or held, not yet sent */
-    atomic_size_t metrics_out; /* /metrics replies being written or sent (SRV_METRICS_AT_ONCE) */
     atomic_uint_fast64_t next_id;
     uint64_t id_salt;
     double start_wall;
@@ -66,7 +61,6 @@ typedef struct http_req {
     bool www_auth, bad_token, page;
     srv_conn *track; /* the connection's record; NULL when it could not be made */
     bool late;       /* dropped for --read-timeout while its body arrived */
-    bool metrics;    /* holds one of h->metrics_out until it completes */
     /* The Open Inference Protocol (v2) */
     char *model, *version;        /* of a /v2/models/ path (version NULL when it has none) */
     size_t v2_header_len;         /* Inference-Header-Content-Length, or API_V2_NO_HEADER */
@@ -90,6 +84,12 @@ enum MHD_Result http_reply(http_req *r, unsigned status, const char *type, void 
 /* Replies with the bytes of *b (moved out of it; a block of the job memory cache goes back when
  * sent), or 500 out_of_memory when writing b failed. */
 enum MHD_Result http_reply_buf(http_req *r, unsigned status, const char *type, api_buf *b);
+
+/* Queues the len bytes at data, shared with other replies and left unchanged while this one
+ * holds them; libmicrohttpd calls release(cls) once it is done with them (at once when the
+ * reply cannot be made). */
+enum MHD_Result http_reply_shared(http_req *r, unsigned status, const char *type, const void *data,
+                                  size_t len, MHD_ContentReaderFreeCallback release, void *cls);
 
 /* An error reply: {"error": {"code", "message", "field"}}, or on the Open Inference Protocol's
  * paths its {"error": "message"}. The code goes to r->code for the access log. */

@@ -6,7 +6,12 @@
  *
  * Models: a job on a registry model, or on v2's "sdpa", is counted under its model (the model
  * label); a job with none (inline or params.init parameters, POST /v1/sdpa) only under its op.
- * The slots: 0 .. n-1 the registry's models, n "sdpa", n+1 and n+2 no model (attention, sdpa). */
+ * The slots: 0 .. n-1 the registry's models, n "sdpa", n+1 and n+2 no model (attention, sdpa).
+ *
+ * The /metrics replies share renderings (srv_metrics_exposition): each update also adds one to
+ * a change count, so that a rendering is shared only while nothing it shows has changed (or
+ * while SRV_METRICS_RENDERINGS are held by replies), and a scrape after a job, a refusal or a
+ * gauge's move sees it at once. */
 #include <dirent.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -85,6 +90,14 @@ struct srv_metrics {
     model_slot *slots;
     model_slot none[2]; /* no model: attention, sdpa (used while slots is NULL) */
     double start_wall;  /* the process's start, Unix seconds; 0 = unknown */
+    /* Updates counted (added with release after the update: a reader that loads it with acquire
+     * sees every update it counts); a /metrics request's own is not one. */
+    atomic_uint_fast64_t changes;
+    /* The shared renderings: mu guards newest and orders the writing of new ones; alive rises
+     * under mu only, and falls wherever a rendering's last reference goes. */
+    pthread_mutex_t mu;
+    srv_exposition *newest; /* NULL, or the rendering new replies get; holds a reference */
+    atomic_size_t alive;    /* renderings not yet freed, newest included */
 };
 
 static const char *const REJECT_NAMES[SRV_REJECT_COUNT] = {"queue_full", "deadline", "draining",
@@ -125,6 +138,11 @@ srv_metrics *srv_metrics_create(srv_error *err) {
         return NULL;
     }
     m->start_wall = process_start();
+    if (pthread_mutex_init(&m->mu, NULL) != 0) {
+        free(m);
+        srv_fail(err, "could not make the metrics' lock");
+        return NULL;
+    }
     return m;
 }
 
@@ -142,8 +160,15 @@ int srv_metrics_set_models(srv_metrics *m, const api_registry *models, srv_error
 void srv_metrics_destroy(srv_metrics *m) {
     if (!m)
         return;
+    srv_exposition_release(m->newest);
+    pthread_mutex_destroy(&m->mu);
     free(m->slots);
     free(m);
+}
+
+/* One more update counted (after it, so that a rendering that sees the count sees the update). */
+static void changed(srv_metrics *m) {
+    atomic_fetch_add_explicit(&m->changes, 1, memory_order_release);
 }
 
 static size_t status_slot(unsigned status) {
@@ -196,19 +221,22 @@ void srv_metrics_request(srv_metrics *m, srv_route route, unsigned status, size_
     observe(&m->durations[route][s], seconds);
     observe_size(&m->in_sizes[route], bytes_in);
     observe_size(&m->out_sizes[route], bytes_out);
-    if (!m->slots || model >= m->nmodels + 1) /* a model's requests only */
-        return;
-    model_slot *ms = &m->slots[model];
-    uint_fast64_t ns = seconds > 0 ? (uint_fast64_t)(seconds * 1e9) : 0;
-    observe(&ms->duration, seconds);
-    atomic_fetch_add_explicit(status == 200 ? &ms->ok : &ms->failed, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(status == 200 ? &ms->ok_ns : &ms->failed_ns, ns,
-                              memory_order_relaxed);
-    atomic_store_explicit(&ms->last_ms, wall_ms(), memory_order_relaxed);
+    if (m->slots && model < m->nmodels + 1) { /* a model's requests */
+        model_slot *ms = &m->slots[model];
+        uint_fast64_t ns = seconds > 0 ? (uint_fast64_t)(seconds * 1e9) : 0;
+        observe(&ms->duration, seconds);
+        atomic_fetch_add_explicit(status == 200 ? &ms->ok : &ms->failed, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(status == 200 ? &ms->ok_ns : &ms->failed_ns, ns,
+                                  memory_order_relaxed);
+        atomic_store_explicit(&ms->last_ms, wall_ms(), memory_order_relaxed);
+    }
+    if (route != SRV_ROUTE_METRICS) /* so that scrapes alone share a rendering */
+        changed(m);
 }
 
 void srv_metrics_parse(srv_metrics *m, api_op op, size_t model, double seconds) {
     observe(&slot_of(m, op, model)->parse, seconds);
+    changed(m);
 }
 
 void srv_metrics_job(srv_metrics *m, api_op op, size_t model, double queue_s, double compute_s,
@@ -219,6 +247,7 @@ void srv_metrics_job(srv_metrics *m, api_op op, size_t model, double queue_s, do
     observe(&ms->encode, encode_s);
     if (flops > 0)
         atomic_fetch_add_explicit(&ms->flops, (uint_fast64_t)flops, memory_order_relaxed);
+    changed(m);
 }
 
 static void observe_count(count_histogram *h, const double *bounds, size_t nb, size_t v) {
@@ -233,11 +262,13 @@ void srv_metrics_batch(srv_metrics *m, api_op op, size_t model, size_t jobs, siz
     observe_count(&m->batch_jobs, BATCH_JOBS, NBATCH_JOBS, jobs);
     observe_count(&m->batch_rows, BATCH_ROWS, NBATCH_ROWS, rows);
     atomic_fetch_add_explicit(&slot_of(m, op, model)->executions, 1, memory_order_relaxed);
+    changed(m);
 }
 
 void srv_metrics_reject(srv_metrics *m, srv_reject why) {
     if ((unsigned)why < SRV_REJECT_COUNT)
         atomic_fetch_add_explicit(&m->rejects[why], 1, memory_order_relaxed);
+    changed(m);
 }
 
 static uint64_t load(const atomic_uint_fast64_t *a) {
@@ -604,4 +635,114 @@ void srv_metrics_render(const srv_metrics *m, const srv_gauges *g, api_buf *b) {
     header(b, "attnd_build_info", "gauge", "Always 1; the version is a label.");
     out(b, "attnd_build_info{version=\"%s\"} 1\n", SRV_VERSION);
     render_process(b, m, g->start_time);
+}
+
+/* ---- Shared renderings (the /metrics replies) ---------------------------------------------- */
+
+/* The bounds. At most SRV_METRICS_RENDERINGS renderings exist at once, the one being written
+ * included (it is written only when fewer are alive, under m->mu, so one at a time), each of the
+ * size of one exposition, plus, while one is written, the copy its buffer may leave behind as it
+ * grows (it is cut to its length once written). A reply holds one reference and no bytes of its
+ * own. Only the newest rendering ever gains references, so an older one is held only by replies
+ * queued before a newer one was made, and each is freed when the last of them ends: a reply
+ * ends when its client has read it, or when the send rule cuts it (--send-timeout, and its
+ * bytes at --min-send-rate). So when all the renderings are held and the newest is shared past
+ * SRV_METRICS_INTERVAL_S, its data is at most as old as the longest such reply lets it be
+ * (with --min-send-rate 0, no reply is cut, and then only the memory is bounded). */
+
+struct srv_exposition {
+    atomic_size_t refs;  /* the replies', and m->newest's while it is the newest */
+    srv_metrics *m;      /* whose alive count it is in */
+    api_buf buf;         /* the exposition */
+    double made;         /* srv_now() when its writing began */
+    uint_fast64_t count; /* m->changes then */
+    srv_gauges g;        /* the gauges it shows */
+};
+
+static bool gauges_equal(const srv_gauges *a, const srv_gauges *b) {
+    return a->queue_depth == b->queue_depth && a->queue_capacity == b->queue_capacity &&
+           a->jobs_in_flight == b->jobs_in_flight && a->workers == b->workers &&
+           a->pool_threads == b->pool_threads && a->unsent_bytes == b->unsent_bytes &&
+           a->unsent_budget == b->unsent_budget && a->mem.in_use_bytes == b->mem.in_use_bytes &&
+           a->mem.in_use_blocks == b->mem.in_use_blocks &&
+           a->mem.cached_bytes == b->mem.cached_bytes &&
+           a->mem.cached_blocks == b->mem.cached_blocks && a->mem.hits == b->mem.hits &&
+           a->mem.misses == b->mem.misses && a->mem.trimmed == b->mem.trimmed &&
+           a->mem.evicted == b->mem.evicted && a->ready == b->ready && a->draining == b->draining &&
+           a->start_time == b->start_time;
+}
+
+void srv_exposition_release(srv_exposition *e) {
+    if (!e || atomic_fetch_sub(&e->refs, 1) != 1)
+        return;
+    /* The last reference: e is not the newest (that one holds m->newest's), so no one can take
+     * a new one. */
+    atomic_fetch_sub(&e->m->alive, 1);
+    api_buf_free(&e->buf);
+    free(e);
+}
+
+const char *srv_exposition_data(const srv_exposition *e, size_t *len) {
+    *len = e->buf.len;
+    return e->buf.data ? e->buf.data : "";
+}
+
+/* A new rendering with two references (the caller's and m->newest's), counted alive; NULL when
+ * out of memory. Under m->mu. */
+static srv_exposition *render_new(srv_metrics *m, const srv_gauges *g, double t,
+                                  uint_fast64_t count) {
+    srv_exposition *e = calloc(1, sizeof *e);
+    if (!e)
+        return NULL;
+    srv_metrics_render(m, g, &e->buf);
+    if (e->buf.failed) {
+        api_buf_free(&e->buf);
+        free(e);
+        return NULL;
+    }
+    if (!e->buf.block && e->buf.len > 0 && e->buf.len < e->buf.cap) { /* the length, no more */
+        char *p = realloc(e->buf.data, e->buf.len);
+        if (p) {
+            e->buf.data = p;
+            e->buf.cap = e->buf.len;
+        }
+    }
+    atomic_init(&e->refs, 2);
+    e->m = m;
+    e->made = t;
+    e->count = count;
+    e->g = *g;
+    atomic_fetch_add(&m->alive, 1);
+    return e;
+}
+
+srv_exposition *srv_metrics_exposition(srv_metrics *m, const srv_gauges *g) {
+    pthread_mutex_lock(&m->mu);
+    double t = srv_now();
+    uint_fast64_t count = atomic_load_explicit(&m->changes, memory_order_acquire);
+    srv_exposition *e = m->newest;
+    if (e && t - e->made < SRV_METRICS_INTERVAL_S && e->count == count && gauges_equal(&e->g, g))
+        goto share;
+    if (e && atomic_load(&e->refs) == 1) { /* held by no reply: it goes before a new one comes */
+        m->newest = NULL;
+        srv_exposition_release(e);
+        e = NULL;
+    }
+    if (e && atomic_load(&m->alive) >= SRV_METRICS_RENDERINGS)
+        goto share; /* every rendering is held: the newest again, however old */
+    srv_exposition *n = render_new(m, g, t, count);
+    if (!n) {
+        if (e)
+            goto share;
+        pthread_mutex_unlock(&m->mu);
+        return NULL;
+    }
+    m->newest = n;
+    pthread_mutex_unlock(&m->mu);
+    srv_exposition_release(e); /* m->newest's reference to the one before (NULL: none) */
+    return n;
+share:
+    atomic_fetch_add(&e->refs, 1);
+    pthread_mutex_unlock(&m->mu);
+    return e;
 }

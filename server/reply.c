@@ -169,6 +169,18 @@ enum MHD_Result http_reply_buf(http_req *r, unsigned status, const char *type, a
     return reply_resp(r, status, type, resp, len);
 }
 
+enum MHD_Result http_reply_shared(http_req *r, unsigned status, const char *type, const void *data,
+                                  size_t len, MHD_ContentReaderFreeCallback release, void *cls) {
+    /* libmicrohttpd only reads the buffer of a response made from one */
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer_with_free_callback_cls(len, (void *)data, release, cls);
+    if (!resp) {
+        release(cls);
+        return MHD_NO;
+    }
+    return reply_resp(r, status, type, resp, len);
+}
+
 enum MHD_Result http_reply_api_error(http_req *r, const api_error *e) {
     api_buf b = {0};
     if (http_v2_path(r->path))

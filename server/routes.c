@@ -170,6 +170,11 @@ static srv_gauges gauges(const srv_http *h) {
     return g;
 }
 
+/* libmicrohttpd's free callback of a /metrics reply: its reference goes back. */
+static void exposition_release(void *cls) {
+    srv_exposition_release(cls);
+}
+
 /* True when method is one of the comma-separated list. */
 static bool method_listed(const char *list, const char *method) {
     size_t mn = strlen(method);
@@ -464,18 +469,15 @@ enum MHD_Result http_on_new(srv_http *h, http_req *r) {
         api_registry_list_json(h->models, &b);
         return http_reply_buf(r, 200, "application/json", &b);
     }
-    case SRV_ROUTE_METRICS: {
-        if (atomic_fetch_add(&h->metrics_out, 1) >= SRV_METRICS_AT_ONCE) {
-            atomic_fetch_sub(&h->metrics_out, 1);
-            return http_reply_error(r, 503, "busy",
-                                    "%d /metrics replies are being written or sent; retry shortly",
-                                    SRV_METRICS_AT_ONCE);
-        }
-        r->metrics = true; /* until on_completed */
-        api_buf b = {0};
+    case SRV_ROUTE_METRICS: { /* a shared rendering: the reply holds a reference, no copy */
         srv_gauges g = gauges(h);
-        srv_metrics_render(h->metrics, &g, &b);
-        return http_reply_buf(r, 200, "text/plain; version=0.0.4; charset=utf-8", &b);
+        srv_exposition *e = srv_metrics_exposition(h->metrics, &g);
+        if (!e)
+            return http_reply_error(r, 500, "out_of_memory", "out of memory writing the reply");
+        size_t len;
+        const char *data = srv_exposition_data(e, &len);
+        return http_reply_shared(r, 200, "text/plain; version=0.0.4; charset=utf-8", data, len,
+                                 exposition_release, e);
     }
     case SRV_ROUTE_OPENAPI:
     case SRV_ROUTE_STATIC:

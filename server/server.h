@@ -327,6 +327,37 @@ typedef struct srv_gauges {
 /* Appends the Prometheus text exposition (format 0.0.4) of m and g to out. */
 void srv_metrics_render(const srv_metrics *m, const srv_gauges *g, api_buf *out);
 
+/* The exposition the /metrics replies send: one rendering shared, read-only, by every reply made
+ * while nothing changed, each reply holding a reference that it gives back when libmicrohttpd
+ * is done with it. So a client that does not read holds a reference to bytes already counted,
+ * never a rendering of its own nor a place that other scrapers need. */
+typedef struct srv_exposition srv_exposition;
+
+/* A rendering is shared for at most this many seconds: process_* (and the /metrics route's own
+ * series, whose requests count as no change) are at most this old in a shared one. */
+#define SRV_METRICS_INTERVAL_S 1.0
+
+/* At most this many renderings are alive at once, the one being written included: the newest,
+ * and older ones that replies still hold. When all are held, the newest is shared whatever its
+ * age, until a holder lets go (SECURITY.md gives the bounds). */
+#define SRV_METRICS_RENDERINGS 4
+
+/* A new reference (the caller's; give it back with srv_exposition_release) to the exposition of
+ * m with the gauges g: the newest rendering when it is younger than SRV_METRICS_INTERVAL_S and
+ * nothing has been counted since (a /metrics request aside) and g equals its gauges, or when
+ * SRV_METRICS_RENDERINGS renderings are held; else a new rendering, written under m's lock
+ * (one at a time). NULL when out of memory. Thread-safe. */
+srv_exposition *srv_metrics_exposition(srv_metrics *m, const srv_gauges *g);
+
+/* The rendering's bytes (*len of them, not NUL-terminated), unchanged and valid until the
+ * reference is given back. */
+const char *srv_exposition_data(const srv_exposition *e, size_t *len);
+
+/* Gives back one reference; the last frees the rendering. From any thread; takes no lock. NULL
+ * does nothing. m must outlive every reference (srv_metrics_destroy comes after the HTTP daemon
+ * has stopped). */
+void srv_exposition_release(srv_exposition *e);
+
 /* ---- Workers and the job queue (workers.c) ------------------------------------------------ */
 
 typedef struct srv_job srv_job;

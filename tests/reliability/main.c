@@ -89,7 +89,7 @@ int main(int argc, char **argv) {
     if (want("probes")) {
         test_probes();
         test_probes_at_limit();
-        test_metrics_at_once();
+        test_metrics_scrapers();
     }
     if (want("starve")) {
         test_starve_senders();

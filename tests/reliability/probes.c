@@ -1,6 +1,6 @@
 /* probes.c - /healthz and /readyz answer fast beside requests that declare huge shapes in small
- * bodies, and pass the connection limit beside silent and trickling sockets; /metrics keeps to
- * its cap of replies at once. */
+ * bodies, and pass the connection limit beside silent and trickling sockets; /metrics answers
+ * any number of scrapers beside clients that do not read, from shared renderings. */
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
@@ -255,7 +255,14 @@ void test_probes_at_limit(void) {
     CHECK(attnd_stop(&d, SIGTERM) == 0, "conn-limit daemon: exit status after SIGTERM");
 }
 
+/* ---- /metrics for any number of scrapers (issue 33, finding 4) ------------------------------ */
+
 #define METRICS_MODEL_BYTES 8000 /* about what each model that ran a job adds to /metrics */
+#define METRICS_HELD        8    /* clients that ask for /metrics and do not read */
+#define METRICS_RENDERINGS  4    /* SRV_METRICS_RENDERINGS: renderings alive at once, at most */
+#define METRICS_INTERVAL_S  1.0  /* SRV_METRICS_INTERVAL_S: the longest a rendering is shared */
+#define METRICS_SCRAPES     40   /* by a client that reads, over about 4 s */
+#define SCRAPE_BOUND_S      0.5  /* each of them, beside the held replies */
 
 /* The most a TCP send buffer may grow to here (tcp_wmem's third field), or 4 MiB. */
 static size_t wmem_max(void) {
@@ -266,19 +273,81 @@ static size_t wmem_max(void) {
     return m;
 }
 
-/* At most SRV_METRICS_AT_ONCE (2) /metrics replies at once: with enough registry models that have
- * each run a job, the reply is larger than a TCP send buffer can grow (tcp_wmem; 637 models and
- * 4.8 MB here), so two clients with small windows that do not read hold theirs on attnd's side
- * (smaller replies, of 32 KiB and of over 512 KiB, were found to fit in the sockets' buffers);
- * a third /metrics gets 503 busy, naming the cap, while /healthz still answers; the two held
- * replies arrive whole once read; a client that vanishes gives its place back, and /metrics
- * answers 200 again. */
-void test_metrics_at_once(void) {
+/* The value of sample ("name" or "name{labels}") in an exposition, or -1. */
+static double sample_in(const char *text, const char *sample) {
+    size_t n = strlen(sample);
+    for (const char *p = text; p && (p = strstr(p, sample)) != NULL; p += n)
+        if ((p == text || p[-1] == '\n') && p[n] == ' ')
+            return atof(p + n + 1);
+    return -1;
+}
+
+/* A whole exposition: it opens with the first family's HELP and ends with the last sample's
+ * line (render_process's process_start_time_seconds). */
+static bool exposition_whole(const char *body, size_t len) {
+    static const char first[] = "# HELP attnd_http_requests_total ";
+    static const char last[] = "\nprocess_start_time_seconds ";
+    if (len < sizeof first || strncmp(body, first, sizeof first - 1) || body[len - 1] != '\n')
+        return false;
+    const char *l = len >= 2 ? body + len - 2 : body;
+    while (l > body && *l != '\n')
+        l--;
+    return !strncmp(l, last, sizeof last - 1);
+}
+
+typedef struct scraper_ctx {
+    int port;
+    size_t full; /* the exposition's size alone, about */
+    int ok, whole;
+    double worst; /* seconds */
+    long bad_status;
+} scraper_ctx;
+
+/* METRICS_SCRAPES GETs of /metrics, one every 0.1 s, each read whole. */
+static void *scraper_main(void *arg) {
+    scraper_ctx *c = arg;
+    for (int i = 0; i < METRICS_SCRAPES; i++) {
+        double t0 = now();
+        reply r;
+        request(NULL, c->port, NULL, "/metrics", NULL, 0, NULL, &r);
+        if (r.status == 200)
+            c->ok++;
+        else
+            c->bad_status = r.status;
+        c->whole += r.status == 200 && exposition_whole(r.body, r.len) && r.len + 65536 > c->full &&
+                    r.len < c->full + 65536;
+        c->worst = r.secs > c->worst ? r.secs : c->worst;
+        reply_free(&r);
+        double left = 0.1 - (now() - t0);
+        if (left > 0)
+            sleep_s(left);
+    }
+    return NULL;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* /metrics for any number of scrapers. With enough registry models that have each run a job, the
+ * exposition is larger than a TCP send buffer can grow (tcp_wmem; 637 models and 4.8 MB here),
+ * so a client with a small window that does not read holds its reply on attnd's side (smaller
+ * replies, of 32 KiB and of over 512 KiB, were found to fit in the sockets' buffers).
+ *
+ * Sharing: two scrapes within the interval get the same rendering byte for byte; one after the
+ * interval sees the first two counted; one after a /healthz sees it at once. Then 8 clients ask
+ * for /metrics and never read, a /healthz before each (a change, so that each would want a
+ * rendering of its own); beside them, 40 scrapes over about 4 s all get 200 and a whole
+ * exposition within 0.5 s each, /healthz answers (within 100 ms at the 99th percentile, and
+ * its latencies are printed), attnd's RSS stays within METRICS_RENDERINGS renderings of where
+ * it was, and the 8 held replies arrive whole once read. */
+void test_metrics_scrapers(void) {
     char dir[600], target[PATH_MAX];
     snprintf(dir, sizeof dir, "%s/metrics-models", cfg.work);
     mkdir(dir, 0755); /* may exist */
     if (!realpath("tests/api_cases/safetensors/valid/f32-kvdim-nobias/model.safetensors", target)) {
-        CHECK(false, "metrics-at-once: the model file is missing (run from the repository)");
+        CHECK(false, "metrics: the model file is missing (run from the repository)");
         return;
     }
     const size_t held_bytes = wmem_max() + (256u << 10);
@@ -290,11 +359,10 @@ void test_metrics_at_once(void) {
         unlink(link);
         linked += symlink(target, link) == 0;
     }
-    CHECK(linked == nmodels, "metrics-at-once: %d of %d model links made in %s", linked, nmodels,
-          dir);
+    CHECK(linked == nmodels, "metrics: %d of %d model links made in %s", linked, nmodels, dir);
     attnd d;
     const char *args[] = {"--threads", "2", "--models", dir, NULL};
-    if (!attnd_start(&d, "metrics-at-once", args, NULL))
+    if (!attnd_start(&d, "metrics-scrapers", args, NULL))
         return;
     /* One job on each model, so that each has its series (a model's series appear with its
      * first job). The file's model: E = 12, kdim 5, vdim 7. */
@@ -309,48 +377,130 @@ void test_metrics_at_once(void) {
         ok += post(NULL, d.port, "/v1/attention", body, 0, &r) && r.status == 200;
         reply_free(&r);
     }
-    CHECK(ok == nmodels, "metrics-at-once: %d of %d jobs answered 200", ok, nmodels);
+    CHECK(ok == nmodels, "metrics: %d of %d jobs answered 200", ok, nmodels);
     bool got_it = request(NULL, d.port, NULL, "/metrics", NULL, 0, NULL, &r);
-    CHECK(got_it && r.status == 200 && r.len > held_bytes,
-          "metrics-at-once: /metrics alone: %ld, %zu bytes (over %zu wanted)", r.status, r.len,
-          held_bytes);
+    CHECK(got_it && r.status == 200 && r.len > held_bytes && exposition_whole(r.body, r.len),
+          "metrics: /metrics alone: %ld, %zu bytes (over %zu wanted)", r.status, r.len, held_bytes);
     size_t full = r.len;
     reply_free(&r);
 
+    /* Sharing within the interval, a new rendering after it or after a change. */
+    static const char *const scrapes_200 =
+        "attnd_http_requests_total{route=\"/metrics\",code=\"200\"}";
+    static const char *const healthz_200 =
+        "attnd_http_requests_total{route=\"/healthz\",code=\"200\"}";
+    sleep_s(METRICS_INTERVAL_S + 0.1);
+    reply s1, s2, s3, s4;
+    request(NULL, d.port, NULL, "/metrics", NULL, 0, NULL, &s1);
+    request(NULL, d.port, NULL, "/metrics", NULL, 0, NULL, &s2);
+    CHECK(s1.status == 200 && s2.status == 200 && s1.len == s2.len &&
+              !memcmp(s1.body, s2.body, s1.len),
+          "metrics: two scrapes within the interval should get one rendering: %ld and %ld, %zu "
+          "and %zu bytes, /metrics counted %g then %g",
+          s1.status, s2.status, s1.len, s2.len, sample_in(s1.body, scrapes_200),
+          sample_in(s2.body, scrapes_200));
+    sleep_s(METRICS_INTERVAL_S + 0.1);
+    request(NULL, d.port, NULL, "/metrics", NULL, 0, NULL, &s3);
+    CHECK(s3.status == 200 &&
+              sample_in(s3.body, scrapes_200) >= sample_in(s2.body, scrapes_200) + 2,
+          "metrics: a scrape after the interval should see the two before it: %s %g after %g",
+          scrapes_200, sample_in(s3.body, scrapes_200), sample_in(s2.body, scrapes_200));
+    CHECK(healthy(&d), "metrics: /healthz");
+    request(NULL, d.port, NULL, "/metrics", NULL, 0, NULL, &s4);
+    CHECK(s4.status == 200 &&
+              sample_in(s4.body, healthz_200) == sample_in(s3.body, healthz_200) + 1,
+          "metrics: a scrape at once after a /healthz should count it: %s %g after %g", healthz_200,
+          sample_in(s4.body, healthz_200), sample_in(s3.body, healthz_200));
+    reply_free(&s1);
+    reply_free(&s2);
+    reply_free(&s3);
+    reply_free(&s4);
+
+    /* Clients that ask and never read, each after a change. */
+    size_t rss0 = rss_bytes(&d);
     static const char get[] =
         "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-    int held[2];
-    for (int i = 0; i < 2; i++) {
+    int held[METRICS_HELD], began = 0;
+    for (int i = 0; i < METRICS_HELD; i++) {
+        healthy(&d);
         held[i] = tcp_connect_rcvbuf(d.port, 4096);
         CHECK(held[i] >= 0 && send_all(held[i], get, sizeof get - 1),
-              "metrics-at-once: held client %d not sent", i);
+              "metrics: held client %d not sent", i);
         struct pollfd p = {held[i], POLLIN, 0};
-        CHECK(poll(&p, 1, (int)(5000 * cfg.scale)) == 1,
-              "metrics-at-once: held client %d: no reply began", i);
+        began += poll(&p, 1, (int)(5000 * cfg.scale)) == 1;
     }
-    CHECK(request(NULL, d.port, NULL, "/metrics", NULL, 0, NULL, &r), "metrics-at-once: third");
-    check_error(&r, 503, "busy", "2 /metrics replies", "metrics-at-once: a third /metrics");
-    reply_free(&r);
-    CHECK(healthy(&d), "metrics-at-once: /healthz beside two held /metrics replies");
-
-    /* The first held reply, read: whole. */
-    str got = {0};
-    CHECK(read_to_end(held[0], 20 * cfg.scale, &got), "metrics-at-once: held reply did not end");
-    const char *body = got.p ? strstr(got.p, "\r\n\r\n") : NULL;
-    size_t have = body ? got.n - (size_t)(body + 4 - got.p) : 0;
-    CHECK(got.p && !strncmp(got.p, "HTTP/1.1 200", 12) && have + 4096 > full && have < full + 4096,
-          "metrics-at-once: the held reply came as %.12s with %zu body bytes (about %zu wanted)",
-          got.p ? got.p : "", have, full);
-    free(got.p);
-    close(held[0]);
-    /* The second client vanishes; its place comes back once attnd sees it gone. */
-    close_reset(held[1]);
-    long status = 0;
-    for (double t0 = now(); now() - t0 < 5 * cfg.scale && status != 200; sleep_s(0.05)) {
-        CHECK(request(NULL, d.port, NULL, "/metrics", NULL, 0, NULL, &r), "metrics-at-once: after");
-        status = r.status;
+    CHECK(began == METRICS_HELD, "metrics: %d of %d held clients got a reply begun", began,
+          METRICS_HELD);
+    /* A scraper that reads, and probes beside it. */
+    scraper_ctx sc = {.port = d.port, .full = full};
+    pthread_t th;
+    pthread_create(&th, NULL, scraper_main, &sc);
+    enum { MAX_PROBES = 400 };
+    double lat[MAX_PROBES];
+    int probes = 0, good = 0;
+    size_t rss_max = rss_bytes(&d);
+    double t0 = now();
+    while (now() - t0 < METRICS_SCRAPES * 0.1 && probes < MAX_PROBES) {
+        request(NULL, d.port, NULL, "/healthz", NULL, 0, NULL, &r);
+        good += r.status == 200;
+        lat[probes++] = r.secs;
         reply_free(&r);
+        size_t rss = rss_bytes(&d);
+        rss_max = rss > rss_max ? rss : rss_max;
+        sleep_s(0.015);
     }
-    CHECK(status == 200, "metrics-at-once: /metrics after both held replies ended: %ld", status);
-    CHECK(attnd_stop(&d, SIGTERM) == 0, "metrics-at-once: exit status");
+    pthread_join(th, NULL);
+    size_t rss = rss_bytes(&d);
+    rss_max = rss > rss_max ? rss : rss_max;
+    qsort(lat, (size_t)probes, sizeof lat[0], cmp_double);
+    double p50 = probes ? lat[probes / 2] : 0, p99 = probes ? lat[(probes * 99) / 100] : 0,
+           pmax = probes ? lat[probes - 1] : 0;
+    printf("test_reliability: metrics: %d /healthz probes beside %d unread /metrics replies of "
+           "%zu bytes and a scraper: p50 %.2f ms, p99 %.2f ms, max %.2f ms; %d of %d scrapes "
+           "200 and whole, slowest %.1f ms; RSS %.1f MiB before, at most %.1f MiB beside them\n",
+           probes, METRICS_HELD, full, p50 * 1e3, p99 * 1e3, pmax * 1e3, sc.whole, METRICS_SCRAPES,
+           sc.worst * 1e3, (double)rss0 / 1048576, (double)rss_max / 1048576);
+    CHECK(sc.ok == METRICS_SCRAPES && sc.whole == METRICS_SCRAPES,
+          "metrics: beside %d held replies, %d of %d scrapes got 200 (another: %ld) and %d a "
+          "whole exposition",
+          METRICS_HELD, sc.ok, METRICS_SCRAPES, sc.bad_status, sc.whole);
+    CHECK(sc.worst <= SCRAPE_BOUND_S * cfg.scale,
+          "metrics: the slowest scrape beside %d held replies took %.1f ms (bound %.0f ms)",
+          METRICS_HELD, sc.worst * 1e3, SCRAPE_BOUND_S * 1e3);
+    CHECK(probes >= 100 && good == probes && p99 <= LIMIT_PROBE_S * cfg.scale,
+          "metrics: %d of %d /healthz probes got 200 beside the held replies and the scraper, "
+          "p99 %.1f ms (bound %.0f ms)",
+          good, probes, p99 * 1e3, LIMIT_PROBE_S * 1e3);
+    size_t bound = rss0 + METRICS_RENDERINGS * full + (4u << 20);
+    CHECK(rss_max <= bound,
+          "metrics: RSS rose from %.1f to %.1f MiB beside %d held replies of %.1f MiB (bound "
+          "%.1f MiB: %d renderings and 4 MiB)",
+          (double)rss0 / 1048576, (double)rss_max / 1048576, METRICS_HELD, (double)full / 1048576,
+          (double)bound / 1048576, METRICS_RENDERINGS);
+
+    /* The held replies, read at last: each whole, as its Content-Length says. */
+    int whole = 0;
+    for (int i = 0; i < METRICS_HELD; i++) {
+        str got = {0};
+        bool ended = read_to_end(held[i], 20 * cfg.scale, &got);
+        const char *body = got.p ? strstr(got.p, "\r\n\r\n") : NULL;
+        size_t have = body ? got.n - (size_t)(body + 4 - got.p) : 0;
+        const char *cl = got.p ? strcasestr(got.p, "\r\nContent-Length: ") : NULL;
+        size_t want = cl && cl < body ? (size_t)strtoull(cl + 18, NULL, 10) : 0;
+        bool ok1 = ended && !strncmp(got.p ? got.p : "", "HTTP/1.1 200", 12) && have == want &&
+                   exposition_whole(body + 4, have) && have + 65536 > full;
+        CHECK(ok1,
+              "metrics: held reply %d came as %.12s with %zu body bytes of %zu (about %zu "
+              "wanted)%s",
+              i, got.p ? got.p : "", have, want, full, ended ? "" : ", and did not end");
+        whole += ok1;
+        free(got.p);
+        close(held[i]);
+    }
+    printf("test_reliability: metrics: %d of %d held replies arrived whole once read\n", whole,
+           METRICS_HELD);
+    CHECK(request(NULL, d.port, NULL, "/metrics", NULL, 0, NULL, &r) && r.status == 200,
+          "metrics: /metrics after the held replies ended: %ld", r.status);
+    reply_free(&r);
+    CHECK(attnd_stop(&d, SIGTERM) == 0, "metrics: exit status");
 }

@@ -113,7 +113,7 @@ void test_small_job_faults(void);
 /* probes.c */
 void test_probes(void);
 void test_probes_at_limit(void);
-void test_metrics_at_once(void);
+void test_metrics_scrapers(void);
 
 /* starve.c */
 void test_starve_senders(void);
