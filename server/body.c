@@ -299,6 +299,11 @@ srv_coding srv_coding_accepted(const char *value) {
     return gzip ? SRV_CODING_GZIP : deflate ? SRV_CODING_DEFLATE : SRV_CODING_IDENTITY;
 }
 
+size_t srv_coding_bound(size_t n) {
+    size_t extra = n / 1024 + 1024;
+    return n > SIZE_MAX - extra ? SIZE_MAX : n + extra;
+}
+
 bool srv_coding_encode(srv_coding coding, api_buf *b) {
     if (coding == SRV_CODING_IDENTITY || b->failed)
         return false;
@@ -308,7 +313,7 @@ bool srv_coding_encode(srv_coding coding, api_buf *b) {
     int bits = coding == SRV_CODING_GZIP ? 15 + 16 : 15;
     if (deflateInit2(&z, Z_BEST_SPEED, Z_DEFLATED, bits, 8, Z_DEFAULT_STRATEGY) != Z_OK)
         return false;
-    size_t cap = deflateBound(&z, (uLong)b->len) + 64;
+    size_t cap = deflateBound(&z, (uLong)b->len) + 64; /* within srv_coding_bound(len) */
     char *out = malloc(cap);
     bool ok = out != NULL;
     z.next_in = (Bytef *)b->data;

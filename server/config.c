@@ -68,6 +68,7 @@ typedef enum opt_kind {
     OPT_KEY_FILE, /* a file holding the API key */
     OPT_CORS,
     OPT_LOG_FORMAT,
+    OPT_MEMORY, /* "auto" (0), or a byte count as OPT_BYTES */
 } opt_kind;
 
 typedef struct opt {
@@ -123,11 +124,17 @@ static const opt OPTS[] = {
      "replies not yet sent, all together: each job's reply is reserved at its bound before "
      "it is queued and held until its client has read it; a job that does not fit gets 503 "
      "with Retry-After at once"},
+    {"--max-memory", "ATTND_MAX_MEMORY", "SIZE", OPT_MEMORY, FIELD(max_memory), 16 << 20,
+     (double)((size_t)1 << 46), "auto",
+     "memory clients can make attnd hold, all together (bodies, jobs, replies, connections); "
+     "auto: 3/4 of what the cgroup's memory limit (or the machine's memory) leaves beside attnd "
+     "at rest. A request that finds it taken gets 503 memory_budget at once"},
     {"--max-connections", "ATTND_MAX_CONNECTIONS", "N", OPT_COUNT, FIELD(max_connections), 1,
      1000000, "1024",
      "open connections at once; past it a new one evicts the one idle the longest, else the one "
-     "whose request has been arriving the longest, else is shut at once (SECURITY.md: bodies "
-     "being read hold at most (this + 8 x --http-threads) x 1.5 x --max-body-bytes)"},
+     "whose request has been arriving the longest, else the one whose client reads its reply "
+     "furthest below the send rule's rate; else it takes a spare place that serves one probe "
+     "(503 connection_limit for anything else)"},
     {"--request-timeout", "ATTND_REQUEST_TIMEOUT", "SEC", OPT_SECONDS, FIELD(request_timeout),
      0.001, 86400, "30",
      "deadline from a request's arrival for a worker to take its job; a job still queued past it "
@@ -427,29 +434,6 @@ size_t srv_config_connections_max(const srv_config *cfg) {
                    sat_mul(SRV_CONN_SLACK + SRV_CONN_SPARE, cfg->http_threads));
 }
 
-size_t srv_config_job_memory_cap(const srv_config *cfg) {
-    /* a body that grows holds its old block and its new one at once: 1.5 x the cap (body.c) */
-    size_t body = sat_add(sat_add(cfg->max_body_bytes, cfg->max_body_bytes / 2), SRV_CONN_BYTES);
-    size_t bodies = sat_mul(srv_config_connections_max(cfg), body);
-    /* queued (or holding a queue place), computing as a batch's first job, just parsed on an
-     * HTTP thread; and a batch workspace per worker */
-    size_t jobs =
-        sat_mul(sat_add(sat_add(cfg->max_queue, sat_mul(cfg->threads, 2)), cfg->http_threads),
-                cfg->max_job_bytes);
-    return sat_add(sat_add(bodies, jobs), cfg->max_unsent_bytes);
-}
-
-size_t srv_config_memory_bound(const srv_config *cfg) {
-    /* A reply is at most its bound, which both --max-job-bytes and --max-unsent-bytes hold. */
-    size_t reply =
-        cfg->max_job_bytes < cfg->max_unsent_bytes ? cfg->max_job_bytes : cfg->max_unsent_bytes;
-    size_t coded = sat_add(sat_add(reply, reply / 1024), SRV_CODING_BYTES);
-    /* an HTTP thread codes the reply of a tiny job it ran, at most SRV_INLINE_MAX_REPLY */
-    size_t coded_inline = SRV_INLINE_MAX_REPLY + SRV_INLINE_MAX_REPLY / 1024 + SRV_CODING_BYTES;
-    return sat_add(sat_add(srv_config_job_memory_cap(cfg), sat_mul(cfg->threads, coded)),
-                   sat_mul(cfg->http_threads, coded_inline));
-}
-
 bool srv_config_origin_allowed(const srv_config *cfg, const char *origin, size_t len) {
     const char *p = cfg->cors_origins;
     while (*p) {
@@ -473,6 +457,12 @@ static int apply(srv_config *cfg, const opt *o, const char *name, const char *v,
     case OPT_COUNT:
         return set_count((size_t *)(base + o->offset), name, v, o->lo, o->hi, err);
     case OPT_BYTES:
+        return set_bytes((size_t *)(base + o->offset), name, v, o->lo, o->hi, err);
+    case OPT_MEMORY:
+        if (!strcmp(v, "auto")) {
+            *(size_t *)(base + o->offset) = 0;
+            return SRV_OK;
+        }
         return set_bytes((size_t *)(base + o->offset), name, v, o->lo, o->hi, err);
     case OPT_SECONDS:
         return set_seconds((double *)(base + o->offset), name, v, o->lo, o->hi, err);

@@ -256,7 +256,6 @@ static void log_settings(const srv_config *cfg, const srv_log *log, const api_li
                        SRV_INT("max_queue", cfg->max_queue),
                        SRV_INT("max_unsent_bytes", cfg->max_unsent_bytes),
                        SRV_INT("max_connections", cfg->max_connections),
-                       SRV_INT("memory_bound", srv_config_memory_bound(cfg)),
                        SRV_NUM("request_timeout_s", cfg->request_timeout),
                        SRV_INT("max_depth", cfg->max_depth),
                        SRV_NUM("read_timeout_s", cfg->read_timeout),
@@ -269,6 +268,25 @@ static void log_settings(const srv_config *cfg, const srv_log *log, const api_li
                        SRV_STR("auth", cfg->api_key_len ? "bearer" : "none"),
                        SRV_STR("cors_origins", cfg->cors_origins[0] ? cfg->cors_origins : NULL)};
         srv_log_write(log, "info", "limits", kv, sizeof kv / sizeof kv[0]);
+    }
+}
+
+/* The memory line of the start-up log (the limit, where it comes from, and how it is shared
+ * out), and a warning naming the flags whose bound cannot fit. */
+static void log_memory(const srv_log *log, const srv_memory_limit *lim, const srv_memory_plan *p) {
+    srv_kv kv[] = {SRV_INT("memory_bound", p->budget),
+                   SRV_INT("memory_limit", lim->bytes),
+                   SRV_STR("memory_limit_source", lim->source),
+                   SRV_INT("rest_bytes", p->rest),
+                   SRV_STR("max_memory", p->auto_budget ? "auto" : "set"),
+                   SRV_INT("fixed_bytes", p->fixed),
+                   SRV_INT("reply_bytes", p->replies),
+                   SRV_INT("job_budget_bytes", p->jobs)};
+    srv_log_write(log, "info", "memory", kv, sizeof kv / sizeof kv[0]);
+    if (p->unfit[0]) {
+        srv_kv w[] = {SRV_STR("flags", p->unfit), SRV_INT("memory_bound", p->budget),
+                      SRV_INT("memory_limit", lim->bytes)};
+        srv_log_write(log, "warn", "memory_unfit", w, 3);
     }
 }
 
@@ -311,12 +329,21 @@ static int start(const srv_config *cfg, const srv_log *log, attnd *a) {
         fatal(log, aerr.msg);
         return 1;
     }
-    /* Job memory: blocks reused from job to job, kept within the memory bound of the limits,
-     * returned to the system after SRV_MEM_IDLE_S unused. */
-    if (!(a->mem = api_mem_create(srv_config_job_memory_cap(cfg), SRV_MEM_IDLE_S, &ae))) {
+    /* Memory: the limit (the cgroup's, else the machine's) shared out (sizing.c); the job memory
+     * cache holds bodies, arenas, workspaces and replies, reuses blocks from job to job, keeps
+     * bodies, arenas and workspaces within the plan's budget for them, and returns blocks to the
+     * system after SRV_MEM_IDLE_S unused. */
+    srv_memory_limit lim;
+    srv_memory_limit_read(&lim);
+    srv_memory_plan plan;
+    srv_memory_plan_make(cfg, api_registry_count(a->models), &lim, srv_memory_rss(), &plan);
+    size_t cache = plan.jobs > SIZE_MAX - plan.replies ? SIZE_MAX : plan.jobs + plan.replies;
+    if (!(a->mem = api_mem_create(cache, SRV_MEM_IDLE_S, &ae))) {
         fatal(log, ae.message);
         return 1;
     }
+    api_mem_set_budget(a->mem, plan.jobs);
+    log_memory(log, &lim, &plan);
     a->limits = api_limits_default();
     a->limits.mem = a->mem;
     a->limits.max_job_bytes = cfg->max_job_bytes;

@@ -157,6 +157,15 @@ int srv_metrics_set_models(srv_metrics *m, const api_registry *models, srv_error
     return SRV_OK;
 }
 
+size_t srv_metrics_held_max(size_t models) {
+    size_t per = 0, all = 0;
+    if (__builtin_mul_overflow(models, (size_t)40 << 10, &per) ||
+        __builtin_add_overflow(per, (size_t)700 << 10, &per) ||
+        __builtin_mul_overflow(per, (size_t)SRV_METRICS_RENDERINGS + 1, &all))
+        return SIZE_MAX;
+    return all;
+}
+
 void srv_metrics_destroy(srv_metrics *m) {
     if (!m)
         return;

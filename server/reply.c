@@ -157,6 +157,27 @@ enum MHD_Result http_reply_buf(http_req *r, unsigned status, const char *type, a
     *b = (api_buf){0};
     if (!data)
         return http_reply(r, status, type, (void *)"", 0, MHD_RESPMEM_PERSISTENT);
+    api_mem *mem =
+        atomic_load_explicit(&r->h->ready, memory_order_acquire) ? r->h->limits.mem : NULL;
+    if (!block && len > SRV_SMALL_REPLY && mem) {
+        /* A large reply other than a job's (a model listing): held in the job memory budget
+         * while its client reads it, like a body (job replies are in --max-unsent-bytes). */
+        bool over = false;
+        char *d = api_mem_alloc_bounded(mem, len, len, NULL, &over);
+        if (d)
+            memcpy(d, data, len);
+        free(data);
+        if (!d && over) {
+            srv_metrics_reject(r->h->metrics, SRV_REJECT_MEMORY_BUDGET);
+            return http_reply_error(r, 503, "memory_budget",
+                                    "the memory attnd may hold for requests (--max-memory) is "
+                                    "taken; retry shortly");
+        }
+        if (!d)
+            return http_reply_error(r, 503, "out_of_memory", "no memory for the reply now");
+        data = d;
+        block = true;
+    }
     if (!block)
         return http_reply(r, status, type, data, len, MHD_RESPMEM_MUST_FREE);
     /* A block of the job memory cache: libmicrohttpd gives it back once the reply is sent. */

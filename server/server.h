@@ -110,6 +110,7 @@ typedef struct srv_config {
     size_t max_heads;        /* largest num_heads */
     size_t max_queue;        /* jobs waiting for a worker (503 beyond) */
     size_t max_unsent_bytes; /* job replies reserved or held, not yet sent (503 beyond) */
+    size_t max_memory;       /* what clients can make attnd hold; 0 = auto (srv_memory_plan) */
     size_t max_connections;  /* open connections; a new one past it evicts one (conn.c) */
     double request_timeout;  /* seconds from arrival; a job still queued past it gets 503 */
     double drain_timeout;    /* seconds SIGTERM waits for queued and running jobs */
@@ -159,17 +160,9 @@ int srv_health_check(const srv_config *cfg, FILE *out);
 #define SRV_CONN_SPARE 4
 size_t srv_config_connections_max(const srv_config *cfg);
 
-/* The job memory cache's cap, from cfg's limits (SECURITY.md): bodies being read
- * (srv_config_connections_max x (1.5 x --max-body-bytes + SRV_CONN_BYTES): a growing body holds
- * its old and new blocks at once), jobs' arenas and the replies being
- * written ((--max-queue + --threads + --http-threads) x --max-job-bytes), batch workspaces
- * (--threads x --max-job-bytes), and replies not yet sent (--max-unsent-bytes). Saturates at
- * SIZE_MAX. */
-size_t srv_config_job_memory_cap(const srv_config *cfg);
-
 /* Room zlib's state and the rounding of deflateBound take when a reply is coded (gzip or
  * deflate): 256 KiB of deflate state at windowBits 15, memLevel 8, and more than enough for the
- * rest; the coded copy itself is at most reply + reply / 1024 beside it. */
+ * rest (inflate's state and window, for a body, are under 48 KiB). */
 #define SRV_CODING_BYTES ((size_t)512 << 10)
 
 /* Free memory a thread's malloc heap may keep at its top before glibc returns it (mallopt
@@ -177,16 +170,52 @@ size_t srv_config_job_memory_cap(const srv_config *cfg);
  * in anew per request. Idle memory above rest stays below this per heap. */
 #define SRV_HEAP_TRIM_BYTES (16 << 20)
 
-/* What attnd holds at most above its size at rest (SECURITY.md, logged as memory_bound): the job
- * memory cache's cap, plus, per worker, a reply being coded for a client that accepts gzip or
- * deflate (the coded copy, at most a reply's size + 1/1024, and SRV_CODING_BYTES), a reply
- * being at most min(--max-job-bytes, --max-unsent-bytes); and per HTTP thread the same for the
- * reply of a tiny job it ran (at most SRV_INLINE_MAX_REPLY). Saturates at SIZE_MAX. */
-size_t srv_config_memory_bound(const srv_config *cfg);
+/* Bytes a connection place holds beside what the job memory budget counts: libmicrohttpd's
+ * 32 KiB buffer, the request's records, and a small reply (an error, a probe's; larger replies
+ * come from the budget). */
+#define SRV_CONN_BYTES ((size_t)48 << 10)
 
-/* Bytes a connection holds beside its body: libmicrohttpd's 32 KiB buffer, zlib's state, a small
- * reply. */
-#define SRV_CONN_BYTES ((size_t)88 << 10)
+/* A reply other than a job's that is larger than this is held in the job memory budget (reply.c);
+ * smaller ones (errors, probes) are counted in SRV_CONN_BYTES. */
+#define SRV_SMALL_REPLY ((size_t)8 << 10)
+
+/* ---- Sizing (sizing.c) -------------------------------------------------------------------- */
+
+/* The memory attnd may use: its cgroup's limit (v2 memory.max, v1 memory.limit_in_bytes), else
+ * the machine's memory; plain data. */
+typedef struct srv_memory_limit {
+    size_t bytes;     /* the limit */
+    size_t machine;   /* the machine's memory */
+    char source[600]; /* where the limit comes from: "cgroup v2 /sys/fs/cgroup/.../memory.max",
+                         "cgroup v1 ...", or "the machine's memory" */
+} srv_memory_limit;
+
+/* Reads the limit of the calling process (sizing.c says how). Never fails: without a cgroup
+ * limit it is the machine's memory. */
+void srv_memory_limit_read(srv_memory_limit *out);
+
+/* The process's resident memory now (VmRSS), in bytes; 0 when it cannot be read. */
+size_t srv_memory_rss(void);
+
+/* How attnd shares out its memory (SECURITY.md, "Memory"); plain data. */
+typedef struct srv_memory_plan {
+    size_t limit;     /* the memory limit */
+    size_t rest;      /* attnd's resident size when planned (at rest, models loaded) */
+    size_t budget;    /* --max-memory, or by default 3/4 of limit - rest: the most clients can
+                         make attnd hold above rest (logged as memory_bound) */
+    bool auto_budget; /* budget is the default, not --max-memory */
+    size_t fixed;     /* connection places (SRV_CONN_BYTES each), zlib states, /metrics */
+    size_t replies;   /* --max-unsent-bytes: job replies reserved or held, coded copies included */
+    size_t jobs;      /* the rest: the job memory cache's budget for bodies, arenas, batch
+                         workspaces and large replies other than jobs' (0 when nothing is left) */
+    char unfit[256];  /* the flags whose bound cannot fit, comma-separated; "" when all fit */
+} srv_memory_plan;
+
+/* Shares out the memory by cfg, for a registry of models models (the /metrics renderings grow
+ * with them), under lim, with attnd's resident size rest. */
+void srv_memory_plan_make(const srv_config *cfg, size_t models, const srv_memory_limit *lim,
+                          size_t rest, srv_memory_plan *out);
+
 /* Seconds a cached job memory block may stay unused before it returns to the system (the help of
  * attnd_job_memory_bytes in metrics.c says 2 s). */
 #define SRV_MEM_IDLE_S 2.0
@@ -341,6 +370,11 @@ typedef struct srv_exposition srv_exposition;
  * and older ones that replies still hold. When all are held, the newest is shared whatever its
  * age, until a holder lets go (SECURITY.md gives the bounds). */
 #define SRV_METRICS_RENDERINGS 4
+
+/* The most the /metrics renderings hold at once, for a registry of models models:
+ * SRV_METRICS_RENDERINGS + 1 renderings (one growing by realloc is briefly held twice), each at
+ * most 700 KiB and 40 KiB per model (SECURITY.md). Saturates at SIZE_MAX. */
+size_t srv_metrics_held_max(size_t models);
 
 /* A new reference (the caller's; give it back with srv_exposition_release) to the exposition of
  * m with the gauges g: the newest rendering when it is younger than SRV_METRICS_INTERVAL_S and
@@ -548,11 +582,15 @@ const char *srv_body_error(const srv_body *b);
  * identity. */
 srv_coding srv_coding_accepted(const char *value);
 
+/* The most srv_coding_encode's coded copy of n bytes takes (zlib's deflateBound + 64 for the
+ * gzip and zlib wrappers at level 1, rounded up): n + n / 1024 + 1 KiB. Saturates. */
+size_t srv_coding_bound(size_t n);
+
 /* Replaces the n bytes of b with themselves coded as coding (gzip or deflate, zlib's fastest
  * level), in a buffer of exactly their coded length. True when done; false (b unchanged) for
  * identity, when coding would not make them smaller, or when out of memory. While it runs, b
  * and a buffer of zlib's deflateBound(n) + 64 bytes (plus zlib's state, about 256 KiB) are
- * held together (srv_config_memory_bound counts it per worker). */
+ * held together (the coded copy is reserved in --max-unsent-bytes first: http.c). */
 bool srv_coding_encode(srv_coding coding, api_buf *b);
 
 /* ---- Static files (static.c and the generated embed table) ------------------------------- */

@@ -1,0 +1,229 @@
+/* sizing.c - what the machine or the container gives attnd, and how attnd shares its memory out.
+ *
+ * The memory limit: the cgroup's, as the JVM's container support and Go's automaxprocs read it,
+ * else the machine's memory. The process's cgroup comes from /proc/self/cgroup, the mount of each
+ * hierarchy from /proc/self/mountinfo (a container sees its own cgroup at the mount's root). v2
+ * (the unified hierarchy): memory.max of the cgroup and of each parent up to the mount, the
+ * smallest ("max" is none). v1: memory.stat's hierarchical_memory_limit (the cgroup's with its
+ * parents'), else memory.limit_in_bytes. A limit at or above the machine's memory (v1's
+ * "unlimited" is 2^63 rounded to a page) is no limit.
+ *
+ * The memory plan (SECURITY.md, "Memory"): --max-memory, by default three quarters of what the
+ * limit leaves beside attnd at rest, is all that clients can make attnd hold. It is shared out as
+ *   fixed:   each connection place's buffers (SRV_CONN_BYTES), the zlib state of each thread that
+ *            codes (SRV_CODING_BYTES), and the /metrics renderings alive at once;
+ *   replies: --max-unsent-bytes, the job replies reserved or held (with their coded copies);
+ *   jobs:    the rest, the job memory cache's budget (api_mem_set_budget): request bodies as they
+ *            arrive and decode, jobs' arenas, batch workspaces, and other large replies (model
+ *            listings). A request that finds it full gets 503 memory_budget at once.
+ * A flag whose bound cannot fit is named at start. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "server.h"
+
+/* A + b and a * b, saturating at SIZE_MAX. */
+static size_t sat_add(size_t a, size_t b) {
+    size_t r;
+    return __builtin_add_overflow(a, b, &r) ? SIZE_MAX : r;
+}
+static size_t sat_mul(size_t a, size_t b) {
+    size_t r;
+    return __builtin_mul_overflow(a, b, &r) ? SIZE_MAX : r;
+}
+
+/* The first line of path as a byte count; "max" (v2's none) and anything unreadable are
+ * SIZE_MAX. */
+static size_t read_bytes(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return SIZE_MAX;
+    char line[64] = "";
+    bool got = fgets(line, sizeof line, f) != NULL;
+    fclose(f);
+    char *end;
+    unsigned long long v = got ? strtoull(line, &end, 10) : 0;
+    return got && end != line ? (size_t)v : SIZE_MAX;
+}
+
+/* v1's memory.stat: hierarchical_memory_limit, or SIZE_MAX. */
+static size_t read_hierarchical(const char *dir) {
+    char path[1100];
+    snprintf(path, sizeof path, "%.1000s/memory.stat", dir);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return SIZE_MAX;
+    char line[256];
+    size_t v = SIZE_MAX;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "hierarchical_memory_limit ", 26))
+            v = (size_t)strtoull(line + 26, NULL, 10);
+    fclose(f);
+    return v;
+}
+
+/* The directory of the process's cgroup in the hierarchy of version v (2: unified; 1: the one
+ * with the memory controller), from /proc/self/cgroup and /proc/self/mountinfo; false when there
+ * is none. mount receives the mount point (the top the walk of v2 stops at). */
+static bool cgroup_dir(int v, char *dir, size_t dir_len, char *mount, size_t mount_len) {
+    char path[1024] = "", line[2048];
+    bool have = false;
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    while (f && !have && fgets(line, sizeof line, f)) {
+        /* hierarchy-ID:controllers:path */
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2)
+            continue;
+        *c2 = '\0';
+        const char *ctrls = c1 + 1;
+        bool match = false;
+        if (v == 2)
+            match = !strcmp(line, "0") && *ctrls == '\0';
+        else
+            for (const char *p = ctrls; *p && !match; p += strcspn(p, ","), p += *p == ',')
+                match = !strncmp(p, "memory", 6) && (p[6] == ',' || p[6] == '\0');
+        if (match) {
+            snprintf(path, sizeof path, "%s", c2 + 1);
+            path[strcspn(path, "\n")] = '\0';
+            have = true;
+        }
+    }
+    if (f)
+        fclose(f);
+    if (!have)
+        return false;
+    have = false;
+    f = fopen("/proc/self/mountinfo", "r");
+    while (f && !have && fgets(line, sizeof line, f)) {
+        /* ID parent major:minor root mount-point options [optional...] - fstype source super */
+        char root[1024], point[1024];
+        if (sscanf(line, "%*s %*s %*s %1023s %1023s", root, point) != 2)
+            continue;
+        const char *dash = strstr(line, " - ");
+        if (!dash)
+            continue;
+        char fstype[32] = "", super[512] = "";
+        if (sscanf(dash + 3, "%31s %*s %511s", fstype, super) < 1)
+            continue;
+        bool ok = v == 2 ? !strcmp(fstype, "cgroup2")
+                         : !strcmp(fstype, "cgroup") && strstr(super, "memory") != NULL;
+        if (!ok)
+            continue;
+        /* the cgroup's path below the mount's root: a container's own cgroup is its root */
+        size_t rl = strlen(root);
+        const char *rest = path;
+        if (!strcmp(root, "/"))
+            rest = path;
+        else if (!strncmp(path, root, rl) && (path[rl] == '/' || path[rl] == '\0'))
+            rest = path + rl;
+        else
+            rest = "";
+        snprintf(mount, mount_len, "%s", point);
+        snprintf(dir, dir_len, "%.500s%.500s", point, !strcmp(rest, "/") ? "" : rest);
+        have = true;
+    }
+    if (f)
+        fclose(f);
+    return have;
+}
+
+void srv_memory_limit_read(srv_memory_limit *out) {
+    memset(out, 0, sizeof *out);
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    size_t machine = pages > 0 && page > 0 ? sat_mul((size_t)pages, (size_t)page) : SIZE_MAX;
+    out->machine = machine;
+    out->bytes = machine;
+    snprintf(out->source, sizeof out->source, "the machine's memory");
+    char dir[1200], mount[1024];
+    if (cgroup_dir(2, dir, sizeof dir, mount, sizeof mount)) {
+        /* memory.max of the cgroup and its parents, up to the mount point */
+        size_t best = SIZE_MAX;
+        char at[1200], best_at[1100] = "";
+        snprintf(at, sizeof at, "%s", dir);
+        for (;;) {
+            char p[1100];
+            snprintf(p, sizeof p, "%.1000s/memory.max", at);
+            size_t v = read_bytes(p);
+            if (v < best) {
+                best = v;
+                memcpy(best_at, p, sizeof best_at);
+            }
+            if (strlen(at) <= strlen(mount))
+                break;
+            char *slash = strrchr(at, '/');
+            if (!slash || slash == at)
+                break;
+            *slash = '\0';
+        }
+        if (best < out->bytes) {
+            out->bytes = best;
+            snprintf(out->source, sizeof out->source, "cgroup v2 %.500s", best_at);
+        }
+    }
+    if (cgroup_dir(1, dir, sizeof dir, mount, sizeof mount)) {
+        char p[1100];
+        size_t v = read_hierarchical(dir);
+        if (v < out->bytes) {
+            out->bytes = v;
+            snprintf(out->source, sizeof out->source,
+                     "cgroup v1 %.500s/memory.stat hierarchical_memory_limit", dir);
+        } else {
+            snprintf(p, sizeof p, "%.1000s/memory.limit_in_bytes", dir);
+            v = read_bytes(p);
+            if (v < out->bytes) {
+                out->bytes = v;
+                snprintf(out->source, sizeof out->source, "cgroup v1 %.500s", p);
+            }
+        }
+    }
+}
+
+size_t srv_memory_rss(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long long vsize = 0, rss = 0;
+    bool ok = f && fscanf(f, "%llu %llu", &vsize, &rss) == 2;
+    if (f)
+        fclose(f);
+    long page = sysconf(_SC_PAGESIZE);
+    return ok && page > 0 ? sat_mul((size_t)rss, (size_t)page) : 0;
+}
+
+/* Appends flag to the list of flags that cannot fit. */
+static void unfit(srv_memory_plan *p, const char *flag) {
+    size_t n = strlen(p->unfit);
+    snprintf(p->unfit + n, sizeof p->unfit - n, "%s%s", n ? ", " : "", flag);
+}
+
+void srv_memory_plan_make(const srv_config *cfg, size_t models, const srv_memory_limit *lim,
+                          size_t rest, srv_memory_plan *p) {
+    memset(p, 0, sizeof *p);
+    p->limit = lim->bytes;
+    p->rest = rest;
+    size_t left = lim->bytes > rest ? lim->bytes - rest : 0;
+    p->budget = cfg->max_memory ? cfg->max_memory : left / 4 * 3;
+    p->auto_budget = cfg->max_memory == 0;
+    /* every thread that may code a reply (a worker, an HTTP thread for a tiny job, a parse thread
+     * for a tiny job it ran) or decode a body (a parse thread) holds zlib's state meanwhile */
+    size_t parsers = cfg->parse_threads ? cfg->parse_threads : cfg->threads;
+    size_t coders = sat_add(sat_add(cfg->threads, cfg->http_threads), parsers);
+    p->fixed = sat_add(sat_add(sat_mul(srv_config_connections_max(cfg), SRV_CONN_BYTES),
+                               sat_mul(coders, SRV_CODING_BYTES)),
+                       srv_metrics_held_max(models));
+    p->replies = cfg->max_unsent_bytes;
+    size_t taken = sat_add(p->fixed, p->replies);
+    p->jobs = p->budget > taken ? p->budget - taken : 0;
+    if (!p->auto_budget && cfg->max_memory > lim->bytes)
+        unfit(p, "--max-memory");
+    if (taken >= p->budget) {
+        unfit(p, "--max-connections");
+        unfit(p, "--max-unsent-bytes");
+    }
+    /* a body may hold twice what has come while it grows, and a job's arena needs its own room */
+    size_t body = sat_add(cfg->max_body_bytes, cfg->max_body_bytes / 2);
+    if (body > p->jobs)
+        unfit(p, "--max-body-bytes");
+    if (cfg->max_job_bytes > p->jobs)
+        unfit(p, "--max-job-bytes");
+}
