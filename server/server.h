@@ -568,7 +568,9 @@ srv_conn_end srv_conn_cut(srv_conns *cs, srv_conn *c);
 
 /* The socket of the one connection served by the calling thread whose request line has come and
  * whose headers are not handed over yet, now marked handed over; -1 when there is none, or more
- * than one (they cannot be told apart). */
+ * than one (they cannot be told apart: then no mark changes, so that a later call does not find
+ * one of them alone). For a connection wire.c does not read (see srv_wire_open), whose bad
+ * Content-Length libmicrohttpd refuses itself. */
 int srv_conns_take_head(srv_conns *cs);
 
 /* ---- The wire (wire.c) -------------------------------------------------------------------- */
