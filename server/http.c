@@ -309,6 +309,7 @@ typedef struct framing {
     bool cl_differ;       /* another Content-Length says something else */
     const char *te1;      /* the first Transfer-Encoding */
     const char *bad_name; /* the first field name with whitespace in it (before its colon) */
+    const char *odd_name; /* else the first that is not a token (empty, or another byte) */
 } framing;
 
 static enum MHD_Result framing_count(void *cls, enum MHD_ValueKind kind, const char *key,
@@ -318,9 +319,12 @@ static enum MHD_Result framing_count(void *cls, enum MHD_ValueKind kind, const c
     /* libmicrohttpd 0.9.75 keeps whitespace before the colon in the name ("Content-Length "),
      * and so does not frame by it, where another server may trim it and frame by it (RFC 9112
      * section 5.1: a server MUST refuse such a field with 400). wire.c refuses it off the wire
-     * first; this holds for a connection wire.c could not track. */
+     * first; this holds for a connection wire.c could not track. So does a name that is not a
+     * token (a VT, a DEL, a byte past 0x7f, or none), which libmicrohttpd keeps as it is. */
     if (!f->bad_name && key[strcspn(key, " \t")] != '\0')
         f->bad_name = key;
+    else if (!f->odd_name && (!key[0] || srv_wire_token(key) != strlen(key)))
+        f->odd_name = key;
     if (!strcasecmp(key, MHD_HTTP_HEADER_HOST)) {
         f->host++;
     } else if (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) {
@@ -336,11 +340,11 @@ static enum MHD_Result framing_count(void *cls, enum MHD_ValueKind kind, const c
 }
 
 /* Checks how the request says its body ends, and its Host, before anything else: a request that
- * a proxy in front could frame differently (a field name with whitespace before its colon, two
- * Content-Lengths, Content-Length with Transfer-Encoding) gets 400, a transfer coding other than
- * chunked 501, an HTTP/1.1 request without exactly one Host 400; each reply closes the connection.
- * Returns true and *rc when it replied. (A Content-Length libmicrohttpd cannot read never gets
- * here: it answers that itself.) */
+ * a proxy in front could frame differently (a field name with whitespace before its colon, or
+ * that is not a token, two Content-Lengths, Content-Length with Transfer-Encoding) gets 400, a
+ * transfer coding other than chunked 501, an HTTP/1.1 request without exactly one Host 400; each
+ * reply closes the connection. Returns true and *rc when it replied. (A Content-Length
+ * libmicrohttpd cannot read never gets here: it answers that itself.) */
 static bool framing_refused(http_req *r, const char *version, enum MHD_Result *rc) {
     framing f = {0};
     MHD_get_connection_values(r->conn, MHD_HEADER_KIND, framing_count, &f);
@@ -351,6 +355,15 @@ static bool framing_refused(http_req *r, const char *version, enum MHD_Result *r
                                "the header field \"%.*s\" has whitespace before its colon; a field "
                                "name ends at the colon (RFC 9112 section 5.1)",
                                (int)(n > 60 ? 60 : n), f.bad_name);
+    } else if (f.odd_name && !f.odd_name[0]) {
+        *rc = http_reply_error(r, 400, "invalid_request",
+                               "an empty field name (a line that begins with a colon); field "
+                               "names are tokens (RFC 9110 section 5.1)");
+    } else if (f.odd_name) {
+        *rc = http_reply_error(r, 400, "invalid_request",
+                               "the byte \\x%02x in a field name, where field names are tokens "
+                               "(RFC 9110 section 5.1)",
+                               (unsigned char)f.odd_name[srv_wire_token(f.odd_name)]);
     } else if (f.cl > 0 && f.te > 0) {
         *rc =
             http_reply_error(r, 400, "invalid_request",

@@ -592,6 +592,11 @@ void srv_wire_open(int fd, srv_wire_refuse_fn refuse, void *ctx);
 /* The connection on fd is closing: fd is no longer checked. */
 void srv_wire_close(int fd);
 
+/* How many of the bytes at the start of the string s are token characters (RFC 9110 section
+ * 5.6.2: letters, digits and !#$%&'*+-.^_`|~), the characters of a field name: strlen(s) when
+ * s is a token or empty. */
+size_t srv_wire_token(const char *s);
+
 /* ---- HTTP (http.c, with reply.c and routes.c) --------------------------------------------- */
 
 typedef struct srv_http srv_http;

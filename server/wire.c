@@ -1,11 +1,15 @@
 /* wire.c - the bytes of each connection as they come off the socket, checked for the framing of
  * HTTP/1.1 (RFC 9112) before libmicrohttpd parses them: every line of a request's head, of a
  * chunked body's chunk sizes and of its trailer must end in CRLF; a CR must be followed by LF; a
- * field name ends at its colon, with no whitespace before it; no field line is folded onto the
- * one before it; a chunk's data must be followed by CRLF at once; no line holds a NUL byte.
+ * field name (in the head or the trailer) is a token, one or more of RFC 9110's tchar (letters,
+ * digits and !#$%&'*+-.^_`|~), and ends at its colon, with no whitespace before it; no field line
+ * is folded onto the one before it; a chunk's data must be followed by CRLF at once; no line
+ * holds a NUL byte.
  *
  * Why here: libmicrohttpd 0.9.75 takes a bare LF as the end of a header line and of a chunk line,
- * and folds lines that begin with whitespace, where a proxy in front may not: the two would then
+ * folds lines that begin with whitespace, and keeps any byte but the colon in a field name
+ * (VT, FF, DEL, bytes past 0x7f), where a proxy in front may not, or may trim such a byte
+ * (HAProxy did, CVE-2019-18277) and frame by "Content-Length\x0b": the two would then
  * disagree on where a body ends, and a request could be smuggled inside another's body. attnd
  * sees headers only once parsed and chunked bodies only once decoded, so it reads the bytes
  * themselves: libmicrohttpd receives with recv(2) (its MHD_recv_), which this file defines for
@@ -32,6 +36,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -84,6 +89,7 @@ typedef struct wire_conn {
     size_t te_len;
     bool size_ext; /* W_SIZE: past a ';' (a chunk extension) */
     wire_head head;
+    char why[96]; /* a refusal's reason, when it names a byte */
 } wire_conn;
 
 /* The gate: one slot per file descriptor the process may have, set for the connections
@@ -132,6 +138,32 @@ void srv_wire_close(int fd) {
 
 static bool name_is(const wire_conn *w, const char *lower) {
     return w->name_len == strlen(lower) && !memcmp(w->name, lower, w->name_len);
+}
+
+/* RFC 9110 section 5.6.2: the characters of a token, which a field name is (section 5.1). */
+static bool tchar(unsigned char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           (c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+}
+
+size_t srv_wire_token(const char *s) {
+    size_t n = 0;
+    while (s[n] && tchar((unsigned char)s[n]))
+        n++;
+    return n;
+}
+
+/* Why a field name with byte c is refused, in w->why. */
+static const char *name_byte_refused(wire_conn *w, unsigned char c) {
+    char shown[8];
+    if (c > ' ' && c < 0x7f)
+        snprintf(shown, sizeof shown, "'%c'", c);
+    else
+        snprintf(shown, sizeof shown, "\\x%02x", c);
+    snprintf(w->why, sizeof w->why,
+             "the byte %s in a field name, where field names are tokens (RFC 9110 section 5.1)",
+             shown);
+    return w->why;
 }
 
 static int hex_digit(unsigned char c) {
@@ -204,6 +236,8 @@ static const char *line_byte(wire_conn *w, unsigned char c) {
             return "a field line folded onto the one before it (obsolete line folding)";
         if (!w->in_value) {
             if (c == ':') {
+                if (w->name_len == 0)
+                    return "an empty field name (a line that begins with a colon)";
                 w->in_value = true;
                 w->kind = w->part == W_TRAILER              ? 0
                           : name_is(w, "content-length")    ? 1
@@ -213,6 +247,8 @@ static const char *line_byte(wire_conn *w, unsigned char c) {
             }
             if (c == ' ' || c == '\t')
                 return "whitespace before the colon of a field name";
+            if (!tchar(c))
+                return name_byte_refused(w, c);
             if (w->name_len < sizeof w->name)
                 w->name[w->name_len] = (char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
             w->name_len++;
