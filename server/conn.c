@@ -377,17 +377,21 @@ void srv_conn_request_line(srv_conns *cs, srv_conn *c) {
 }
 
 int srv_conns_take_head(srv_conns *cs) {
-    int fd = -1;
+    srv_conn *found = NULL;
+    bool several = false;
     pthread_mutex_lock(&cs->mu);
-    for (srv_conn *c = cs->list; c; c = c->next) {
+    for (srv_conn *c = cs->list; c && !several; c = c->next) {
         if (!c->head || c->cut != SRV_CONN_LIVE || !pthread_equal(c->thread, pthread_self()))
             continue;
-        if (fd != -1) { /* a second candidate */
-            fd = -2;
-            break;
-        }
-        fd = c->fd;
-        c->head = false;
+        several = found != NULL;
+        found = c;
+    }
+    /* Only the one candidate is marked taken: with two, neither mark changes, or the next call
+     * would find the other one alone and charge it with a request that is not its own. */
+    int fd = -1;
+    if (found && !several) {
+        found->head = false;
+        fd = found->fd;
     }
     pthread_mutex_unlock(&cs->mu);
     return fd < 0 ? -1 : fd;

@@ -413,6 +413,7 @@ typedef struct framing {
     bool cl_differ;       /* another Content-Length says something else */
     const char *te1;      /* the first Transfer-Encoding */
     const char *bad_name; /* the first field name with whitespace in it (before its colon) */
+    const char *odd_name; /* else the first that is not a token (empty, or another byte) */
 } framing;
 
 static enum MHD_Result framing_count(void *cls, enum MHD_ValueKind kind, const char *key,
@@ -422,9 +423,12 @@ static enum MHD_Result framing_count(void *cls, enum MHD_ValueKind kind, const c
     /* libmicrohttpd 0.9.75 keeps whitespace before the colon in the name ("Content-Length "),
      * and so does not frame by it, where another server may trim it and frame by it (RFC 9112
      * section 5.1: a server MUST refuse such a field with 400). wire.c refuses it off the wire
-     * first; this holds for a connection wire.c could not track. */
+     * first; this holds for a connection wire.c could not track. So does a name that is not a
+     * token (a VT, a DEL, a byte past 0x7f, or none), which libmicrohttpd keeps as it is. */
     if (!f->bad_name && key[strcspn(key, " \t")] != '\0')
         f->bad_name = key;
+    else if (!f->odd_name && (!key[0] || srv_wire_token(key) != strlen(key)))
+        f->odd_name = key;
     if (!strcasecmp(key, MHD_HTTP_HEADER_HOST)) {
         f->host++;
     } else if (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) {
@@ -440,11 +444,12 @@ static enum MHD_Result framing_count(void *cls, enum MHD_ValueKind kind, const c
 }
 
 /* Checks how the request says its body ends, and its Host, before anything else: a request that
- * a proxy in front could frame differently (a field name with whitespace before its colon, two
- * Content-Lengths, Content-Length with Transfer-Encoding) gets 400, a transfer coding other than
- * chunked 501, an HTTP/1.1 request without exactly one Host 400; each reply closes the connection.
- * Returns true and *rc when it replied. (A Content-Length libmicrohttpd cannot read never gets
- * here: it answers that itself.) */
+ * a proxy in front could frame differently (a field name with whitespace before its colon, or
+ * that is not a token, two Content-Lengths, Content-Length with Transfer-Encoding) gets 400, a
+ * transfer coding other than chunked 501, an HTTP/1.1 request without exactly one Host 400; each
+ * reply closes the connection. Returns true and *rc when it replied. (A Content-Length that is
+ * not a number never gets here: wire.c refuses it, or on a connection wire.c does not read,
+ * libmicrohttpd, and on_mhd_log answers.) */
 static bool framing_refused(http_req *r, const char *version, enum MHD_Result *rc) {
     framing f = {0};
     MHD_get_connection_values(r->conn, MHD_HEADER_KIND, framing_count, &f);
@@ -455,6 +460,15 @@ static bool framing_refused(http_req *r, const char *version, enum MHD_Result *r
                                "the header field \"%.*s\" has whitespace before its colon; a field "
                                "name ends at the colon (RFC 9112 section 5.1)",
                                (int)(n > 60 ? 60 : n), f.bad_name);
+    } else if (f.odd_name && !f.odd_name[0]) {
+        *rc = http_reply_error(r, 400, "invalid_request",
+                               "an empty field name (a line that begins with a colon); field "
+                               "names are tokens (RFC 9110 section 5.1)");
+    } else if (f.odd_name) {
+        *rc = http_reply_error(r, 400, "invalid_request",
+                               "the byte \\x%02x in a field name, where field names are tokens "
+                               "(RFC 9110 section 5.1)",
+                               (unsigned char)f.odd_name[srv_wire_token(f.odd_name)]);
     } else if (f.cl > 0 && f.te > 0) {
         *rc =
             http_reply_error(r, 400, "invalid_request",
@@ -614,14 +628,16 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     req_unref(r);
 }
 
-/* libmicrohttpd 0.9.75 answers a Content-Length it cannot read (not a number, or past 2^64)
+/* A reply written to the socket fd at once, in place of libmicrohttpd's, and the socket's
+ * sending side shut, so that nothing libmicrohttpd may write after it goes out: for what wire.c
+ * refuses (on_wire_refused), and for a Content-Length libmicrohttpd 0.9.75 cannot read (not a
+ * number, or past 2^64 - 1) on a connection wire.c could not read. libmicrohttpd answers that
  * itself, before attnd sees the request, and writes its status line and headers twice (it
- * builds the reply's head when it refuses the request, and again when it sends the reply). It
- * logs the refusal first, on the thread that serves the connection; from here attnd sends its
- * own single reply (JSON) and shuts the socket's sending side, so libmicrohttpd's reply goes
- * nowhere. The connection is the one on this thread whose request line has come and whose
- * headers are not handed over: when there are several, they cannot be told apart, and
- * libmicrohttpd's reply goes out as it is. */
+ * builds the reply's head when it refuses the request, and again when it sends the reply); it
+ * logs the refusal first, on the thread that serves the connection (on_mhd_log). The connection
+ * is then the one on this thread whose request line has come and whose headers are not handed
+ * over: when there are several, they cannot be told apart, and libmicrohttpd's reply goes out
+ * as it is. */
 static void answer_raw(srv_http *h, int fd, const api_error *e, const char *reason,
                        const char *event, const char *why) {
     api_buf body = {0};
@@ -651,33 +667,37 @@ static void answer_raw(srv_http *h, int fd, const api_error *e, const char *reas
     api_buf_free(&body);
 }
 
-static void answer_bad_length(srv_http *h, bool too_large) {
-    int fd = srv_conns_take_head(h->conns);
-    if (fd < 0)
-        return;
+/* A Content-Length that is not a number (too_large: digits past 2^64 - 1), refused on fd. */
+static void answer_bad_length(srv_http *h, int fd, bool too_large, const char *why) {
     api_error e = {0};
     if (too_large)
         api_fail(&e, 413, "body_too_large", NULL,
-                 "the Content-Length is beyond 2^64 bytes, over the limit of %zu bytes "
+                 "the Content-Length is past 2^64 - 1 bytes, over the limit of %zu bytes "
                  "(--max-body-bytes)",
                  h->cfg->max_body_bytes);
     else
         api_fail(&e, 400, "invalid_request", NULL,
                  "the Content-Length is not a number of bytes; send digits only, once");
     answer_raw(h, fd, &e, too_large ? "Content Too Large" : "Bad Request", "bad_content_length",
-               NULL);
+               why);
 }
 
-/* wire.c found the bytes of the connection on fd breaking HTTP/1.1's framing: 400 on the socket,
- * then what is left of the request in the socket is read and dropped (at most 64 KiB, without
- * waiting), so that libmicrohttpd's close ends the connection with FIN after the reply, not with
- * a reset that could destroy it. libmicrohttpd reads the connection as ended. */
-static void on_wire_refused(void *ctx, int fd, const char *why) {
+/* wire.c refused the bytes of the connection on fd, before libmicrohttpd parsed them: a line
+ * that breaks HTTP/1.1's framing (400), or a Content-Length that is not a number (400) or past
+ * 2^64 - 1 (413), answered on fd, the connection that sent it. Then what is left of the request
+ * in the socket is read and dropped (at most 64 KiB, without waiting), so that libmicrohttpd's
+ * close ends the connection with FIN after the reply, not with a reset that could destroy it.
+ * libmicrohttpd reads the connection as ended. */
+static void on_wire_refused(void *ctx, int fd, srv_wire_refusal what, const char *why) {
     srv_http *h = ctx;
-    api_error e = {0};
-    api_fail(&e, 400, "invalid_request", NULL,
-             "the request's framing is refused: %s (RFC 9112); the connection is closed", why);
-    answer_raw(h, fd, &e, "Bad Request", "framing_refused", why);
+    if (what == SRV_WIRE_FRAMING) {
+        api_error e = {0};
+        api_fail(&e, 400, "invalid_request", NULL,
+                 "the request's framing is refused: %s (RFC 9112); the connection is closed", why);
+        answer_raw(h, fd, &e, "Bad Request", "framing_refused", why);
+    } else {
+        answer_bad_length(h, fd, what == SRV_WIRE_LENGTH_TOO_LARGE, why);
+    }
     char drop[4096];
     for (int i = 0; i < 16 && recvfrom(fd, drop, sizeof drop, MSG_DONTWAIT, NULL, NULL) > 0; i++)
         ;
@@ -692,10 +712,13 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
         msg[--n] = '\0';
     srv_kv kv[] = {SRV_STR("detail", msg)};
     srv_log_write(h->log, "warn", "libmicrohttpd", kv, 1);
-    if (!strncmp(msg, "Failed to parse `Content-Length' header", 39))
-        answer_bad_length(h, false);
-    else if (!strncmp(msg, "Too large value of 'Content-Length' header", 42))
-        answer_bad_length(h, true);
+    /* A Content-Length libmicrohttpd refused: on a connection wire.c could not read (it refuses
+     * them first on the others), and only when the connection can be told (see answer_raw). */
+    bool bad = !strncmp(msg, "Failed to parse `Content-Length' header", 39);
+    bool big = !bad && !strncmp(msg, "Too large value of 'Content-Length' header", 42);
+    int fd = bad || big ? srv_conns_take_head(h->conns) : -1;
+    if (fd >= 0)
+        answer_bad_length(h, fd, big, NULL);
 }
 
 /* ---- Connections (conn.c tracks them) ----------------------------------------------------- */

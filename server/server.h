@@ -700,27 +700,44 @@ srv_conn_end srv_conn_cut(srv_conns *cs, srv_conn *c);
 
 /* The socket of the one connection served by the calling thread whose request line has come and
  * whose headers are not handed over yet, now marked handed over; -1 when there is none, or more
- * than one (they cannot be told apart). */
+ * than one (they cannot be told apart: then no mark changes, so that a later call does not find
+ * one of them alone). For a connection wire.c does not read (see srv_wire_open), whose bad
+ * Content-Length libmicrohttpd refuses itself. */
 int srv_conns_take_head(srv_conns *cs);
 
 /* ---- The wire (wire.c) -------------------------------------------------------------------- */
 
-/* Called when the bytes of the connection on socket fd break HTTP/1.1's framing (why: one line
- * saying how): answers on fd (the caller owns the connection's fate: it has ended for
- * libmicrohttpd). Runs on the thread that serves the connection. */
-typedef void (*srv_wire_refuse_fn)(void *ctx, int fd, const char *why);
+/* What wire.c refuses a connection for. */
+typedef enum srv_wire_refusal {
+    SRV_WIRE_FRAMING = 0,       /* a line breaks HTTP/1.1's framing (400) */
+    SRV_WIRE_LENGTH_NOT_NUMBER, /* a Content-Length that is not digits after optional
+                                   whitespace, with none after them (400) */
+    SRV_WIRE_LENGTH_TOO_LARGE,  /* a Content-Length of digits past 2^64 - 1 (413) */
+} srv_wire_refusal;
+
+/* Called when the bytes of the connection on socket fd are refused, for what (why: one line
+ * saying how, for the log and the reply): answers on fd, which is the connection that sent the
+ * bytes (the caller owns the connection's fate: it has ended for libmicrohttpd, which never
+ * parsed the refused bytes). Runs on the thread that serves the connection. */
+typedef void (*srv_wire_refuse_fn)(void *ctx, int fd, srv_wire_refusal what, const char *why);
 
 /* Makes wire.c's table of connections (once per process; later calls do nothing). SRV_OK, or
  * SRV_ERR when out of memory. */
 int srv_wire_start(void);
 
 /* A connection has opened on fd: its bytes are checked from a request's start, and refuse (with
- * ctx) answers it if they break the framing. Out of memory (or an fd past the process's limit):
- * its bytes are not checked. */
+ * ctx) answers it if they break the framing or carry a Content-Length that is not a number
+ * (srv_wire_refusal). Out of memory (or an fd past the process's limit): its bytes are not
+ * checked, and libmicrohttpd is left to refuse such a Content-Length (srv_conns_take_head). */
 void srv_wire_open(int fd, srv_wire_refuse_fn refuse, void *ctx);
 
 /* The connection on fd is closing: fd is no longer checked. */
 void srv_wire_close(int fd);
+
+/* How many of the bytes at the start of the string s are token characters (RFC 9110 section
+ * 5.6.2: letters, digits and !#$%&'*+-.^_`|~), the characters of a field name: strlen(s) when
+ * s is a token or empty. */
+size_t srv_wire_token(const char *s);
 
 /* ---- HTTP (http.c, with reply.c and routes.c) --------------------------------------------- */
 

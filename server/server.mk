@@ -80,8 +80,10 @@ SRV_TEST_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/server/*.c))
 
 $(SRV_TEST_OBJ): tests/server/server_test.h
 
-# body.c calls server/body.c directly, with the job memory cache of libapi.
-$(BUILD)/tests/test_server: $(SRV_TEST_OBJ) $(BUILD)/tests/harness.o $(BUILD)/server/body.o \
+# body.c calls server/body.c directly, with the job memory cache of libapi; conns.c calls
+# server/conn.c (with the log and the clock it uses).
+SRV_TEST_DIRECT := $(addprefix $(BUILD)/server/,body.o conn.o log.o common.o)
+$(BUILD)/tests/test_server: $(SRV_TEST_OBJ) $(BUILD)/tests/harness.o $(SRV_TEST_DIRECT) \
                             $(BUILD)/libapi.a $(BUILD)/libattn.a
 	$(CC) $(CFLAGS) $^ -o $@ -lcurl -ljansson -lz $(LDLIBS)
 

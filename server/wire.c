@@ -1,28 +1,37 @@
 /* wire.c - the bytes of each connection as they come off the socket, checked for the framing of
  * HTTP/1.1 (RFC 9112) before libmicrohttpd parses them: every line of a request's head, of a
  * chunked body's chunk sizes and of its trailer must end in CRLF; a CR must be followed by LF; a
- * field name ends at its colon, with no whitespace before it; no field line is folded onto the
- * one before it; a chunk's data must be followed by CRLF at once; no line holds a NUL byte.
+ * field name (in the head or the trailer) is a token, one or more of RFC 9110's tchar (letters,
+ * digits and !#$%&'*+-.^_`|~), and ends at its colon, with no whitespace before it; no field line
+ * is folded onto the one before it; a chunk's data must be followed by CRLF at once; no line
+ * holds a NUL byte. And a Content-Length is a number of bytes: digits after optional
+ * whitespace, with nothing after them, at most 2^64 - 1.
  *
  * Why here: libmicrohttpd 0.9.75 takes a bare LF as the end of a header line and of a chunk line,
- * and folds lines that begin with whitespace, where a proxy in front may not: the two would then
+ * folds lines that begin with whitespace, and keeps any byte but the colon in a field name
+ * (VT, FF, DEL, bytes past 0x7f), where a proxy in front may not, or may trim such a byte
+ * (HAProxy did, CVE-2019-18277) and frame by "Content-Length\x0b": the two would then
  * disagree on where a body ends, and a request could be smuggled inside another's body. attnd
  * sees headers only once parsed and chunked bodies only once decoded, so it reads the bytes
  * themselves: libmicrohttpd receives with recv(2) (its MHD_recv_), which this file defines for
- * the process. Sockets it was not told of (srv_wire_open) pass through untouched.
+ * the process. Sockets it was not told of (srv_wire_open) pass through untouched. A
+ * Content-Length libmicrohttpd cannot read (it reads digits alone after the whitespace it
+ * skips, so whitespace after them fails too) it refuses with a reply of its own, whose
+ * connection attnd can only guess at (http.c: answer_raw); here it is known, by its descriptor.
  *
  * Where a request ends, the gate follows the request's own framing as libmicrohttpd does:
  * Content-Length bytes, or chunks up to the last one and its trailer. A request whose framing
- * attnd refuses anyway, and closes the connection after (two Content-Lengths that differ, one
- * that is not a number, Content-Length with Transfer-Encoding, a coding other than chunked: see
- * http.c; a chunk size libmicrohttpd refuses), is not followed further, and the connection
- * reads as ended if libmicrohttpd ever asks it for more.
+ * attnd refuses anyway, and closes the connection after (two Content-Lengths that differ,
+ * Content-Length with Transfer-Encoding, a coding other than chunked: see http.c; a chunk size
+ * libmicrohttpd refuses), is not followed further, and the connection reads as ended if
+ * libmicrohttpd ever asks it for more.
  *
- * A line that breaks these rules gets 400 invalid_request, written to the socket by the refuse
- * callback, and the connection ends: recv returns 0 (end of stream) to libmicrohttpd from then
- * on, so none of those bytes is ever parsed. libmicrohttpd only receives while it reads a
- * request (never while it writes a reply), so the 400 cannot cut into another reply; a valid
- * request that came in the same read as the bad bytes is dropped with them.
+ * A line that breaks these rules is refused, with the connection's descriptor, by the refuse
+ * callback (srv_wire_refusal: 400 invalid_request; for a Content-Length past 2^64 - 1, 413),
+ * which writes the reply to the socket, and the connection ends: recv returns 0 (end of
+ * stream) to libmicrohttpd from then on, so none of those bytes is ever parsed. libmicrohttpd only
+ * receives while it reads a request (never while it writes a reply), so the reply cannot cut into
+ * another reply; a valid request that came in the same read as the bad bytes is dropped with them.
  *
  * Cost: one pass over the bytes of heads, chunk lines and trailers; a body's data is skipped
  * by its length without being looked at.
@@ -32,6 +41,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -59,7 +69,7 @@ typedef enum wire_part {
 /* What the head of the request so far says of its framing. */
 typedef struct wire_head {
     unsigned cl, te;   /* Content-Length and Transfer-Encoding lines */
-    bool cl_bad;       /* a Content-Length that is not digits alone, or differs */
+    bool cl_differ;    /* a Content-Length that differs from the first */
     bool te_chunked;   /* the (first) Transfer-Encoding is "chunked" */
     uint64_t cl_value; /* the first Content-Length */
 } wire_head;
@@ -79,11 +89,14 @@ typedef struct wire_conn {
     int kind;       /* past the colon: 1 Content-Length, 2 Transfer-Encoding, 0 another */
     uint64_t value; /* Content-Length or chunk size, as read so far */
     size_t digits;  /* of value */
-    bool value_bad; /* not a number (or too large) */
+    bool value_bad; /* not a number (a chunk size: or too large) */
+    bool value_big; /* a Content-Length of digits alone past 2^64 - 1 */
     char te[8];     /* the start of a Transfer-Encoding value, lowercased */
     size_t te_len;
     bool size_ext; /* W_SIZE: past a ';' (a chunk extension) */
     wire_head head;
+    char why[96];             /* a refusal's reason, when it names a byte */
+    srv_wire_refusal refusal; /* W_BAD: what for */
 } wire_conn;
 
 /* The gate: one slot per file descriptor the process may have, set for the connections
@@ -134,6 +147,32 @@ static bool name_is(const wire_conn *w, const char *lower) {
     return w->name_len == strlen(lower) && !memcmp(w->name, lower, w->name_len);
 }
 
+/* RFC 9110 section 5.6.2: the characters of a token, which a field name is (section 5.1). */
+static bool tchar(unsigned char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           (c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+}
+
+size_t srv_wire_token(const char *s) {
+    size_t n = 0;
+    while (s[n] && tchar((unsigned char)s[n]))
+        n++;
+    return n;
+}
+
+/* Why a field name with byte c is refused, in w->why. */
+static const char *name_byte_refused(wire_conn *w, unsigned char c) {
+    char shown[8];
+    if (c > ' ' && c < 0x7f)
+        snprintf(shown, sizeof shown, "'%c'", c);
+    else
+        snprintf(shown, sizeof shown, "\\x%02x", c);
+    snprintf(w->why, sizeof w->why,
+             "the byte %s in a field name, where field names are tokens (RFC 9110 section 5.1)",
+             shown);
+    return w->why;
+}
+
 static int hex_digit(unsigned char c) {
     return c >= '0' && c <= '9'   ? c - '0'
            : c >= 'a' && c <= 'f' ? c - 'a' + 10
@@ -141,27 +180,37 @@ static int hex_digit(unsigned char c) {
                                   : -1;
 }
 
-/* A field line of the head has ended. */
-static void field_end(wire_conn *w) {
+/* A field line of the head has ended. NULL, or why it is refused (w->refusal says what for). */
+static const char *field_end(wire_conn *w) {
     wire_head *h = &w->head;
     if (w->kind == 1) {
-        bool bad = w->value_bad || w->digits == 0;
-        if (h->cl++ == 0) {
-            h->cl_value = w->value;
-            h->cl_bad = bad;
-        } else if (bad || w->value != h->cl_value) {
-            h->cl_bad = true;
+        /* Refused here, on the connection that sent it, and never shown to libmicrohttpd, which
+         * would refuse it too (0.9.75 reads the first Content-Length as digits alone after the
+         * whitespace it skips: whitespace after them fails) on a reply of its own that attnd
+         * could only guess the connection of. */
+        if (w->value_bad || w->digits == 0) {
+            w->refusal = SRV_WIRE_LENGTH_NOT_NUMBER;
+            return "a Content-Length that is not a number";
         }
+        if (w->value_big) {
+            w->refusal = SRV_WIRE_LENGTH_TOO_LARGE;
+            return "a Content-Length past 2^64 - 1";
+        }
+        if (h->cl++ == 0)
+            h->cl_value = w->value;
+        else if (w->value != h->cl_value)
+            h->cl_differ = true;
     } else if (w->kind == 2) {
         if (h->te++ == 0)
             h->te_chunked = w->te_len == 7 && !memcmp(w->te, "chunked", 7);
     }
+    return NULL;
 }
 
 /* The head has ended: where its body is. */
 static void head_end(wire_conn *w) {
     wire_head *h = &w->head;
-    if (h->cl_bad || (h->cl && h->te) || h->te > 1 || (h->te == 1 && !h->te_chunked))
+    if (h->cl_differ || (h->cl && h->te) || h->te > 1 || (h->te == 1 && !h->te_chunked))
         w->part = W_PASS; /* attnd refuses it and closes the connection */
     else if (h->te == 1)
         w->part = W_SIZE;
@@ -183,6 +232,7 @@ static void line_reset(wire_conn *w) {
     w->value = 0;
     w->digits = 0;
     w->value_bad = false;
+    w->value_big = false;
     w->te_len = 0;
     w->size_ext = false;
 }
@@ -204,6 +254,8 @@ static const char *line_byte(wire_conn *w, unsigned char c) {
             return "a field line folded onto the one before it (obsolete line folding)";
         if (!w->in_value) {
             if (c == ':') {
+                if (w->name_len == 0)
+                    return "an empty field name (a line that begins with a colon)";
                 w->in_value = true;
                 w->kind = w->part == W_TRAILER              ? 0
                           : name_is(w, "content-length")    ? 1
@@ -213,21 +265,29 @@ static const char *line_byte(wire_conn *w, unsigned char c) {
             }
             if (c == ' ' || c == '\t')
                 return "whitespace before the colon of a field name";
+            if (!tchar(c))
+                return name_byte_refused(w, c);
             if (w->name_len < sizeof w->name)
                 w->name[w->name_len] = (char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
             w->name_len++;
             return NULL;
         }
-        if (c == ' ' || c == '\t') /* optional whitespace, or within a value */
-            return NULL;
-        if (w->kind == 1) {
-            if (c >= '0' && c <= '9' && w->value <= (UINT64_MAX - 9) / 10) {
-                w->value = w->value * 10 + (uint64_t)(c - '0');
+        if (w->kind == 1) { /* optional whitespace, then digits alone */
+            if (c >= '0' && c <= '9') {
+                uint64_t d = (uint64_t)(c - '0');
+                if (w->value > (UINT64_MAX - d) / 10)
+                    w->value_big = true;
+                else
+                    w->value = w->value * 10 + d;
                 w->digits++;
-            } else {
+            } else if (w->digits > 0 || (c != ' ' && c != '\t')) {
                 w->value_bad = true;
             }
-        } else if (w->kind == 2) {
+            return NULL;
+        }
+        if (c == ' ' || c == '\t') /* optional whitespace, or within a value */
+            return NULL;
+        if (w->kind == 2) {
             if (w->te_len < sizeof w->te)
                 w->te[w->te_len] = (char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
             w->te_len++;
@@ -253,8 +313,9 @@ static const char *line_byte(wire_conn *w, unsigned char c) {
     }
 }
 
-/* The current line has ended with CRLF. */
-static void line_end(wire_conn *w) {
+/* The current line has ended with CRLF. NULL, or why it is refused. */
+static const char *line_end(wire_conn *w) {
+    const char *why = NULL;
     switch (w->part) {
     case W_START: /* an empty line before a request: skipped */
         break;
@@ -265,7 +326,7 @@ static void line_end(wire_conn *w) {
         if (w->len == 0)
             head_end(w);
         else
-            field_end(w);
+            why = field_end(w);
         break;
     case W_SIZE:
         if (w->value_bad || w->digits == 0)
@@ -285,6 +346,7 @@ static void line_end(wire_conn *w) {
         break;
     }
     line_reset(w);
+    return why;
 }
 
 /* Runs n bytes of p through w. NULL, or why they break the rules. */
@@ -326,7 +388,9 @@ static const char *wire_feed(wire_conn *w, const unsigned char *p, size_t n) {
         if (w->cr) {
             if (c != '\n')
                 return "a CR not followed by LF";
-            line_end(w);
+            const char *why = line_end(w);
+            if (why)
+                return why;
         } else if (c == '\r') {
             w->cr = true;
         } else if (c == '\n') {
@@ -363,6 +427,6 @@ ssize_t recv(int fd, void *buf, size_t len, int flags) {
         return got;
     w->part = W_BAD;
     if (w->refuse)
-        w->refuse(w->ctx, fd, why);
+        w->refuse(w->ctx, fd, w->refusal, why);
     return 0;
 }

@@ -77,6 +77,8 @@ bool read_to_end(int fd, double secs, str *out);
 void close_reset(int fd);
 void post_head(str *s, const char *path, size_t len);
 void exchange_raw(int port, const char *raw, size_t n, double secs, exchange *x);
+/* exchange_raw on the connection fd (left open), which may have sent part of a request before. */
+void exchange_on(int fd, const char *raw, size_t n, double secs, exchange *x);
 void *trickle_main(void *arg);
 
 /* ---- The scenarios, one a file, run by main.c ---------------------------------------------- */

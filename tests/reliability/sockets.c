@@ -85,16 +85,12 @@ void post_head(str *s, const char *path, size_t len) {
                path, len);
 }
 
-/* Sends raw (n bytes) on a new connection and reads until the server closes it or secs pass.
- * The write side stays open: whatever closes the connection is the server. */
-void exchange_raw(int port, const char *raw, size_t n, double secs, exchange *x) {
+void exchange_on(int fd, const char *raw, size_t n, double secs, exchange *x) {
     memset(x, 0, sizeof *x);
-    int fd = tcp_connect(port);
     double t0 = now();
     send_all(fd, raw, n);
     x->closed = read_to_end(fd, secs, &x->out);
     x->secs = now() - t0;
-    close(fd);
     if (!x->out.p)
         str_add(&x->out, "", 0);
     for (const char *p = x->out.p; (p = strstr(p, "HTTP/1.")) != NULL; p += 7)
@@ -102,6 +98,14 @@ void exchange_raw(int port, const char *raw, size_t n, double secs, exchange *x)
             if (x->lines++ == 0)
                 x->status = atol(p + 9);
         }
+}
+
+/* Sends raw (n bytes) on a new connection and reads until the server closes it or secs pass.
+ * The write side stays open: whatever closes the connection is the server. */
+void exchange_raw(int port, const char *raw, size_t n, double secs, exchange *x) {
+    int fd = tcp_connect(port);
+    exchange_on(fd, raw, n, secs, x);
+    close(fd);
 }
 
 void *trickle_main(void *arg) {

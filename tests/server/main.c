@@ -19,8 +19,8 @@
  *
  * Usage: test_server --attnd build/attnd --data build/tests/server [--openapi api/openapi.yaml]
  *                    [--promtool promtool] [--only NAME]
- *   NAME: one of body, startup, main, auth, v2-budget, queue, drain, shutdown, batching (default
- *   all).
+ *   NAME: one of body, conns, startup, main, auth, v2-budget, queue, drain, shutdown,
+ *   batching (default all).
  * Prints one line per failed check and a closing "N passed, N failed" line; exits 1 on any
  * failure. Every wait is bounded.
  */
@@ -70,6 +70,8 @@ int main(int argc, char **argv) {
 
     if (want("body"))
         test_body_blocks();
+    if (want("conns"))
+        test_conns_take_head();
     if (want("startup")) {
         test_startup_refusals();
         test_broken_models();

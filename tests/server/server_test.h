@@ -134,7 +134,8 @@ void check_v2_error(const reply *r, long status, const char *phrase, const char 
 
 /* startup.c */
 void test_startup_refusals(void);
-void test_body_blocks(void); /* body.c: server/body.c called directly */
+void test_body_blocks(void);     /* body.c: server/body.c called directly */
+void test_conns_take_head(void); /* conns.c: server/conn.c called directly */
 void test_broken_models(void);
 
 /* v1.c */
