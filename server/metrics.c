@@ -619,10 +619,21 @@ void srv_metrics_render(const srv_metrics *m, const srv_gauges *g, api_buf *b) {
            "more): in use, or cached for reuse (returned to the system after 2 s unused).");
     out(b, "attnd_job_memory_bytes{state=\"in_use\"} %zu\n", g->mem.in_use_bytes);
     out(b, "attnd_job_memory_bytes{state=\"cached\"} %zu\n", g->mem.cached_bytes);
+    header(b, "attnd_job_memory_budget_bytes", "gauge",
+           "The job memory budget (--max-memory less the connection places, zlib states, /metrics "
+           "renderings and --max-unsent-bytes): request bodies, jobs' arenas, batch workspaces "
+           "and large replies other than jobs' hold at most this much at once.");
+    out(b, "attnd_job_memory_budget_bytes %zu\n",
+        g->mem.budget_bytes == SIZE_MAX ? (size_t)0 : g->mem.budget_bytes);
+    header(b, "attnd_job_memory_charged_bytes", "gauge",
+           "Bytes of the job memory budget in use now (blocks of every size).");
+    out(b, "attnd_job_memory_charged_bytes %zu\n", g->mem.charged_bytes);
     header(b, "attnd_job_memory_blocks_total", "counter",
            "Blocks the job memory cache handed out, by where they came from (reused: a cached "
-           "block; mapped: a new one), and cached blocks it returned to the system (trimmed: "
-           "unused for 2 s; evicted: to stay within the memory bound).");
+           "block; mapped: a new one), cached blocks it returned to the system (trimmed: unused "
+           "for 2 s; evicted: to stay within the memory bound), and blocks refused for the "
+           "budget (refused: a body or job so refused gets 503 memory_budget; a batch's "
+           "workspace, its jobs run one by one instead).");
     out(b, "attnd_job_memory_blocks_total{event=\"reused\"} %llu\n",
         (unsigned long long)g->mem.hits);
     out(b, "attnd_job_memory_blocks_total{event=\"mapped\"} %llu\n",
@@ -631,6 +642,8 @@ void srv_metrics_render(const srv_metrics *m, const srv_gauges *g, api_buf *b) {
         (unsigned long long)g->mem.trimmed);
     out(b, "attnd_job_memory_blocks_total{event=\"evicted\"} %llu\n",
         (unsigned long long)g->mem.evicted);
+    out(b, "attnd_job_memory_blocks_total{event=\"refused\"} %llu\n",
+        (unsigned long long)g->mem.refused);
     header(b, "attnd_workers", "gauge", "Worker threads (--threads).");
     out(b, "attnd_workers %zu\n", g->workers);
     header(b, "attnd_pool_threads", "gauge", "Helper threads of the compute pool.");
@@ -677,8 +690,9 @@ static bool gauges_equal(const srv_gauges *a, const srv_gauges *b) {
            a->mem.cached_bytes == b->mem.cached_bytes &&
            a->mem.cached_blocks == b->mem.cached_blocks && a->mem.hits == b->mem.hits &&
            a->mem.misses == b->mem.misses && a->mem.trimmed == b->mem.trimmed &&
-           a->mem.evicted == b->mem.evicted && a->ready == b->ready && a->draining == b->draining &&
-           a->start_time == b->start_time;
+           a->mem.evicted == b->mem.evicted && a->mem.charged_bytes == b->mem.charged_bytes &&
+           a->mem.budget_bytes == b->mem.budget_bytes && a->mem.refused == b->mem.refused &&
+           a->ready == b->ready && a->draining == b->draining && a->start_time == b->start_time;
 }
 
 void srv_exposition_release(srv_exposition *e) {

@@ -12,7 +12,7 @@
 
 #include "http_internal.h"
 
-#define BODY_FIRST_CAP ((size_t)1 << 20) /* most of a body reserved before it arrives */
+#define BODY_FIRST_CAP ((size_t)64 << 10) /* most of a body reserved before it arrives */
 #define ALLOW_JOB      "POST, OPTIONS"
 #define ALLOW_GET      "GET, HEAD, OPTIONS"
 
@@ -314,11 +314,9 @@ static enum MHD_Result on_job_headers(srv_http *h, http_req *r) {
                                 h->cfg->max_queue);
     }
     /* What Content-Length announces is only reserved up to BODY_FIRST_CAP: a client that
-     * announces much and sends little holds little; past it, the body grows to the announced
-     * length at once. A coded body grows from 64 KiB. */
+     * announces much and sends little holds little; past it, the body grows by doubling as it
+     * comes (body.c). */
     size_t cap = expect && expect < BODY_FIRST_CAP ? expect : BODY_FIRST_CAP;
-    if (r->coding != SRV_CODING_IDENTITY)
-        cap = (size_t)64 << 10;
     if (cap > h->cfg->max_body_bytes)
         cap = h->cfg->max_body_bytes;
     bool over = false;

@@ -19,7 +19,7 @@
  *
  * Usage: test_reliability --attnd build/attnd --work DIR [--only NAMES] [--time-scale F]
  *   NAMES: some of limits, faults, slow, framing, security, rss, unsent, jobmem, probes,
- *   starve, startup (comma-separated; default all).
+ *   starve, budget, startup (comma-separated; default all).
  *   --time-scale multiplies every time bound, for a daemon under valgrind (rss is then
  *   skipped: meaningless there). Prints one line per failed check and "N passed, N failed";
  *   exits 1 on any failure. */
@@ -54,7 +54,7 @@ int main(int argc, char **argv) {
     if (!cfg.attnd || !cfg.work || !(cfg.scale >= 1)) {
         fprintf(stderr, "usage: test_reliability --attnd PATH --work DIR [--only NAMES] "
                         "[--time-scale F >= 1]\n  NAMES: some of limits,faults,slow,framing,"
-                        "security,rss,unsent,jobmem,probes,starve,startup\n");
+                        "security,rss,unsent,jobmem,probes,starve,budget,startup\n");
         return 2;
     }
     mkdir(cfg.work, 0755); /* may exist */
@@ -96,6 +96,8 @@ int main(int argc, char **argv) {
         test_starve_hold();
         test_starve_parsing();
     }
+    if (want("budget"))
+        test_budget();
     if (want("startup"))
         test_startup();
     curl_global_cleanup();

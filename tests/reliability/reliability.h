@@ -42,6 +42,9 @@ void check_error(const reply *r, long status, const char *code, const char *need
 /* An SDPA request of 2 x 2 tensors with weights. */
 extern const char *const SDPA_SMALL;
 char *weights_body(size_t n);
+/* A gzip body of /v1/sdpa: q (1, dim) and k, v (s, dim) of zeros, about 4 s dim bytes of JSON
+ * (*json_len) that deflate to a few hundred KB (*len). The caller frees it. */
+unsigned char *gzip_sdpa(size_t s, size_t dim, size_t *len, size_t *json_len);
 
 /* ---- sockets.c ----------------------------------------------------------------------------- */
 
@@ -121,6 +124,9 @@ void test_metrics_scrapers(void);
 void test_starve_senders(void);
 void test_starve_hold(void);
 void test_starve_parsing(void);
+
+/* budget.c */
+void test_budget(void);
 
 /* startup.c */
 void test_startup(void);

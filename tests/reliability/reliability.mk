@@ -26,7 +26,7 @@
 #   make fuzz, fuzz-ci, fuzz-replay   see tests/fuzz/fuzz.mk
 
 REL_DIR  := $(BUILD)/tests/reliability
-REL_ONLY ?= limits,faults,slow,framing,security,rss,unsent,jobmem,probes,starve,startup
+REL_ONLY ?= limits,faults,slow,framing,security,rss,unsent,jobmem,probes,starve,budget,startup
 
 # test_reliability's sources: tests/reliability/main.c and a file per scenario, sharing
 # tests/reliability/reliability.h (not in $(HEADERS), so named here).

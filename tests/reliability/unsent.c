@@ -40,8 +40,8 @@ static bool reset_peak_rss(const attnd *d) {
  * 503 reply_budget, and the budget frees when the clients go away. */
 void test_unsent(void) {
     enum { CLIENTS = 24 };
-    const size_t conns = 32, body_max = 256 << 10, queue = 2, threads = 1;
-    const size_t job_max = 16 << 20, unsent_max = 16 << 20, per_conn = 88 << 10;
+    const size_t conns = 32, threads = 1, max_memory = (size_t)160 << 20;
+    const size_t unsent_max = 16 << 20, per_conn = 48 << 10;
     attnd d;
     const char *args[] = {"--threads",
                           "1",
@@ -57,6 +57,8 @@ void test_unsent(void) {
                           "16M",
                           "--max-unsent-bytes",
                           "16M",
+                          "--max-memory",
+                          "160M",
                           NULL};
     if (!attnd_start(&d, "unsent", args, NULL))
         return;
@@ -85,20 +87,20 @@ void test_unsent(void) {
     sleep_s(0.2);
     size_t rest = rss_bytes(&d);
     bool peak = reset_peak_rss(&d);
-    /* SECURITY.md's six terms: a reply being coded per worker is at most min(job_max,
-     * unsent_max) plus 1/1024 of it and 512 KiB of zlib's, and per HTTP thread (2 by default)
-     * that of a tiny job's reply of at most 256 KiB. */
-    const size_t http = 2, inline_reply = (size_t)256 << 10;
-    size_t reply_max = job_max < unsent_max ? job_max : unsent_max;
-    /* Bodies: the connections and up to 8 per HTTP thread being closed, each with a body that
-     * may hold its old and new block while it grows (1.5 x the cap). */
-    size_t bound = (conns + 8 * http) * (body_max + body_max / 2 + per_conn) +
-                   (queue + 2 * threads + http) * job_max + unsent_max +
-                   threads * (reply_max + reply_max / 1024 + ((size_t)512 << 10)) +
-                   http * (inline_reply + inline_reply / 1024 + ((size_t)512 << 10));
-    char *log = slurp(d.log), want_bound[64];
+    /* SECURITY.md's shares of --max-memory: the connection places (the connections, 4 spare and
+     * up to 8 being closed per HTTP thread), zlib's state for each thread that codes (a worker,
+     * 2 HTTP threads, a parse thread), 5 /metrics renderings of 2 models, the replies; the rest
+     * is the job memory budget. */
+    const size_t http = 2, parsers = threads, models = 2;
+    size_t fixed = (conns + (8 + 4) * http) * per_conn + (threads + http + parsers) * (512 << 10) +
+                   5 * ((700 << 10) + models * (40 << 10));
+    size_t bound = max_memory, jobs = max_memory - fixed - unsent_max;
+    char *log = slurp(d.log), want_bound[64], want_jobs[64];
     snprintf(want_bound, sizeof want_bound, " memory_bound=%zu ", bound);
-    CHECK(strstr(log, want_bound) != NULL, "attnd should log%s(SECURITY.md's bound)", want_bound);
+    snprintf(want_jobs, sizeof want_jobs, " job_budget_bytes=%zu", jobs);
+    CHECK(strstr(log, want_bound) && strstr(log, want_jobs),
+          "attnd should log%sand%s (SECURITY.md's shares)", want_bound, want_jobs);
+    CHECK(!strstr(log, "memory_unfit"), "these flags fit 160M: no memory_unfit line");
     free(log);
     double computed0 = metric(d.port, "attnd_job_compute_seconds_count{op=\"sdpa\"}");
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <zlib.h>
 
 #include "../harness.h"
 #include "reliability.h"
@@ -166,4 +167,37 @@ char *weights_body(size_t n) {
     }
     str_cat(&s, "\"}, \"need_weights\": true}");
     return s.p;
+}
+
+/* A gzip body of /v1/sdpa: q (1, D) and k, v (S, D) of zeros, about 4 S D bytes of JSON that
+ * deflate to a few hundred KB; *json_len is the decoded length. The caller frees it. */
+unsigned char *gzip_sdpa(size_t s, size_t dim, size_t *len, size_t *json_len) {
+    str j = {0};
+    str_cat(&j, "{\"q\": [[0");
+    str_repeat(&j, ",0", dim - 1);
+    str_cat(&j, "]]");
+    for (int t = 0; t < 2; t++) {
+        str_cat(&j, t ? ", \"v\": [" : ", \"k\": [");
+        for (size_t i = 0; i < s; i++) {
+            str_cat(&j, i ? ",[0" : "[0");
+            str_repeat(&j, ",0", dim - 1);
+            str_cat(&j, "]");
+        }
+        str_cat(&j, "]");
+    }
+    str_cat(&j, "}");
+    z_stream z = {0};
+    deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
+    size_t cap = deflateBound(&z, j.n);
+    unsigned char *out = malloc(cap);
+    z.next_in = (Bytef *)j.p;
+    z.avail_in = (uInt)j.n;
+    z.next_out = out;
+    z.avail_out = (uInt)cap;
+    deflate(&z, Z_FINISH);
+    *len = cap - z.avail_out;
+    deflateEnd(&z);
+    *json_len = j.n;
+    free(j.p);
+    return out;
 }
