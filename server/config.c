@@ -177,7 +177,7 @@ static const opt OPTS[] = {
     {"--inline-max-flops", "ATTND_INLINE_MAX_FLOPS", "N", OPT_COUNT, FIELD(inline_max_flops), 0,
      1000000000, "2000000",
      "a job of at most N FLOP (usage.flops) and a reply bound of at most 256 KiB runs at once on "
-     "the HTTP thread that read it, not handed to a worker, when no job is queued (0 = never)"},
+     "the thread that parsed it, not handed to a worker, when no job is queued (0 = never)"},
     {"--max-batch-tokens", "ATTND_MAX_BATCH_TOKENS", "N", OPT_COUNT, FIELD(max_batch_tokens), 1,
      1 << 24, "4096", "query rows (N*L) one batch takes at most"},
     {"--api-key-file", "ATTND_API_KEY_FILE", "PATH", OPT_KEY_FILE, 0, 0, 0, "none",

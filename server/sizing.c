@@ -11,7 +11,8 @@
  * The memory plan (SECURITY.md, "Memory"): --max-memory, by default three quarters of what the
  * limit leaves beside attnd at rest, is all that clients can make attnd hold. It is shared out as
  *   fixed:   each connection place's buffers (SRV_CONN_BYTES), the zlib state of each thread that
- *            codes (SRV_CODING_BYTES), and the /metrics renderings alive at once;
+ *            codes (SRV_CODING_BYTES), the /metrics renderings alive at once, and per HTTP thread
+ *            a metadata reply being written (64 KiB and 1 KiB a model);
  *   replies: --max-unsent-bytes, the job replies reserved or held (with their coded copies);
  *   jobs:    the rest, the job memory cache's budget (api_mem_set_budget): request bodies as they
  *            arrive and decode, jobs' arenas, batch workspaces, and other large replies (model
@@ -24,7 +25,7 @@
 
 #include "server.h"
 
-/* A + b and a * b, saturating at SIZE_MAX. */
+/* a + b and a * b, saturating at SIZE_MAX. */
 static size_t sat_add(size_t a, size_t b) {
     size_t r;
     return __builtin_add_overflow(a, b, &r) ? SIZE_MAX : r;
@@ -208,9 +209,12 @@ void srv_memory_plan_make(const srv_config *cfg, size_t models, const srv_memory
      * for a tiny job it ran) or decode a body (a parse thread) holds zlib's state meanwhile */
     size_t parsers = cfg->parse_threads ? cfg->parse_threads : cfg->threads;
     size_t coders = sat_add(sat_add(cfg->threads, cfg->http_threads), parsers);
+    /* an HTTP thread writes a metadata reply (a model listing, the statistics: under 500 bytes
+     * a model) in a growing buffer before the budget takes it over */
+    size_t listing = sat_add((size_t)64 << 10, sat_mul(models, 1024));
     p->fixed = sat_add(sat_add(sat_mul(srv_config_connections_max(cfg), SRV_CONN_BYTES),
                                sat_mul(coders, SRV_CODING_BYTES)),
-                       srv_metrics_held_max(models));
+                       sat_add(srv_metrics_held_max(models), sat_mul(cfg->http_threads, listing)));
     p->replies = cfg->max_unsent_bytes;
     size_t taken = sat_add(p->fixed, p->replies);
     p->jobs = p->budget > taken ? p->budget - taken : 0;

@@ -34,23 +34,23 @@
  * A job of at most --inline-max-flops (usage.flops; parameters that cost nothing more to make:
  * api_job_params_cheap; a reply bound of at most SRV_INLINE_MAX_REPLY, since FLOPs do not count
  * the encoding: a job with key_lengths [1] has few FLOPs and full-size weight maps) that finds
- * no job queued is not queued at all: srv_workers_run_inline computes it on the HTTP thread that
- * parsed it, and that thread answers it at once. A hand-off costs a worker's wake-up and the
- * connection's suspend and resume, several system calls that on a job of W1's size (0.6 MFLOP) cost
- * more than the job; bench/RESULTS.md, "Tiny jobs on the HTTP thread", has the measurement. The
- * default bound, 2 MFLOP, is the one below which libattn runs a phase on its caller rather than
- * wake a helper (ATTN_INLINE_FLOPS). With work queued, a tiny job queues too: it never overtakes a
- * job waiting in the queue (it may pass jobs that a worker has taken into a batch it is still
- * collecting, by at most --batch-window-us), and queued jobs still form batches. It counts as
- * running while it computes.
+ * no job queued is not queued at all: srv_workers_run_inline computes it on the thread that parsed
+ * it (the HTTP thread, or a parse thread for a large or coded body), and it is answered at once. A
+ * hand-off costs a worker's wake-up and the connection's suspend and resume, several system calls
+ * that on a job of W1's size (0.6 MFLOP) cost more than the job; bench/RESULTS.md, "Tiny jobs on
+ * the HTTP thread", has the measurement. The default bound, 2 MFLOP, is the one below which libattn
+ * runs a phase on its caller rather than wake a helper (ATTN_INLINE_FLOPS). With work queued, a
+ * tiny job queues too: it never overtakes a job waiting in the queue (it may pass jobs that a
+ * worker has taken into a batch it is still collecting, by at most --batch-window-us), and queued
+ * jobs still form batches. It counts as running while it computes.
  *
  * Queue: FIFO, at most --max-queue waiting jobs (submit refuses beyond, and the HTTP side answers
  * 503 at once). A job out of the queue keeps its place while it is a batch's second or later
- * job, or a tiny job computing on an HTTP thread: places then bound every job in memory but
- * the first of each worker's batch, so --max-queue + --threads jobs at most (SECURITY.md). A job's
- * deadline is checked when a worker pops it: past it, the job is answered 503 and never computed.
- * Shutdown: close() refuses new jobs, wait_idle() lets the queue drain, expire() answers what is
- * still queued, abandon() answers what is still running.
+ * job, or a tiny job computing on the thread that parsed it: places then bound every job in memory
+ * but the first of each worker's batch, so --max-queue + --threads jobs at most (SECURITY.md). A
+ * job's deadline is checked when a worker pops it: past it, the job is answered 503 and never
+ * computed. Shutdown: close() refuses new jobs, wait_idle() lets the queue drain, expire() answers
+ * what is still queued, abandon() answers what is still running.
  */
 #include <pthread.h>
 #include <stdlib.h>
