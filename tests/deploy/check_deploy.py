@@ -1,19 +1,24 @@
 #!/usr/bin/python3
 """check_deploy.py - checks deploy/ and the Dockerfile: every YAML parses, the Kubernetes
 manifests carry the probes, resources and security settings deploy/README.md promises, every
-ATTND_* setting they use is one attnd knows, Prometheus' config passes `promtool check config`,
-and the systemd unit passes `systemd-analyze verify` where systemd-analyze exists.
+ATTND_* setting they use is one attnd knows, each container with a memory limit sets
+ATTND_MAX_MEMORY and attnd started with its settings logs a bound that fits the limit (no
+memory_unfit), Prometheus' config passes `promtool check config`, and the systemd unit passes
+`systemd-analyze verify` where systemd-analyze exists.
 
 Usage: /usr/bin/python3 tests/deploy/check_deploy.py ATTND_BINARY
 Exits non-zero on any failed check.
 """
 import glob
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 
 import yaml
 
@@ -33,6 +38,134 @@ def check(ok, what):
 def load_all(path):
     with open(path) as f:
         return [d for d in yaml.safe_load_all(f) if d is not None]
+
+
+# Kubernetes' quantities of memory: a number with an optional decimal or binary suffix.
+QUANTITY = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
+            "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+
+
+def quantity_bytes(q):
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([kMGT]i?|Ki)?", str(q).strip())
+    if not m or (m.group(2) or "") not in QUANTITY:
+        return None
+    return int(float(m.group(1)) * QUANTITY[m.group(2) or ""])
+
+
+def limited_containers(docs):
+    """(name, container, its ATTND_* settings, its args) for each container of a Deployment or a
+    ServingRuntime that has a memory limit. Settings come from the ConfigMaps it names in envFrom,
+    then its env list, as the kubelet applies them."""
+    configmaps = {d.get("metadata", {}).get("name"): d.get("data") or {}
+                  for ds in docs.values() for d in ds if d.get("kind") == "ConfigMap"}
+    for rel, ds in docs.items():
+        for d in ds:
+            kind = d.get("kind")
+            if kind == "Deployment":
+                conts = d.get("spec", {}).get("template", {}).get("spec", {}).get("containers")
+            elif kind == "ServingRuntime":
+                conts = d.get("spec", {}).get("containers")
+            else:
+                continue
+            for c in conts or []:
+                if "memory" not in (c.get("resources", {}).get("limits") or {}):
+                    continue
+                env = {}
+                for src in c.get("envFrom") or []:
+                    ref = (src.get("configMapRef") or {}).get("name")
+                    check(ref in configmaps, f"{rel}: the ConfigMap {ref} it names is in deploy/k8s")
+                    env.update(configmaps.get(ref, {}))
+                for e in c.get("env") or []:
+                    if "value" in e:
+                        env[e["name"]] = str(e["value"])
+                name = f"{rel} {kind} {d.get('metadata', {}).get('name')}/{c.get('name')}"
+                yield name, c, {k: v for k, v in env.items() if k.startswith("ATTND_")}, c.get("args") or []
+
+
+def start_log(attnd, args, env, timeout):
+    """Starts attnd and collects its JSON log records until it logs "ready", exits, or timeout
+    seconds pass; then SIGTERMs it and waits. Returns (records, exit status or None if it had to
+    be killed)."""
+    p = subprocess.Popen([attnd, *args], env=env, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True)
+    records, ready = [], threading.Event()
+
+    def read():
+        for line in p.stderr:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            records.append(rec)
+            if rec.get("msg") == "ready":
+                ready.set()
+        ready.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    ready.wait(timeout)
+    p.terminate()
+    try:
+        status = p.wait(timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+        status = None
+    reader.join(timeout)
+    return records, status
+
+
+def check_memory(attnd, docs):
+    """Each container with a memory limit: attnd started with its settings (its models and
+    address are the container's, so they are left out, and it listens on a free loopback port)
+    must log a memory bound that, with its size at rest, fits the limit, and name no flag that
+    cannot fit. ATTND_MAX_MEMORY must be set: attnd here reads this machine's limit, not the
+    pod's, and the pod's bound must not hang on reading its cgroup either."""
+    found = 0
+    for name, cont, env, args in limited_containers(docs):
+        found += 1
+        limit = quantity_bytes(cont["resources"]["limits"]["memory"])
+        check(limit is not None, f"{name}: limits.memory {cont['resources']['limits']['memory']} is a quantity")
+        check("ATTND_MAX_MEMORY" in env, f"{name}: sets ATTND_MAX_MEMORY for its {cont['resources']['limits']['memory']} limit")
+        run_env = {k: v for k, v in os.environ.items() if not k.startswith("ATTND_")}
+        run_env.update({k: v for k, v in env.items() if k not in ("ATTND_MODELS", "ATTND_LISTEN")})
+        # the log as records, and SIGTERM ends it at once (the delay is not memory)
+        run_env.update(ATTND_LOG_FORMAT="json", ATTND_SHUTDOWN_DELAY="0")
+        run_args, skip = [], False
+        for a in args:
+            if skip or a.startswith(("--listen", "--models")):
+                skip = a in ("--listen", "--models")
+                continue
+            run_args.append(a)
+        run_args += ["--listen", "127.0.0.1:0"]
+        t0 = time.monotonic()
+        records, status = start_log(attnd, run_args, run_env, 5.0)
+        took = time.monotonic() - t0
+        mem = next((r for r in records if r.get("msg") == "memory"), None)
+        check(mem is not None, f"{name}: attnd logs its memory line ({took:.1f} s)")
+        if mem is None or limit is None:
+            continue
+        used = mem["memory_bound"] + mem["rest_bytes"]
+        check(used <= limit,
+              f"{name}: memory_bound {mem['memory_bound']} + rest_bytes {mem['rest_bytes']} = {used} "
+              f"<= limits.memory {limit} (max_memory={mem['max_memory']}, memory_limit={mem['memory_limit']} "
+              f"from {mem['memory_limit_source']})")
+        unfit = [r for r in records if r.get("msg") == "memory_unfit"]
+        flags = [f for r in unfit for f in r.get("flags", "").split(", ") if f]
+        if mem["memory_limit"] < limit and "--max-memory" in flags:
+            # this machine has less memory than the pod: --max-memory is its unfit, not the manifest's
+            print(f"note: {name}: this machine's limit {mem['memory_limit']} is below {limit}")
+            flags.remove("--max-memory")
+        check(not flags, f"{name}: no memory_unfit ({', '.join(flags) or 'every flag fits'}; "
+              f"fixed {mem['fixed_bytes']}, replies {mem['reply_bytes']}, jobs {mem['job_budget_bytes']})")
+        check(status == 0 and took < 10, f"{name}: attnd ends on SIGTERM with 0 ({status}, {took:.1f} s)")
+        if env.get("ATTND_MAX_MEMORY") and "envFrom" in cont:
+            # the ConfigMap's comment shows the shares: they must be the ones attnd logs
+            with open(os.path.join(ROOT, "deploy", "k8s", "configmap.yaml")) as f:
+                text = f.read()
+            for key in ("fixed_bytes", "reply_bytes", "job_budget_bytes"):
+                check(f"{mem[key]:,}" in text, f"{name}: configmap.yaml's comment shows {key} {mem[key]:,}")
+    check(found >= 2, f"the Deployment and the ServingRuntime have memory limits ({found} containers)")
 
 
 def main():
@@ -157,6 +290,9 @@ def main():
         finally:
             d.terminate()
             d.wait(10)
+
+    if attnd:
+        check_memory(attnd, docs)
 
     stages = re.findall(r"^FROM\s+(\S+)", dockerfile, re.M)
     check(stages[:1] == ["debian:bookworm"] and stages[-1:] == ["debian:bookworm-slim"] and len(stages) == 2,
