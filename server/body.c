@@ -299,12 +299,7 @@ srv_coding srv_coding_accepted(const char *value) {
     return gzip ? SRV_CODING_GZIP : deflate ? SRV_CODING_DEFLATE : SRV_CODING_IDENTITY;
 }
 
-size_t srv_coding_bound(size_t n) {
-    size_t extra = n / 1024 + 1024;
-    return n > SIZE_MAX - extra ? SIZE_MAX : n + extra;
-}
-
-bool srv_coding_encode(srv_coding coding, api_buf *b) {
+bool srv_coding_encode(srv_coding coding, api_buf *b, api_mem *mem) {
     if (coding == SRV_CODING_IDENTITY || b->failed)
         return false;
     z_stream z;
@@ -313,8 +308,9 @@ bool srv_coding_encode(srv_coding coding, api_buf *b) {
     int bits = coding == SRV_CODING_GZIP ? 15 + 16 : 15;
     if (deflateInit2(&z, Z_BEST_SPEED, Z_DEFLATED, bits, 8, Z_DEFAULT_STRATEGY) != Z_OK)
         return false;
-    size_t cap = deflateBound(&z, (uLong)b->len) + 64; /* within srv_coding_bound(len) */
-    char *out = malloc(cap);
+    size_t cap = deflateBound(&z, (uLong)b->len) + 64;
+    /* The copy is made in the job memory budget, for the moment both are held. */
+    char *out = api_mem_alloc_bounded(mem, cap, cap, NULL, NULL);
     bool ok = out != NULL;
     z.next_in = (Bytef *)b->data;
     z.next_out = (Bytef *)out;
@@ -332,17 +328,19 @@ bool srv_coding_encode(srv_coding coding, api_buf *b) {
         ok = rc == Z_OK || rc == Z_STREAM_END; /* the bound leaves room: no Z_BUF_ERROR */
     }
     deflateEnd(&z);
-    size_t n = cap - out_left;
-    /* Coded only when it is smaller, and held at its own length: the reply then never takes
-     * more than the buffer it replaces (whose bytes are reserved in the unsent-reply budget). */
-    char *fit = ok && n < b->len ? realloc(out, n ? n : 1) : NULL;
-    if (!fit) {
-        free(out);
+    size_t n = cap - out_left, got = 0;
+    /* Coded only when it is smaller, and then held in a block of its own length, within the
+     * reply's reservation (the buffer it replaces was at least as large). */
+    char *fit = ok && n < b->len ? api_mem_alloc(mem, n ? n : 1, n ? n : 1, &got) : NULL;
+    if (fit)
+        memcpy(fit, out, n);
+    api_mem_free(out);
+    if (!fit)
         return false;
-    }
-    api_buf_free(b); /* a job memory block goes back to its cache; fit is malloc's */
+    api_buf_free(b);
     b->data = fit;
     b->len = n;
-    b->cap = n;
+    b->cap = got;
+    b->block = true;
     return true;
 }

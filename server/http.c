@@ -136,16 +136,12 @@ static void job_settle(http_req *r) {
     srv_http *h = r->h;
     /* A v2 reply: its JSON part's length, then the coding the client accepts (here, where the
      * job ran: a worker, or for a tiny job the thread that parsed it). The coded copy is held
-     * beside the reply for a moment: its room is reserved in the budget first, and the reply
-     * goes uncoded when there is none. */
+     * beside the reply for a moment in the job memory budget, and the reply goes uncoded when
+     * it does not fit there; kept, it is smaller than the buffer it replaces. */
     if (sj->status == 200 && !sj->body.failed && r->route == SRV_ROUTE_V2_INFER) {
         r->json_len = sj->body.len - (r->binary_bytes < sj->body.len ? r->binary_bytes : 0);
-        size_t copy = srv_coding_bound(sj->body.len);
-        if (r->reply_coding != SRV_CODING_IDENTITY && http_unsent_reserve(h, r, copy)) {
-            if (srv_coding_encode(r->reply_coding, &sj->body))
-                r->content_encoding = srv_coding_name(r->reply_coding);
-            http_unsent_release(h, r, copy);
-        }
+        if (srv_coding_encode(r->reply_coding, &sj->body, h->limits.mem))
+            r->content_encoding = srv_coding_name(r->reply_coding);
     }
     size_t held = sj->status == 200 && !sj->body.failed ? sj->body.cap : 0;
     if (held <= r->unsent) {

@@ -204,7 +204,8 @@ typedef struct srv_memory_plan {
     size_t budget;    /* --max-memory, or by default 3/4 of limit - rest: the most clients can
                          make attnd hold above rest (logged as memory_bound) */
     bool auto_budget; /* budget is the default, not --max-memory */
-    size_t fixed;     /* connection places (SRV_CONN_BYTES each), zlib states, /metrics */
+    size_t fixed;     /* connection places (SRV_CONN_BYTES each), zlib states, /metrics,
+                         metadata replies being written, free memory atop the malloc heaps */
     size_t replies;   /* --max-unsent-bytes: job replies reserved or held, coded copies included */
     size_t jobs;      /* the rest: the job memory cache's budget for bodies, arenas, batch
                          workspaces and large replies other than jobs' (0 when nothing is left) */
@@ -582,16 +583,13 @@ const char *srv_body_error(const srv_body *b);
  * identity. */
 srv_coding srv_coding_accepted(const char *value);
 
-/* The most srv_coding_encode's coded copy of n bytes takes (zlib's deflateBound + 64 for the
- * gzip and zlib wrappers at level 1, rounded up): n + n / 1024 + 1 KiB. Saturates. */
-size_t srv_coding_bound(size_t n);
-
 /* Replaces the n bytes of b with themselves coded as coding (gzip or deflate, zlib's fastest
- * level), in a buffer of exactly their coded length. True when done; false (b unchanged) for
- * identity, when coding would not make them smaller, or when out of memory. While it runs, b
- * and a buffer of zlib's deflateBound(n) + 64 bytes (plus zlib's state, about 256 KiB) are
- * held together (the coded copy is reserved in --max-unsent-bytes first: http.c). */
-bool srv_coding_encode(srv_coding coding, api_buf *b);
+ * level), in a block of mem (may be NULL) of their coded length. True when done; false (b
+ * unchanged) for identity, when coding would not make them smaller, when the coded copy does not
+ * fit the job memory budget now, or when out of memory. While it runs, b and the copy (zlib's
+ * deflateBound(n) + 64 bytes, a bounded block of mem: api_mem_alloc_bounded) are held together,
+ * with zlib's state (about 256 KiB). */
+bool srv_coding_encode(srv_coding coding, api_buf *b, api_mem *mem);
 
 /* ---- Static files (static.c and the generated embed table) ------------------------------- */
 

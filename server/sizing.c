@@ -11,8 +11,10 @@
  * The memory plan (SECURITY.md, "Memory"): --max-memory, by default three quarters of what the
  * limit leaves beside attnd at rest, is all that clients can make attnd hold. It is shared out as
  *   fixed:   each connection place's buffers (SRV_CONN_BYTES), the zlib state of each thread that
- *            codes (SRV_CODING_BYTES), the /metrics renderings alive at once, and per HTTP thread
- *            a metadata reply being written (64 KiB and 1 KiB a model);
+ *            codes (SRV_CODING_BYTES), the /metrics renderings alive at once, per HTTP thread
+ *            a metadata reply being written (64 KiB and 1 KiB a model), and the free memory
+ *            glibc may keep atop the malloc heap of each thread that allocates for requests
+ *            (SRV_HEAP_TRIM_BYTES);
  *   replies: --max-unsent-bytes, the job replies reserved or held (with their coded copies);
  *   jobs:    the rest, the job memory cache's budget (api_mem_set_budget): request bodies as they
  *            arrive and decode, jobs' arenas, batch workspaces, and other large replies (model
@@ -212,9 +214,15 @@ void srv_memory_plan_make(const srv_config *cfg, size_t models, const srv_memory
     /* an HTTP thread writes a metadata reply (a model listing, the statistics: under 500 bytes
      * a model) in a growing buffer before the budget takes it over */
     size_t listing = sat_add((size_t)64 << 10, sat_mul(models, 1024));
-    p->fixed = sat_add(sat_add(sat_mul(srv_config_connections_max(cfg), SRV_CONN_BYTES),
-                               sat_mul(coders, SRV_CODING_BYTES)),
-                       sat_add(srv_metrics_held_max(models), sat_mul(cfg->http_threads, listing)));
+    /* the free memory glibc may keep atop each thread's malloc heap (SRV_HEAP_TRIM_BYTES): a
+     * heap for each thread that allocates for requests */
+    size_t heaps =
+        sat_add(sat_add(cfg->threads, cfg->pool_threads), sat_add(cfg->http_threads, parsers));
+    p->fixed =
+        sat_add(sat_add(sat_mul(srv_config_connections_max(cfg), SRV_CONN_BYTES),
+                        sat_mul(coders, SRV_CODING_BYTES)),
+                sat_add(sat_add(srv_metrics_held_max(models), sat_mul(cfg->http_threads, listing)),
+                        sat_mul(heaps, SRV_HEAP_TRIM_BYTES)));
     p->replies = cfg->max_unsent_bytes;
     size_t taken = sat_add(p->fixed, p->replies);
     p->jobs = p->budget > taken ? p->budget - taken : 0;

@@ -192,7 +192,7 @@ static int holder(int port, size_t cl, const char *piece, size_t n) {
 static void refusal_when_full(void) {
     attnd d;
     const char *args[] = {"--max-memory",
-                          "96M",
+                          "200M",
                           "--max-unsent-bytes",
                           "8M",
                           "--max-body-bytes",

@@ -1,7 +1,7 @@
 # reliability.mk - fuzzing, sanitizers, limits, overload and fault tests (issue: reliability and
 # security), included by the top-level Makefile.
 #
-#   make test-reliability  (part of `make test`, about 25 s) test_reliability against a live
+#   make test-reliability  (part of `make test`, about 90 s) test_reliability against a live
 #                          daemon: limits, faults, slow and idle clients, HTTP framing and
 #                          content codings (raw sockets), security (key, CORS, headers,
 #                          default address), RSS over 20 000 requests, unsent replies
@@ -9,9 +9,13 @@
 #                          reserved before compute), job memory (a W4 job after another reuses
 #                          its memory; idle RSS back within 10% after it), probes
 #                          (/healthz and /readyz within 500 ms beside requests that declare
-#                          huge shapes in small bodies), the start (odd files in --models
-#                          refused, naming them; SIGTERM and SIGINT ending a long start); and
-#                          the fuzzers' regression inputs (fuzz-replay)
+#                          huge shapes in small bodies; /metrics for any number of scrapers),
+#                          starve (probes within 100 ms beside clients that never read, large
+#                          gzip bodies being parsed, a reply read slowly holding the budget),
+#                          budget (the memory bound at the defaults and in a cgroup, unfinished
+#                          gzip bodies, 503 memory_budget when bodies fill it), the start (odd
+#                          files in --models refused, naming them; SIGTERM and SIGINT ending a
+#                          long start); and the fuzzers' regression inputs (fuzz-replay)
 #   make test-asan         every unit and integration test (test_attention, the oracle,
 #                          test_api, test_server, http_oracle, test_reliability, the fuzz
 #                          replays) built with clang, ASan and UBSan in $(ASAN_BUILD); any
