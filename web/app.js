@@ -6,13 +6,20 @@
 // brackets), so that there is no import cycle:
 //   i18n-screens.js  the strings of the exports, the call and the screens (i18n.js adds them)
 //   strings-lesson.js  the guided path's, 实验二's and the 思考题's strings (i18n.js merges them)
+//   strings-class.js  the busy server's line, the error lines, the controls' fold (i18n.js
+//                merges them)
 //   i18n.js      every string a person reads, in Chinese and English [i18n-screens
-//                strings-lesson]
+//                strings-lesson strings-class]
 //   numbers.js   deterministic numbers (splitmix64) for the random presets
 //   tensors.js   tensors as the API sends and takes them (nested arrays, base64)
 //   dom.js       elements by id, canvases at the pixel ratio, selects and bars
 //   state.js     the state and the URL, the server's models, the last result [i18n]
-//   api.js       the API client and its errors [state]
+//   busy.js      the line shown while a request waits to retry a busy server [state dom]
+//   api.js       the API client, a 503 retried after its Retry-After, and its errors
+//                [state busy]
+//   errors.js    an error as a line in the page's language, the API's message folded under
+//                it [state api]
+//   fold.js      the controls folded away in large font and on the path [state dom]
 //   maps.js      weight maps: the selected one, rows, masks, filters, maximum, mean, the
 //                view without its start token [state]
 //   compute.js   a run's input, its request(s) and the view model
@@ -23,34 +30,35 @@
 //   lines.js     the line view [state dom maps large]
 //   trace.js     a run's trace, and the value vectors of a vocabulary [state api]
 //   received.js  what a word received: the keys that added most, the nearest word
-//                [state dom api heads trace]
+//                [state dom api heads trace errors]
 //   steps.js     the step tables of a row and of a head, and the output table
-//                [state dom heads trace received]
-//   status.js    the status line and the error line [state dom api]
+//                [state dom heads trace received errors]
+//   status.js    the status line and the error line [state dom api errors]
 //   vocab.js     the vocabulary window [state dom api status]
 //   exp1.js      实验一, guess then compare [state dom maps heads]
 //   exp3.js      实验三, no peeking at the future [state dom api tensors status maps heatmap heads]
-//   exp2.js      实验二, Q/K/V as a search system over /v1/sdpa [state dom api tensors]
+//   exp2.js      实验二, Q/K/V as a search system over /v1/sdpa [state dom api tensors errors]
 //   minimap.js   small matrices on a canvas, weights or scores [dom heatmap]
 //   wordvec.js   a sentence's words as seeded vectors, for the 思考题 [state numbers]
-//   tied.js      思考题 1, W^Q = W^K [state dom api wordvec minimap]
-//   multihead.js 思考题 2, H = 1, 2, 4, 8 on the same E [state dom api tensors wordvec minimap]
-//   cost.js      思考题 3, the cost of n², measured [state dom api tensors]
+//   tied.js      思考题 1, W^Q = W^K [state dom api errors wordvec minimap]
+//   multihead.js 思考题 2, H = 1, 2, 4, 8 on the same E
+//                [state dom api errors tensors wordvec minimap]
+//   cost.js      思考题 3, the cost of n², measured, on seeded inputs [state dom api errors]
 //   think.js     the 思考题's section [dom tied multihead cost]
 //   views.js     a result in every view, and the grid of heads
 //                [state dom heatmap heads large lines steps exp1 exp2 exp3 think]
 //   controls.js  the controls, presets, the models' list and the language
-//                [i18n state dom api status vocab]
+//                [i18n state dom api status vocab fold]
 //   svg.js       the current view as an SVG document, and an SVG as a PNG
 //                [state dom maps heatmap heads large]
 //   calls.js     a request as curl, Python (requests) and JavaScript (fetch)
 //   export.js    the exports and the call, a failed run's greyed-out result, the colour scale's
 //                switch [state dom svg calls]
 //   path.js      the guided path: nine steps, the URL's step, the first visit's offer
-//                [state dom controls]
+//                [state dom controls fold]
 //   app.js       this module: a run, the sentence box, the language switch and the listeners
-//                [state dom api compute status vocab large lines exp1 exp3 views steps controls
-//                export path think]
+//                [state dom api busy errors fold compute status vocab large lines exp1 exp3
+//                views steps controls export path think]
 //
 // Legend: L query tokens, S key tokens, E embedding width, H heads, Dh = E / H the head width.
 // Weight maps are kept per head as Float32Array(L * S) (dense) or as the top-k of every row
@@ -77,6 +85,9 @@ import { applyLanguage, applyPreset, loadModels, readControls, syncControls } fr
 import { drawCall, initExport, setStale, syncScale } from './export.js';
 import { afterRun, drawPath, initPath } from './path.js';
 import { initThink } from './think.js';
+import { renderBusy } from './busy.js';
+import { redrawErrors } from './errors.js';
+import { initFold } from './fold.js';
 
 // ---- Running ------------------------------------------------------------------------------
 
@@ -154,6 +165,8 @@ function setLanguage(lang) {
   syncControls();
   writeUrl();
   drawPath();
+  renderBusy();
+  redrawErrors();
   // The seed presets name their tokens (查询, 键 0) in the page's language: build them again.
   if (view && (state.preset === 'a' || state.preset === 'b')) run();
   else if (view) drawViews(view);
@@ -165,6 +178,7 @@ async function main() {
   await loadModels();
   if (!fromUrl) applyPreset(state.preset);
   syncControls();
+  initFold();
   initPath(run); // a step in the URL sets the page before the first run
   initThink();
   $('preset').addEventListener('change', () => { readControls(); applyPreset($('preset').value); syncControls(); run(); });

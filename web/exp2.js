@@ -6,6 +6,7 @@ import { state, t } from './state.js';
 import { $ } from './dom.js';
 import { post } from './api.js';
 import { readTensor } from './tensors.js';
+import { hideError, showError } from './errors.js';
 
 // ---- The documents --------------------------------------------------------------------------
 //
@@ -98,12 +99,11 @@ export async function search() {
     const r = await post('v1/sdpa', body);
     if (mine !== seq) return;
     last = { weights: Array.from(readTensor(r.weights).data), output: Array.from(readTensor(r.output).data), body };
-    $('exp2-error').hidden = true;
+    hideError($('exp2-error'));
   } catch (e) {
     if (mine !== seq) return;
     last = null;
-    $('exp2-error').hidden = false;
-    $('exp2-error').textContent = t('exp2.error', { msg: e.message });
+    showError($('exp2-error'), e, 'exp2.error');
   }
   drawAnswer();
 }

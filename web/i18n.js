@@ -6,18 +6,22 @@
 // 因果掩码, 填充掩码, 多头, 拼接, 输出投影; "token" and "softmax" stay as the chapters write them.
 // A formula keeps its ASCII form (QK^T, √d_k, W_O^T), as the chapters do.
 //
-// Error messages of the API itself stay in English (they are part of the API); the page puts a
-// Chinese line above them (err.api_lead). An empty value means "show nothing" in that language.
+// Error messages of the API itself stay in English (they are part of the API): the page shows a
+// line in its own language (errors.js, err.*) and folds the API's message away under it, for the
+// teacher. An empty value means "show nothing" in that language.
 //
 // To add a control: give its element data-i18n="key" (text), data-i18n-placeholder or
 // data-i18n-aria, and add the key here in both languages. The lesson model's sentences, its
 // vocabulary and the two experiments have their keys under text.*, vocab.*, headname.*,
 // lesson.*, exp1.* and exp3.*; the guided path, 实验二 and the 思考题 have theirs under path.*,
-// exp2.*, think.*, tied.*, multi.* and cost.*, in strings-lesson.js.
+// exp2.*, think.*, tied.*, multi.* and cost.*, in strings-lesson.js; the busy server's line, the
+// error lines and the controls' fold theirs under busy.*, err.* and controls.*, in
+// strings-class.js.
 
 import { LESSON_STRINGS } from './strings-lesson.js';
 
 import { SCREEN_STRINGS } from './i18n-screens.js';
+import { CLASS_STRINGS } from './strings-class.js';
 
 export const LANGS = ['zh', 'en'];
 
@@ -216,22 +220,20 @@ export const STRINGS = {
     'tok.key': 'key {i}',
 
     // The page's own errors.
-    'err.json_parse': 'the pasted JSON does not parse: {msg}',
+    'err.json_parse': 'the pasted JSON does not parse',
     'err.json_object': 'the pasted JSON must be an object',
     'err.json_fields': 'give "embeddings" (L rows of E numbers), or "q", "k" and "v"',
     'err.json_labels': '{n} token labels for {m} embeddings',
     'err.keys': 'real keys must be a whole number from 0 to {s}',
     'err.keys_words': 'real keys must be a whole number from 0 to the number of words',
-    'err.models': 'cannot list the models (GET /v1/models: {msg})',
-    'err.network': 'cannot reach the API: {msg}',
+    'err.models': 'cannot list the models (GET /v1/models)',
+    'err.network': 'cannot reach the server: check the network, then try again',
     'err.text_empty': 'type a sentence first',
     'err.novocab': 'no model of this server has a vocabulary, so it takes no sentences',
-    'err.vocab': 'cannot load the vocabulary (GET /v1/models/{model}: {msg})',
+    'err.vocab': 'cannot load the vocabulary (GET /v1/models/{model})',
     // Above the API's unknown_token error: the word and where it is, in the page's language.
     'err.unknown_word': '“{word}” at character {at} of the sentence (counting from 0) is not a word of the {model} model. Open the vocabulary to pick one it knows.',
     'err.unknown_token': 'word {i} (counting from 0), “{word}”, is not a word of the {model} model. Open the vocabulary to pick one it knows.',
-    // Above an API error's English message; empty in English, where the message speaks for itself.
-    'err.api_lead': '',
   },
 
   zh: {
@@ -417,20 +419,19 @@ export const STRINGS = {
     'tok.query': '查询',
     'tok.key': '键 {i}',
 
-    'err.json_parse': '粘贴的 JSON 无法解析（浏览器的说明：{msg}）',
+    'err.json_parse': '粘贴的 JSON 无法解析',
     'err.json_object': '粘贴的 JSON 必须是一个对象',
     'err.json_fields': '请给出 "embeddings"（L 行，每行 E 个数），或者 "q"、"k" 和 "v"',
     'err.json_labels': '有 {n} 个 token 标签，却有 {m} 个嵌入向量',
     'err.keys': '真实键的个数必须是 0 到 {s} 之间的整数',
     'err.keys_words': '真实键的个数必须是 0 到词数之间的整数',
-    'err.models': '无法获取模型列表（GET /v1/models：{msg}）',
-    'err.network': '无法连接 API：{msg}',
+    'err.models': '无法获取模型列表（GET /v1/models）',
+    'err.network': '连不上服务器：请检查网络，再试一次',
     'err.text_empty': '请先输入一个句子',
     'err.novocab': '这个服务器上没有带词表的模型，所以不能发送句子',
-    'err.vocab': '无法获取词表（GET /v1/models/{model}：{msg}）',
+    'err.vocab': '无法获取词表（GET /v1/models/{model}）',
     'err.unknown_word': '句子第 {at} 个字符处（从 0 数起）的“{word}”不在 {model} 模型的词表里。打开词表，挑一个它认识的词。',
     'err.unknown_token': '第 {i} 个词（从 0 数起）“{word}”不在 {model} 模型的词表里。打开词表，挑一个它认识的词。',
-    'err.api_lead': 'API 拒绝了这个请求（HTTP {status}，{code}）。下面是 API 的英文原文：',
   },
 };
 // The exports' and the screens' strings, in their own module (i18n-screens.js).
@@ -438,6 +439,10 @@ for (const l of LANGS) Object.assign(STRINGS[l], SCREEN_STRINGS[l]);
 
 // The guided path's, 实验二's and the 思考题's strings (strings-lesson.js), in the same table.
 for (const lang of LANGS) Object.assign(STRINGS[lang], LESSON_STRINGS[lang]);
+
+// A class on one server: the busy server's retry line, the error lines, the controls' fold
+// (strings-class.js).
+for (const lang of LANGS) Object.assign(STRINGS[lang], CLASS_STRINGS[lang]);
 
 // The language to show: the URL's lang when it names one, else the first of the browser's
 // languages (navigator.languages) that the table has, else English.

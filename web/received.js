@@ -7,6 +7,7 @@ import { barCell } from './dom.js';
 import { loadVocab } from './api.js';
 import { headName } from './heads.js';
 import { nearestWord, norm, valueTable } from './trace.js';
+import { errorBox } from './errors.js';
 
 const TOP = 5; // keys listed
 
@@ -65,7 +66,8 @@ export function drawReceived(v, h, i, r, box) {
     line.dataset.cos = String(best.cos);
   }).catch((e) => {
     if (!still()) return;
-    line.textContent = t('recv.noprobe', { msg: e.message });
-    line.dataset.word = '';
+    const failed = errorBox(e, 'recv.noprobe', 'note nearest');
+    Object.assign(failed.dataset, { testid: 'recv-nearest', word: '' });
+    line.replaceWith(failed);
   });
 }

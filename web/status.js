@@ -3,7 +3,8 @@
 
 import { t, vocabModel } from './state.js';
 import { $ } from './dom.js';
-import { ApiError, PageError, unknownWord } from './api.js';
+import { ApiError, unknownWord } from './api.js';
+import { errorParts, fillDetails } from './errors.js';
 
 export let status = { kind: 'idle', key: 'status.ready', time: null };
 let failure = null; // the error of the last run (PageError, ApiError or another Error), or null
@@ -24,29 +25,21 @@ export function renderStatus() {
   s.querySelector('.timing').textContent = status.time ? ` · ${t('status.time', status.time)}` : '';
 }
 
-// The error line: the page's own errors in the page's language; an API error as the API wrote
-// it (English), under a line in the page's language where the table has one.
+// The error line, in the page's language (errors.js): an unknown word named with its place, else
+// the line for the error; the API's own message (or the browser's) folded away under it.
 export function renderError() {
   const box = $('error');
   box.hidden = !failure;
   if (!failure) return;
-  let lead = '', api = '';
+  const parts = errorParts(failure);
   const unknown = unknownWord(failure);
-  if (failure instanceof PageError) lead = t(failure.key, failure.params);
-  else if (unknown) { // the word and where it is, in the page's language
+  if (unknown) { // the word and where it is, in the page's language
     const model = failure.model || vocabModel();
-    lead = unknown.at !== undefined ? t('err.unknown_word', { word: unknown.word, at: unknown.at, model })
+    parts.lead = unknown.at !== undefined ? t('err.unknown_word', { word: unknown.word, at: unknown.at, model })
       : t('err.unknown_token', { word: unknown.word, i: unknown.i, model });
-    api = failure.message;
-  } else if (failure instanceof ApiError) {
-    lead = t('err.api_lead', { status: failure.status, code: failure.code });
-    api = failure.message;
-  } else api = String(failure.message || failure);
-  const leadEl = box.querySelector('.lead'), apiEl = box.querySelector('.api');
-  leadEl.textContent = lead;
-  leadEl.hidden = !lead;
-  apiEl.textContent = api;
-  apiEl.hidden = !api;
+  }
+  box.querySelector('.lead').textContent = parts.lead;
+  fillDetails(box.querySelector('.api-details'), parts.detail, parts.summary);
   // The vocabulary, one click away from an unknown word.
   $('error-vocab').hidden = !(failure instanceof ApiError && failure.code === 'unknown_token');
 }

@@ -27,7 +27,7 @@ export async function openVocab(pick) {
     words = await loadVocab(model);
   } catch (e) {
     dlg.close();
-    setFailure(new PageError('err.vocab', { model, msg: e.message }));
+    setFailure(new PageError('err.vocab', { model }, e.message));
     renderError();
     return;
   }
