@@ -9,6 +9,7 @@ import { $ } from './dom.js';
 import { PageError, fetchModels } from './api.js';
 import { renderError, renderStatus, setFailure } from './status.js';
 import { renderVocabTitle } from './vocab.js';
+import { setFold } from './fold.js';
 
 export function syncControls() {
   if (isSentence(state.preset)) { // a sentence goes to a model with a vocabulary
@@ -31,6 +32,7 @@ export function syncControls() {
   $('large-font').checked = state.large;
   renderModelOptions();
   document.documentElement.classList.toggle('large', state.large);
+  setFold('large', state.large);
   $('text-opts').hidden = !isSentence(state.preset);
   $('random-opts').hidden = state.preset !== 'random';
   $('custom-opts').hidden = state.preset !== 'custom';
@@ -88,7 +90,7 @@ export async function loadModels() {
     setModels(await fetchModels());
   } catch (e) {
     setModels({ default: null, models: [] });
-    setFailure(new PageError('err.models', { msg: e.message }));
+    setFailure(new PageError('err.models', {}, e.message));
     renderError();
   }
   renderModelOptions();

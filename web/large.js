@@ -12,7 +12,8 @@ const NICE = [1, 2, 4, 5, 8, 10, 16, 20, 25, 32, 50, 64, 100, 128, 200, 256, 500
 
 // Where the large heatmap's parts go, in CSS px. The cells fill the width of the panel and the
 // height left on the first screen (for L <= 16 with large font at 1024x768 the whole heatmap and
-// its labels fit), at most 3 rem; with hundreds of tokens a cell may shrink to half a pixel.
+// its labels fit), or on the guided path the height left under its panel once the heads are
+// scrolled to it, at most 3 rem; with hundreds of tokens a cell may shrink to half a pixel.
 // Token labels are 0.8 rem (16 px with large font), horizontal on the left; on the top
 // horizontal when they fit their column, else angled at 45° or, when neighbours would touch,
 // 60°, with room kept above and to the right so that none is clipped. When rows are too thin for
@@ -34,14 +35,18 @@ function largeLayout(v, ctx) {
 
   const wrap = $('large-wrap');
   const availW = wrap.clientWidth;
-  const reserve = $('scale').offsetHeight + rem * 1.4; // the legend and the panel's bottom
-  const top = wrap.getBoundingClientRect().top + window.scrollY;
+  let top = wrap.getBoundingClientRect().top + window.scrollY;
+  // On the guided path the heads' section is scrolled to just under its panel (path.js, whose
+  // height is --path-h): the heatmap and its legend fit the screen from there.
+  const pathH = parseFloat(getComputedStyle(document.documentElement).getPropertyValue('--path-h')) || 0;
+  if (pathH > 0) top = top - ($('heads-section').getBoundingClientRect().top + window.scrollY) + pathH + rem * 0.5;
+  const reserve = $('scale').offsetHeight + rem * (pathH > 0 ? 0.6 : 1.4); // the legend and the panel's bottom
   let availH = window.innerHeight - top - reserve;
   // Below the first screen anyway (a narrow window stacks the controls first): fit one screen.
   if (availH < window.innerHeight * 0.35) availH = window.innerHeight - rem * 4 - reserve;
 
-  const minRow = font * 1.25; // the spacing a row label needs
-  const minSlant = font * 1.1; // the spacing of angled labels across their text (glyphs are 1 font high)
+  const minRow = font * 1.2; // the spacing a row label needs
+  const minSlant = font * 1.05; // the spacing of angled labels across their text (glyphs are 1 font high)
   const stride = (cell, need) => {
     const k = Math.max(1, Math.ceil(need / cell - 1e-9));
     return tokens ? k : NICE.find((n) => n >= k) || k;
@@ -92,7 +97,8 @@ export function drawLarge(run, hoverRow = -1) {
     const title = $('large-title');
     title.textContent = '';
     title.append(headNameEl(v, key));
-    for (const part of [t('large.max', { max: max.toFixed(3) })].concat(v.topk ? [t('large.topk', { k: v.topk })] : [],
+    const topk = key === 'mean' ? v.topkMean : v.topk;
+    for (const part of [t('large.max', { max: max.toFixed(3) })].concat(topk ? [t('large.topk', { k: topk })] : [],
       v.renorm ? [t('large.renorm')] : [])) {
       const s = document.createElement('span');
       s.textContent = part;

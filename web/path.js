@@ -7,6 +7,7 @@
 import { EXP_DEFAULTS, state, t, view } from './state.js';
 import { $ } from './dom.js';
 import { applyPreset, syncControls } from './controls.js';
+import { setFold } from './fold.js';
 
 // Each step: the state it sets over its preset's (applyPreset), the section it scrolls to, and
 // what it starts once the run is drawn (auto: the id of a button to click).
@@ -101,6 +102,7 @@ export function drawPath() {
   const panel = $('path'), on = step > 0;
   panel.hidden = !on && !offer;
   panel.classList.toggle('offer', offer && !on);
+  setFold('path', on);
   $('path-offer').hidden = !(offer && !on);
   $('path-body').hidden = !on;
   $('path-open').hidden = on;
@@ -125,6 +127,9 @@ export function drawPath() {
       b.addEventListener('click', () => goStep(i + 1));
       dots.append(b);
     });
+    // On a phone the dots scroll sideways: the current one in view.
+    const cur = dots.children[step - 1];
+    dots.scrollLeft = Math.max(0, cur.offsetLeft - dots.offsetLeft - (dots.clientWidth - cur.offsetWidth) / 2);
   } else {
     delete panel.dataset.step;
   }

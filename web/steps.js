@@ -7,11 +7,19 @@ import { $, barCell, fillSelect, tokenItems } from './dom.js';
 import { headName } from './heads.js';
 import { norm, rowAt } from './trace.js';
 import { drawReceived } from './received.js';
+import { errorBox } from './errors.js';
 
 const MATRIX_LIMIT = 20; // the whole matrices for L, S <= 20 (a sentence of the lesson: at most 17)
 const DIM_LIMIT = 16; // Q, K and V tables for a head width up to 16; rows cut to 16 dims
 
-const f2 = (x) => (x === -Infinity ? '−∞' : x.toFixed(2));
+// A number as the tables show it: two decimals; in large font (a projector) at most three
+// significant digits beyond them (38.4, −512), so that a row of 17 scores fits the width.
+const f2 = (x) => {
+  if (x === -Infinity) return '−∞';
+  if (!state.large) return x.toFixed(2);
+  const a = Math.abs(x);
+  return x.toFixed(a < 9.995 ? 2 : a < 99.95 ? 1 : 0);
+};
 
 // A numeric table: the caption is the page's text, the cells and their labels are data (marked
 // data-i18n-data: token text, dimension names, numbers).
@@ -189,7 +197,7 @@ export function drawSteps(v) {
   if (box.hidden) return;
   const pick = $('row-pick');
   pick.parentElement.hidden = true;
-  if (!v.trace) { body.append(note(t('steps.notrace', { msg: v.traceError.message }))); return; }
+  if (!v.trace) { body.append(errorBox(v.traceError, 'steps.notrace', 'note')); return; }
   if (v.mode === 'mha' && state.head === 'mean') { body.append(note(t('steps.pick'))); return; }
   const h = v.mode === 'sdpa' ? 0 : Math.min(Number(state.head), v.h - 1);
   const i = selectedRow(v);
@@ -208,7 +216,7 @@ export function drawSteps(v) {
 export function drawOutput(v) {
   const sec = $('output-section'), body = $('output-body');
   body.textContent = '';
-  const small = v.l <= MATRIX_LIMIT;
+  const small = v.l <= MATRIX_LIMIT && !!v.output;
   sec.hidden = !small;
   if (!small) return;
   const dim = v.output.shape[v.output.shape.length - 1];
