@@ -8,13 +8,22 @@ import { PageError, post } from './api.js';
 import { meanOf } from './maps.js';
 import { fetchTrace, traceBody } from './trace.js';
 
-const DENSE_LIMIT = 1 << 20; // above this many weights per request, ask the API for the top-k
+// A run is large, and asks the API for each row's top-k weights in base64, above DENSE_LIMIT
+// weights for a sentence, and for embeddings above DENSE_NUMBERS numbers in the reply (weights
+// per head and the output, about 10 bytes each in JSON: within the 256 KiB a page of a class
+// receives at most). A large run's reply carries its weights alone, each entry an int32 index and
+// a float32 value (8 bytes, 4/3 of it on the wire): per head and for the mean, k is what fits
+// REPLY_WEIGHTS_BYTES, AUTO_TOP_K at most.
+const DENSE_LIMIT = 1 << 20;
+const DENSE_NUMBERS = 20000;
 const AUTO_TOP_K = 16;
+const REPLY_WEIGHTS_BYTES = 192 * 1024;
 
 // ---- Inputs -------------------------------------------------------------------------------
 
-// Returns {mode: 'sdpa', tokens, q, k, v, scale?}, {mode: 'mha', tokens, x} or, for a sentence,
-// {mode: 'words', text, model}.
+// Returns {mode: 'sdpa', tokens, q, k, v, scale?}, {mode: 'mha', tokens, x, seed?} or, for a
+// sentence, {mode: 'words', text, model}. seed: x is the API's seeded tensor of that seed
+// (numbers.js makes the same values), which a large run sends in its place.
 export function buildInput() {
   if (isSentence(state.preset)) {
     const model = vocabModel();
@@ -38,18 +47,18 @@ export function buildInput() {
     };
   case 'd': {
     const e = 96;
-    return { mode: 'mha', tokens: Array.from({ length: 512 }, (_, i) => `t${i}`), x: randomMatrix(512, e, 512) };
+    return { mode: 'mha', tokens: Array.from({ length: 512 }, (_, i) => `t${i}`), x: randomMatrix(512, e, 512), seed: 512 };
   }
   case 'random': {
     const e = embedWidth(state.randE);
     return {
       mode: 'mha', tokens: Array.from({ length: state.randL }, (_, i) => `t${i}`),
-      x: randomMatrix(state.randL, e, state.randSeed),
+      x: randomMatrix(state.randL, e, state.randSeed), seed: state.randSeed,
     };
   }
   default: {
     let j;
-    try { j = JSON.parse(state.custom); } catch (e) { throw new PageError('err.json_parse', { msg: e.message }); }
+    try { j = JSON.parse(state.custom); } catch (e) { throw new PageError('err.json_parse', {}, e.message); }
     if (!j || typeof j !== 'object') throw new PageError('err.json_object');
     if ('q' in j) {
       const n = j.q.length, s = j.k ? j.k.length : 0;
@@ -116,14 +125,16 @@ export async function compute(input) {
   const heads = model ? model.num_heads : p.heads;
   // A text of n characters has at most n words: its L is known only from the response.
   const lMax = words ? [...input.text].length : input.x.length;
-  const big = lMax * lMax * heads > DENSE_LIMIT;
+  const big = words ? lMax * lMax * heads > DENSE_LIMIT : lMax * lMax * heads + lMax * input.x[0].length > DENSE_NUMBERS;
   const body = {};
   if (words) {
     body.model = p.name;
     body.text = input.text;
   } else {
     const e = input.x[0].length;
-    body.query = big ? f32Tensor(Float32Array.from(input.x.flat()), [lMax, e]) : input.x;
+    if (!big) body.query = input.x;
+    else if (input.seed !== undefined) body.query = { init: 'uniform', seed: input.seed, shape: [lMax, e] };
+    else body.query = f32Tensor(Float32Array.from(input.x.flat()), [lMax, e]);
     if (p.kind === 'model') body.model = p.name;
     else body.params = p.init === 'random' ? { init: 'random', seed: p.seed, num_heads: p.heads } : { init: 'identity', num_heads: p.heads };
   }
@@ -131,10 +142,13 @@ export async function compute(input) {
   if (big) body.encoding = 'base64';
   const reqs = [];
   const want = state.weights;
-  const k = big ? Math.min(AUTO_TOP_K, lMax) : 0;
-  const withW = (mode) => Object.assign({}, body, { need_weights: mode }, k ? { weights_top_k: k } : {});
-  if (want === 'per_head') reqs.push(withW('per_head'));
-  if (want === 'mean' || k) reqs.push(withW('mean'));
+  const fit = (rows) => Math.max(1, Math.min(AUTO_TOP_K, lMax, Math.floor(REPLY_WEIGHTS_BYTES / (rows * 8 * 4 / 3))));
+  const k = big ? fit(lMax) : 0, kHead = big ? fit(heads * lMax) : 0;
+  // (The output table is drawn for up to 20 tokens: beyond, the reply need not carry it.)
+  const withW = (mode, kk) => Object.assign({}, body, { need_weights: mode }, kk ? { weights_top_k: kk } : {},
+    kk && lMax > 20 ? { outputs: ['weights'] } : {});
+  if (want === 'per_head') reqs.push(withW('per_head', kHead));
+  if (want === 'mean' || k) reqs.push(withW('mean', k));
   const t0 = performance.now();
   const res = await Promise.all(reqs.map((b) => post('v1/attention', b)));
   const ms = performance.now() - t0;
@@ -144,21 +158,21 @@ export async function compute(input) {
   const tokens = words ? r0.tokens : input.tokens;
   const l = tokens.length, e = r0.shape.E;
   const v = { mode: 'mha', request: { path: '/v1/attention', body: reqs[0] }, response: r0, ms, usage: r0.usage,
-    tokens, start: -1, l, s: l, h, heads: null, mean: null, topk: k || null,
-    output: readTensor(r0.output), input, params: p, e, dk: e / h, scale: 1 / Math.sqrt(e / h),
+    tokens, start: -1, l, s: l, h, heads: null, mean: null, topk: (want === 'per_head' ? kHead : k) || null, topkMean: k || null,
+    output: r0.output ? readTensor(r0.output) : null, input, params: p, e, dk: e / h, scale: 1 / Math.sqrt(e / h),
     words, model: p.kind === 'model' ? p.name : null, headNames: r0.head_names || null };
   const split = (w) => { // (H, L, X) or (L, X) flat -> per map
     const t = readTensor(w);
     const per = t.shape.length === 3 ? t.shape[0] : 1, size = t.data.length / per;
     return Array.from({ length: per }, (_, i) => t.data.subarray(i * size, (i + 1) * size));
   };
-  const sparse = (w) => {
+  const sparse = (w, kk) => {
     const idx = split(w.indices), val = split(w.values);
-    return idx.map((ix, i) => ({ idx: ix, val: val[i], k }));
+    return idx.map((ix, i) => ({ idx: ix, val: val[i], k: kk }));
   };
-  if (want === 'per_head') v.heads = k ? sparse(r0.weights) : split(r0.weights);
+  if (want === 'per_head') v.heads = k ? sparse(r0.weights, kHead) : split(r0.weights);
   const rm = res[want === 'per_head' ? 1 : 0];
-  if (rm) v.mean = (k ? sparse(rm.weights) : split(rm.weights))[0];
+  if (rm) v.mean = (k ? sparse(rm.weights, k) : split(rm.weights))[0];
   else if (v.heads) v.mean = meanOf(v.heads, l * l);
   // The model's start token, first among a sentence's words (the API prepends it): its label is
   // the page's (〈始〉 / 〈s〉), so the labels are read in the page's language when drawn.

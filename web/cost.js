@@ -2,26 +2,26 @@
 // attention matrix's size, beside what attnd held for the same jobs, measured: POST /v1/sdpa of
 // one head of width 64 at L = S = n, with need_weights false and then true, and the bytes the API
 // answers in usage (workspace_bytes, libattn's scratch; job_bytes, everything the job held).
+//
+// The jobs are small on the wire, so that a whole class can send them at once: q, k and v are
+// seeded tensors that attnd makes itself ({"init": "uniform", "seed", "shape"}), and "outputs": []
+// asks for a reply of usage alone, while the job is computed as it would be with its output (and
+// its weights when need_weights asks for them). A request is about 200 bytes, a reply about 1 KB.
 
 import { t } from './state.js';
 import { $ } from './dom.js';
 import { ApiError, post } from './api.js';
-import { f32Tensor } from './tensors.js';
+import { hideError, showError } from './errors.js';
 
 export const COST_NS = [2048, 8192];
 export const COST_D = 64; // d_k of the chapter's heads (d = 512, H = 8)
 
-// Deterministic values in [−0.5, 0.5), cheap enough for 8192 × 64 of them.
-function filler(n) {
-  const a = new Float32Array(n);
-  for (let i = 0; i < n; i++) a[i] = ((Math.imul(i + 1, 2654435761) >>> 0) % 1000) / 1000 - 0.5;
-  return a;
-}
+// A (n, COST_D) tensor of uniform values in [-1, 1) that attnd makes from seed.
+const seeded = (seed, n) => ({ init: 'uniform', seed, shape: [n, COST_D] });
 
-// The job for n: q, k and v the same (n, COST_D) float32 tensor, in base64.
+// The job for n: q, k and v seeded 1, 2 and 3; the reply carries usage alone.
 export function costBody(n, weights) {
-  const x = f32Tensor(filler(n * COST_D), [n, COST_D]);
-  return { q: x, k: x, v: x, need_weights: weights, encoding: 'base64' };
+  return { q: seeded(1, n), k: seeded(2, n), v: seeded(3, n), need_weights: weights, outputs: [] };
 }
 
 // Bytes in MiB or KiB, as a person reads them.
@@ -54,11 +54,10 @@ export async function runCost() {
       out.push({ n, plain, weights: withW });
     }
     rows = out;
-    $('cost-error').hidden = true;
+    hideError($('cost-error'));
   } catch (e) {
     rows = null;
-    $('cost-error').hidden = false;
-    $('cost-error').textContent = t('think.error', { msg: e.message });
+    showError($('cost-error'), e, 'think.error');
   } finally {
     busy = false;
     $('cost-run').disabled = false;

@@ -80,11 +80,11 @@ export async function runExp3(causal) {
   const off = v.start === 0 ? 1 : 0, a = v.tokens.slice(off), b = a.slice();
   b[t3 - off] = w;
   const body = (tokens, nw = false) => Object.assign({ model: v.model, tokens, need_weights: nw, encoding: 'base64' },
-    causal ? { causal: 'top_left' } : {});
+    nw ? { outputs: ['weights'] } : {}, causal ? { causal: 'top_left' } : {});
   setStatus('loading', 'status.busy');
   try {
     // The outputs compared come from requests alike but for word t; A's weights (for the
-    // heatmaps) from a third.
+    // heatmaps) from a third, which asks for them alone.
     const [ra, rb, rw] = await Promise.all([post('v1/attention', body(a)), post('v1/attention', body(b)),
       post('v1/attention', body(a, 'per_head'))]);
     if (seq !== runSeq || view !== v) return;

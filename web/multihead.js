@@ -5,6 +5,7 @@
 import { t, view } from './state.js';
 import { $ } from './dom.js';
 import { post } from './api.js';
+import { hideError, showError } from './errors.js';
 import { readTensor } from './tensors.js';
 import { DEMO_E, seededWeight, sentenceVectors } from './wordvec.js';
 import { drawMatrix } from './minimap.js';
@@ -15,7 +16,7 @@ export const HS = [1, 2, 4, 8];
 // whatever H is, so that only their split into heads changes: head h takes the columns
 // h·d_k … (h+1)·d_k − 1 of each projection.
 export const multiBody = (x, h) => ({
-  query: x, need_weights: 'per_head',
+  query: x, need_weights: 'per_head', outputs: ['weights'],
   params: {
     num_heads: h, q_proj_weight: seededWeight(DEMO_E, 11), k_proj_weight: seededWeight(DEMO_E, 12),
     v_proj_weight: seededWeight(DEMO_E, 13), 'out_proj.weight': seededWeight(DEMO_E, 14),
@@ -42,12 +43,11 @@ export async function runMulti() {
         return { h: HS[k], flops: r.usage.flops, maps: Array.from({ length: HS[k] }, (_, i) => w.subarray(i * n * n, (i + 1) * n * n)) };
       }),
     };
-    $('multi-error').hidden = true;
+    hideError($('multi-error'));
   } catch (e) {
     if (mine !== seq) return;
     result = null;
-    $('multi-error').hidden = false;
-    $('multi-error').textContent = t('think.error', { msg: e.message });
+    showError($('multi-error'), e, 'think.error');
   } finally {
     if (mine === seq) $('multi-run').disabled = false;
   }

@@ -5,6 +5,7 @@
 import { t, view } from './state.js';
 import { $ } from './dom.js';
 import { post } from './api.js';
+import { hideError, showError } from './errors.js';
 import { DEMO_E, seededWeight, sentenceVectors } from './wordvec.js';
 import { drawMatrix } from './minimap.js';
 
@@ -19,7 +20,7 @@ const identity = (e) => Array.from({ length: e }, (_, i) => Array.from({ length:
 export function tiedBody(x, tied) {
   const wq = seededWeight(DEMO_E, 11);
   return {
-    query: x, need_weights: 'per_head', trace: true,
+    query: x, need_weights: 'per_head', trace: true, outputs: ['weights', 'trace'],
     params: {
       num_heads: 1, q_proj_weight: wq, k_proj_weight: tied ? wq : seededWeight(DEMO_E, 12),
       v_proj_weight: identity(DEMO_E), 'out_proj.weight': identity(DEMO_E),
@@ -53,12 +54,11 @@ export async function runTied() {
       if (best === i) diag++;
     }
     result = { key: JSON.stringify(words), tied, words, scores, weights, asym, diag };
-    $('tied-error').hidden = true;
+    hideError($('tied-error'));
   } catch (e) {
     if (mine !== seq) return;
     result = null;
-    $('tied-error').hidden = false;
-    $('tied-error').textContent = t('think.error', { msg: e.message });
+    showError($('tied-error'), e, 'think.error');
   } finally {
     if (mine === seq) $('tied-run').disabled = false;
   }

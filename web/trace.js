@@ -23,11 +23,12 @@ function readT(t) {
 export const rowAt = (t, h, i) => Array.from(t.data.subarray((h * t.rows + i) * t.x, (h * t.rows + i + 1) * t.x));
 
 // The request body of the run's trace: the run's own request, with every weight per head and the
-// trace; null when the trace would pass the API's bound.
+// trace, whose reply carries the trace alone ("outputs": the run's own reply has the output and
+// the weights); null when the trace would pass the API's bound.
 export function traceBody(v, body) {
   const n = v.l * v.s * v.h, wide = Math.max(v.l, v.s) * (v.mode === 'sdpa' ? v.h * Math.max(v.dk, v.dv || v.dk) : v.e);
   if (n > TRACE_BOUND || wide > TRACE_BOUND) return null;
-  const b = Object.assign({}, body, { need_weights: v.mode === 'sdpa' ? true : 'per_head', trace: true });
+  const b = Object.assign({}, body, { need_weights: v.mode === 'sdpa' ? true : 'per_head', trace: true, outputs: ['trace'] });
   delete b.weights_top_k;
   delete b.encoding;
   if (b.query && !Array.isArray(b.query)) return null; // base64 embeddings: a large job
@@ -47,12 +48,13 @@ export async function fetchTrace(path, body) {
 
 // ---- Value vectors of a vocabulary ---------------------------------------------------------
 
-const PROBE = 32; // words per probe request
+const PROBE = 24; // words per probe request
 const valueTables = new Map(); // model name -> a promise of {words, h, dh, vec: Float64Array(H, words, Dh)}
 
 // The value vector of every word of a model's vocabulary in every head, from probe requests:
 // the words themselves as tokens (without the start token), PROBE at a time, with the trace,
-// whose v holds each word's value vector. Cached per model.
+// whose v holds each word's value vector; a reply carries the trace alone (about 140 KB for 24
+// words of the lesson model). Cached per model.
 export function valueTable(name, vocab) {
   if (!valueTables.has(name)) {
     const m = models && models.models.find((x) => x.name === name);
@@ -60,7 +62,7 @@ export function valueTable(name, vocab) {
       const chunks = [];
       for (let i = 0; i < vocab.length; i += PROBE) chunks.push(vocab.slice(i, i + PROBE));
       const res = await Promise.all(chunks.map((tokens) => post('v1/attention', Object.assign(
-        { model: name, tokens, need_weights: false, trace: true }, m && m.start_token ? { add_special_tokens: false } : {}))));
+        { model: name, tokens, need_weights: false, trace: true, outputs: ['trace'] }, m && m.start_token ? { add_special_tokens: false } : {}))));
       const vs = res.map((r) => readT(r.trace.v));
       const h = vs[0].data.length / (vs[0].rows * vs[0].x), dh = vs[0].x;
       const vec = new Float64Array(h * vocab.length * dh);
