@@ -149,11 +149,16 @@ check-layers:
 
 # The visualizer in Debian's chromium, driven by playwright-core (never a downloaded browser);
 # screens.test.mjs: the exports, the call run as curl, Python and JavaScript, the page offline,
-# and every screen size.
+# and every screen size; path.test.mjs: the guided path and its experiments; layout.test.mjs: the
+# projector and the phone measured, and the root font following the browser's default;
+# class.test.mjs: every request of the path within 64 KiB up and 256 KiB down, and a busy
+# server's 503 retried (a proxy in the test).
 test-web: $(BUILD)/attnd tests/web/node_modules/playwright-core
 	timeout 300 node tests/web/visualizer.test.mjs $(BUILD)/attnd $(BUILD)/web-test
 	timeout 300 node tests/web/screens.test.mjs $(BUILD)/attnd $(BUILD)/web-test
 	timeout 300 node tests/web/path.test.mjs $(BUILD)/attnd $(BUILD)/web-path
+	timeout 300 node tests/web/layout.test.mjs $(BUILD)/attnd $(BUILD)/web-layout
+	timeout 300 node tests/web/class.test.mjs $(BUILD)/attnd $(BUILD)/web-class
 
 # The README's pictures of the visualizer and their manifest (docs/), rendered from a live attnd;
 # test-web fails when they are stale. Run after changing web/, and commit docs/.

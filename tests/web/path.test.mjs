@@ -284,20 +284,29 @@ async function main() {
       `each H's FLOPs are the API's, the same for every H (${flops.join(', ')})`);
 
     // ---- 6. The cost of n²: the page's figures against the API's usage -------------------
+    // The page sends small jobs: seeded q, k and v that attnd makes, and a reply of usage alone.
+    const costBodies = [];
+    page.on('request', (r) => { if (r.method() === 'POST' && r.url().endsWith('/v1/sdpa')) costBodies.push(r.postData()); });
     await page.click('[data-testid=cost-run]');
     await page.waitForSelector('[data-testid=cost-result][data-done]', { timeout: 60000 });
     const costRows = await page.$$eval('[data-testid=cost-table] tr[data-n]', (trs) => trs.map((t) => {
       const td = [...t.querySelectorAll('td')].map((x) => ({ ...x.dataset }));
       return { n: Number(t.dataset.n), fp16: Number(td[0].bytes), fp32: Number(td[1].bytes), job: Number(td[2].job), ws: Number(td[2].ws), w: td[3] };
     }));
-    const zeros = (n) => ({ dtype: 'float32', shape: [n, 64], data: Buffer.alloc(n * 64 * 4).toString('base64') });
+    const sent = costBodies.map((x) => JSON.parse(x));
+    const seeded = (x, n) => x && x.init === 'uniform' && Number.isInteger(x.seed) && JSON.stringify(x.shape) === JSON.stringify([n, 64]);
+    check(sent.length === 4 && costBodies.every((x) => x.length < 1024)
+      && sent.every((b, k) => seeded(b.q, [2048, 8192][k >> 1]) && seeded(b.k, [2048, 8192][k >> 1]) && seeded(b.v, [2048, 8192][k >> 1])
+        && Array.isArray(b.outputs) && b.outputs.length === 0 && b.need_weights === (k % 2 === 1)),
+    `the n² jobs are seeded q, k and v of (n, 64) with "outputs": [], each under 1 KiB (${costBodies.map((x) => x.length).join(', ')} bytes)`);
     const ref = [];
-    for (const n of [2048, 8192]) {
-      const x = zeros(n);
-      const plain = await post('v1/sdpa', { q: x, k: x, v: x, need_weights: false, encoding: 'base64' });
-      const withW = await post('v1/sdpa', { q: x, k: x, v: x, need_weights: true, encoding: 'base64' });
-      ref.push({ n, plain: plain.json.usage, withW });
+    for (const [k, n] of [2048, 8192].entries()) {
+      const plain = await post('v1/sdpa', sent[2 * k]);
+      const withW = await post('v1/sdpa', sent[2 * k + 1]);
+      ref.push({ n, plain: plain.json.usage, withW, bare: plain.status === 200 && !('output' in plain.json) && !('weights' in plain.json) });
     }
+    check(ref.every((r) => r.bare) && ref[0].withW.status === 200 && !('weights' in ref[0].withW.json),
+      'their replies carry usage alone: no output and no weights');
     const costOk = costRows.length === 2 && costRows.every((r, k) => {
       const f = ref[k];
       const wOk = f.withW.status === 200 ? Number(r.w.job) === f.withW.json.usage.job_bytes
