@@ -149,11 +149,12 @@ check-layers:
 
 # The visualizer in Debian's chromium, driven by playwright-core (never a downloaded browser);
 # screens.test.mjs: the exports, the call run as curl, Python and JavaScript, the page offline,
-# and every screen size.
+# and every screen size; cache.test.mjs: a second load sends no file again, the icon comes once.
 test-web: $(BUILD)/attnd tests/web/node_modules/playwright-core
 	timeout 300 node tests/web/visualizer.test.mjs $(BUILD)/attnd $(BUILD)/web-test
 	timeout 300 node tests/web/screens.test.mjs $(BUILD)/attnd $(BUILD)/web-test
 	timeout 300 node tests/web/path.test.mjs $(BUILD)/attnd $(BUILD)/web-path
+	timeout 120 node tests/web/cache.test.mjs $(BUILD)/attnd $(BUILD)/web-cache
 
 # The README's pictures of the visualizer and their manifest (docs/), rendered from a live attnd;
 # test-web fails when they are stale. Run after changing web/, and commit docs/.

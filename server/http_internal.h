@@ -59,8 +59,9 @@ typedef struct http_req {
     const char *allow;
     const char *preflight; /* the methods an allowed CORS preflight is answered with */
     bool www_auth, bad_token, page;
-    srv_conn *track; /* the connection's record; NULL when it could not be made */
-    bool late;       /* dropped for --read-timeout while its body arrived */
+    const char *etag, *cache_control; /* a static file's validator and Cache-Control */
+    srv_conn *track;                  /* the connection's record; NULL when it could not be made */
+    bool late;                        /* dropped for --read-timeout while its body arrived */
     /* The Open Inference Protocol (v2) */
     char *model, *version;        /* of a /v2/models/ path (version NULL when it has none) */
     size_t v2_header_len;         /* Inference-Header-Content-Length, or API_V2_NO_HEADER */

@@ -344,6 +344,12 @@ static enum MHD_Result on_static(http_req *r) {
     if (!f)
         return http_reply_error(r, 404, "not_found", "there is no file %.200s", r->path);
     r->page = true;
+    r->etag = srv_static_etag(f);
+    r->cache_control = srv_static_cache_control(f);
+    /* A browser's copy that is still the file: 304, no body (RFC 9110 section 13.1.2). */
+    const char *inm = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "If-None-Match");
+    if (srv_static_etag_matches(inm, r->etag))
+        return http_reply(r, 304, NULL, (void *)"", 0, MHD_RESPMEM_PERSISTENT);
     return http_reply(r, 200, srv_static_mime(f->path), (void *)f->data, (size_t)(f->end - f->data),
                       MHD_RESPMEM_PERSISTENT);
 }

@@ -96,27 +96,30 @@ typedef enum srv_log_format {
 
 /* The daemon's configuration: plain data, immutable once parsed. */
 typedef struct srv_config {
-    char host[256];          /* what to bind: an IPv4/IPv6 address or a host name */
-    uint16_t port;           /* 0 = an ephemeral port */
-    size_t threads;          /* worker threads: jobs computed at once */
-    size_t pool_threads;     /* helper threads of the shared libattn pool */
-    size_t http_threads;     /* libmicrohttpd threads: read, reply (and parse small bodies) */
-    size_t parse_threads;    /* threads that decode and parse the other bodies (0: threads) */
-    char models_dir[1024];   /* "" = only the built-in demo model */
-    char default_model[128]; /* "" = the first model (demo) */
-    size_t max_body_bytes;   /* request body cap (413) */
-    size_t max_job_bytes;    /* working memory of one job (413, from api/) */
-    size_t max_dim;          /* largest tensor dimension */
-    size_t max_heads;        /* largest num_heads */
-    size_t max_queue;        /* jobs waiting for a worker (503 beyond) */
-    size_t max_unsent_bytes; /* job replies reserved or held, not yet sent (503 beyond) */
-    size_t max_memory;       /* what clients can make attnd hold; 0 = auto (srv_memory_plan) */
-    size_t max_connections;  /* open connections; a new one past it evicts one (conn.c) */
-    double request_timeout;  /* seconds from arrival; a job still queued past it gets 503 */
-    double drain_timeout;    /* seconds SIGTERM waits for queued and running jobs */
-    double shutdown_delay;   /* seconds after SIGTERM that jobs are still taken, /readyz 503 */
-    size_t idle_timeout;     /* seconds before an idle connection is closed; 0 = never */
-    char api_key[512];       /* "" = no auth; never logged */
+    char host[256];           /* what to bind: an IPv4/IPv6 address or a host name */
+    uint16_t port;            /* 0 = an ephemeral port */
+    size_t threads;           /* worker threads: jobs computed at once */
+    size_t pool_threads;      /* helper threads of the shared libattn pool */
+    size_t http_threads;      /* libmicrohttpd threads: read, reply (and parse small bodies) */
+    size_t parse_threads;     /* threads that decode and parse the other bodies (0: threads) */
+    char models_dir[1024];    /* "" = only the built-in demo model */
+    char default_model[128];  /* "" = the first model (demo) */
+    size_t max_body_bytes;    /* request body cap (413) */
+    size_t max_job_bytes;     /* working memory of one job (413, from api/) */
+    size_t max_dim;           /* largest tensor dimension */
+    size_t max_heads;         /* largest num_heads */
+    size_t max_queue;         /* jobs waiting for a worker (503 beyond) */
+    size_t max_unsent_bytes;  /* job replies reserved or held, not yet sent (503 beyond) */
+    size_t max_memory;        /* what clients can make attnd hold; 0 = auto (srv_memory_plan) */
+    bool memory_unfit_warn;   /* --memory-unfit warn: start even when a flag cannot fit */
+    unsigned given;           /* SRV_GIVEN_* of the flags set by a flag or variable, not defaults */
+    char threads_source[600]; /* where the default --threads came from (srv_cpu_limit) */
+    size_t max_connections;   /* open connections; a new one past it evicts one (conn.c) */
+    double request_timeout;   /* seconds from arrival; a job still queued past it gets 503 */
+    double drain_timeout;     /* seconds SIGTERM waits for queued and running jobs */
+    double shutdown_delay;    /* seconds after SIGTERM that jobs are still taken, /readyz 503 */
+    size_t idle_timeout;      /* seconds before an idle connection is closed; 0 = never */
+    char api_key[512];        /* "" = no auth; never logged */
     size_t api_key_len;
     char cors_origins[1024]; /* comma-separated allow-list; "*" allows any; "" = none */
     srv_log_format log_format;
@@ -135,7 +138,14 @@ typedef struct srv_config {
     size_t max_job_flops;    /* largest api_job_flops of one job (413 beyond); 0 = no limit */
 } srv_config;
 
-/* Fills cfg with the defaults (threads = the cores this process may run on). */
+/* The sizes whose defaults follow the memory limit when they are not given (srv_config.given). */
+#define SRV_GIVEN_MAX_BODY        1u
+#define SRV_GIVEN_MAX_JOB         2u
+#define SRV_GIVEN_MAX_UNSENT      4u
+#define SRV_GIVEN_MAX_CONNECTIONS 8u
+#define SRV_GIVEN_THREADS         16u
+
+/* Fills cfg with the defaults (threads = the CPUs this process may use: srv_cpu_limit). */
 void srv_config_init(srv_config *cfg);
 
 /* Sets each option of cfg from its flag in argv, or else from its ATTND_* environment twin (an
@@ -165,9 +175,10 @@ size_t srv_config_connections_max(const srv_config *cfg);
  * rest (inflate's state and window, for a body, are under 48 KiB). */
 #define SRV_CODING_BYTES ((size_t)512 << 10)
 
-/* Free memory a thread's malloc heap may keep at its top before glibc returns it (mallopt
- * M_TRIM_THRESHOLD, set at start): small jobs reuse their heaps' pages instead of faulting them
- * in anew per request. Idle memory above rest stays below this per heap. */
+/* The most free memory a thread's malloc heap may keep at its top before glibc returns it
+ * (mallopt M_TRIM_THRESHOLD, set at start; less under a small memory limit:
+ * srv_memory_heap_trim): small jobs reuse their heaps' pages instead of faulting them in anew
+ * per request. Idle memory above rest stays below this per heap. */
 #define SRV_HEAP_TRIM_BYTES (16 << 20)
 
 /* Bytes a connection place holds beside what the job memory budget counts: libmicrohttpd's
@@ -194,6 +205,19 @@ typedef struct srv_memory_limit {
  * limit it is the machine's memory. */
 void srv_memory_limit_read(srv_memory_limit *out);
 
+/* The CPUs attnd may use: the smaller of its affinity set and its cgroup's CPU quota (v2
+ * cpu.max, v1 cpu.cfs_quota_us / cpu.cfs_period_us, of the cgroup or a parent), rounded up;
+ * plain data. */
+typedef struct srv_cpu_limit {
+    size_t cores;     /* the affinity set's size */
+    double quota;     /* CPUs the quota allows (0: no quota) */
+    size_t threads;   /* the default --threads: cores, or the quota rounded up when smaller */
+    char source[600]; /* where threads comes from, for the log */
+} srv_cpu_limit;
+
+/* Reads the calling process's CPU limit (sizing.c says how). Never fails. */
+void srv_cpu_limit_read(srv_cpu_limit *out);
+
 /* The process's resident memory now (VmRSS), in bytes; 0 when it cannot be read. */
 size_t srv_memory_rss(void);
 
@@ -204,6 +228,7 @@ typedef struct srv_memory_plan {
     size_t budget;    /* --max-memory, or by default 3/4 of limit - rest: the most clients can
                          make attnd hold above rest (logged as memory_bound) */
     bool auto_budget; /* budget is the default, not --max-memory */
+    size_t heap_trim; /* the free memory glibc may keep atop each malloc heap (M_TRIM_THRESHOLD) */
     size_t fixed;     /* connection places (SRV_CONN_BYTES each), zlib states, /metrics,
                          metadata replies being written, free memory atop the malloc heaps */
     size_t replies;   /* --max-unsent-bytes: job replies reserved or held, coded copies included */
@@ -212,10 +237,21 @@ typedef struct srv_memory_plan {
     char unfit[256];  /* the flags whose bound cannot fit, comma-separated; "" when all fit */
 } srv_memory_plan;
 
+/* The free memory glibc may keep atop each malloc heap (M_TRIM_THRESHOLD) under a limit of limit
+ * bytes: 1/128 of it, from 1 MiB to SRV_HEAP_TRIM_BYTES. */
+size_t srv_memory_heap_trim(size_t limit);
+
+/* Sets --max-connections, when it was not given, from the limit: a place (48 KiB) per MiB, from
+ * 64 to 1024. Call before HTTP starts. */
+void srv_memory_size_connections(srv_config *cfg, const srv_memory_limit *lim);
+
 /* Shares out the memory by cfg, for a registry of models models (the /metrics renderings grow
- * with them), under lim, with attnd's resident size rest. */
-void srv_memory_plan_make(const srv_config *cfg, size_t models, const srv_memory_limit *lim,
-                          size_t rest, srv_memory_plan *out);
+ * with them), under lim, with attnd's resident size rest; first sets the sizes that were not
+ * given (srv_config.given) from the budget: --max-unsent-bytes a quarter of it, --max-job-bytes
+ * half of what the jobs' share is, --max-body-bytes a third (at most their fixed defaults:
+ * 256M, 256M, 64M), so that they fit. Names in out->unfit the flags that cannot fit. */
+void srv_memory_plan_make(srv_config *cfg, size_t models, const srv_memory_limit *lim, size_t rest,
+                          srv_memory_plan *out);
 
 /* Seconds a cached job memory block may stay unused before it returns to the system (the help of
  * attnd_job_memory_bytes in metrics.c says 2 s). */
@@ -603,6 +639,16 @@ typedef struct srv_static_file {
 /* The built-in file served at path ("/" is "/index.html", "/favicon.ico" is "/favicon.svg"), or
  * NULL. Only exact matches: nothing outside the table is ever served. */
 const srv_static_file *srv_static_find(const char *path);
+
+/* The file's ETag (a quoted strong validator from its bytes), or NULL when out of memory. */
+const char *srv_static_etag(const srv_static_file *f);
+
+/* The Cache-Control of the file's replies: "no-cache" (revalidated on every load, 304 while it
+ * is the same) for the page's files, a day for the icon. */
+const char *srv_static_cache_control(const srv_static_file *f);
+
+/* True when an If-None-Match value (a list of entity tags, or *) names etag. NULL: false. */
+bool srv_static_etag_matches(const char *if_none_match, const char *etag);
 
 /* The Content-Type for a path, from its extension. */
 const char *srv_static_mime(const char *path);
