@@ -101,9 +101,10 @@ static const opt OPTS[] = {
     {"--default-model", "ATTND_DEFAULT_MODEL", "NAME", OPT_STRING, FIELD(default_model), 0, 0,
      "demo", "the model of requests that name none"},
     {"--max-body-bytes", "ATTND_MAX_BODY_BYTES", "SIZE", OPT_BYTES, FIELD(max_body_bytes), 2,
-     (double)((size_t)1 << 40), "64M", "largest request body (413 beyond)"},
+     (double)((size_t)1 << 40), "64M, or a third of the job memory budget",
+     "largest request body (413 beyond)"},
     {"--max-job-bytes", "ATTND_MAX_JOB_BYTES", "SIZE", OPT_BYTES, FIELD(max_job_bytes), 1024,
-     (double)((size_t)1 << 42), "256M",
+     (double)((size_t)1 << 42), "256M, or half the job memory budget",
      "memory of one job: its tensors, weights, workspace and outputs, plus the most its "
      "response can take (413 beyond)"},
     {"--max-dim", "ATTND_MAX_DIM", "N", OPT_COUNT, FIELD(max_dim), 1, 1 << 24, "65536",
@@ -116,7 +117,7 @@ static const opt OPTS[] = {
      "jobs waiting for a worker (a batch's jobs after its first, and tiny jobs computing on an "
      "HTTP thread, keep their places); when full, 503 with Retry-After at once"},
     {"--max-unsent-bytes", "ATTND_MAX_UNSENT_BYTES", "SIZE", OPT_BYTES, FIELD(max_unsent_bytes),
-     1024, (double)((size_t)1 << 42), "256M",
+     1024, (double)((size_t)1 << 42), "256M, or a quarter of --max-memory",
      "replies not yet sent, all together: each job's reply is reserved at its bound before "
      "it is queued and held until its client has read it; a job that does not fit gets 503 "
      "with Retry-After at once"},
@@ -129,7 +130,7 @@ static const opt OPTS[] = {
      "when a flag's bound cannot fit --max-memory (a body, a job, the replies and connections): "
      "refuse to start, naming it (exit 2), or warn and start anyway"},
     {"--max-connections", "ATTND_MAX_CONNECTIONS", "N", OPT_COUNT, FIELD(max_connections), 1,
-     1000000, "1024",
+     1000000, "1024, or one per MiB of the memory limit",
      "open connections at once; past it a new one evicts the one idle the longest, else the one "
      "whose request has been arriving the longest, else the one whose client reads its reply "
      "furthest below the send rule's rate; else it takes a spare place that serves one probe "
