@@ -72,6 +72,8 @@ typedef struct model_slot {
     atomic_uint_fast64_t ok_ns, failed_ns; /* their durations */
     atomic_uint_fast64_t executions;       /* runs: a batch of several jobs is one */
     atomic_uint_fast64_t last_ms;          /* Unix ms of the last request answered */
+    atomic_uint_fast64_t rows;             /* query rows (N L) of the jobs computed */
+    atomic_int_fast64_t pending;           /* jobs in the queue for a worker now */
 } model_slot;
 
 struct srv_metrics {
@@ -249,9 +251,17 @@ void srv_metrics_parse(srv_metrics *m, api_op op, size_t model, double seconds) 
     changed(m);
 }
 
+void srv_metrics_pending(srv_metrics *m, api_op op, size_t model, int delta) {
+    if (!m)
+        return;
+    atomic_fetch_add_explicit(&slot_of(m, op, model)->pending, delta, memory_order_relaxed);
+    changed(m);
+}
+
 void srv_metrics_job(srv_metrics *m, api_op op, size_t model, double queue_s, double compute_s,
-                     double encode_s, double flops) {
+                     double encode_s, double flops, size_t rows) {
     model_slot *ms = slot_of(m, op, model);
+    atomic_fetch_add_explicit(&ms->rows, rows, memory_order_relaxed);
     observe(&ms->queue, queue_s);
     observe(&ms->compute, compute_s);
     observe(&ms->encode, encode_s);
@@ -410,6 +420,27 @@ static void render_slots(api_buf *b, const srv_metrics *m, const char *name, con
                          : which == 1 ? &ms->compute
                          : which == 2 ? &ms->parse
                                       : &ms->encode);
+    }
+}
+
+/* A counter or gauge of every model slot (which: 0 executions, 1 pending, 2 rows), or of the two
+ * slots of no model while the models are not set. */
+static void render_per_slot(api_buf *b, const srv_metrics *m, const char *name, const char *type,
+                            const char *help, int which) {
+    header(b, name, type, help);
+    size_t n = m->slots ? m->nmodels + 3 : 0;
+    char labels[400];
+    for (size_t i = 0; i < n + (m->slots ? 0 : NOPS); i++) {
+        const model_slot *ms = m->slots ? &m->slots[i] : &m->none[i];
+        if (m->slots)
+            slot_labels(m, i, labels, sizeof labels);
+        else
+            snprintf(labels, sizeof labels, "op=\"%s\"", OP_NAMES[i]);
+        long long v = which == 0 ? (long long)load(&ms->executions)
+                      : which == 1
+                          ? (long long)atomic_load_explicit(&ms->pending, memory_order_relaxed)
+                          : (long long)load(&ms->rows);
+        out(b, "%s{%s} %lld\n", name, labels, v < 0 ? 0 : v);
     }
 }
 
@@ -584,6 +615,17 @@ void srv_metrics_render(const srv_metrics *m, const srv_gauges *g, api_buf *b) {
     for (size_t o = 0; !m->slots && o < NOPS; o++)
         out(b, "attnd_job_flops_total{op=\"%s\"} %" PRIu64 "\n", OP_NAMES[o],
             load(&m->none[o].flops));
+    /* Per model as Triton counts them (executions, pending requests), and rows as vLLM counts
+     * tokens: every model from the start (a model's series with 0 until its first job), and the
+     * two slots of no model. */
+    render_per_slot(b, m, "attnd_model_executions_total", "counter",
+                    "Runs of the compute for a model's jobs (a batch of several jobs is one), by "
+                    "operation and model.",
+                    0);
+    render_per_slot(b, m, "attnd_model_pending_requests", "gauge",
+                    "Jobs waiting in the queue for a worker now, by operation and model.", 1);
+    render_per_slot(b, m, "attnd_model_rows_total", "counter",
+                    "Query rows (N x L) of the jobs computed, by operation and model.", 2);
     render_slots(b, m, "attnd_job_queue_seconds",
                  "Time jobs waited in the queue for a worker, by operation and model.", 0);
     render_slots(b, m, "attnd_job_compute_seconds",
@@ -602,6 +644,21 @@ void srv_metrics_render(const srv_metrics *m, const srv_gauges *g, api_buf *b) {
                   "Query rows (N*L) per batch a worker ran (at most --max-batch-tokens).",
                   &m->batch_rows, BATCH_ROWS, NBATCH_ROWS);
 
+    header(b, "attnd_open_connections", "gauge",
+           "Connections open, by place: live (within --max-connections) or spare (past it, for "
+           "one probe); like process_*, up to 1 s old in a shared rendering.");
+    out(b, "attnd_open_connections{place=\"live\"} %zu\n", g->conns.live);
+    out(b, "attnd_open_connections{place=\"spare\"} %zu\n", g->conns.spare);
+    header(b, "attnd_connections_closed_total", "counter",
+           "Connections attnd shut down, by reason: evicted at --max-connections (idle, reading "
+           "its request, or sending to a client below the send rule's rate), a spare place given "
+           "to a newer connection, --read-timeout, and the send rule.");
+    static const char *const CUTS[SRV_CUT_COUNT] = {"evicted_idle",    "evicted_reading",
+                                                    "evicted_sending", "spare_full",
+                                                    "read_timeout",    "send_timeout"};
+    for (size_t i = 0; i < SRV_CUT_COUNT; i++)
+        out(b, "attnd_connections_closed_total{reason=\"%s\"} %" PRIu64 "\n", CUTS[i],
+            g->conns.cuts[i]);
     header(b, "attnd_queue_depth", "gauge", "Jobs waiting in the queue for a worker.");
     out(b, "attnd_queue_depth %zu\n", g->queue_depth);
     header(b, "attnd_queue_capacity", "gauge", "Most jobs the queue holds (--max-queue).");
@@ -693,7 +750,8 @@ static bool gauges_equal(const srv_gauges *a, const srv_gauges *b) {
            a->mem.misses == b->mem.misses && a->mem.trimmed == b->mem.trimmed &&
            a->mem.evicted == b->mem.evicted && a->mem.charged_bytes == b->mem.charged_bytes &&
            a->mem.budget_bytes == b->mem.budget_bytes && a->mem.refused == b->mem.refused &&
-           a->ready == b->ready && a->draining == b->draining && a->start_time == b->start_time;
+           !memcmp(a->conns.cuts, b->conns.cuts, sizeof a->conns.cuts) && a->ready == b->ready &&
+           a->draining == b->draining && a->start_time == b->start_time;
 }
 
 void srv_exposition_release(srv_exposition *e) {

@@ -158,6 +158,7 @@ static srv_gauges gauges(const srv_http *h) {
     if (ready)
         srv_workers_stats(h->workers, &g.queue_depth, &g.jobs_in_flight);
     g.queue_capacity = h->cfg->max_queue;
+    g.conns = srv_conns_stats(h->conns);
     g.unsent_bytes = atomic_load(&h->unsent);
     g.unsent_budget = h->cfg->max_unsent_bytes;
     if (ready)

@@ -365,10 +365,13 @@ void srv_metrics_request(srv_metrics *m, srv_route route, unsigned status, size_
 /* One request body parsed into a job of op on model, in seconds. */
 void srv_metrics_parse(srv_metrics *m, api_op op, size_t model, double seconds);
 
-/* One job computed: seconds it waited in the queue, computed and took to encode its reply, and
- * its FLOPs. */
+/* One job computed: seconds it waited in the queue, computed and took to encode its reply, its
+ * FLOPs and its query rows (N L). */
 void srv_metrics_job(srv_metrics *m, api_op op, size_t model, double queue_s, double compute_s,
-                     double encode_s, double flops);
+                     double encode_s, double flops, size_t rows);
+
+/* delta jobs of op on model entered (+1) or left (-1) the queue for a worker. */
+void srv_metrics_pending(srv_metrics *m, api_op op, size_t model, int delta);
 
 /* One batch that a worker ran, of jobs of op on model: its jobs and their query rows (1 job for
  * an unbatched run). */
@@ -382,8 +385,26 @@ void srv_metrics_v2_stats(const srv_metrics *m, api_v2_model_stats *out);
 void srv_metrics_reject(srv_metrics *m, srv_reject why);
 
 /* Point-in-time values the exposition also shows. */
+/* How often attnd has shut connections down, by why (srv_conns_stats). */
+typedef enum srv_cut {
+    SRV_CUT_EVICTED_IDLE = 0, /* evicted at --max-connections: idle */
+    SRV_CUT_EVICTED_READING,  /* evicted: its request still arriving */
+    SRV_CUT_EVICTED_SENDING,  /* evicted: its client taking its reply below the rate */
+    SRV_CUT_SPARE_FULL,       /* a spare place given to a newer connection */
+    SRV_CUT_READ_TIMEOUT,     /* --read-timeout */
+    SRV_CUT_SEND_TIMEOUT,     /* the send rule (--min-send-rate, --max-send-time) */
+    SRV_CUT_COUNT
+} srv_cut;
+
+/* The connections now, and the shut-downs so far. */
+typedef struct srv_conn_stats {
+    size_t live, spare; /* open connections: in the --max-connections, on spare places */
+    uint64_t cuts[SRV_CUT_COUNT];
+} srv_conn_stats;
+
 typedef struct srv_gauges {
     size_t queue_depth, queue_capacity, jobs_in_flight, workers, pool_threads;
+    srv_conn_stats conns;               /* the connections */
     size_t unsent_bytes, unsent_budget; /* replies reserved or held and not yet sent; the budget */
     api_mem_stats mem;                  /* the job memory cache */
     bool ready, draining; /* draining: from SIGTERM on (the --shutdown-delay included) */
@@ -711,6 +732,9 @@ void srv_conns_destroy(srv_conns *cs);
  * Evictions are logged. NULL when out of memory; the socket is then shut down, so that every
  * connection that serves is tracked (srv_conns_take_head relies on it). */
 srv_conn *srv_conn_open(srv_conns *cs, int fd);
+
+/* The connections now and the shut-downs so far. Thread-safe. */
+srv_conn_stats srv_conns_stats(srv_conns *cs);
 
 /* True when c holds a spare place: it may be served one probe (and is closed after it), and any
  * other request gets 503. Fixed when c opened; read without the lock by the thread serving c.
