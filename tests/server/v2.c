@@ -288,8 +288,8 @@ void test_v2_infer(int port, const char *log_path) {
         "0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, "
         "0, 0, 0, 0, 0, 0, 0, 0]}]}";
     for (size_t t = 1; t < 3; t++) {
-        v2_post(port, "/v2/models/demo/infer", json_body, strlen(json_body), 0,
-                types[t], NULL, NULL, &r);
+        v2_post(port, "/v2/models/demo/infer", json_body, strlen(json_body), 0, types[t], NULL,
+                NULL, &r);
         CHECK(r.status == 200, "the JSON form as %s: %ld %.200s", types[t], r.status, r.body);
         reply_free(&r);
     }
