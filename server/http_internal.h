@@ -1,4 +1,4 @@
-/* http_internal.h - private to the HTTP files of server/ (http.c, reply.c, routes.c):
+/* http_internal.h - private to the HTTP files of server/ (http.c, http_job.c, reply.c, routes.c):
  * the HTTP daemon's state, a request's state, and the functions these files share. */
 #ifndef ATTND_HTTP_INTERNAL_H
 #define ATTND_HTTP_INTERNAL_H
@@ -136,5 +136,19 @@ bool http_route_of(const char *url, http_req *r);
  * method, then the route's reply, or for a job route its early refusals and, when none applies,
  * its body's buffer (r->state becomes REQ_BODY). */
 enum MHD_Result http_on_new(srv_http *h, http_req *r);
+
+/* Requests (http.c, http_job.c). */
+
+/* Lets go of one reference to r (the connection's, a worker's or a parse thread's); the last
+ * frees it. */
+void http_req_unref(http_req *r);
+
+/* The job's body has arrived whole (http_job.c): a small plain body is parsed and its job
+ * admitted here, on the HTTP thread; another goes to a parse thread with the connection
+ * suspended. Returns libmicrohttpd's answer. */
+enum MHD_Result http_body_complete(srv_http *h, http_req *r);
+
+/* The connection has resumed with r's job answered (r->sj's status and body): queues the reply. */
+enum MHD_Result http_job_result(http_req *r);
 
 #endif
