@@ -107,14 +107,16 @@ include api/api.mk server/server.mk
 # ONNX Runtime peer of make bench (bench-ort, bench-ort-deps). Optional
 # so that the Dockerfile's builder, which copies only the sources of build/attnd, can use make.
 -include tests/reliability/reliability.mk bench/http/http.mk bench/ort/ort.mk
+# The Python and JavaScript clients' tests (test-clients).
+-include clients/clients.mk
 
 run: deps-build
 	$(MAKE) --no-print-directory $(BUILD)/attnd
 	$(BUILD)/attnd
 
 test: deps-test
-	$(MAKE) --no-print-directory test-core test-api test-server test-web test-deploy \
-	  check-readme-deps test-reliability
+	$(MAKE) --no-print-directory test-core test-api test-server test-clients test-web \
+	  test-deploy check-readme-deps test-reliability
 
 test-core: $(BUILD)/tests/test_attention $(BUILD)/tests/oracle_run check-layers
 	$(BUILD)/tests/test_attention
