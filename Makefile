@@ -32,7 +32,7 @@ PY       := /usr/bin/python3
 # tests/readme_deps.py checks that it names these and no others).
 PKG_BUILD     := gcc make libc6-dev libopenblas-dev libmicrohttpd-dev zlib1g-dev
 PKG_TEST      := $(PKG_BUILD) libjansson-dev python3 python3-torch python3-numpy python3-yaml \
-                 libcurl4-openssl-dev prometheus chromium fonts-wqy-microhei
+                 python3-venv libcurl4-openssl-dev prometheus chromium fonts-wqy-microhei
 PKG_CONTAINER := buildah podman runc debootstrap curl python3 python3-yaml
 
 ATTN_SRC := attention/error.c attention/plan.c attention/sdpa.c attention/mha.c attention/batch.c \
