@@ -4,11 +4,18 @@
 // lesson model by text, the models, v2 infer against v1 bit for bit, errors as AttndError with
 // attnd's status, code, message and field (v1 and v2), and a 503 retried after Retry-After (a
 // local server answers 503 with Retry-After: 1 twice, then passes the request on to attnd),
-// retries running out, a 400 not retried. Loopback only.
+// retries running out, a 400 not retried; and the JavaScript example of README.md's "Clients" as
+// printed, saved beside a copy of attnd.mjs under the name its paragraph gives, its printed
+// answers those its comments give. Loopback only.
 //
 // Usage: node tests/clients/js_client.test.mjs build/attnd
 // Prints one line per failed check and "N passed, N failed"; exits 1 on any failure.
+import { execFile } from 'node:child_process';
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { startAttnd } from '../openapi/attnd.mjs';
 import { AttndError, Client, fromBinary, toBinary } from '../../clients/js/attnd.mjs';
 
@@ -243,6 +250,37 @@ async function run(base) {
   }
 }
 
+// The README's example, as its paragraph says to run it: beside attnd.mjs, under its name.
+async function readmeExample(base) {
+  const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+  const readme = readFileSync(join(root, 'README.md'), 'utf8');
+  const section = readme.match(/^### JavaScript: attnd\.mjs\n([\s\S]*?)(?=^#{2,3} )/m)?.[1] ?? '';
+  const code = section.match(/```js\n([\s\S]*?)```/)?.[1];
+  const name = section.match(/as `([\w.-]+\.mjs)`/)?.[1];
+  if (!check(code && name && code.includes("from './attnd.mjs'"),
+    'the README\'s JavaScript client section has an example importing ./attnd.mjs, and its file name')) return;
+  const dir = mkdtempSync(join(tmpdir(), 'attnd-js-'));
+  try {
+    copyFileSync(join(root, 'clients', 'js', 'attnd.mjs'), join(dir, 'attnd.mjs'));
+    writeFileSync(join(dir, name), code.replaceAll('http://127.0.0.1:8080', base));
+    const { code: exit, stdout, stderr } = await new Promise((resolve) => execFile(process.execPath,
+      [name], { cwd: dir, timeout: 60000 }, (err, out, errOut) =>
+        resolve({ code: err ? (err.code ?? 1) : 0, stdout: out, stderr: errOut })));
+    // What it prints: the comment line after a console.log, or the comment on its line.
+    const lines = code.split('\n');
+    const want = [];
+    lines.forEach((l, i) => {
+      if (!l.includes('console.log(')) return;
+      const same = l.match(/\/\/ (.*)$/);
+      want.push(same ? same[1] : lines[i + 1].replace(/^\s*\/\/ /, ''));
+    });
+    check(exit === 0 && stdout.trim().split('\n').join('|') === want.join('|'),
+      `node ${name}: exit ${exit}, printed ${JSON.stringify(stdout)} (want ${JSON.stringify(want)}): ${stderr.slice(-500)}`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 const bin = process.argv[2];
 if (!bin) {
   console.error('usage: node tests/clients/js_client.test.mjs build/attnd');
@@ -251,6 +289,7 @@ if (!bin) {
 const { proc, base } = await startAttnd(bin);
 try {
   await run(base);
+  await readmeExample(base);
 } catch (err) {
   check(false, `the test threw: ${err?.stack ?? err}`);
 } finally {

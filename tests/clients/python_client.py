@@ -15,7 +15,9 @@ numpy in float64 within 1e-6; the lesson model by text; the models; v2 infer aga
 bit; errors as AttndError with attnd's status, code, message and field (v1 and v2), NaN refused
 before sending; a 503 retried after Retry-After (a local server answers 503 with Retry-After: 1
 twice, then passes the request on to attnd), retries running out, a 400 not retried; the API
-key. Loopback only, each call bounded in time.
+key; and the Python example of README.md's "Clients" as printed (its address made the live
+attnd's), its printed answers those its comments give. Loopback only, each call bounded in
+time.
 
 Usage: python_client.py --attnd build/attnd
 Prints one line per failed check and "N passed, N failed"; exits 1 on any failure.
@@ -400,6 +402,26 @@ def client_checks(url, attnd, tmp):
         proc.wait(30)
 
 
+def readme_example(url):
+    """The README's Python client example, run as printed by this Python."""
+    import re
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    m = re.search(r"^### Python: attnd_client\n(.*?)(?=^#{2,3} )", readme, re.M | re.S)
+    code = re.search(r"```python\n(.*?)```", m.group(1), re.S) if m else None
+    if not check(code and "pip install clients/python" in m.group(1),
+                 "README's Python client section says how to install it and has an example"):
+        return
+    code = code.group(1).replace("http://127.0.0.1:8080", url) + (
+        "\nassert out.shape == (2, 16, 64) and w.shape == (2, 4, 16, 16)"
+        "\nassert s.output.shape == (2, 2) and v2['output'].shape == (2, 16, 64)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    printed = re.findall(r"print\(.*# (.*)$", code, re.M)
+    check(r.returncode == 0 and r.stdout.splitlines() == printed,
+          f"the README's Python client example: exit {r.returncode}, printed {r.stdout!r} "
+          f"(want {printed}): {r.stderr[-500:]}")
+
+
 def one_output(c, x):
     return c.attention(x, causal=True).output
 
@@ -409,6 +431,7 @@ def inner(args):
         proc, port = start_attnd(args.attnd, [], os.path.join(tmp, "attnd.log"), "python_client")
         try:
             client_checks(f"http://127.0.0.1:{port}", args.attnd, tmp)
+            readme_example(f"http://127.0.0.1:{port}")
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(30)
