@@ -7,11 +7,11 @@
 //   const client = new Client('http://127.0.0.1:8080');  // {apiKey, timeout (ms), retries}
 //   const x = { shape: [2, 16, 64], data: new Float32Array(2 * 16 * 64).fill(0.5) };
 //   const r = await client.attention({ query: x, causal: true, need_weights: 'per_head' });
-//   r.output.data, r.output.shape, r.weights.shape      // Float32Array, [2, 16, 64], [2, 4, 16, 16]
+//   r.output.data, r.output.shape, r.weights.shape  // Float32Array, [2, 16, 64], [2, 4, 16, 16]
 //   const w = await client.attention({ model: 'lesson', text: '程序员把服务器日志发给同事。',
 //                                      need_weights: 'per_head' });  // w.tokens, w.head_names
 //   const s = await client.sdpa({ q, k, v, causal: true, need_weights: true });
-//   const out = (await client.infer('demo', { query: x }, { parameters: { causal: true } })).output;
+//   const v2 = await client.infer('demo', { query: x }, { parameters: { causal: true } });
 //   try { await client.attention({ query: [[1, 2, 3]] }); }
 //   catch (e) { if (e instanceof AttndError) console.log(e.status, e.code, e.message, e.field); }
 //
@@ -50,10 +50,12 @@ export class AttndError extends Error {
     let err;
     try { err = JSON.parse(text).error; } catch { err = undefined; }
     if (err && typeof err === 'object') {
-      return new AttndError(status, err.code ?? null, err.message ?? '', err.field ?? null, retryAfter);
+      return new AttndError(status, err.code ?? null, err.message ?? '', err.field ?? null,
+        retryAfter);
     }
     if (typeof err === 'string') return new AttndError(status, null, err, null, retryAfter);
-    return new AttndError(status, null, text.trim().slice(0, 300) || `HTTP ${status}`, null, retryAfter);
+    const message = text.trim().slice(0, 300) || `HTTP ${status}`;
+    return new AttndError(status, null, message, null, retryAfter);
   }
 }
 
@@ -179,7 +181,9 @@ function v2Input(name, x) {
   if (!datatype) {
     if (name === 'key_lengths') datatype = 'INT32';
     else if (name === 'attn_mask') datatype = 'BOOL';
-    else if (name === 'key_mask') datatype = values.every((v) => typeof v === 'boolean') ? 'BOOL' : 'INT32';
+    else if (name === 'key_mask') {
+      datatype = values.every((v) => typeof v === 'boolean') ? 'BOOL' : 'INT32';
+    }
     else datatype = 'FP32';
   }
   if (datatype === 'BOOL' && !values.every((v) => [0, 1, false, true].includes(v))) {
