@@ -32,7 +32,7 @@ PY       := /usr/bin/python3
 # tests/readme_deps.py checks that it names these and no others).
 PKG_BUILD     := gcc make libc6-dev libopenblas-dev libmicrohttpd-dev zlib1g-dev
 PKG_TEST      := $(PKG_BUILD) libjansson-dev python3 python3-torch python3-numpy python3-yaml \
-                 libcurl4-openssl-dev prometheus chromium fonts-wqy-microhei
+                 python3-venv libcurl4-openssl-dev prometheus chromium fonts-wqy-microhei
 PKG_CONTAINER := buildah podman runc debootstrap curl python3 python3-yaml
 
 ATTN_SRC := attention/error.c attention/plan.c attention/sdpa.c attention/mha.c attention/batch.c \
@@ -107,14 +107,16 @@ include api/api.mk server/server.mk
 # ONNX Runtime peer of make bench (bench-ort, bench-ort-deps). Optional
 # so that the Dockerfile's builder, which copies only the sources of build/attnd, can use make.
 -include tests/reliability/reliability.mk bench/http/http.mk bench/ort/ort.mk
+# The Python and JavaScript clients' tests (test-clients).
+-include clients/clients.mk
 
 run: deps-build
 	$(MAKE) --no-print-directory $(BUILD)/attnd
 	$(BUILD)/attnd
 
 test: deps-test
-	$(MAKE) --no-print-directory test-core test-api test-server test-web test-deploy \
-	  check-readme-deps test-reliability
+	$(MAKE) --no-print-directory test-core test-api test-server test-clients test-web \
+	  test-deploy check-readme-deps test-reliability
 
 test-core: $(BUILD)/tests/test_attention $(BUILD)/tests/oracle_run check-layers
 	$(BUILD)/tests/test_attention
