@@ -338,6 +338,25 @@ void test_lesson(void) {
          "〈s〉|小李|把|笔记本|放进|背包|，|因为|它|太重了|。"},
         {"Redis 是一个内存数据库。", "〈s〉|Redis|是|一个|内存|数据库|。"},
         {"服务器 日志", "〈s〉|服务器|日志"},
+        /* English: words whole, any case, multi-word entries one token, punctuation apart. */
+        {"The programmer sent the server log to a colleague, because it recorded the cause of the "
+         "error.",
+         "〈s〉|the|programmer|sent|the|server log|to|a|colleague|,|because|it|recorded|the|cause|"
+         "of|the|error|."},
+        {"Xiao Wang submitted a patch yesterday, because he found the cache module would return "
+         "stale data under high concurrency.",
+         "〈s〉|Xiao Wang|submitted|a|patch|yesterday|,|because|he|found|the|cache module|would|"
+         "return|stale data|under|high concurrency|."},
+        {"Engineer Zhang sent the config file to the tester, because it contains a new switch.",
+         "〈s〉|Engineer Zhang|sent|the|config file|to|the|tester|,|because|it|contains|a|new "
+         "switch|."},
+        {"Xiao Li put the laptop in the backpack, because it is too heavy.",
+         "〈s〉|Xiao Li|put|the|laptop|in|the|backpack|,|because|it|is too heavy|."},
+        {"Redis is an in-memory database.", "〈s〉|Redis|is|an|in-memory|database|."},
+        {"THE SERVER  LOG\tIS TOO\nHEAVY", "〈s〉|the|server|log|is too heavy"},
+        {"xiao li said: “it is too old”", "〈s〉|Xiao Li|said|:|“|it|is too old|”"},
+        /* One vocabulary: each word of a mixed text finds its own. */
+        {"小李 put 笔记本 in the 背包。", "〈s〉|小李|put|笔记本|in|the|背包|。"},
     };
     for (size_t i = 0; i < sizeof splits / sizeof splits[0]; i++) {
         json_t *body = json_pack("{s:s,s:s}", "model", "lesson", "text", splits[i][0]);
@@ -353,6 +372,25 @@ void test_lesson(void) {
         free(bs);
         json_decref(body);
         json_decref(resp);
+    }
+
+    /* An unknown English word: the whole word, at its place in characters. */
+    static const char *const unknown[][2] = {
+        {"The programmer sent the serverlog.", "\"serverlog\" at character 24 of text"},
+        {"it is too heavy, the laptops", "\"laptops\" at character 21 of text"},
+        {"Its server logs", "\"Its\" at character 0 of text"},
+    };
+    for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
+        json_t *body = json_pack("{s:s,s:s}", "model", "lesson", "text", unknown[i][0]);
+        char *bs = json_dumps(body, JSON_COMPACT);
+        api_error ue = {0};
+        json_t *resp = request_str(API_OP_ATTENTION, bs, r, &ue);
+        CHECK(!resp && ue.status == 400 && !strcmp(ue.code, "unknown_token") &&
+                  strstr(ue.message, unknown[i][1]),
+              "lesson, %s: %d %s, want %s", unknown[i][0], ue.status, ue.message, unknown[i][1]);
+        json_decref(resp);
+        free(bs);
+        json_decref(body);
     }
 
     /* A text job batches with a query job on lesson; each answers as when run alone. */
