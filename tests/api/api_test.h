@@ -95,6 +95,7 @@ void test_model_names(void);
 void test_init_models(void);
 void test_init_cache(void);
 void test_lesson(void);
+void test_words_split(void);
 /* v1_cases.c */
 void test_request_cases(void);
 void test_integer_rule(void);

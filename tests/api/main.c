@@ -49,6 +49,7 @@ int main(int argc, char **argv) {
     test_safetensors();
     test_batches();
     test_lesson();
+    test_words_split();
     test_declared_shapes();
     test_job_flops();
     test_response_limit();
