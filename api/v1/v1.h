@@ -86,8 +86,9 @@ int apip_tensor_read(const apip_tensor_in *t, apip_tensor_kind kind, void *dst, 
 /* What making one seeded element costs, counted in FLOP in usage.flops and against
  * max_job_flops, as params.init's weights are (APIP_INIT_RANDOM_FLOP, models.h): the time of one
  * element (apip_uniform_fill, one thread) over the time of one FLOP of the core's matrix
- * products at the sgemm peak of both slots. bench/RESULTS.md, "Seeded inputs", has the
- * measurement. */
+ * products at the sgemm peak of both slots. It is the loop of a random weight, and costs what
+ * one does (same-run ratio 0.77 to 1.09, median 0.99: bench_api --seeded-only; bench/RESULTS.md,
+ * "Seeded inputs"), so it counts as one: 320. */
 #define APIP_SEEDED_FLOP 320.0
 
 /* Probes the tensor field name at val when it is a seeded tensor: an object with an "init" or a
