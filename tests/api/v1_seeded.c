@@ -250,8 +250,16 @@ static void seeded_limits(void) {
           "seeded inputs over max_job_flops: %d %s", e.status, e.message);
     api_job_destroy(job);
     lim = api_limits_default();
-    /* A large seeded job (3 x 64 MiB, 48 M elements: making them takes 80 ms or more) is parsed
-     * without its values being made, in a few ms of CPU: they are made when it runs. */
+    /* A large seeded job (3 x 64 MiB, 48 M elements) is parsed without its values being made:
+     * in less than half the time making them takes (measured here on a sample, in this build:
+     * under ASan, allocating the arena costs tens of ms too). They are made when it runs. */
+    const size_t sample = (size_t)1 << 20, elems = (size_t)3 << 24;
+    float *x = malloc(sample * sizeof *x);
+    memset(x, 0, sample * sizeof *x);
+    t0 = cpu_ms();
+    apip_uniform_fill(x, sample, 1.0, 7);
+    double make_ms = (cpu_ms() - t0) * (double)(elems / sample);
+    free(x);
     const char *large = "{\"q\":{\"init\":\"uniform\",\"seed\":1,\"shape\":[16384,1024]},"
                         "\"k\":{\"init\":\"uniform\",\"seed\":2,\"shape\":[16384,1024]},"
                         "\"v\":{\"init\":\"uniform\",\"seed\":3,\"shape\":[16384,1024]}}";
@@ -259,7 +267,9 @@ static void seeded_limits(void) {
     t0 = cpu_ms();
     job = api_job_parse(API_OP_SDPA, large, strlen(large), NULL, &lim, &e);
     ms = cpu_ms() - t0;
-    CHECK(job && ms < 30, "a large seeded job parses in %.2f ms of CPU (%s)", ms, e.message);
+    CHECK(job && ms < make_ms / 2,
+          "a large seeded job parses in %.2f ms of CPU; making its values takes %.2f (%s)", ms,
+          make_ms, e.message);
     api_job_destroy(job);
 }
 
