@@ -40,6 +40,7 @@ static const char *const attention_fields[APIP_F_COUNT] = {
     [APIP_F_TORCH_ATTN_MASK] = "torch_attn_mask",
     [APIP_F_IS_CAUSAL] = "is_causal",
     [APIP_F_AVG_WEIGHTS] = "average_attn_weights",
+    [APIP_F_OUTPUTS] = "outputs",
 };
 
 /* SDPA takes PyTorch's is_causal too (F.scaled_dot_product_attention's); its attn_mask already
@@ -59,6 +60,7 @@ static const char *const sdpa_fields[APIP_F_COUNT] = {
     [APIP_F_ENCODING] = "encoding",
     [APIP_F_TRACE] = "trace",
     [APIP_F_IS_CAUSAL] = "is_causal",
+    [APIP_F_OUTPUTS] = "outputs",
 };
 
 /* 400 invalid_field naming field, with a printf-style message; returns -1 (api_fail). */
@@ -145,8 +147,9 @@ static int over_heads(apip_req *r, const char *field, size_t h) {
                     r->lim->max_heads);
 }
 
-/* Learns the shape of the tensor field name at val: probed here, or given already probed (its
- * dimensions were checked against max_dim and its bytes against size_t by its codec). */
+/* Learns the shape of the tensor field name at val: probed here (query, key and value may be
+ * seeded), or given already probed (its dimensions were checked against max_dim and its bytes
+ * against size_t by its codec). */
 static int probe(apip_req *r, apip_tensor_in *t, const char *name, const char *val,
                  size_t max_rank) {
     for (size_t i = 0; r->given && i < r->given->ntensors; i++) {
@@ -158,8 +161,13 @@ static int probe(apip_req *r, apip_tensor_in *t, const char *name, const char *v
                        max_rank);
         return 0;
     }
-    return apip_tensor_probe(t, name, val, max_rank, r->lim->max_dim, r->lim->max_job_bytes,
-                             r->err);
+    int seeded = t == &r->x[0] || t == &r->x[1] || t == &r->x[2] /* inputs may be seeded */
+                     ? apip_seeded_probe(t, name, val, 2, max_rank, r->lim->max_dim,
+                                         r->lim->max_job_bytes, r->err)
+                     : 1;
+    return seeded <= 0 ? seeded
+                       : apip_tensor_probe(t, name, val, max_rank, r->lim->max_dim,
+                                           r->lim->max_job_bytes, r->err);
 }
 
 int apip_req_heads_next(apip_req *r, const char **it, const char **el) {
@@ -774,8 +782,9 @@ static int trace_field(apip_req *r, const char *v) {
     return 0;
 }
 
-/* causal, key_lengths, key_mask, attn_mask, attn_bias, need_weights, heads, weights_top_k and
- * encoding, checked against the shapes learnt before them. 0, or -1 with r->err. */
+/* causal, key_lengths, key_mask, attn_mask, attn_bias, need_weights, heads, weights_top_k,
+ * encoding, trace and outputs, checked against the shapes learnt before them. 0, or -1 with
+ * r->err. */
 static int masks_and_options(apip_req *r) {
     bool sdpa = r->op == API_OP_SDPA;
     const char *v;
@@ -891,7 +900,8 @@ static int masks_and_options(apip_req *r) {
     }
     if ((v = r->f[APIP_F_TRACE]) && trace_field(r, v))
         return -1;
-    return 0;
+    return (v = r->f[APIP_F_OUTPUTS]) ? apip_outputs_read(v, r->weights, r->trace, &r->omit, r->err)
+                                      : 0;
 }
 
 int apip_req_read(apip_req *r, const apip_json_root *root, const api_registry *models) {

@@ -38,6 +38,7 @@ enum {
     APIP_F_TORCH_ATTN_MASK,  /* "torch_attn_mask": bool, true = blocked (attn_mask inverted) */
     APIP_F_IS_CAUSAL,        /* "is_causal": true = causal top-left */
     APIP_F_AVG_WEIGHTS,      /* "average_attn_weights": with need_weights true, mean or per head */
+    APIP_F_OUTPUTS,          /* "outputs": the tensors the reply carries (outputs.c) */
     APIP_F_COUNT
 };
 
@@ -80,6 +81,7 @@ typedef struct apip_req {
     float scale;
     bool base64;
     bool trace;            /* "trace": true */
+    unsigned omit;         /* "outputs": the APIP_OMIT_* bits of the tensors the reply leaves out */
     bool words;            /* "tokens" or "text": query is made from them (L words, N = 1) */
     bool add_special;      /* words: the model's start token (if any) leads them; default true */
     apip_job_given *given; /* what another codec adds (apip_job_parse_given); NULL for v1 */

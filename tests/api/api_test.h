@@ -125,5 +125,9 @@ void test_mem_budget(void);
 void test_mem_jobs(void);
 /* v2.c */
 void test_v2(void);
+/* v1_seeded.c */
+void test_seeded_inputs(void);
+/* v1_outputs.c */
+void test_outputs(void);
 
 #endif
