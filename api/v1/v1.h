@@ -1,14 +1,17 @@
 /* v1.h - api/v1/, API v1: the bodies of POST /v1/attention and /v1/sdpa turned into a validated
  * job (request.c, which plans it and lays out its arena, with fields.c reading and checking
- * every field into the request record of request.h), their tensor fields decoded (tensor.c) or
- * seeded (seeded.c), the tensors the reply carries ("outputs", outputs.c), and the 200 body of
+ * every field into the request record of request.h: the inputs and parameters in
+ * fields_inputs.c, the masks and options in fields_masks.c), their tensor fields decoded (tensor.c)
+ * or seeded (seeded.c), the tensors the reply carries ("outputs", outputs.c), and the 200 body of
  * a job that has run (response.c). Its contract is api/openapi.yaml.
  *
- * Owns: request.c, request.h (private to request.c and fields.c), fields.c, tensor.c,
- * seeded.c, outputs.c, response.c. May include: job.h (api/job/), models.h (api/models/),
- * codec.h (api/codec/), base.h (api/base/), api.h and attention.h, nothing above. Inside the
- * room the calls go one way: tensor.c < seeded.c < fields.c < request.c and outputs.c <
- * fields.c, and response.c beside them. A protocol above (v2)
+ * Owns: request.c, request.h (private to request.c and the fields files), fields.c,
+ * fields_inputs.c, fields_masks.c, tensor.c, seeded.c, outputs.c, response.c. May include:
+ * job.h (api/job/), models.h (api/models/), codec.h (api/codec/), base.h (api/base/), api.h and
+ * attention.h, nothing above. Inside the room the calls go one way: tensor.c < seeded.c <
+ * fields_inputs.c, fields_masks.c < fields.c < request.c, outputs.c < fields.c, and response.c
+ * beside them (fields_inputs.c and fields_masks.c call fields.c's helpers, and fields.c calls
+ * them). A protocol above (v2)
  * enters at apip_job_parse_given and may include this header. Nothing here is part of api.h's
  * contract.
  *
