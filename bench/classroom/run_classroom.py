@@ -144,6 +144,28 @@ def vm_hwm(pid):
     return None
 
 
+def cpu_seconds(pid):
+    """user + system CPU seconds of a process (all its threads), from /proc/PID/stat."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except OSError:
+        return 0.0
+
+
+def self_cpu():
+    t = os.times()
+    return t.user + t.system
+
+
+def cpu_busy():
+    """CPU seconds the whole machine has been busy (not idle, not waiting on I/O)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return (sum(v[:8]) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
+
+
 def log_fields(log, msg):
     """The key=value fields of the first text log line whose message is msg."""
     for line in open(log, errors="replace"):
@@ -252,6 +274,9 @@ def merge(rec, lines):
     4xx the walk got. Returns the list of problems (a 5xx, a failed request)."""
     t_start = datetime.datetime.fromisoformat(rec["started"].replace("Z", "+00:00"))
     by_step = {}
+    # Only what the walk sent: not the runner's own /readyz before it began.
+    lines = [a for a in lines if datetime.datetime.fromisoformat(
+        a["time"].replace("Z", "+00:00")) >= t_start]
     for a in lines:
         m = re.fullmatch(r"rec-(\d+)", str(a.get("id", "")))
         if m:
@@ -265,8 +290,11 @@ def merge(rec, lines):
     for c in rec["calls"]:
         seen = by_step.get(c["step"], [])
         path = c["path"].split("?", 1)[0]
-        hit = next((a for a in seen if a["method"] == c["method"]
-                    and str(a["path"]).split("?", 1)[0] == path), None)
+        same = [a for a in seen
+                if a["method"] == c["method"] and str(a["path"]).split("?", 1)[0] == path]
+        # Requests of a step sent together finish in any order: the same length first.
+        hit = next((a for a in same if a.get("bytes_in") == c["req_bytes"]),
+                   same[0] if same else None)
         c["replay"] = hit is not None
         if hit:
             seen.remove(hit)
@@ -362,23 +390,34 @@ class Student:
             self.conns[i] = None
 
     def once(self, i, c, body):
-        """One try: (status, retry_after, up, down) or raises OSError / timeout. A keep-alive
-        connection the server closed meanwhile is opened again once, as a browser does."""
+        """One try: (status, error code of a 4xx or 5xx body, retry_after, up, down), or raises
+        OSError / timeout. As a browser does: a keep-alive connection the server closed
+        meanwhile is opened again once; when the server answers before it has read the whole
+        body and closes (attnd refuses a job from its shapes at once), the answer is read."""
         for attempt in (0, 1):
             reused = self.conns[i] is not None
             h = self.conn(i)
             try:
-                h.request(c["method"], c["path"], body=body or None, headers=c["headers"])
+                try:
+                    h.request(c["method"], c["path"], body=body or None, headers=c["headers"])
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # an answer may be there: getresponse() tells
                 r = h.getresponse()
-                down = 0
+                down, head = 0, b""
                 while True:  # counted, not kept: 60 students' replies of 23 MB at once
                     chunk = r.read(1 << 20)
                     if not chunk:
                         break
+                    if not down:
+                        head = chunk[:4096]
                     down += len(chunk)
-                if (r.getheader("Connection") or "").lower() == "close":
+                if (r.getheader("Connection") or "").lower() == "close" or r.will_close:
                     self.drop(i)
-                return r.status, r.getheader("Retry-After"), len(body), down
+                code = None
+                if r.status >= 400:
+                    m = re.search(rb'"code"\s*:\s*"([^"]{1,64})"', head)
+                    code = m.group(1).decode() if m else None
+                return r.status, code, r.getheader("Retry-After"), len(body), down
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
                 self.drop(i)
                 if not reused or attempt:
@@ -392,8 +431,9 @@ class Student:
         """The call with the page's retries: a dict of status (or an error name), wait, tries,
         retried 503s, bytes up and down."""
         body = c["body"]
-        res = {"step": c["step"], "status": None, "error": None, "tries": 0, "retried": 0,
-               "up": 0, "down": 0, "on_purpose": c.get("on_purpose")}
+        res = {"step": c["step"], "status": None, "code": None, "error": None, "tries": 0,
+               "retried": 0, "retried_codes": {}, "up": 0, "down": 0,
+               "on_purpose": c.get("on_purpose")}
         t0 = time.monotonic()
         while True:
             if time.monotonic() > self.deadline:
@@ -401,7 +441,7 @@ class Student:
                 break
             res["tries"] += 1
             try:
-                st, ra, up, down = self.once(i, c, body)
+                st, code, ra, up, down = self.once(i, c, body)
             except TimeoutError:
                 res["error"], res["status"] = "timeout", None
                 break
@@ -410,9 +450,11 @@ class Student:
                 break
             res["up"] += up
             res["down"] += down
-            res["status"] = st
+            res["status"], res["code"] = st, code
             if st == 503 and res["tries"] <= RETRIES:
                 res["retried"] += 1
+                k = code or "503"
+                res["retried_codes"][k] = res["retried_codes"].get(k, 0) + 1
                 try:
                     wait = float(ra) if ra is not None else 1.0
                 except ValueError:
@@ -424,7 +466,7 @@ class Student:
         if res["error"] is None:
             st = res["status"]
             if not (200 <= st < 400 or st == res["on_purpose"]):
-                res["error"] = str(st)
+                res["error"] = f"{st} {res['code']}" if res["code"] else str(st)
         return res
 
     def wave(self, calls):
@@ -527,24 +569,33 @@ def nearest_rank(xs, p):
 
 
 def summarise(rec, class_):
+    """A row per step, and one for the whole path (n None): each student's waits summed."""
     rows = []
-    for s in rec["steps"]:
-        n = s["n"]
-        per = [st.steps[n] for st in class_ if n in st.steps]
+    for s in rec["steps"] + [None]:
+        n = s["n"] if s else None
+        if s:
+            per = [st.steps[n] for st in class_ if n in st.steps]
+            ncalls = sum(1 for c in rec["calls"] if c["replay"] and c["step"] == n)
+        else:
+            per = [{"wait": sum(p["wait"] for p in st.steps.values()),
+                    "calls": [r for p in st.steps.values() for r in p["calls"]]}
+                   for st in class_]
+            ncalls = sum(1 for c in rec["calls"] if c["replay"])
         results = [r for p in per for r in p["calls"]]
-        errors, purpose, retried = {}, 0, 0
+        errors, purpose, retried = {}, 0, {}
         for r in results:
             if r["error"]:
                 errors[r["error"]] = errors.get(r["error"], 0) + 1
             elif r["on_purpose"] and r["status"] == r["on_purpose"]:
                 purpose += 1
-            retried += r["retried"]
+            for k, v in r["retried_codes"].items():
+                retried[k] = retried.get(k, 0) + v
         waits = [p["wait"] for p in per]
-        ncalls = sum(1 for c in rec["calls"] if c["replay"] and c["step"] == n)
         rows.append({
-            "n": n, "key": s["key"], "title": s["title"], "calls": ncalls,
-            "students": len(per), "p50": nearest_rank(waits, 50), "p99": nearest_rank(waits, 99),
-            "errors": errors, "on_purpose": purpose, "retried": retried,
+            "n": n, "key": s["key"] if s else "all", "title": s["title"] if s else "the path",
+            "calls": ncalls, "students": len(per), "p50": nearest_rank(waits, 50),
+            "p99": nearest_rank(waits, 99), "errors": errors, "on_purpose": purpose,
+            "retried": retried,
             "up": sum(r["up"] for r in results) / max(1, len(per)),
             "down": sum(r["down"] for r in results) / max(1, len(per))})
     return rows
@@ -554,19 +605,24 @@ def mb(b):
     return f"{b / 1e6:.2f}" if b >= 1e4 else f"{b / 1e6:.4f}"
 
 
+def counts(d):
+    return ", ".join(f"{k}: {v}" for k, v in sorted(d.items()))
+
+
 def table(rows):
     out = ["| step | requests | p50 wait s | p99 wait s | errors | 503s retried | 4xx on purpose "
            "| MB up / student | MB down / student |",
-           "|---|--:|--:|--:|---|--:|--:|--:|--:|"]
+           "|---|--:|--:|--:|---|---|--:|--:|--:|"]
     for r in rows:
-        name = "load" if r["n"] == 0 else f"{r['n']} {r['key']}"
-        err = ", ".join(f"{k}: {v}" for k, v in sorted(r["errors"].items())) or "0"
+        name = ("load" if r["n"] == 0 else "**the whole path** (waits summed)" if r["n"] is None
+                else f"{r['n']} {r['key']}")
         if r["calls"] == 0:
             out.append(f"| {name} | 0 | - | - | - | - | - | 0 | 0 |")
             continue
-        out.append(f"| {name} | {r['calls']} | {r['p50']:.2f} | {r['p99']:.2f} | "
-                   f"{'**' + err + '**' if r['errors'] else err} | {r['retried']} | "
-                   f"{r['on_purpose']} | {mb(r['up'])} | {mb(r['down'])} |")
+        err = f"**{counts(r['errors'])}**" if r["errors"] else "0"
+        out.append(f"| {name} | {r['calls']} | {r['p50']:.2f} | {r['p99']:.2f} | {err} | "
+                   f"{counts(r['retried']) or 0} | {r['on_purpose']} | {mb(r['up'])} | "
+                   f"{mb(r['down'])} |")
     return "\n".join(out)
 
 
@@ -638,8 +694,11 @@ def main():
                 env, eargs = container_env(os.path.join(ROOT, "Dockerfile"), models)
                 p, port = start_attnd(args.attnd, env, eargs, log, preexec=cg.join)
                 print(f"{n} students, {mode}: attnd pid {p.pid} on port {port}", flush=True)
+                busy0, attnd0, self0 = cpu_busy(), cpu_seconds(p.pid), self_cpu()
                 class_, secs = replay(rec, port, n, mode, args.timeout, args.deadline,
                                       args.seed + n)
+                cpu = {"attnd": cpu_seconds(p.pid) - attnd0, "client": self_cpu() - self0}
+                cpu["others"] = max(0.0, cpu_busy() - busy0 - cpu["attnd"] - cpu["client"])
                 hwm = vm_hwm(p.pid)
                 alive = p.poll() is None
                 stats = cg.stats()
@@ -652,17 +711,17 @@ def main():
             thr = log_fields(log, "threads")
             blas = log_fields(log, "blas")
             rows = summarise(rec, class_)
-            runs.append({"students": n, "mode": mode, "seconds": secs, "rows": rows,
+            runs.append({"students": n, "mode": mode, "seconds": secs, "rows": rows, "cpu": cpu,
                          "hwm": hwm, "alive": alive, "cgroup": stats,
                          "memory_bound": int(mem.get("memory_bound", 0)) or None,
                          "memory_limit": int(mem.get("memory_limit", 0)) or None,
                          "memory_limit_source": mem.get("memory_limit_source", "?").strip('"'),
                          "threads": " ".join(f"{k}={v}" for k, v in thr.items()),
-                         "blas": " ".join(f"{k}={v}" for k, v in blas.items())})
-            errs = sum(sum(r["errors"].values()) for r in rows)
-            print(f"  {secs:.1f} s, {errs} errors, worst p99 "
-                  f"{max(r['p99'] for r in rows if r['calls']):.2f} s, peak RSS "
-                  f"{(hwm or 0) / 2**20:.0f} MiB", flush=True)
+                         "blas": blas.get("kernel", "?")})
+            steps_ = [r for r in rows if r["calls"] and r["n"] is not None]
+            print(f"  {secs:.1f} s, errors: {counts(rows[-1]['errors']) or 0}, worst p99 "
+                  f"{max(r['p99'] for r in steps_):.2f} s, peak RSS {(hwm or 0) / 2**20:.0f} MiB",
+                  flush=True)
 
     report = render(args, rec, runs, t_start, played, up, down, purpose)
     with open(args.out, "w") as f:
@@ -720,9 +779,12 @@ def render(args, rec, runs, t_start, played, up, down, purpose):
             f"{(run['hwm'] or 0) / 2**20:.0f} MiB; its start log: memory_bound "
             f"{gib(run['memory_bound'])} ({run['memory_bound']}), memory_limit "
             f"{gib(run['memory_limit'])} from {run['memory_limit_source']}; threads: "
-            f"{run['threads'] or '?'}. The cgroup: peak usage {gib(cg['max_usage'])}, "
+            f"{run['threads'] or '?'}; BLAS kernel {run['blas']}. The cgroup: peak usage {gib(cg['max_usage'])}, "
             f"{cg['failcnt']} times at the limit, {cg['oom_kill']} OOM kills; throttled in "
-            f"{cg['nr_throttled']} of {cg['nr_periods']} periods ({cg['throttled_s']:.1f} s)."
+            f"{cg['nr_throttled']} of {cg['nr_periods']} periods ({cg['throttled_s']:.1f} s). "
+            f"CPU during the run: attnd {run['cpu']['attnd']:.1f} s, the students "
+            f"{run['cpu']['client']:.1f} s, other processes on the machine "
+            f"{run['cpu']['others']:.1f} s ({run['cpu']['others'] / run['seconds']:.2f} cores)."
             + ("" if run["alive"] else " **attnd had exited by the end of the run.**"),
             "",
         ]
@@ -737,7 +799,7 @@ def goals(runs):
     for run in runs:
         if run["students"] != 60:
             continue
-        rows = [r for r in run["rows"] if r["calls"]]
+        rows = [r for r in run["rows"] if r["calls"] and r["n"] is not None]
         errs = {}
         for r in rows:
             for k, v in r["errors"].items():
