@@ -103,10 +103,12 @@ $(BUILD)/bench/bench_api: $(BUILD)/bench/bench_api.o $(BUILD)/tests/float_ref.o 
 # The api/ and server/ modules bring their own build and test rules: libapi.a and test-api,
 # build/attnd and test-server.
 include api/api.mk server/server.mk
-# The reliability suite (test-asan, test-valgrind, overload, fuzz), the HTTP benchmark and the
-# ONNX Runtime peer of make bench (bench-ort, bench-ort-deps). Optional
+# The reliability suite (test-asan, test-valgrind, overload, fuzz), the HTTP benchmark, the
+# ONNX Runtime peer of make bench (bench-ort, bench-ort-deps) and the classroom benchmark
+# (bench-classroom). Optional
 # so that the Dockerfile's builder, which copies only the sources of build/attnd, can use make.
--include tests/reliability/reliability.mk bench/http/http.mk bench/ort/ort.mk
+-include tests/reliability/reliability.mk bench/http/http.mk bench/ort/ort.mk \
+         bench/classroom/classroom.mk
 # The Python and JavaScript clients' tests (test-clients).
 -include clients/clients.mk
 
@@ -170,7 +172,8 @@ tests/web/node_modules/playwright-core:
 # manifests, and against what build/attnd links.
 check-readme-deps: $(BUILD)/attnd
 	@printf '%s\n' "PKG_BUILD $(PKG_BUILD)" "PKG_TEST $(PKG_TEST)" "PKG_CONTAINER $(PKG_CONTAINER)" \
-	  "PKG_BENCH_HTTP $(PKG_BENCH_HTTP)" "PKG_BENCH_ORT $(PKG_BENCH_ORT)" > $(BUILD)/packages.txt
+	  "PKG_BENCH_HTTP $(PKG_BENCH_HTTP)" "PKG_BENCH_ORT $(PKG_BENCH_ORT)" \
+	  "PKG_BENCH_CLASSROOM $(PKG_BENCH_CLASSROOM)" > $(BUILD)/packages.txt
 	$(PY) tests/readme_deps.py --readme README.md --packages $(BUILD)/packages.txt --ci .ci/run \
 	  --attnd $(BUILD)/attnd
 
