@@ -32,7 +32,7 @@ PY       := /usr/bin/python3
 # tests/readme_deps.py checks that it names these and no others).
 PKG_BUILD     := gcc make libc6-dev libopenblas-dev libmicrohttpd-dev zlib1g-dev
 PKG_TEST      := $(PKG_BUILD) libjansson-dev python3 python3-torch python3-numpy python3-yaml \
-                 libcurl4-openssl-dev prometheus chromium fonts-wqy-microhei
+                 python3-venv libcurl4-openssl-dev prometheus chromium fonts-wqy-microhei
 PKG_CONTAINER := buildah podman runc debootstrap curl python3 python3-yaml
 
 ATTN_SRC := attention/error.c attention/plan.c attention/sdpa.c attention/mha.c attention/batch.c \
@@ -103,18 +103,22 @@ $(BUILD)/bench/bench_api: $(BUILD)/bench/bench_api.o $(BUILD)/tests/float_ref.o 
 # The api/ and server/ modules bring their own build and test rules: libapi.a and test-api,
 # build/attnd and test-server.
 include api/api.mk server/server.mk
-# The reliability suite (test-asan, test-valgrind, overload, fuzz), the HTTP benchmark and the
-# ONNX Runtime peer of make bench (bench-ort, bench-ort-deps). Optional
+# The reliability suite (test-asan, test-valgrind, overload, fuzz), the HTTP benchmark, the
+# ONNX Runtime peer of make bench (bench-ort, bench-ort-deps) and the classroom benchmark
+# (bench-classroom). Optional
 # so that the Dockerfile's builder, which copies only the sources of build/attnd, can use make.
--include tests/reliability/reliability.mk bench/http/http.mk bench/ort/ort.mk
+-include tests/reliability/reliability.mk bench/http/http.mk bench/ort/ort.mk \
+         bench/classroom/classroom.mk
+# The Python and JavaScript clients' tests (test-clients).
+-include clients/clients.mk
 
 run: deps-build
 	$(MAKE) --no-print-directory $(BUILD)/attnd
 	$(BUILD)/attnd
 
 test: deps-test
-	$(MAKE) --no-print-directory test-core test-api test-server test-web test-deploy \
-	  check-readme-deps test-reliability
+	$(MAKE) --no-print-directory test-core test-api test-server test-clients test-web \
+	  test-deploy check-readme-deps test-reliability
 
 test-core: $(BUILD)/tests/test_attention $(BUILD)/tests/oracle_run check-layers
 	$(BUILD)/tests/test_attention
@@ -152,13 +156,15 @@ check-layers:
 # and every screen size; path.test.mjs: the guided path and its experiments; layout.test.mjs: the
 # projector and the phone measured, and the root font following the browser's default;
 # class.test.mjs: every request of the path within 64 KiB up and 256 KiB down, and a busy
-# server's 503 retried (a proxy in the test).
+# server's 503 retried (a proxy in the test); cache.test.mjs: a second load sends no file again,
+# the icon comes once.
 test-web: $(BUILD)/attnd tests/web/node_modules/playwright-core
 	timeout 300 node tests/web/visualizer.test.mjs $(BUILD)/attnd $(BUILD)/web-test
 	timeout 300 node tests/web/screens.test.mjs $(BUILD)/attnd $(BUILD)/web-test
 	timeout 300 node tests/web/path.test.mjs $(BUILD)/attnd $(BUILD)/web-path
 	timeout 300 node tests/web/layout.test.mjs $(BUILD)/attnd $(BUILD)/web-layout
 	timeout 300 node tests/web/class.test.mjs $(BUILD)/attnd $(BUILD)/web-class
+	timeout 120 node tests/web/cache.test.mjs $(BUILD)/attnd $(BUILD)/web-cache
 
 # The README's pictures of the visualizer and their manifest (docs/), rendered from a live attnd;
 # test-web fails when they are stale. Run after changing web/, and commit docs/.
@@ -172,7 +178,8 @@ tests/web/node_modules/playwright-core:
 # manifests, and against what build/attnd links.
 check-readme-deps: $(BUILD)/attnd
 	@printf '%s\n' "PKG_BUILD $(PKG_BUILD)" "PKG_TEST $(PKG_TEST)" "PKG_CONTAINER $(PKG_CONTAINER)" \
-	  "PKG_BENCH_HTTP $(PKG_BENCH_HTTP)" "PKG_BENCH_ORT $(PKG_BENCH_ORT)" > $(BUILD)/packages.txt
+	  "PKG_BENCH_HTTP $(PKG_BENCH_HTTP)" "PKG_BENCH_ORT $(PKG_BENCH_ORT)" \
+	  "PKG_BENCH_CLASSROOM $(PKG_BENCH_CLASSROOM)" > $(BUILD)/packages.txt
 	$(PY) tests/readme_deps.py --readme README.md --packages $(BUILD)/packages.txt --ci .ci/run \
 	  --attnd $(BUILD)/attnd
 

@@ -282,19 +282,21 @@ typedef struct api_job api_job;
 
 /* Parses body (len bytes, JSON) for op, resolves the model (attention), checks every field
  * against the API v1 contract and lim, and decodes every tensor ("tokens" or "text": looks the
- * words up and writes their embeddings). Returns the job, or NULL with err: 400 (invalid_json,
- * invalid_field, non_finite, unknown_token, ...), 404 unknown_model, 413 job_too_large (the
- * message says which limit, and for max_job_bytes the working memory and the response size),
- * 503 memory_budget (its arena, a bounded block of lim->mem, does not fit the cache's budget
- * now), 500 out_of_memory. Its time is bounded by len, never by the shapes the body declares: every
- * check against the limits costs O(1) per field (O(N) for key_lengths, given in the body) and
- * comes before any work proportional to a declared size. Borrows models: keep it alive and
- * unchanged while the job lives. */
+ * words up and writes their embeddings; a seeded input, {"init": "uniform", "seed", "shape"},
+ * gets its room in the arena and is made by api_job_run). Returns the job, or NULL with err: 400
+ * (invalid_json, invalid_field, non_finite, unknown_token, ...), 404 unknown_model, 413
+ * job_too_large (the message says which limit, and for max_job_bytes the working memory and the
+ * response size), 503 memory_budget (its arena, a bounded block of lim->mem, does not fit the
+ * cache's budget now), 500 out_of_memory. Its time is bounded by len, never by the shapes the body
+ * declares: every check against the limits costs O(1) per field (O(N) for key_lengths, given in the
+ * body) and comes before any work proportional to a declared size. Borrows models: keep it alive
+ * and unchanged while the job lives. */
 api_job *api_job_parse(api_op op, const char *body, size_t len, const api_registry *models,
                        const api_limits *lim, api_error *err);
 
-/* Runs the job on libattn with pool (may be NULL; at most lim->nslots slots). 0, or -1 with
- * err (400 numeric_overflow when float32 overflowed, 500 otherwise). Call once. */
+/* Runs the job on libattn with pool (may be NULL; at most lim->nslots slots), first making its
+ * seeded inputs and params.init weights (parsing makes none: its time is bounded by the body).
+ * 0, or -1 with err (400 numeric_overflow when float32 overflowed, 500 otherwise). Call once. */
 int api_job_run(api_job *job, attn_pool *pool, api_error *err);
 
 /* Appends the 200 response body of a job that ran to out, with the usage times given: at most
@@ -308,20 +310,24 @@ int api_job_respond(const api_job *job, double queue_ms, double compute_ms, api_
 #define API_RESPOND_SLACK 64 /* room api_job_respond's buffer has beyond the response's bound */
 
 /* The most bytes api_job_respond appends for job: a bound computed by api_job_parse from the
- * shapes and the encoding alone, before compute (JSON floats at 17 bytes each with their
- * comma, top-k indices at 11, base64 exact, the fixed text, the model's name escaped at its
- * widest and the integers and times at theirs). api_job_parse counts it with the arena against
- * max_job_bytes, so a server can hold it (reserve it) from parse until the reply is sent: an
- * empty buffer given to api_job_respond ends with a capacity of exactly this plus
- * API_RESPOND_SLACK. 0 for NULL. */
+ * shapes, the encoding and the tensors the reply carries ("outputs") alone, before compute
+ * (JSON floats at 17 bytes each with their comma, top-k indices at 11, base64 exact, the fixed
+ * text, the model's name escaped at its widest and the integers and times at theirs; a tensor
+ * "outputs" leaves out counts nothing, so "outputs": [] bounds a reply by a few hundred bytes).
+ * api_job_parse counts it with the arena against max_job_bytes, so a server can hold it (reserve
+ * it) from parse until the reply is sent: an empty buffer given to api_job_respond ends with a
+ * capacity of exactly this plus API_RESPOND_SLACK. 0 for NULL. */
 size_t api_job_response_bytes(const api_job *job);
 
 /* What usage.flops reports: the plan's FLOPs (the projections and the attended cells) plus the
  * cost of making params.init weights (4 E^2 of them, each counted as a measured number of FLOP:
- * api/models/models.h), whether or not a thread had them cached. 0 for NULL. */
+ * api/models/models.h), whether or not a thread had them cached, and of making seeded inputs
+ * (each element counted as a measured number of FLOP: api/v1/v1.h). 0 for NULL. */
 double api_job_flops(const api_job *job);
 
-/* The plan's FLOPs alone (api_job_flops without making params.init weights). 0 for NULL. */
+/* The job's own work: the plan's FLOPs and making its seeded inputs, which every job makes
+ * anew (api_job_flops without making params.init weights, which a thread may have cached). 0
+ * for NULL. */
 double api_job_plan_flops(const api_job *job);
 
 /* The params.init weights ("identity", or "random" with a seed) of at most this many floats

@@ -5,9 +5,13 @@
  * rows, with jansson would cost instead. Prints one JSON object per measurement on stdout for
  * bench/run_bench.py.
  *
- * Usage: bench_api [--time SECONDS] [--only NAME] [--no-cache] [--floats-only]
- *   --only      one workload (W1-W5), and no float benchmark
- *   --no-cache  every job's memory from malloc, as before the job memory cache
+ * Usage: bench_api [--time SECONDS] [--only NAME] [--no-cache] [--floats-only] [--seeded-only]
+ *   --only         one workload (W1-W5), and no float benchmark
+ *   --no-cache     every job's memory from malloc, as before the job memory cache
+ *   --seeded-only  what making a seeded input costs: ns per element (apip_uniform_fill with
+ *                  a = 1) beside ns per params.init random weight (apip_init_random at E = 2048),
+ *                  on one thread with the pages in memory, best of 5; usage.flops counts each as
+ *                  that time over one FLOP's time at bench_attention's sgemm peak
  *
  * W1 is sent and answered as JSON numbers (the classroom case); W2-W5 as base64 tensors, the
  * fast path for large inputs. The models are registered up front, as a server loads them at
@@ -29,6 +33,7 @@
 #include "../tests/float_ref.h"
 #include "api.h"
 #include "codec.h"
+#include "models.h"
 #include "attention.h"
 
 typedef struct workload {
@@ -428,6 +433,37 @@ static int bench_floats(void) {
     return 0;
 }
 
+/* ---- Seeded inputs ----------------------------------------------------------------------------
+ */
+
+/* Prints {"type": "seeded", ...}: the best of 5 of ns per seeded element and per params.init
+ * random weight, 4 E^2 = 16.8 M of each at E = 2048 (RESULTS.md's compute bound measured the
+ * weights so), each pass into the same pages. */
+static int bench_seeded(void) {
+    const size_t e = 2048, n = 4 * e * e;
+    float *w = malloc(n * sizeof *w);
+    if (!w)
+        return 1;
+    memset(w, 0, n * sizeof *w); /* fault the pages in */
+    double best_seeded = INFINITY, best_random = INFINITY;
+    uint64_t sink = 0;
+    for (int r = 0; r < 5; r++) {
+        double t0 = now_ns();
+        sink += apip_uniform_fill(w, n, 1.0, (uint64_t)r);
+        double t1 = now_ns();
+        apip_init_random(w, w + 3 * e * e, e, (uint64_t)r);
+        double t2 = now_ns();
+        best_seeded = fmin(best_seeded, (t1 - t0) / (double)n);
+        best_random = fmin(best_random, (t2 - t1) / (double)n);
+    }
+    printf("{\"type\":\"seeded\",\"elements\":%zu,\"ns_per_seeded_element\":%.4f,"
+           "\"ns_per_random_weight\":%.4f,\"ratio\":%.4f,\"check\":%g}\n",
+           n, best_seeded, best_random, best_seeded / best_random,
+           (double)(sink & 1) + (double)w[n - 1]);
+    free(w);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     attn_blas_info info;
     attn_error aerr = {0};
@@ -443,6 +479,8 @@ int main(int argc, char **argv) {
             target = atof(argv[++i]);
         } else if (!strcmp(argv[i], "--floats-only")) {
             return bench_floats() ? 1 : 0;
+        } else if (!strcmp(argv[i], "--seeded-only")) {
+            return bench_seeded();
         } else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
             only = argv[++i];
             floats = false;
@@ -450,7 +488,7 @@ int main(int argc, char **argv) {
             cache = false;
         } else {
             fprintf(stderr, "usage: bench_api [--time SECONDS] [--only NAME] [--no-cache] "
-                            "[--floats-only]\n");
+                            "[--floats-only] [--seeded-only]\n");
             return 2;
         }
     }

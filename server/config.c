@@ -14,22 +14,16 @@
 
 #define KEY_FILE_MAX 4096
 
-/* The cores this process may run on (its affinity mask), at least 1. */
-static size_t online_cores(void) {
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
-        return (size_t)CPU_COUNT(&set);
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (size_t)n : 1;
-}
-
 #define AUTO_SIZE ((size_t)-1)
 
 void srv_config_init(srv_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
     snprintf(cfg->host, sizeof cfg->host, "127.0.0.1");
     cfg->port = 8080;
-    cfg->threads = online_cores();
+    srv_cpu_limit cpu;
+    srv_cpu_limit_read(&cpu);
+    cfg->threads = cpu.threads;
+    snprintf(cfg->threads_source, sizeof cfg->threads_source, "%s", cpu.source);
     cfg->pool_threads = AUTO_SIZE;
     cfg->http_threads = 2;
     cfg->parse_threads = 0; /* as --threads */
@@ -69,6 +63,7 @@ typedef enum opt_kind {
     OPT_CORS,
     OPT_LOG_FORMAT,
     OPT_MEMORY, /* "auto" (0), or a byte count as OPT_BYTES */
+    OPT_UNFIT,  /* refuse or warn */
 } opt_kind;
 
 typedef struct opt {
@@ -88,8 +83,9 @@ static const opt OPTS[] = {
     {"--listen", "ATTND_LISTEN", "HOST:PORT", OPT_LISTEN, 0, 0, 0, "127.0.0.1:8080",
      "address to listen on; port 0 picks a free port (the log says which); [::1]:PORT for "
      "IPv6"},
-    {"--threads", "ATTND_THREADS", "N", OPT_COUNT, FIELD(threads), 1, 1024, "the online cores",
-     "worker threads: jobs computed at once"},
+    {"--threads", "ATTND_THREADS", "N", OPT_COUNT, FIELD(threads), 1, 1024, "the CPUs",
+     "worker threads: jobs computed at once; by default the CPUs attnd may use: its affinity set, "
+     "or its cgroup's CPU quota rounded up when smaller"},
     {"--pool-threads", "ATTND_POOL_THREADS", "N", OPT_COUNT, FIELD(pool_threads), 0, 1024,
      "threads - 1", "helper threads of the compute pool that every worker's job can use"},
     {"--http-threads", "ATTND_HTTP_THREADS", "N", OPT_COUNT, FIELD(http_threads), 1, 64, "2",
@@ -105,9 +101,10 @@ static const opt OPTS[] = {
     {"--default-model", "ATTND_DEFAULT_MODEL", "NAME", OPT_STRING, FIELD(default_model), 0, 0,
      "demo", "the model of requests that name none"},
     {"--max-body-bytes", "ATTND_MAX_BODY_BYTES", "SIZE", OPT_BYTES, FIELD(max_body_bytes), 2,
-     (double)((size_t)1 << 40), "64M", "largest request body (413 beyond)"},
+     (double)((size_t)1 << 40), "64M, or a third of the job memory budget",
+     "largest request body (413 beyond)"},
     {"--max-job-bytes", "ATTND_MAX_JOB_BYTES", "SIZE", OPT_BYTES, FIELD(max_job_bytes), 1024,
-     (double)((size_t)1 << 42), "256M",
+     (double)((size_t)1 << 42), "256M, or half the job memory budget",
      "memory of one job: its tensors, weights, workspace and outputs, plus the most its "
      "response can take (413 beyond)"},
     {"--max-dim", "ATTND_MAX_DIM", "N", OPT_COUNT, FIELD(max_dim), 1, 1 << 24, "65536",
@@ -120,7 +117,7 @@ static const opt OPTS[] = {
      "jobs waiting for a worker (a batch's jobs after its first, and tiny jobs computing on an "
      "HTTP thread, keep their places); when full, 503 with Retry-After at once"},
     {"--max-unsent-bytes", "ATTND_MAX_UNSENT_BYTES", "SIZE", OPT_BYTES, FIELD(max_unsent_bytes),
-     1024, (double)((size_t)1 << 42), "256M",
+     1024, (double)((size_t)1 << 42), "256M, or a quarter of --max-memory",
      "replies not yet sent, all together: each job's reply is reserved at its bound before "
      "it is queued and held until its client has read it; a job that does not fit gets 503 "
      "with Retry-After at once"},
@@ -129,8 +126,11 @@ static const opt OPTS[] = {
      "memory clients can make attnd hold, all together (bodies, jobs, replies, connections); "
      "auto: 3/4 of what the cgroup's memory limit (or the machine's memory) leaves beside attnd "
      "at rest. A request that finds it taken gets 503 memory_budget at once"},
+    {"--memory-unfit", "ATTND_MEMORY_UNFIT", "refuse|warn", OPT_UNFIT, 0, 0, 0, "refuse",
+     "when a flag's bound cannot fit --max-memory (a body, a job, the replies and connections): "
+     "refuse to start, naming it (exit 2), or warn and start anyway"},
     {"--max-connections", "ATTND_MAX_CONNECTIONS", "N", OPT_COUNT, FIELD(max_connections), 1,
-     1000000, "1024",
+     1000000, "1024, or one per MiB of the memory limit",
      "open connections at once; past it a new one evicts the one idle the longest, else the one "
      "whose request has been arriving the longest, else the one whose client reads its reply "
      "furthest below the send rule's rate; else it takes a spare place that serves one probe "
@@ -458,6 +458,11 @@ static int apply(srv_config *cfg, const opt *o, const char *name, const char *v,
         return set_count((size_t *)(base + o->offset), name, v, o->lo, o->hi, err);
     case OPT_BYTES:
         return set_bytes((size_t *)(base + o->offset), name, v, o->lo, o->hi, err);
+    case OPT_UNFIT:
+        if (strcmp(v, "refuse") && strcmp(v, "warn"))
+            return srv_fail(err, "%s: '%s' is neither refuse nor warn", name, v);
+        cfg->memory_unfit_warn = !strcmp(v, "warn");
+        return SRV_OK;
     case OPT_MEMORY:
         if (!strcmp(v, "auto")) {
             *(size_t *)(base + o->offset) = 0;
@@ -534,6 +539,14 @@ int srv_config_parse(srv_config *cfg, int argc, char **argv, srv_error *err) {
             continue;
         if (apply(cfg, o, name, v, err) != SRV_OK)
             return SRV_ERR;
+        cfg->given |=
+            o->offset == FIELD(max_body_bytes) && o->kind == OPT_BYTES     ? SRV_GIVEN_MAX_BODY
+            : o->offset == FIELD(max_job_bytes) && o->kind == OPT_BYTES    ? SRV_GIVEN_MAX_JOB
+            : o->offset == FIELD(max_unsent_bytes) && o->kind == OPT_BYTES ? SRV_GIVEN_MAX_UNSENT
+            : o->offset == FIELD(max_connections) && o->kind == OPT_COUNT
+                ? SRV_GIVEN_MAX_CONNECTIONS
+            : o->offset == FIELD(threads) && o->kind == OPT_COUNT ? SRV_GIVEN_THREADS
+                                                                  : 0u;
         key_file |= o->kind == OPT_KEY_FILE;
     }
     if (cfg->pool_threads == AUTO_SIZE)

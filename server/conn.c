@@ -103,8 +103,9 @@ struct srv_conns {
     pthread_mutex_t mu; /* guards the list and every record in it */
     pthread_cond_t reaper_cv;
     srv_conn *list;
-    size_t live;   /* connections in the list not shut down by attnd, spares aside */
-    size_t spares; /* spare connections in the list not shut down by attnd */
+    size_t live;                  /* connections in the list not shut down by attnd, spares aside */
+    size_t spares;                /* spare connections in the list not shut down by attnd */
+    uint64_t cuts[SRV_CUT_COUNT]; /* shut-downs so far, by why */
     bool reaper_stop, has_reaper;
     pthread_t reaper;
 };
@@ -156,6 +157,13 @@ static uint64_t socket_rx(int fd, double *last_data_s, uint64_t *acked) {
 static void conn_cut(srv_conns *cs, srv_conn *c, srv_conn_end why) {
     if (c->cut != SRV_CONN_LIVE)
         return;
+    srv_cut k = why == SRV_CONN_READ_LATE      ? SRV_CUT_READ_TIMEOUT
+                : why == SRV_CONN_SEND_SLOW    ? SRV_CUT_SEND_TIMEOUT
+                : why == SRV_CONN_OVER_LIMIT   ? SRV_CUT_SPARE_FULL
+                : c->state == SRV_CONN_IDLE    ? SRV_CUT_EVICTED_IDLE
+                : c->state == SRV_CONN_READING ? SRV_CUT_EVICTED_READING
+                                               : SRV_CUT_EVICTED_SENDING;
+    cs->cuts[k]++;
     if (c->fd >= 0 && why == SRV_CONN_SEND_SLOW) {
         struct linger lg = {1, 0};
         setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
@@ -210,6 +218,16 @@ void srv_conn_sending(srv_conns *cs, srv_conn *c, size_t len) {
     c->tx_mark = RX_UNREAD; /* the reaper takes the marks at its first look */
     c->reply_len = len;
     pthread_mutex_unlock(&cs->mu);
+}
+
+srv_conn_stats srv_conns_stats(srv_conns *cs) {
+    srv_conn_stats st;
+    pthread_mutex_lock(&cs->mu);
+    st.live = cs->live;
+    st.spare = cs->spares;
+    memcpy(st.cuts, cs->cuts, sizeof st.cuts);
+    pthread_mutex_unlock(&cs->mu);
+    return st;
 }
 
 bool srv_conn_spare(const srv_conn *c) {

@@ -1,4 +1,4 @@
-/* http_internal.h - private to the HTTP files of server/ (http.c, reply.c, routes.c):
+/* http_internal.h - private to the HTTP files of server/ (http.c, http_job.c, reply.c, routes.c):
  * the HTTP daemon's state, a request's state, and the functions these files share. */
 #ifndef ATTND_HTTP_INTERNAL_H
 #define ATTND_HTTP_INTERNAL_H
@@ -59,8 +59,9 @@ typedef struct http_req {
     const char *allow;
     const char *preflight; /* the methods an allowed CORS preflight is answered with */
     bool www_auth, bad_token, page;
-    srv_conn *track; /* the connection's record; NULL when it could not be made */
-    bool late;       /* dropped for --read-timeout while its body arrived */
+    const char *etag, *cache_control; /* a static file's validator and Cache-Control */
+    srv_conn *track;                  /* the connection's record; NULL when it could not be made */
+    bool late;                        /* dropped for --read-timeout while its body arrived */
     /* The Open Inference Protocol (v2) */
     char *model, *version;        /* of a /v2/models/ path (version NULL when it has none) */
     size_t v2_header_len;         /* Inference-Header-Content-Length, or API_V2_NO_HEADER */
@@ -135,5 +136,19 @@ bool http_route_of(const char *url, http_req *r);
  * method, then the route's reply, or for a job route its early refusals and, when none applies,
  * its body's buffer (r->state becomes REQ_BODY). */
 enum MHD_Result http_on_new(srv_http *h, http_req *r);
+
+/* Requests (http.c, http_job.c). */
+
+/* Lets go of one reference to r (the connection's, a worker's or a parse thread's); the last
+ * frees it. */
+void http_req_unref(http_req *r);
+
+/* The job's body has arrived whole (http_job.c): a small plain body is parsed and its job
+ * admitted here, on the HTTP thread; another goes to a parse thread with the connection
+ * suspended. Returns libmicrohttpd's answer. */
+enum MHD_Result http_body_complete(srv_http *h, http_req *r);
+
+/* The connection has resumed with r's job answered (r->sj's status and body): queues the reply. */
+enum MHD_Result http_job_result(http_req *r);
 
 #endif

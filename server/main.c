@@ -240,14 +240,18 @@ static int load_models(const srv_config *cfg, const srv_log *log, attnd *a) {
 /* The threads and limits lines of the start-up log. */
 static void log_settings(const srv_config *cfg, const srv_log *log, const api_limits *limits) {
     {
-        srv_kv kv[] = {SRV_INT("workers", cfg->threads),
-                       SRV_INT("pool_threads", cfg->pool_threads),
-                       SRV_INT("slots_per_job", limits->nslots),
-                       SRV_INT("http_threads", cfg->http_threads),
-                       SRV_INT("cores", sysconf(_SC_NPROCESSORS_ONLN)),
-                       SRV_INT("batch_window_us", cfg->batch_window_us),
-                       SRV_INT("max_batch_tokens", cfg->max_batch_tokens),
-                       SRV_INT("inline_max_flops", cfg->inline_max_flops)};
+        srv_kv kv[] = {
+            SRV_INT("workers", cfg->threads),
+            SRV_STR("workers_from",
+                    cfg->given & SRV_GIVEN_THREADS ? "--threads" : cfg->threads_source),
+            SRV_INT("pool_threads", cfg->pool_threads),
+            SRV_INT("parse_threads", cfg->parse_threads ? cfg->parse_threads : cfg->threads),
+            SRV_INT("slots_per_job", limits->nslots),
+            SRV_INT("http_threads", cfg->http_threads),
+            SRV_INT("cores", sysconf(_SC_NPROCESSORS_ONLN)),
+            SRV_INT("batch_window_us", cfg->batch_window_us),
+            SRV_INT("max_batch_tokens", cfg->max_batch_tokens),
+            SRV_INT("inline_max_flops", cfg->inline_max_flops)};
         srv_log_write(log, "info", "threads", kv, sizeof kv / sizeof kv[0]);
     }
     {
@@ -293,10 +297,15 @@ static void log_memory(const srv_log *log, const srv_memory_limit *lim, const sr
 /* Starts everything in a: metrics, HTTP on the listening socket (/readyz 503 meanwhile), the
  * models, the compute pool, the job memory, the workers; then serves jobs. Returns 0, or the
  * exit status after logging why it failed (a keeps what was started). */
-static int start(const srv_config *cfg, const srv_log *log, attnd *a) {
+static int start(srv_config *cfg, const srv_log *log, attnd *a) {
     srv_error err = {0};
     attn_error aerr = {0};
     api_error ae = {0};
+    /* The memory limit (the cgroup's, else the machine's): the connection places follow it when
+     * --max-connections is not given, before HTTP counts them. */
+    srv_memory_limit lim;
+    srv_memory_limit_read(&lim);
+    srv_memory_size_connections(cfg, &lim);
     if (!(a->metrics = srv_metrics_create(&err))) {
         fatal(log, err.msg);
         return 1;
@@ -329,21 +338,31 @@ static int start(const srv_config *cfg, const srv_log *log, attnd *a) {
         fatal(log, aerr.msg);
         return 1;
     }
-    /* Memory: the limit (the cgroup's, else the machine's) shared out (sizing.c); the job memory
-     * cache holds bodies, arenas, workspaces and replies, reuses blocks from job to job, keeps
-     * bodies, arenas and workspaces within the plan's budget for them, and returns blocks to the
-     * system after SRV_MEM_IDLE_S unused. */
-    srv_memory_limit lim;
-    srv_memory_limit_read(&lim);
+    /* Memory: the limit shared out (sizing.c), the sizes not given set from it (HTTP reads them
+     * only once ready); the job memory cache holds bodies, arenas, workspaces and replies, reuses
+     * blocks from job to job, keeps bodies, arenas and workspaces within the plan's budget for
+     * them, and returns blocks to the system after SRV_MEM_IDLE_S unused. */
     srv_memory_plan plan;
     srv_memory_plan_make(cfg, api_registry_count(a->models), &lim, srv_memory_rss(), &plan);
+    mallopt(M_TRIM_THRESHOLD, (int)plan.heap_trim);
+    log_memory(log, &lim, &plan);
+    if (plan.unfit[0] && !cfg->memory_unfit_warn) {
+        char msg[1024];
+        snprintf(msg, sizeof msg,
+                 "%s cannot fit the memory bound of %zu bytes (--max-memory; the limit is %zu "
+                 "bytes, from %.200s): lower %s, raise --max-memory or the limit, or start "
+                 "anyway with --memory-unfit warn",
+                 plan.unfit, plan.budget, lim.bytes, lim.source,
+                 strchr(plan.unfit, ',') ? "them" : "it");
+        fatal(log, msg);
+        return 2;
+    }
     size_t cache = plan.jobs > SIZE_MAX - plan.replies ? SIZE_MAX : plan.jobs + plan.replies;
     if (!(a->mem = api_mem_create(cache, SRV_MEM_IDLE_S, &ae))) {
         fatal(log, ae.message);
         return 1;
     }
     api_mem_set_budget(a->mem, plan.jobs);
-    log_memory(log, &lim, &plan);
     a->limits = api_limits_default();
     a->limits.mem = a->mem;
     a->limits.max_job_bytes = cfg->max_job_bytes;

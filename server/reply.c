@@ -47,7 +47,10 @@ static enum MHD_Result reply_resp(http_req *r, unsigned status, const char *type
     if (r->page) {
         MHD_add_response_header(resp, "Content-Security-Policy", PAGE_CSP);
         MHD_add_response_header(resp, "X-Frame-Options", "DENY");
-        MHD_add_response_header(resp, "Cache-Control", "no-cache");
+        MHD_add_response_header(resp, "Cache-Control",
+                                r->cache_control ? r->cache_control : "no-cache");
+        if (r->etag)
+            MHD_add_response_header(resp, "ETag", r->etag);
     } else {
         MHD_add_response_header(resp, "Cache-Control", "no-store");
     }

@@ -158,6 +158,7 @@ static srv_gauges gauges(const srv_http *h) {
     if (ready)
         srv_workers_stats(h->workers, &g.queue_depth, &g.jobs_in_flight);
     g.queue_capacity = h->cfg->max_queue;
+    g.conns = srv_conns_stats(h->conns);
     g.unsent_bytes = atomic_load(&h->unsent);
     g.unsent_budget = h->cfg->max_unsent_bytes;
     if (ready)
@@ -214,19 +215,11 @@ static enum MHD_Result on_options(srv_http *h, http_req *r) {
     return http_reply(r, 204, NULL, (void *)"", 0, MHD_RESPMEM_PERSISTENT);
 }
 
-/* Content-Type is application/octet-stream, perhaps with parameters. */
-static bool is_octets(const char *ct) {
-    while (ct && (*ct == ' ' || *ct == '\t'))
-        ct++;
-    static const char want[] = "application/octet-stream";
-    return ct && !strncasecmp(ct, want, sizeof want - 1) &&
-           (ct[sizeof want - 1] == '\0' || ct[sizeof want - 1] == ';' ||
-            ct[sizeof want - 1] == ' ');
-}
-
 /* The headers of an infer request of the Open Inference Protocol: the model and version of
- * the path, the media type (none, JSON, or octets with binary tensors), the length of the JSON
- * part (Inference-Header-Content-Length) and the coding the reply may take. Replies and
+ * the path, the length of the JSON part (Inference-Header-Content-Length: the binary form) and
+ * the coding the reply may take. Any Content-Type is taken, as Triton takes it: the body is JSON
+ * unless Inference-Header-Content-Length says where its JSON ends (clients send none, a generic
+ * type such as text/plain or application/x-www-form-urlencoded, JSON or octets). Replies and
  * returns true when they are refused. */
 static bool v2_infer_refused(srv_http *h, http_req *r, enum MHD_Result *rc) {
     api_error e = {0};
@@ -235,15 +228,6 @@ static bool v2_infer_refused(srv_http *h, http_req *r, enum MHD_Result *rc) {
         return true;
     }
     r->sj.model = api_registry_index(h->models, r->model); /* counted under it from here on */
-    const char *ct =
-        MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
-    if (ct && !is_json(ct) && !is_octets(ct)) {
-        *rc = http_reply_error(r, 415, "unsupported_media_type",
-                               "send the inference request as application/json, or as "
-                               "application/octet-stream with binary tensors (got %.60s)",
-                               ct);
-        return true;
-    }
     const char *hl =
         MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Inference-Header-Content-Length");
     if (hl) {
@@ -344,6 +328,12 @@ static enum MHD_Result on_static(http_req *r) {
     if (!f)
         return http_reply_error(r, 404, "not_found", "there is no file %.200s", r->path);
     r->page = true;
+    r->etag = srv_static_etag(f);
+    r->cache_control = srv_static_cache_control(f);
+    /* A browser's copy that is still the file: 304, no body (RFC 9110 section 13.1.2). */
+    const char *inm = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "If-None-Match");
+    if (srv_static_etag_matches(inm, r->etag))
+        return http_reply(r, 304, NULL, (void *)"", 0, MHD_RESPMEM_PERSISTENT);
     return http_reply(r, 200, srv_static_mime(f->path), (void *)f->data, (size_t)(f->end - f->data),
                       MHD_RESPMEM_PERSISTENT);
 }

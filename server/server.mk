@@ -69,7 +69,9 @@ FORCE:
 # readme_examples.py runs the README's Python,
 # JavaScript and tritonclient examples as the README says to; torch_port.py ports
 # nn.MultiheadAttention calls with PyTorch's conventions (batch_first=False, key_padding_mask,
-# torch_attn_mask, is_causal, average_attn_weights) and compares with torch; log_json.py reads
+# torch_attn_mask, is_causal, average_attn_weights) and compares with torch; seeded_numpy.py makes
+# seeded input tensors in numpy from their documentation and checks the answers on them against
+# numpy (and torch) and against the same tensors sent as data; log_json.py reads
 # the JSON log (booleans as JSON booleans); readme_shell.py runs every shell block of the README
 # as printed in a fresh directory (skips by its listed rules only). Each is bounded in time.
 SRV_TEST_DIR := $(BUILD)/tests/server
@@ -106,6 +108,7 @@ test-server: $(BUILD)/attnd $(BUILD)/tests/test_server
 	    --readme README.md
 	timeout -k 10 180 $(PY) tests/server/lesson_rules.py --attnd $(BUILD)/attnd
 	timeout -k 10 120 $(PY) tests/server/torch_port.py --attnd $(BUILD)/attnd
+	timeout -k 10 120 $(PY) tests/server/seeded_numpy.py --attnd $(BUILD)/attnd
 	timeout -k 10 60 $(PY) tests/server/log_json.py --attnd $(BUILD)/attnd
 	timeout -k 10 300 $(PY) tests/server/readme_shell.py --attnd $(BUILD)/attnd \
 	    --readme README.md

@@ -201,7 +201,7 @@ static void run(srv_workers *w, batch_item *it, size_t n) {
         r->encode_ms = (srv_now() - t2) * 1e3;
         r->status = 200;
         srv_metrics_job(w->metrics, it[i].op, it[i].model, r->queue_ms * 1e-3, r->compute_ms * 1e-3,
-                        r->encode_ms * 1e-3, api_job_flops(it[i].aj));
+                        r->encode_ms * 1e-3, api_job_flops(it[i].aj), api_job_rows(it[i].aj));
     }
 }
 
@@ -214,6 +214,7 @@ static void unlink_job(srv_workers *w, srv_job *prev, srv_job *job) {
     if (w->tail == job)
         w->tail = prev;
     w->queued--;
+    srv_metrics_pending(w->metrics, job->op, job->model, -1);
 }
 
 /* True when another worker is collecting a batch that job belongs in. */
@@ -435,6 +436,7 @@ int srv_workers_submit(srv_workers *w, srv_job *job) {
             w->head = job;
         w->tail = job;
         w->queued++;
+        srv_metrics_pending(w->metrics, job->op, job->model, +1);
         if (w->window > 0) /* a collecting worker may want it, an idle one may not */
             pthread_cond_broadcast(&w->work);
         else
@@ -531,6 +533,7 @@ size_t srv_workers_expire(srv_workers *w) {
     while (list) {
         srv_job *job = list;
         list = job->next;
+        srv_metrics_pending(w->metrics, job->op, job->model, -1);
         api_job_destroy(job->job);
         job->job = NULL;
         srv_metrics_reject(w->metrics, SRV_REJECT_DRAINING);

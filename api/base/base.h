@@ -1,10 +1,11 @@
 /* base.h - api/base/, the room every other room of api/ stands on: checked sizes, the
  * first-error-wins error record (error.c: api_fail), the job memory cache whose blocks jobs,
- * buffers and bodies live in (mem.c), and which instruction sets this CPU has (cpu.c).
+ * buffers and bodies live in (mem.c), which instruction sets this CPU has (cpu.c), and the
+ * deterministic uniform numbers of params.init and seeded tensors (uniform.c).
  *
- * Owns: error.c, mem.c, cpu.c. May include: libc and api.h (for api_error and api_mem), nothing
- * else of api/. Every room above (codec, models, job, v1, v2) may include this header.
- * Nothing here is part of api.h's contract. */
+ * Owns: error.c, mem.c, cpu.c, uniform.c. May include: libc and api.h (for api_error and
+ * api_mem), nothing else of api/. Every room above (codec, models, job, v1, v2) may include
+ * this header. Nothing here is part of api.h's contract. */
 #ifndef ATTND_API_BASE_H
 #define ATTND_API_BASE_H
 
@@ -35,6 +36,20 @@ size_t apip_mem_capacity(const void *block);
 
 /* The cache a block of api_mem_alloc returns to; NULL for NULL and for a block from malloc. */
 api_mem *apip_mem_owner(const void *block);
+
+/* ---- Uniform numbers (uniform.c) ------------------------------------------------------------ */
+
+/* splitmix64's increment (the golden gamma): the stream's state before its output i (from 0) is
+ * seed + i * APIP_SPLITMIX_GAMMA (mod 2^64), so any stretch of it can be made on its own. */
+#define APIP_SPLITMIX_GAMMA 0x9E3779B97F4A7C15u
+
+/* Fills w (n floats) with the next n numbers of the splitmix64 stream at state, each output x
+ * (state += APIP_SPLITMIX_GAMMA, z = state, z = (z ^ z >> 30) * 0xBF58476D1CE4E5B9,
+ * z = (z ^ z >> 27) * 0x94D049BB133111EB, x = z ^ z >> 31) made a uniform in [-a, a):
+ * w[i] = (float)(a * (2u - 1)) with u = (x >> 40) / 2^24, in double. With a = 1 that is
+ * (x >> 40) * 2^-23 - 1 exactly (24 bits, every value a float32). Returns the state after them,
+ * state + n * APIP_SPLITMIX_GAMMA. */
+uint64_t apip_uniform_fill(float *w, size_t n, double a, uint64_t state);
 
 /* ---- Instruction sets (cpu.c) ---------------------------------------------------------------- */
 

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "codec.h"
 
@@ -283,9 +284,28 @@ static bool jp_container(jp *j, int depth, bool object) {
     }
 }
 
+/* True when the text at p is one of the non-JSON literals that some encoders write for
+ * non-finite floats (Python's json.dumps, JavaScript's JSON5 habits): NaN, Infinity, -Infinity,
+ * +Infinity, inf, -inf, nan, in any case. */
+static bool nonfinite_literal(const char *p, const char *e) {
+    if (p < e && (*p == '-' || *p == '+'))
+        p++;
+    static const char *const words[] = {"infinity", "inf", "nan"};
+    for (size_t i = 0; i < 3; i++) {
+        size_t n = strlen(words[i]);
+        if ((size_t)(e - p) >= n && !strncasecmp(p, words[i], n))
+            return true;
+    }
+    return false;
+}
+
 static bool jp_value(jp *j, int depth) {
     if (j->p >= j->e)
         return jp_fail(j, "the text ends where a value should be");
+    if (nonfinite_literal(j->p, j->e))
+        return jp_fail(j, "NaN and Infinity are not JSON: send minus infinity in a bias as the "
+                          "string \"-inf\" (Python: json.dumps(..., allow_nan=False) finds them), "
+                          "and finite numbers elsewhere");
     switch (*j->p) {
     case '{':
         return jp_container(j, depth, true);

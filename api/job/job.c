@@ -98,6 +98,29 @@ static void params_make(api_job *job) {
     job->params_ready = true;
 }
 
+/* Makes a job's seeded inputs in its arena, once. Output i of a stream is made from the state
+ * seed + i * gamma, so batch_first false's rows, sent (T, N, W) and stored (N, T, W), are made
+ * each from its place in the stream, in the order they are stored. */
+static void inputs_make(api_job *job) {
+    if (job->inputs_ready)
+        return;
+    for (int i = 0; i < 3; i++) {
+        const apip_seeded *sd = &job->seeded[i];
+        if (!sd->dst)
+            continue;
+        if (!sd->t) {
+            apip_uniform_fill(sd->dst, sd->count, 1.0, sd->seed);
+            continue;
+        }
+        for (size_t b = 0; b < sd->n; b++)
+            for (size_t j = 0; j < sd->t; j++)
+                apip_uniform_fill(sd->dst + (b * sd->t + j) * sd->w, sd->w, 1.0,
+                                  sd->seed +
+                                      (uint64_t)((j * sd->n + b) * sd->w) * APIP_SPLITMIX_GAMMA);
+    }
+    job->inputs_ready = true;
+}
+
 bool api_job_params_cheap(const api_job *job) {
     return job && (job->init == APIP_INIT_NONE || cacheable(job));
 }
@@ -115,6 +138,7 @@ int api_job_run(api_job *job, attn_pool *pool, api_error *err) {
         return api_fail(err, 500, "internal", NULL, "no job to run");
     if (job->ran)
         return api_fail(err, 500, "internal", NULL, "the job has already run");
+    inputs_make(job);
     if (job->op == API_OP_ATTENTION)
         params_make(job);
     attn_error ae = {0};
@@ -180,6 +204,7 @@ static long run_chunk(api_job *const *jobs, api_error *const *errs, size_t count
     attn_error ae[BATCH_CHUNK];
     for (size_t i = 0; i < count; i++) {
         api_job *j = jobs[i];
+        inputs_make(j);
         ae[i] = (attn_error){0};
         bj[i] = (attn_mha_batch_job){.plan = &j->plan,
                                      .out = j->out,
@@ -253,11 +278,11 @@ size_t api_jobs_run(api_job *const *jobs, size_t count, attn_pool *pool, size_t 
 }
 
 double api_job_flops(const api_job *job) {
-    return job ? job->plan.flops + job->init_flops : 0.0;
+    return job ? job->plan.flops + job->seeded_flops + job->init_flops : 0.0;
 }
 
 double api_job_plan_flops(const api_job *job) {
-    return job ? job->plan.flops : 0.0;
+    return job ? job->plan.flops + job->seeded_flops : 0.0;
 }
 
 size_t api_job_bytes(const api_job *job) {

@@ -22,10 +22,20 @@
 
 /* ---- Response size --------------------------------------------------------------------------- */
 
+/* What API v1's "outputs" leaves out of a reply, as a set of these bits (0: nothing left out):
+ * the job still computes them. */
+enum {
+    APIP_OMIT_OUTPUT = 1u << 0,  /* "output" */
+    APIP_OMIT_WEIGHTS = 1u << 1, /* "weights" (with top-k, indices and values) */
+    APIP_OMIT_TRACE = 1u << 2,   /* "trace" */
+    APIP_OMIT_ALL = 7u
+};
+
 /* What the size of a job's 200 response depends on: known from the shapes, before compute. */
 typedef struct apip_resp_shape {
     api_op op;
     bool base64;                    /* "encoding": "base64" */
+    unsigned omit;                  /* APIP_OMIT_* bits: tensors the reply leaves out */
     size_t out_rank;                /* the output is (out_dims) */
     size_t out_dims[APIP_MAX_RANK]; /* (out_rank) */
     size_t w_rank;                  /* 0 when no weights are returned */
@@ -65,6 +75,17 @@ typedef struct apip_reply_ops {
 
 /* ---- Jobs ------------------------------------------------------------------------------------ */
 
+/* One of API v1's seeded inputs ({"init": "uniform", "seed", "shape"}): its values are made in
+ * the job's arena by the job's first run (api_job_run, or its batch's), not while parsing, whose
+ * time is bounded by the body: element i of the tensor as sent (row-major) is output i of the
+ * splitmix64 stream of seed made uniform in [-1, 1) (apip_uniform_fill with a = 1). */
+typedef struct apip_seeded {
+    float *dst;     /* (count) floats in the arena; NULL when the input is not seeded */
+    uint64_t seed;  /* below 2^53 */
+    size_t count;   /* elements */
+    size_t t, n, w; /* batch_first false: sent (T, N, W), stored (N, T, W); t = 0 otherwise */
+} apip_seeded;
+
 /* A parsed job. It lives at the start of its own arena (one 64-byte aligned block of
  * api_mem_alloc, of arena_bytes): every pointer below points into that arena, or into the model it
  * borrows. */
@@ -75,6 +96,7 @@ struct api_job {
     size_t response_bytes; /* apip_response_bound of its shapes: counted with the arena */
     size_t need_bytes;     /* the arena's size as laid out (arena_bytes may be more) */
     bool base64;           /* "encoding": "base64" */
+    unsigned omit;         /* APIP_OMIT_* bits: tensors the reply leaves out ("outputs") */
     bool ran;              /* api_job_run succeeded */
     attn_plan plan;        /* made from the shapes, bound to the decoded masks and opts.heads */
     attn_opts opts;
@@ -100,6 +122,10 @@ struct api_job {
     uint64_t seed;     /* APIP_INIT_RANDOM's seed */
     bool params_ready; /* params holds its weights */
     double init_flops; /* making them, in FLOP (apip_init_flops); 0 without init */
+    /* API v1's seeded inputs: query, key, value (or q, k, v); made by the first run. */
+    apip_seeded seeded[3];
+    bool inputs_ready;   /* made (true when none is seeded) */
+    double seeded_flops; /* making them, in FLOP (APIP_SEEDED_FLOP each, api/v1/v1.h) */
     /* attention: the registry model (NULL for inline params), and with "tokens" or "text" the
      * words' token ids, tokens (l), whose strings the response echoes. */
     const api_model *model;

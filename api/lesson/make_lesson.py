@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """make_lesson.py - builds attnd's built-in "lesson" model: 4 attention heads built by hand, each
-to carry one relation of the seed chapter (第 6 章: 为什么一个注意力头不够).
+to carry one relation of the seed chapter (第 6 章: 为什么一个注意力头不够), in Chinese and in
+English (one vocabulary of both; twins.json pairs the lesson's sentences with their English twins).
 
 Run from anywhere with /usr/bin/python3 (numpy only):
 
@@ -74,6 +75,66 @@ ATTRS = {
 }
 PAIRS = ("paren", "quote", "book", "corner")
 
+# The English vocabulary: the same kinds and features, after the Chinese tokens (whose indices,
+# and so embeddings, stay as they were). Entries are separated by commas, since an entry may be
+# several words ("server log" is one token, as 服务器日志 is). English shares the Chinese list's
+# ASCII punctuation, brackets and curly quotes, and Redis and Linux. Names keep their capitals;
+# text matches any case (attnd's "words" splitting, split below).
+KINDS_EN = [
+    ("person", "programmer, colleague, Xiao Wang, Xiao Li, Engineer Zhang, tester, classmate, "
+               "teacher, student, manager, product manager, ops engineer, engineer, user, "
+               "customer, Xiao Ming, Xiao Hong, Lao Wang, Xiao Zhang, I, you, we, programmers, "
+               "colleagues, testers, teachers, students, managers, engineers, users, customers"),
+    ("pronoun", "it, he, she, they, him, her, them"),
+    ("system", "server, cache module, cache, database, system, program, script, interface, "
+               "browser, compiler, servers, databases, scripts"),
+    ("thing", "server log, log, config file, file, laptop, suitcase, backpack, patch, cause, "
+              "error, stale data, data, new switch, switch, high concurrency, in-memory, memory, "
+              "code, document, email, report, computer, phone, book, key, box, drawer, cup, "
+              "coffee, problem, task, requirement, version, password, screenshot, spreadsheet, "
+              "logs, files, patches, errors, documents, emails, reports, books, keys, boxes, "
+              "screenshots, tasks"),
+    ("predicate", "sent, submitted, submit, recorded, record, found, find, returns, return, "
+                  "returned, contains, put, is, are, was, were, is too heavy, is too big, "
+                  "is too small, is too old, are too heavy, are too old, was too heavy, "
+                  "were too old, broke, fixed, fix, wrote, opened, open, deleted, checked, check, "
+                  "updated, update, changed, change, saved, save, took, likes, saw, needs, "
+                  "needed, reads, read, lost, deployed, restarted, failed, told, said, has, uses"),
+    ("function", "the, a, an, to, of, in, into, on, at, under, with, and, also, already, still, "
+                 "not, did, does, would, will, can, this, that, these, new, old, many, "
+                 "yesterday, today, tomorrow, just now, from, for, because, but, which, who, so, "
+                 "if, then, when, while"),
+]
+
+ATTRS_EN = {
+    "referent_person": "programmer, colleague, Xiao Wang, Xiao Li, Engineer Zhang, tester, "
+                       "classmate, teacher, student, manager, product manager, ops engineer, "
+                       "engineer, user, customer, Xiao Ming, Xiao Hong, Lao Wang, Xiao Zhang, "
+                       "programmers, colleagues, testers, teachers, students, managers, "
+                       "engineers, users, customers",
+    "it": "it",
+    "he": "he, she, him, her",
+    "heavy": "laptop, backpack, computer, suitcase, book, books",
+    "container": "backpack, suitcase, box, drawer, cup, boxes",
+    # English only: plural nouns a "they" can stand for (not "we"), the pronouns that stand for
+    # them, and the words that open a clause as a comma does (the structure head's boundaries).
+    "plural": "programmers, colleagues, testers, teachers, students, managers, engineers, users, "
+              "customers, servers, databases, scripts, logs, files, patches, errors, documents, "
+              "emails, reports, books, keys, boxes, screenshots, tasks",
+    "they": "they, them",
+    "clause": "because, but, which, who, so, if, then, when, while",
+}
+
+
+def entries(text):
+    """The entries of a list: comma-separated (English), else whitespace-separated (Chinese)."""
+    return [w.strip() for w in text.split(",")] if "," in text else text.split()
+
+
+# Every attribute's tokens, both languages.
+ATTR_SETS = {a: set(entries(ATTRS.get(a, ""))) | set(entries(ATTRS_EN.get(a, "")))
+             for a in set(ATTRS) | set(ATTRS_EN)}
+
 # ---- Dimensions --------------------------------------------------------------------------------
 
 H = 4                  # heads, in this order:
@@ -107,22 +168,34 @@ FEATURES = [
     "open_paren", "open_quote", "open_book", "open_corner",
     "close_paren", "close_quote", "close_book", "close_corner",
     "start",            # 29: the start token 〈s〉, where a row with nothing to show rests
+    "plural",           # 30: a plural noun (English) that "they" can stand for
+    "they",             # 31: they, them
 ]
+# Two features live above the position table (80..255 are free): no head's W_V reads them in
+# its first 32 dimensions, so they are copied into dimensions 40 and 41 (see head_weights).
+FEATURES_HIGH = {
+    "clause": 80,       # an English word that opens a clause: because, but, which, ...
+    "id4": 81,          # the identity code's fifth digit: 0 for tokens 0..255, 0.5 for 256..511
+}
 F = {name: i for i, name in enumerate(FEATURES)}
+F.update(FEATURES_HIGH)
 V_READS = 32  # every head's W_V copies features 0..31 of the tokens it reads
+V_HIGH = 40   # ... and the high features into its dimensions 40, 41
 
 
 def vocabulary():
-    """[(token, kind)] in vocabulary order."""
+    """[(token, kind)] in vocabulary order: the Chinese list, then the English one."""
     out = []
     for kind, words in KINDS:
         out += [(w, kind) for w in words.split()]
+    for kind, words in KINDS_EN:
+        out += [(w, kind) for w in entries(words)]
     return out
 
 
 def token_features(tokens):
     """(V, E) float64: each token's feature vector (the position coordinates are 0)."""
-    attrs = {a: set(ws.split()) for a, ws in ATTRS.items()}
+    attrs = ATTR_SETS
     X = np.zeros((len(tokens), E))
     for idx, (tok, kind) in enumerate(tokens):
         x = X[idx]
@@ -134,15 +207,18 @@ def token_features(tokens):
             x[F["animate"]] = 1
         if kind in ("person", "pronoun", "system"):
             x[F["agent"]] = 1
-        for a in ("referent_person", "it", "he", "heavy", "container"):
+        for a in ("referent_person", "it", "he", "heavy", "container", "plural", "they",
+                  "clause"):
             if tok in attrs[a]:
                 x[F[a]] = 1
         for p in PAIRS:
             if tok in attrs[p]:
                 x[F[kind + "_" + p]] = 1
-        # Identity: the index in base 4, digits 0..3 mapped to -0.75, -0.25, 0.25, 0.75.
+        # Identity: the index in base 4, digits 0..3 mapped to -0.75, -0.25, 0.25, 0.75; a
+        # fifth digit, 0 below 256 (so the Chinese tokens' embeddings are what they were).
         for k, name in enumerate(("id0", "id1", "id2", "id3")):
             x[F[name]] = ((idx >> (2 * k)) & 3) * 0.5 - 0.75
+        x[F["id4"]] = (idx >> 8) * 0.5
     return X
 
 
@@ -237,17 +313,21 @@ def head_weights():
     term(1, 1, {F["predicate"]: SUBJ_THING}, {F["thing"]: 1})
     term(1, 2, {F["predicate"]: -SUBJ_PLAIN}, {b: 1, F["agent"]: -1, F["thing"]: -1, st: -1})
     term(1, 3, {b: SUBJ_SINK, F["predicate"]: -SUBJ_SINK}, start)
-    # 2 structure
-    term(2, 0, {b: STRUCT_PUNCT}, {F["punct"]: 1})
+    # 2 structure (an English clause word is a boundary as a punctuation mark is)
+    term(2, 0, {b: STRUCT_PUNCT}, {F["punct"]: 1, F["clause"]: 1})
     term(2, 1, {b: STRUCT_SINK}, start)
     for r, pair in enumerate(PAIRS, 2):
         term(2, r, {F["close_" + pair]: STRUCT_CLOSE}, {F["open_" + pair]: 1})
     # 3 coreference
     term(3, 0, {F["it"]: CO_MATCH, F["he"]: -CO_MISMATCH}, {F["thing"]: 1, F["system"]: 1})
     term(3, 1, {F["he"]: CO_MATCH, F["it"]: -CO_MISMATCH}, {F["referent_person"]: 1})
-    term(3, 2, {F["it"]: -CO_PLAIN, F["he"]: -CO_PLAIN},
+    term(3, 2, {F["it"]: -CO_PLAIN, F["he"]: -CO_PLAIN, F["they"]: -CO_PLAIN},
          {b: 1, F["thing"]: -1, F["system"]: -1, F["referent_person"]: -1, st: -1})
-    term(3, 3, {b: CO_SINK, F["it"]: -CO_SINK, F["he"]: -CO_SINK}, start)
+    term(3, 3, {b: CO_SINK, F["it"]: -CO_SINK, F["he"]: -CO_SINK, F["they"]: -CO_SINK}, start)
+    # ... "they" meets a plural noun, and a singular person, thing or system gets -8
+    term(3, 4, {F["they"]: CO_MATCH}, {F["plural"]: 1})
+    term(3, 5, {F["they"]: -CO_MISMATCH},
+         {F["referent_person"]: 1, F["thing"]: 1, F["system"]: 1, F["plural"]: -1})
 
     # W_V: every head copies features 0..31 of the token it reads into its first 32 dimensions;
     # out_proj is the identity, so output[i, 64h + f] is head h's weighted average of feature f.
@@ -257,18 +337,33 @@ def head_weights():
             Wv[h, f, f] = 1
     # adjacent also copies the identity code, times ADJ_ID, into its dimensions 32..35: which
     # word a neighbour is matters to this head, and a replaced neighbour moves the row visibly.
-    for k, name in enumerate(("id0", "id1", "id2", "id3")):
+    for k, name in enumerate(("id0", "id1", "id2", "id3", "id4")):
         Wv[0, V_READS + k, F[name]] = ADJ_ID
+    # The high features, in every head: output[i, 64h + 40] is clause, 64h + 41 id4.
+    for h in range(H):
+        for k, name in enumerate(FEATURES_HIGH):
+            Wv[h, V_HIGH + k, F[name]] = 1
     return Wq.reshape(E, E), Wk.reshape(E, E), Wv.reshape(E, E), np.eye(E)
 
 
 # ---- Text --------------------------------------------------------------------------------------
 
 SPACES = " \t\n\r\u3000"
+TEXT_SPLIT = "words"  # __metadata__.text_split: attnd keeps Latin words whole (split below)
+FOLD = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ\t\n\r", "abcdefghijklmnopqrstuvwxyz   ")
+
+
+def latin(c):
+    """A character of a Latin word: an ASCII letter or digit."""
+    return c.isascii() and c.isalnum()
 
 
 def split(text, vocab):
-    """Longest match against vocab; whitespace separates and is dropped (what attnd does)."""
+    """What attnd does with text_split "words": longest match against vocab, whitespace
+    separating and dropped, where a token that ends in a Latin letter or digit is taken only where
+    the text's word ends, ASCII letters match in either case, and the space of a multi-word token
+    matches one space, tab, CR or LF. Returns the vocabulary's spellings."""
+    folded = {t.translate(FOLD): t for t in vocab}
     out, i = [], 0
     longest = max(len(t) for t in vocab)
     while i < len(text):
@@ -276,9 +371,11 @@ def split(text, vocab):
             i += 1
             continue
         for n in range(min(longest, len(text) - i), 0, -1):
-            if text[i:i + n] in vocab:
-                out.append(text[i:i + n])
-                i += n
+            end = i + n
+            if text[i:end].translate(FOLD) in folded and not (
+                    end < len(text) and latin(text[end - 1]) and latin(text[end])):
+                out.append(folded[text[i:end].translate(FOLD)])
+                i = end
                 break
         else:
             raise ValueError("unknown word at %d in %r" % (i, text))
@@ -320,7 +417,7 @@ def rule_targets(words, kind_of):
     """What each head's rule says, per row of words (the start token first, at 0): {row: target}
     for subject and structure, {row: (good, wrong)} for coreference; a row of subject or
     coreference that is not listed has no relation and rests on the start token (0)."""
-    attrs = {a: set(ws.split()) for a, ws in ATTRS.items()}
+    attrs = ATTR_SETS
     kinds = [kind_of[w] for w in words]
     L = len(words)
     subj, struct, coref = {}, {}, {}
@@ -333,7 +430,8 @@ def rule_targets(words, kind_of):
                 subj[i] = (agents or things)[0]
         pair = [p for p in PAIRS if words[i] in attrs[p]]
         opens = [j for j in before if kinds[j] == "open" and pair and words[j] in attrs[pair[0]]]
-        puncts = [j for j in before if kinds[j] in ("punct", "open", "close")]
+        puncts = [j for j in before if kinds[j] in ("punct", "open", "close")
+                  or words[j] in attrs["clause"]]  # the boundaries: a mark, or a clause word
         if kinds[i] == "close" and opens:
             struct[i] = opens[0]
         else:
@@ -345,6 +443,11 @@ def rule_targets(words, kind_of):
         elif words[i] in attrs["he"]:
             good = [j for j in before if words[j] in attrs["referent_person"]]
             wrong = [j for j in before if kinds[j] in ("thing", "system")]
+        elif words[i] in attrs["they"]:  # plural nouns; a singular one is the wrong number
+            nouns = [j for j in before if kinds[j] in ("thing", "system")
+                     or words[j] in attrs["referent_person"]]
+            good = [j for j in nouns if words[j] in attrs["plural"]]
+            wrong = [j for j in nouns if words[j] not in attrs["plural"]]
         if good:
             coref[i] = (good, wrong)
     struct[0] = 0
@@ -415,26 +518,28 @@ def check_rules(words, w, kind_of, causal):
     return bad, sink
 
 
-def exp3(tokens, X, Pos, weights4, replacement="缓存"):
-    """实验三 on "Redis 是一个内存数据库。" with the start token: the change of 内存's output row
-    (the word before 数据库) when 数据库 is replaced, over its norm, without and with the causal
-    mask; and the smallest such change without the mask over every other word of the vocabulary."""
+def exp3(tokens, X, Pos, weights4, text="Redis 是一个内存数据库。", word="数据库",
+         replacement="缓存"):
+    """实验三 on text ("Redis 是一个内存数据库。") with the start token: the change of the output
+    row of the word before word (内存, before 数据库) when word is replaced, over its norm,
+    without and with the causal mask; and the smallest such change without the mask over every
+    other word of the vocabulary."""
     Wq, Wk, Wv, Wo = weights4
     vocab = {t for t, _ in tokens}
-    words = [START] + split("Redis 是一个内存数据库。", vocab)
-    t = words.index("数据库")
+    words = [START] + split(text, vocab)
+    t = words.index(word)
     out = {}
     for causal in (False, True):
         base = forward(embed(words, tokens, X, Pos), Wq, Wk, Wv, Wo, causal)
 
-        def change(word):
-            other = words[:t] + [word] + words[t + 1:]
+        def change(w):
+            other = words[:t] + [w] + words[t + 1:]
             o = forward(embed(other, tokens, X, Pos), Wq, Wk, Wv, Wo, causal)
             return (np.linalg.norm(o[t - 1] - base[t - 1]) / np.linalg.norm(base[t - 1]),
                     np.abs(o[:t] - base[:t]).max())
         out[causal] = change(replacement)
         if not causal:
-            out["min"] = min((change(w)[0], w) for w, _ in tokens if w not in ("数据库", START))
+            out["min"] = min((change(w)[0], w) for w, _ in tokens if w not in (word, START))
     return out
 
 
@@ -447,11 +552,26 @@ CHAPTER = [
 ]
 
 
+# The English twins of the chapter's sentences (twins.json pairs them, with their relations).
+CHAPTER_EN = [
+    "The programmer sent the server log to a colleague, because it recorded the cause of the "
+    "error.",
+    "Xiao Wang submitted a patch yesterday, because he found the cache module would return stale "
+    "data under high concurrency.",
+    "Engineer Zhang sent the config file to the tester, because it contains a new switch.",
+    "Xiao Li put the laptop in the backpack, because it is too heavy.",
+    "Redis is an in-memory database.",
+]
+
 # Where the heads go wrong, as the README shows: (text, head, row word, its largest key).
 HONEST = [
     ("小红写了报告。她把它发给客户。", 1, "发给", "它"),       # the nearest agent, not 她
     ("他说：“配置文件太大了”", 1, "太大了", "他"),            # agents beat things at any distance
     ("小李把笔记本放进背包，因为它太重了。", 3, "它", "笔记本"),  # 背包 close behind: no 'heavy'
+    # English: a relative clause puts an agent between a predicate and its subject
+    ("The log which the programmer sent recorded the error.", 1, "recorded", "programmer"),
+    ("He said: “the config file is too big”", 1, "is too big", "he"),
+    ("Xiao Li put the laptop in the backpack, because it is too heavy.", 3, "it", "laptop"),
 ]
 
 
@@ -489,6 +609,69 @@ def template_sentences():
     return out
 
 
+NAMES_EN = {"Xiao Wang", "Xiao Li", "Engineer Zhang", "Xiao Ming", "Xiao Hong", "Lao Wang",
+            "Xiao Zhang", "Redis", "Linux"}
+
+
+def the(w):
+    """A noun phrase: a name alone, any other noun after "the"."""
+    return w if w in NAMES_EN else "the " + w
+
+
+def combined(single, limit):
+    """Texts of two or three of the single sentences, each at most limit words."""
+    vocab = {t for t, _ in vocabulary()}
+    out = []
+    for n, s in enumerate(single[::7]):
+        out.append(s + " " + single[(n * 11 + 3) % len(single)])
+        three = " ".join((s, single[(n * 5 + 1) % len(single)], single[(n * 13 + 2) % len(single)]))
+        if len(split(three, vocab)) <= limit:
+            out.append(three)
+    return [t for t in out if len(split(t, vocab)) <= limit]
+
+
+def template_sentences_en():
+    """The English templates: the Chinese ones' shapes in English word order, and "they"."""
+    people = ("programmer, colleague, Xiao Wang, Xiao Li, Engineer Zhang, tester, teacher, "
+              "manager, product manager, ops engineer, Xiao Ming, Lao Wang").split(", ")
+    files = ("server log, config file, file, code, document, email, report, patch, screenshot, "
+             "spreadsheet").split(", ")
+    objects = "laptop, computer, phone, book, key, coffee".split(", ")
+    boxes = "backpack, suitcase, box, drawer".split(", ")
+    systems = "server, cache module, database, Redis, system, program, script, interface".split(", ")
+    crowds = "programmers, colleagues, testers, users, customers, engineers".split(", ")
+    piles = "logs, files, patches, documents, reports, screenshots, boxes, books".split(", ")
+    out = []
+    for a, p1 in enumerate(people):
+        p2 = people[(a + 5) % len(people)]
+        P1, P2 = the(p1)[0].upper() + the(p1)[1:], the(p2)
+        for b, f in enumerate(files):
+            s = the(systems[(a + b) % len(systems)])
+            out.append("%s sent the %s to %s, because it recorded the cause of the error." % (
+                P1, f, P2))
+            out.append("%s sent the %s to %s, because he needs the %s." % (
+                P1, f, P2, files[(b + 3) % len(files)]))
+            out.append("%s changed the %s yesterday, because she found %s would return stale "
+                       "data." % (P1, f, s))
+            out.append("%s told %s: “%s failed”, then he checked the %s." % (P1, P2, s, f))
+            out.append("If %s broke, %s would open the %s (the %s)." % (
+                s, the(p1), f, files[(b + 1) % len(files)]))
+            crowd, pile = crowds[(a + b) % len(crowds)], piles[(a + b) % len(piles)]
+            out.append("The %s sent the %s to %s, because they needed the %s." % (
+                crowd, f, P2, files[(b + 2) % len(files)]))
+            out.append("%s deleted the %s, because they were too old." % (P1, pile))
+        for c, o in enumerate(objects):
+            box = boxes[(a + c) % len(boxes)]
+            out.append("%s put the %s in the %s, because it is too heavy." % (P1, o, box))
+            out.append("%s lost the %s today, but %s found it." % (P1, o, P2))
+    for s in systems:
+        out.append("%s is an in-memory database." % the(s).capitalize() if s != "Redis"
+                   else "Redis is an in-memory database.")
+        out.append("%s would return stale data under high concurrency, because it did not update "
+                   "the cache." % the(s))
+    return out + combined(list(out), P - 1)
+
+
 # ---- The file ----------------------------------------------------------------------------------
 
 
@@ -523,34 +706,73 @@ def build():
                 "head_names": json.dumps(HEAD_NAMES, ensure_ascii=False, separators=(",", ":")),
                 "vocab": json.dumps(words, ensure_ascii=False, separators=(",", ":")),
                 "start_token": START,
+                "text_split": TEXT_SPLIT,
                 "source": "api/lesson/make_lesson.py (see api/lesson/README.md)"}
     return safetensors_bytes(tensors, metadata)
 
 
+def load_twins():
+    """api/lesson/twins.json: the English twins of the Chinese sentences, with their relations."""
+    with open(os.path.join(HERE, "twins.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def check_twins(tokens, X, Pos, W):
+    """Every relation twins.json lists, in both languages and both modes: the row's largest
+    weight in its head is on the word named; 实验一's largest candidate. The failures."""
+    vocab = {t for t, _ in tokens}
+    twins, bad = load_twins(), []
+
+    def largest(text, head, row, causal):
+        words = [START] + split(text, vocab)
+        w = weights(embed(words, tokens, X, Pos), W[0], W[1], causal)
+        return words, w[head, words.index(row)]
+    for s in twins["sentences"]:
+        for r in s["relations"]:
+            for lang in ("zh", "en"):
+                for causal in (False, True):
+                    row, want = r[lang]
+                    words, w = largest(s[lang], HEAD_NAMES.index(r["head"]), row, causal)
+                    if words[int(np.argmax(w))] != want:
+                        bad.append("twin %s (causal %s) %s: %s row %s largest on %s, not %s" % (
+                            s["preset"], causal, s[lang], r["head"], row,
+                            words[int(np.argmax(w))], want))
+    e1 = twins["exp1"]
+    text = {s["preset"]: s for s in twins["sentences"]}[e1["preset"]]
+    for lang in ("zh", "en"):
+        words, w = largest(text[lang], 3, e1["query"][lang], False)
+        got = max(e1["candidates"][lang], key=lambda c: w[words.index(c)])
+        if got != e1["largest"][lang]:
+            bad.append("实验一 (%s): %s puts the most on %s" % (lang, e1["query"][lang], got))
+    return bad
+
+
 def check(verbose):
-    """Measures every head's rule on the chapter's sentences and the template sentences, with
-    and without the causal mask, and 实验三; returns the number of failures."""
+    """Measures every head's rule on the chapter's sentences, their English twins and the
+    template sentences of both languages, with and without the causal mask, and 实验三 in both;
+    returns the number of failures."""
     tokens = vocabulary()
     vocab, kind_of = {t for t, _ in tokens}, dict(tokens)
     X, Pos = token_features(tokens), position_encoding()
     W = head_weights()
     Wq, Wk = W[0], W[1]
-    texts = CHAPTER + template_sentences()
+    texts = {"zh": CHAPTER + template_sentences(), "en": CHAPTER_EN + template_sentences_en()}
     failures, sink = 0, 1.0
-    for causal in (False, True):
-        for text in texts:
-            words = [START] + split(text, vocab)
-            w = weights(embed(words, tokens, X, Pos), Wq, Wk, causal)
-            bad, least = check_rules(words, w, kind_of, causal)
-            sink = min(sink, least)
-            failures += len(bad)
-            for b in bad:
-                print("FAIL (causal %s) %s: %s" % (causal, " ".join(words), b))
+    for lang in ("zh", "en"):
+        for causal in (False, True):
+            for text in texts[lang]:
+                words = [START] + split(text, vocab)
+                w = weights(embed(words, tokens, X, Pos), Wq, Wk, causal)
+                bad, least = check_rules(words, w, kind_of, causal)
+                sink = min(sink, least)
+                failures += len(bad)
+                for b in bad:
+                    print("FAIL (causal %s) %s: %s" % (causal, " | ".join(words), b))
     if verbose:
-        for text in CHAPTER:
+        for text in CHAPTER + CHAPTER_EN:
             words = [START] + split(text, vocab)
             w = weights(embed(words, tokens, X, Pos), Wq, Wk)
-            print(" ".join(words))
+            print(" | ".join(words))
             for i, t in enumerate(words):
                 if kind_of[t] == "pronoun":
                     print("  coreference row of %s: %s" % (t, ", ".join(
@@ -564,22 +786,34 @@ def check(verbose):
             print("FAIL honest case %s: %s row %s largest on %s, the README says %s" % (
                 text, HEAD_NAMES[h], row, got, want))
             failures += 1
-    e3 = exp3(tokens, X, Pos, W)
-    leak, _ = e3[False]
-    rel_masked, abs_masked = e3[True]
-    print("实验三, Redis 是一个内存数据库。 with 〈s〉, 数据库 -> 缓存: the row of 内存 changes by "
-          "%.1f%% of its norm without the causal mask, by %g with it (max |change| of the rows "
-          "before 数据库); the least change without the mask over every other word: %.1f%% (%s)"
-          % (100 * leak, abs_masked, 100 * e3["min"][0], e3["min"][1]))
-    if leak < 0.10 or e3["min"][0] < 0.10:
-        print("FAIL 实验三: the leak without the causal mask is under 10%")
-        failures += 1
-    if abs_masked != 0:
-        print("FAIL 实验三: with the causal mask an earlier row changed")
-        failures += 1
-    print("%d texts, each with and without the causal mask: %d rule failures; rows at rest put "
-          ">= %.3f on 〈s〉; vocabulary %d tokens, E %d, %d positions"
-          % (len(texts), failures, sink, len(tokens), E, P))
+    twins = check_twins(tokens, X, Pos, W)
+    for b in twins:
+        print("FAIL " + b)
+    failures += len(twins)
+    for lang, e in load_twins()["exp3"].items():
+        if lang not in ("zh", "en"):
+            continue
+        e3 = exp3(tokens, X, Pos, W, e["text"], e["word"], e["replacement"])
+        leak, _ = e3[False]
+        rel_masked, abs_masked = e3[True]
+        print("实验三, %s with 〈s〉, %s -> %s: the row of %s changes by %.1f%% of its norm "
+              "without the causal mask, by %g with it (max |change| of the rows before %s); the "
+              "least change without the mask over every other word: %.1f%% (%s)"
+              % (e["text"], e["word"], e["replacement"], e["row"], 100 * leak, abs_masked,
+                 e["word"], 100 * e3["min"][0], e3["min"][1]))
+        if leak < 0.10 or e3["min"][0] < 0.10:
+            print("FAIL 实验三 (%s): the leak without the causal mask is under 10%%" % lang)
+            failures += 1
+        if abs_masked != 0:
+            print("FAIL 实验三 (%s): with the causal mask an earlier row changed" % lang)
+            failures += 1
+    n_zh = sum(len(ws.split()) for _, ws in KINDS)
+    print("%d texts (%d Chinese, %d English), each with and without the causal mask, and %d "
+          "twin relations: %d rule failures; rows at rest put >= %.3f on 〈s〉; vocabulary %d "
+          "tokens (%d Chinese, then %d English), E %d, %d positions"
+          % (len(texts["zh"]) + len(texts["en"]), len(texts["zh"]), len(texts["en"]),
+             sum(len(s["relations"]) for s in load_twins()["sentences"]), failures, sink,
+             len(tokens), n_zh, len(tokens) - n_zh, E, P))
     return failures
 
 

@@ -174,27 +174,10 @@ const apip_strlist *apip_model_head_names(const api_model *m) {
     return m->head_names;
 }
 
-/* splitmix64: the state advances by the golden gamma, then the output is mixed. */
-static uint64_t splitmix64(uint64_t *state) {
-    uint64_t z = (*state += 0x9E3779B97F4A7C15u);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
-    return z ^ (z >> 31);
-}
-
-/* Fills w (n floats) with uniforms in [-a, a) from the stream. */
-static void fill_uniform(float *w, size_t n, double a, uint64_t *state) {
-    for (size_t i = 0; i < n; i++) {
-        double u = (double)(splitmix64(state) >> 40) / 16777216.0; /* [0, 1) */
-        w[i] = (float)(a * (2.0 * u - 1.0));
-    }
-}
-
 void apip_init_random(float *in_proj, float *out_proj, size_t e, uint64_t seed) {
-    uint64_t state = seed;
     double ed = (double)e;
-    fill_uniform(in_proj, 3 * e * e, sqrt(6.0 / (ed + 3.0 * ed)), &state);
-    fill_uniform(out_proj, e * e, sqrt(6.0 / (ed + ed)), &state);
+    uint64_t state = apip_uniform_fill(in_proj, 3 * e * e, sqrt(6.0 / (ed + 3.0 * ed)), seed);
+    apip_uniform_fill(out_proj, e * e, sqrt(6.0 / (ed + ed)), state);
 }
 
 double apip_init_flops(int init, size_t e) {

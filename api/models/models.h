@@ -89,18 +89,25 @@ typedef struct apip_strlist {
     size_t n;
     const char **s;        /* (n) NUL-terminated UTF-8 */
     const size_t *len;     /* (n) bytes of each, without the NUL */
-    const uint32_t *order; /* (n) indices of s in byte order (a prefix before its extensions) */
+    const uint32_t *order; /* (n) indices of s in byte order (a prefix before its extensions),
+                              with apip_word_fold applied to every byte when words */
+    bool words;            /* a vocabulary of APIP_LIST_WORDS */
 } apip_strlist;
 
-enum { APIP_LIST_TOKENS, APIP_LIST_NAMES };
+/* The kinds of list: a vocabulary split by longest match alone (TOKENS, __metadata__.text_split
+ * "longest_match", the default), a vocabulary whose Latin words are kept whole (WORDS,
+ * "words": see vocab.c), head names (NAMES). */
+enum { APIP_LIST_TOKENS, APIP_LIST_NAMES, APIP_LIST_WORDS };
 
 /* Parses text (n bytes: the decoded metadata string, which must be a JSON list of strings) as
  * the list what ("__metadata__.vocab") of kind APIP_LIST_TOKENS (each string 1 to
  * APIP_TOKEN_MAX_BYTES bytes, no whitespace or control characters: text splitting drops
- * whitespace, so such a token could never be matched) or APIP_LIST_NAMES (1 to
- * APIP_NAME_MAX_BYTES bytes, no control characters). NULL with msg (cap bytes, one sentence
- * naming what and the offending entry) when it is not such a list or a string repeats; msg
- * says "out of memory" when allocation failed. */
+ * whitespace, so such a token could never be matched), APIP_LIST_WORDS (the same, but a single
+ * space between two ASCII letters or digits is allowed, "server log", and no two strings may be
+ * the same but for the case of ASCII letters) or APIP_LIST_NAMES (1 to APIP_NAME_MAX_BYTES
+ * bytes, no control characters). NULL with msg (cap bytes, one sentence naming what and the
+ * offending entry) when it is not such a list or a string repeats; msg says "out of memory"
+ * when allocation failed. */
 apip_strlist *apip_strlist_parse(const char *text, size_t n, const char *what, int kind, char *msg,
                                  size_t cap);
 void apip_strlist_free(apip_strlist *l); /* NULL does nothing */
@@ -112,6 +119,29 @@ void apip_strlist_json(const apip_strlist *l, api_buf *out);
 static inline int apip_strlist_cmp(const char *a, size_t na, const char *b, size_t nb) {
     int c = memcmp(a, b, na < nb ? na : nb);
     return c ? c : (na > nb) - (na < nb);
+}
+
+/* A byte as a vocabulary of words compares it: A-Z as a-z, and tab, CR and LF as a space (the
+ * space of a multi-word token matches any one of them in text). */
+static inline unsigned char apip_word_fold(unsigned char c) {
+    return c >= 'A' && c <= 'Z'                  ? (unsigned char)(c + ('a' - 'A'))
+           : c == '\t' || c == '\n' || c == '\r' ? ' '
+                                                 : c;
+}
+
+/* True for the bytes of a Latin word: ASCII letters and digits. */
+static inline bool apip_word_char(unsigned char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+/* The order of a vocabulary of words: apip_strlist_cmp on folded bytes (apip_word_fold). */
+static inline int apip_strlist_cmp_fold(const char *a, size_t na, const char *b, size_t nb) {
+    for (size_t i = 0; i < na && i < nb; i++) {
+        int c = apip_word_fold((unsigned char)a[i]) - apip_word_fold((unsigned char)b[i]);
+        if (c)
+            return c;
+    }
+    return (na > nb) - (na < nb);
 }
 
 /* True for the whitespace that separates words in text: space, tab, CR, LF, U+3000. *n gets
@@ -160,12 +190,15 @@ void apip_model_set_source(api_model *m, const char *source); /* a static string
 
 /* ---- Words of a request (vocab.c) ------------------------------------------------------------ */
 
-/* The token of vocabulary v that is exactly s (n bytes): true with *id, false when none. */
+/* The token of vocabulary v that is exactly s (n bytes), or in a vocabulary of words
+ * (apip_strlist.words) the same but for the case of ASCII letters: true with *id, false when
+ * none. */
 bool apip_vocab_find(const apip_strlist *v, const char *s, size_t n, uint32_t *id);
 
 /* The words of POST /v1/attention for a model with a vocabulary: tokens_val is the value of
- * "tokens" (a JSON list of strings, each looked up whole) or text_val that of "text" (a JSON
- * string split by longest match, whitespace separating and dropped); exactly one is non-NULL.
+ * "tokens" (a JSON list of strings, each looked up whole as apip_vocab_find does) or text_val
+ * that of "text" (a JSON string split by longest match, whitespace separating and dropped, Latin
+ * words kept whole in a vocabulary of words: vocab.c); exactly one is non-NULL.
  * With start true and a model that has a start token (apip_model_start_token), that token comes
  * first, at position 0, before the request's words, and counts as one of them.
  * apip_words_count counts them, checking every word: 400 invalid_field for a malformed list or

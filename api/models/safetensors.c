@@ -11,7 +11,8 @@
  * strings held in one metadata string, with the tensors token_embeddings (V, E) and optionally
  * position_embeddings (P, E); __metadata__ "head_names" (a JSON list likewise) names the heads,
  * and __metadata__ "start_token", one token of the vocabulary, is put before the words of every
- * request (unless it says "add_special_tokens": false).
+ * request (unless it says "add_special_tokens": false). __metadata__ "text_split" says how text
+ * is split: "longest_match" (the default) or "words", which keeps Latin words whole (vocab.c).
  *
  * Legend: E embedding width, kdim/vdim the key and value widths, V vocabulary size, P
  * positions. */
@@ -135,10 +136,10 @@ static int read_entry(st_ctx *c, const char *name, const char *obj, st_tensor *t
     return 0;
 }
 
-/* Reads num_heads into *h, and the values of vocab, head_names and start_token (NULL when
- * absent). */
+/* Reads num_heads into *h, and the values of vocab, head_names, start_token and text_split
+ * (NULL when absent). */
 static int read_num_heads(st_ctx *c, const char *meta, size_t *h, const char **vocab,
-                          const char **names, const char **start) {
+                          const char **names, const char **start, const char **split) {
     if (apip_jv_kind(meta) != '{')
         return st_fail(c, "__metadata__ is not an object");
     const char *it = meta, *val = NULL;
@@ -150,13 +151,15 @@ static int read_num_heads(st_ctx *c, const char *meta, size_t *h, const char **v
         const char **list = apip_jv_streq(key, "vocab")         ? vocab
                             : apip_jv_streq(key, "head_names")  ? names
                             : apip_jv_streq(key, "start_token") ? start
+                            : apip_jv_streq(key, "text_split")  ? split
                                                                 : NULL;
         if (list) {
             if (*list)
                 return st_fail(c, "__metadata__.%s appears twice",
                                list == vocab   ? "vocab"
                                : list == names ? "head_names"
-                                               : "start_token");
+                               : list == start ? "start_token"
+                                               : "text_split");
             *list = val;
             continue;
         }
@@ -237,12 +240,30 @@ static int read_list(st_ctx *c, const char *val, const char *what, int kind, api
     return *out ? 0 : st_fail(c, "%s", msg);
 }
 
+/* The kind of vocabulary __metadata__.text_split (val: its JSON string, NULL when absent) asks
+ * for: APIP_LIST_TOKENS or APIP_LIST_WORDS, or -1 with c->err. */
+static int read_split(st_ctx *c, const char *val, bool vocab) {
+    if (!val)
+        return APIP_LIST_TOKENS;
+    if (!vocab)
+        return st_fail(c, "__metadata__.text_split needs __metadata__.vocab, the list of tokens "
+                          "text is split into");
+    apip_span v = apip_jv_string(val);
+    if (apip_jv_streq(v, "longest_match"))
+        return APIP_LIST_TOKENS;
+    if (apip_jv_streq(v, "words"))
+        return APIP_LIST_WORDS;
+    return st_fail(c, "__metadata__.text_split must be \"longest_match\" (the default) or "
+                      "\"words\" (Latin words kept whole)");
+}
+
 /* The lists vocab and head_names of __metadata__ (values vocab_val and names_val, NULL when
- * absent): *vocab and *names, or -1 with nothing allocated. There must be h head names. */
-static int read_lists(st_ctx *c, const char *vocab_val, const char *names_val, size_t h,
-                      apip_strlist **vocab, apip_strlist **names) {
+ * absent; the vocabulary of kind vocab_kind): *vocab and *names, or -1 with nothing allocated.
+ * There must be h head names. */
+static int read_lists(st_ctx *c, const char *vocab_val, int vocab_kind, const char *names_val,
+                      size_t h, apip_strlist **vocab, apip_strlist **names) {
     *vocab = *names = NULL;
-    if (vocab_val && read_list(c, vocab_val, "__metadata__.vocab", APIP_LIST_TOKENS, vocab))
+    if (vocab_val && read_list(c, vocab_val, "__metadata__.vocab", vocab_kind, vocab))
         return -1;
     if (names_val && read_list(c, names_val, "__metadata__.head_names", APIP_LIST_NAMES, names)) {
         apip_strlist_free(*vocab);
@@ -279,6 +300,7 @@ typedef struct st_file {
     size_t h;                          /* num_heads */
     const char *vocab_val, *names_val; /* the metadata lists' JSON values; NULL when absent */
     const char *start_val;             /* __metadata__.start_token's JSON value; NULL if absent */
+    const char *split_val;             /* __metadata__.text_split's JSON value; NULL if absent */
     const uint8_t *data;               /* the data section, data_len bytes */
     size_t data_len;
 } st_file;
@@ -311,7 +333,8 @@ static int read_header(st_ctx *c, const uint8_t *bytes, size_t len, st_file *f) 
             if (have_meta)
                 return st_fail(c, "__metadata__ appears twice");
             have_meta = true;
-            if (read_num_heads(c, val, &f->h, &f->vocab_val, &f->names_val, &f->start_val))
+            if (read_num_heads(c, val, &f->h, &f->vocab_val, &f->names_val, &f->start_val,
+                               &f->split_val))
                 return -1;
             continue;
         }
@@ -507,7 +530,8 @@ static api_model *parse(const char *label, const char *name, const uint8_t *byte
     /* The vocabulary: its lists first, then the shapes of its tables. */
     apip_strlist *vocab = NULL, *names = NULL;
     uint32_t start = 0;
-    if (read_lists(c, f.vocab_val, f.names_val, f.h, &vocab, &names))
+    int kind = read_split(c, f.split_val, f.vocab_val != NULL);
+    if (kind < 0 || read_lists(c, f.vocab_val, kind, f.names_val, f.h, &vocab, &names))
         return NULL;
     api_model *m = NULL;
     if ((!f.start_val || read_start(c, f.start_val, vocab, &start)) &&

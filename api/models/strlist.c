@@ -85,7 +85,15 @@ static const char *string_end(const char *p, const char *e, const char **why) {
 static int cmp_order(const void *x, const void *y, void *ctx) {
     const apip_strlist *l = ctx;
     uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
-    return apip_strlist_cmp(l->s[a], l->len[a], l->s[b], l->len[b]);
+    return l->words ? apip_strlist_cmp_fold(l->s[a], l->len[a], l->s[b], l->len[b])
+                    : apip_strlist_cmp(l->s[a], l->len[a], l->s[b], l->len[b]);
+}
+
+/* Whether byte b of token s (k bytes) is a space a vocabulary of words allows: one space
+ * between two ASCII letters or digits, as in "server log". */
+static bool word_space_ok(const char *s, size_t k, size_t b) {
+    return s[b] == ' ' && b > 0 && b + 1 < k && apip_word_char((unsigned char)s[b - 1]) &&
+           apip_word_char((unsigned char)s[b + 1]);
 }
 
 apip_strlist *apip_strlist_parse(const char *text, size_t n, const char *what, int kind, char *msg,
@@ -147,10 +155,11 @@ apip_strlist *apip_strlist_parse(const char *text, size_t n, const char *what, i
     size_t *len = (size_t *)(void *)(s + count);
     uint32_t *order = (uint32_t *)(void *)(len + count);
     char *at = (char *)(order + count);
-    mem->l = (apip_strlist){.n = count, .s = s, .len = len, .order = order};
+    bool words = kind == APIP_LIST_WORDS, tokens = words || kind == APIP_LIST_TOKENS;
+    mem->l = (apip_strlist){.n = count, .s = s, .len = len, .order = order, .words = words};
 
     /* Second pass: decode, check each string, sort, look for repeats. */
-    size_t max = kind == APIP_LIST_TOKENS ? APIP_TOKEN_MAX_BYTES : APIP_NAME_MAX_BYTES;
+    size_t max = tokens ? APIP_TOKEN_MAX_BYTES : APIP_NAME_MAX_BYTES;
     char shown[64];
     p = skip_space(text, e) + 1;
     for (size_t i = 0; i < count; i++) {
@@ -178,10 +187,13 @@ apip_strlist *apip_strlist_parse(const char *text, size_t n, const char *what, i
                 snprintf(msg, cap, "%s entry %zu holds a control character", what, i);
                 goto fail;
             }
-            if (kind == APIP_LIST_TOKENS && apip_word_space(s[i] + b, k - b, &sp)) {
+            if (tokens && apip_word_space(s[i] + b, k - b, &sp) &&
+                !(words && word_space_ok(s[i], k, b))) {
                 snprintf(msg, cap,
-                         "%s entry %zu %s holds whitespace, which text splitting drops: split it "
-                         "into two tokens",
+                         words ? "%s entry %zu %s holds whitespace other than one space between "
+                                 "two words (letters or digits), which is all text can match"
+                               : "%s entry %zu %s holds whitespace, which text splitting drops: "
+                                 "split it into two tokens",
                          what, i, shown);
                 goto fail;
             }
@@ -194,6 +206,16 @@ apip_strlist *apip_strlist_parse(const char *text, size_t n, const char *what, i
             apip_word_quote(shown, sizeof shown, s[b], len[b]);
             snprintf(msg, cap, "%s lists %s twice (entries %u and %u)", what, shown, a < b ? a : b,
                      a < b ? b : a);
+            goto fail;
+        }
+        if (words && !apip_strlist_cmp_fold(s[a], len[a], s[b], len[b])) {
+            char other[64];
+            apip_word_quote(shown, sizeof shown, s[a < b ? a : b], len[a < b ? a : b]);
+            apip_word_quote(other, sizeof other, s[a < b ? b : a], len[a < b ? b : a]);
+            snprintf(msg, cap,
+                     "%s lists %s and %s (entries %u and %u), which differ only in the case of "
+                     "their letters: text matches letters in either case",
+                     what, shown, other, a < b ? a : b, a < b ? b : a);
             goto fail;
         }
     }

@@ -9,6 +9,14 @@
  * whatever the text. Whitespace (space, tab, CR, LF, U+3000 ideographic space) separates words
  * and is dropped.
  *
+ * A vocabulary of words (__metadata__.text_split "words", apip_strlist.words) keeps Latin words
+ * whole, for English: a token that ends in an ASCII letter or digit is taken only where the
+ * text's word ends too ("it" is not the start of "items"), ASCII letters match in either case
+ * ("The" is the token "the"), and the one space inside a multi-word token ("server log") matches
+ * one space, tab, CR or LF of the text. The longest token that fits is taken, so "server log"
+ * wins over "server" as 服务器日志 wins over 服务器. Everything else (Chinese, punctuation) is
+ * split as above, so one vocabulary holds both languages and each word finds its own.
+ *
  * Legend: V vocabulary size, P positions, E embedding width, L words. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,13 +26,20 @@
 
 /* ---- Lookup ------------------------------------------------------------------------------- */
 
-/* The token that is exactly s (n bytes): true with *id. */
+/* Byte c as v's order compares it. */
+static unsigned char key_byte(const apip_strlist *v, char c) {
+    return v->words ? apip_word_fold((unsigned char)c) : (unsigned char)c;
+}
+
+/* The token that is exactly s (n bytes), or in a vocabulary of words the same but for the case
+ * of its letters: true with *id. */
 static bool find_exact(const apip_strlist *v, const char *s, size_t n, uint32_t *id) {
     size_t lo = 0, hi = v->n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         uint32_t t = v->order[mid];
-        int c = apip_strlist_cmp(v->s[t], v->len[t], s, n);
+        int c = v->words ? apip_strlist_cmp_fold(v->s[t], v->len[t], s, n)
+                         : apip_strlist_cmp(v->s[t], v->len[t], s, n);
         if (c == 0)
             return *id = t, true;
         if (c < 0)
@@ -39,7 +54,16 @@ bool apip_vocab_find(const apip_strlist *v, const char *s, size_t n, uint32_t *i
     return find_exact(v, s, n, id);
 }
 
-/* The longest token that s (n bytes) starts with: true with *id and its length *len. */
+/* In a vocabulary of words, whether a token can end after the first m bytes of s (n bytes):
+ * not between two letters or digits of one Latin word. Always true otherwise. */
+static bool word_ends(const apip_strlist *v, const char *s, size_t n, size_t m) {
+    return !v->words || m >= n || !apip_word_char((unsigned char)s[m - 1]) ||
+           !apip_word_char((unsigned char)s[m]);
+}
+
+/* The longest token that s (n bytes) starts with (in a vocabulary of words, the longest that
+ * ends where a word does; s must then hold the byte after it, when the text has one): true with
+ * *id and its length *len. */
 static bool find_longest(const apip_strlist *v, const char *s, size_t n, uint32_t *id,
                          size_t *len) {
     size_t lo = 0, hi = v->n;
@@ -48,11 +72,11 @@ static bool find_longest(const apip_strlist *v, const char *s, size_t n, uint32_
         /* [lo, hi) holds the tokens that start with s[0, k); one exactly s[0, k) sorts first. */
         if (v->len[v->order[lo]] == k)
             lo++;
-        unsigned char c = (unsigned char)s[k];
+        unsigned char c = key_byte(v, s[k]);
         size_t a = lo, b = hi;
         while (a < b) { /* the first whose byte k is >= c */
             size_t mid = a + (b - a) / 2;
-            if ((unsigned char)v->s[v->order[mid]][k] < c)
+            if (key_byte(v, v->s[v->order[mid]][k]) < c)
                 a = mid + 1;
             else
                 b = mid;
@@ -61,13 +85,13 @@ static bool find_longest(const apip_strlist *v, const char *s, size_t n, uint32_
         b = hi;
         while (a < b) { /* the first whose byte k is > c */
             size_t mid = a + (b - a) / 2;
-            if ((unsigned char)v->s[v->order[mid]][k] <= c)
+            if (key_byte(v, v->s[v->order[mid]][k]) <= c)
                 a = mid + 1;
             else
                 b = mid;
         }
         hi = a;
-        if (lo < hi && v->len[v->order[lo]] == k + 1) {
+        if (lo < hi && v->len[v->order[lo]] == k + 1 && word_ends(v, s, n, k + 1)) {
             *id = v->order[lo];
             *len = k + 1;
             found = true;
@@ -78,8 +102,9 @@ static bool find_longest(const apip_strlist *v, const char *s, size_t n, uint32_
 
 /* ---- Text --------------------------------------------------------------------------------- */
 
-/* Reads the raw content of a JSON string (escapes and all) as decoded UTF-8, keeping at least
- * APIP_TOKEN_MAX_BYTES decoded bytes ahead of the reading point while there are any. */
+/* Reads the raw content of a JSON string (escapes and all) as decoded UTF-8, keeping more than
+ * APIP_TOKEN_MAX_BYTES decoded bytes ahead of the reading point while there are any (a token and
+ * the byte after it, which says whether a Latin word ends there). */
 typedef struct text_rd {
     const char *p, *e;                      /* raw content not yet decoded */
     char buf[2 * APIP_TOKEN_MAX_BYTES + 8]; /* decoded: [at, len) not yet consumed */
@@ -88,7 +113,7 @@ typedef struct text_rd {
 } text_rd;
 
 static void rd_fill(text_rd *r) {
-    if (r->len - r->at >= APIP_TOKEN_MAX_BYTES || r->p >= r->e)
+    if (r->len - r->at > APIP_TOKEN_MAX_BYTES || r->p >= r->e)
         return;
     memmove(r->buf, r->buf + r->at, r->len - r->at);
     r->len -= r->at;
@@ -130,13 +155,15 @@ static int rd_next(text_rd *r, const apip_strlist *v, uint32_t *id) {
 }
 
 /* At an unknown word: copies it (up to the next whitespace, or the next point where a token
- * starts, at most 12 characters) into out, quoted. */
+ * starts, not inside a Latin word in a vocabulary of words, at most 12 characters) into out,
+ * quoted. */
 static void rd_unknown(text_rd *r, const apip_strlist *v, char *out, size_t cap) {
     char word[64];
     size_t w = 0, chars = 0;
     bool more = false;
     for (;;) {
         size_t n = rd_char_len(r);
+        bool latin = n == 1 && apip_word_char((unsigned char)r->buf[r->at]);
         if (w + n < sizeof word) {
             memcpy(word + w, r->buf + r->at, n);
             w += n;
@@ -145,8 +172,10 @@ static void rd_unknown(text_rd *r, const apip_strlist *v, char *out, size_t cap)
         rd_fill(r);
         uint32_t id;
         size_t sp = 0, len = 0;
-        if (r->at == r->len || apip_word_space(r->buf + r->at, r->len - r->at, &sp) ||
-            find_longest(v, r->buf + r->at, r->len - r->at, &id, &len))
+        if (r->at == r->len || apip_word_space(r->buf + r->at, r->len - r->at, &sp))
+            break;
+        bool inside = v->words && latin && apip_word_char((unsigned char)r->buf[r->at]);
+        if (!inside && find_longest(v, r->buf + r->at, r->len - r->at, &id, &len))
             break;
         if (++chars == 12) {
             more = true;

@@ -91,7 +91,8 @@ static int plan_shapes(const apip_req *r, attn_plan *p) {
  * model's name and words for attention on a registry model. False when the bound of the words
  * does not fit in size_t (the caller refuses the job). */
 static bool out_shapes(const apip_req *r, size_t maps, apip_resp_shape *rs) {
-    *rs = (apip_resp_shape){.op = r->op, .base64 = r->base64, .indices = r->top_k != 0};
+    *rs = (apip_resp_shape){
+        .op = r->op, .base64 = r->base64, .omit = r->omit, .indices = r->top_k != 0};
     size_t lead[2], nlead = 0;
     if (r->op == API_OP_SDPA) {
         for (size_t i = 0; i + 2 < r->rank; i++)
@@ -262,7 +263,8 @@ static int fit_limit(const apip_req *r, apip_resp_shape *rs, bool words_fit, lay
 /* ---- Decoding ----------------------------------------------------------------------------- */
 
 /* Decodes the inputs into the arena (query, key and value; or the words' embeddings and ids)
- * and points the job at them. 0, or -1 with r->err. */
+ * and points the job at them; a seeded input gets its place and its seed, and is made when the
+ * job first runs. 0, or -1 with r->err. */
 static int decode_inputs(const apip_req *r, const layout *a, api_job *job, char *arena) {
     float *x[3] = {NULL, NULL, NULL};
     for (int i = 0; i < 3; i++) {
@@ -274,6 +276,17 @@ static int decode_inputs(const apip_req *r, const layout *a, api_job *job, char 
             apip_words_embed(r->model, r->f[APIP_F_TOKENS], r->f[APIP_F_TEXT], r->add_special, ids,
                              x[0]);
             job->tokens = ids;
+            continue;
+        }
+        if (r->x[i].seeded) { /* made by the job's first run */
+            const apip_tensor_in *t = &r->x[i];
+            job->seeded[i] = (apip_seeded){.dst = x[i], .seed = t->seed, .count = t->count};
+            if (r->seq_first) { /* sent (T, N, W), stored (N, T, W) */
+                job->seeded[i].t = t->dims[0];
+                job->seeded[i].n = t->dims[1];
+                job->seeded[i].w = t->dims[2];
+            }
+            job->inputs_ready = false;
             continue;
         }
         if (!r->seq_first) {
@@ -408,6 +421,7 @@ static int bind_job(const apip_req *r, const apip_resp_shape *rs, const layout *
     job->s = r->s;
     job->e = r->e;
     job->h = r->h;
+    job->omit = rs->omit;
     job->out_rank = rs->out_rank;
     memcpy(job->out_dims, rs->out_dims, sizeof job->out_dims);
     job->w_rank = rs->w_rank;
@@ -467,13 +481,16 @@ api_job *apip_job_parse_given(api_op op, const apip_json_root *root, apip_job_gi
     attn_plan plan;
     if (plan_shapes(r, &plan))
         return NULL;
-    double init_flops = apip_init_flops(r->init, r->e);
-    if (lim->max_job_flops > 0 && plan.flops + init_flops > lim->max_job_flops) {
+    double init_flops = apip_init_flops(r->init, r->e), seeded_flops = 0;
+    for (int i = 0; i < 3; i++)
+        seeded_flops += r->x[i].seeded ? (double)r->x[i].count * APIP_SEEDED_FLOP : 0.0;
+    double flops = plan.flops + init_flops + seeded_flops;
+    if (lim->max_job_flops > 0 && flops > lim->max_job_flops) {
         api_fail(err, 413, "job_too_large", NULL,
-                 "the job takes %.4g FLOP (usage.flops%s), over the max_job_flops limit of %.4g; "
-                 "send fewer or shorter sequences",
-                 plan.flops + init_flops,
-                 init_flops > 0 ? ", making params.init weights included" : "", lim->max_job_flops);
+                 "the job takes %.4g FLOP (usage.flops%s%s), over the max_job_flops limit of "
+                 "%.4g; send fewer or shorter sequences",
+                 flops, init_flops > 0 ? ", making params.init weights included" : "",
+                 seeded_flops > 0 ? ", making the seeded inputs included" : "", lim->max_job_flops);
         return NULL;
     }
     size_t maps = r->weights == ATTN_WEIGHTS_MEAN ? 1 : r->n_heads ? r->n_heads : r->h;
@@ -507,6 +524,8 @@ api_job *apip_job_parse_given(api_op op, const apip_json_root *root, apip_job_gi
     job->op = op;
     job->plan = plan;
     job->init_flops = init_flops;
+    job->seeded_flops = seeded_flops;
+    job->inputs_ready = true; /* until decode_inputs places a seeded one */
     job->arena_bytes = cap;
     job->need_bytes = a.total;
     job->mem = lim->mem;

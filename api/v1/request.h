@@ -38,6 +38,7 @@ enum {
     APIP_F_TORCH_ATTN_MASK,  /* "torch_attn_mask": bool, true = blocked (attn_mask inverted) */
     APIP_F_IS_CAUSAL,        /* "is_causal": true = causal top-left */
     APIP_F_AVG_WEIGHTS,      /* "average_attn_weights": with need_weights true, mean or per head */
+    APIP_F_OUTPUTS,          /* "outputs": the tensors the reply carries (outputs.c) */
     APIP_F_COUNT
 };
 
@@ -80,6 +81,7 @@ typedef struct apip_req {
     float scale;
     bool base64;
     bool trace;            /* "trace": true */
+    unsigned omit;         /* "outputs": the APIP_OMIT_* bits of the tensors the reply leaves out */
     bool words;            /* "tokens" or "text": query is made from them (L words, N = 1) */
     bool add_special;      /* words: the model's start token (if any) leads them; default true */
     apip_job_given *given; /* what another codec adds (apip_job_parse_given); NULL for v1 */
@@ -99,5 +101,41 @@ uint64_t apip_req_int(const char *v);
  * of digits of its string ("0,2", spaces allowed around each). 1 with *el at it, 0 at the end,
  * -1 with err when the string is not such a list. *it starts at the field's value. */
 int apip_req_heads_next(apip_req *r, const char **it, const char **el);
+
+/* ---- Reading the fields: fields.c's helpers, and the groups of fields_inputs.c and
+ * fields_masks.c (each 0, or -1 with r->err naming the field) --------------------------- */
+
+/* An integer field in [lo, hi], under the one rule of apip_jv_int: any number with an integral
+ * value (2, 2.0 and 2e0 alike). */
+int apip_fields_uint(apip_req *r, const char *v, const char *field, uint64_t lo, uint64_t hi,
+                     uint64_t *out);
+int apip_fields_int(apip_req *r, const char *v, const char *field, long long lo, long long hi,
+                    long long *out);
+
+/* 413 job_too_large: field asks for h heads, over max_heads. Returns -1. */
+int apip_fields_over_heads(apip_req *r, const char *field, size_t h);
+
+/* Learns the shape of the tensor field name at val: probed here (query, key and value may be
+ * seeded), or given already probed by another codec; at most max_rank. */
+int apip_fields_probe(apip_req *r, apip_tensor_in *t, const char *name, const char *val,
+                      size_t max_rank);
+
+/* t's dims as "(2, 3, 4)" in out. */
+void apip_fields_shape_of(char *out, size_t cap, const apip_tensor_in *t);
+
+/* A boolean field at v (present): 1 for true, 0 for false, -1 with a 400 naming it (what it
+ * means, for the message) otherwise. */
+int apip_fields_bool(apip_req *r, const char *v, const char *field, const char *means);
+
+/* Attention's inputs (query, key, value, or the words), its model, its params (fields_inputs.c). */
+int apip_fields_attention_inputs(apip_req *r);
+int apip_fields_attention_model(apip_req *r, const api_registry *models);
+int apip_fields_attention_params(apip_req *r);
+
+/* SDPA's q, k and v (fields_inputs.c). */
+int apip_fields_sdpa_inputs(apip_req *r);
+
+/* The masks and options, against the shapes learnt (fields_masks.c). */
+int apip_fields_masks_and_options(apip_req *r);
 
 #endif

@@ -15,7 +15,7 @@
 /* ---- Writers ------------------------------------------------------------------------------ */
 
 /* The fixed text of a response, shared by the writers and apip_response_bound. */
-#define T_OUTPUT     "{\"output\":"
+#define T_OUTPUT     ",\"output\":"
 #define T_WEIGHTS    ",\"weights\":"
 #define T_INDICES    "{\"indices\":"
 #define T_VALUES     ",\"values\":"
@@ -50,6 +50,13 @@
 #define I32_MAX_DIGITS APIP_I32_DIGITS
 #define MS_MAX         APIP_MS_DIGITS
 #define FLOAT_CHARS    (APIP_FLOAT_MAX - 1)
+
+/* Appends the member text t (",\"name\":..."), without its leading comma when it is the
+ * object's first member (*first, then cleared). */
+static void put_member(api_buf *b, const char *t, bool *first) {
+    apip_buf_puts(b, t + (*first ? 1 : 0));
+    *first = false;
+}
 
 static void put_shape(api_buf *b, const size_t *dims, size_t rank) {
     apip_buf_puts(b, "[");
@@ -175,10 +182,10 @@ static void put_floats(api_buf *b, bool base64, const float *data, const size_t 
 }
 
 /* The "trace" member of a traced job's response. */
-static void put_trace(api_buf *b, const api_job *job) {
+static void put_trace(api_buf *b, const api_job *job, bool *first) {
     const attn_trace *t = &job->trace;
     char num[32];
-    apip_buf_puts(b, T_TRACE);
+    put_member(b, T_TRACE, first);
     size_t n = api_float_write(num, t->scale);
     num[n] = 0;
     apip_buf_puts(b, num);
@@ -254,12 +261,16 @@ static bool tensor_bound(const size_t *dims, size_t rank, bool base64, bool ints
 }
 
 bool apip_response_bound(const apip_resp_shape *rs, size_t *bytes) {
-    size_t n = LIT(T_OUTPUT) + LIT(T_USAGE T_QUEUE_MS T_COMPUTE_MS T_WS_BYTES T_JOB_BYTES) +
-               3 * U64_MAX_DIGITS + 2 * MS_MAX + 2, /* "}}" */
+    /* "{", then every member with its leading comma but the first, which has none: as many
+     * bytes as the members with their commas (usage is always there). */
+    size_t n = LIT(T_USAGE T_QUEUE_MS T_COMPUTE_MS T_WS_BYTES T_JOB_BYTES) + 3 * U64_MAX_DIGITS +
+               2 * MS_MAX + 2, /* "}}" */
         t = 0;
-    if (!tensor_bound(rs->out_dims, rs->out_rank, rs->base64, false, &t) || !apip_add(n, t, &n))
+    if (!(rs->omit & APIP_OMIT_OUTPUT) &&
+        (!tensor_bound(rs->out_dims, rs->out_rank, rs->base64, false, &t) ||
+         !apip_add(n, LIT(T_OUTPUT) + t, &n)))
         return false;
-    if (rs->w_rank) {
+    if (rs->w_rank && !(rs->omit & APIP_OMIT_WEIGHTS)) {
         if (!tensor_bound(rs->w_dims, rs->w_rank, rs->base64, false, &t) ||
             !apip_add(n, LIT(T_WEIGHTS) + t, &n))
             return false;
@@ -267,7 +278,7 @@ bool apip_response_bound(const apip_resp_shape *rs, size_t *bytes) {
                             !apip_add(n, LIT(T_INDICES T_VALUES) + 1 + t, &n)))
             return false;
     }
-    if (rs->trace) {
+    if (rs->trace && !(rs->omit & APIP_OMIT_TRACE)) {
         /* scale, then q, k, v and head_outputs (attention) and the three maps */
         size_t fixed = LIT(T_TRACE T_TR_SCORES T_TR_MASKED T_TR_WEIGHTS "}") + FLOAT_CHARS;
         if (!apip_add(n, fixed, &n) ||
@@ -337,19 +348,23 @@ int api_job_respond(const api_job *job, double queue_ms, double compute_ms, api_
         return api_fail(err, 500, "out_of_memory", NULL,
                         "out of memory reserving %zu bytes for the response", job->response_bytes);
     }
-    apip_buf_puts(out, T_OUTPUT);
-    const float *output = job->out;
-    if (job->out_seq) { /* batch_first false: (N, L, E) computed, (L, N, E) = out_dims sent */
-        size_t l = job->out_dims[0], n = job->out_dims[1], e = job->out_dims[2];
-        for (size_t b = 0; b < n; b++)
-            for (size_t i = 0; i < l; i++)
-                memcpy(job->out_seq + (i * n + b) * e, job->out + (b * l + i) * e,
-                       e * sizeof(float));
-        output = job->out_seq;
+    bool first = true; /* the members below lead with a comma, but for the first */
+    apip_buf_puts(out, "{");
+    if (!(job->omit & APIP_OMIT_OUTPUT)) {
+        put_member(out, T_OUTPUT, &first);
+        const float *output = job->out;
+        if (job->out_seq) { /* batch_first false: (N, L, E) computed, (L, N, E) = out_dims */
+            size_t l = job->out_dims[0], n = job->out_dims[1], e = job->out_dims[2];
+            for (size_t b = 0; b < n; b++)
+                for (size_t i = 0; i < l; i++)
+                    memcpy(job->out_seq + (i * n + b) * e, job->out + (b * l + i) * e,
+                           e * sizeof(float));
+            output = job->out_seq;
+        }
+        put_floats(out, job->base64, output, job->out_dims, job->out_rank);
     }
-    put_floats(out, job->base64, output, job->out_dims, job->out_rank);
-    if (job->w_rank) {
-        apip_buf_puts(out, T_WEIGHTS);
+    if (job->w_rank && !(job->omit & APIP_OMIT_WEIGHTS)) {
+        put_member(out, T_WEIGHTS, &first);
         if (job->wout.indices) {
             apip_buf_puts(out, T_INDICES);
             if (job->base64)
@@ -364,7 +379,7 @@ int api_job_respond(const api_job *job, double queue_ms, double compute_ms, api_
         }
     }
     if (job->op == API_OP_ATTENTION) {
-        apip_buf_puts(out, T_MODEL);
+        put_member(out, T_MODEL, &first);
         if (job->model_name)
             api_buf_json_string(out, job->model_name, strlen(job->model_name));
         else
@@ -395,9 +410,9 @@ int api_job_respond(const api_job *job, double queue_ms, double compute_ms, api_
         apip_buf_put_u64(out, job->e);
         apip_buf_puts(out, "}");
     }
-    if (job->traced)
-        put_trace(out, job);
-    apip_buf_puts(out, T_USAGE);
+    if (job->traced && !(job->omit & APIP_OMIT_TRACE))
+        put_trace(out, job, &first);
+    put_member(out, T_USAGE, &first);
     apip_buf_put_flops(out, api_job_flops(job));
     apip_buf_puts(out, T_QUEUE_MS);
     apip_buf_put_ms(out, queue_ms);

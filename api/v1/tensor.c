@@ -82,6 +82,50 @@ static const char *sub_path(char *out, size_t cap, const char *name, const char 
     return out;
 }
 
+/* Reads the "shape" member at shape (an array of positive integers, at most max_rank of them,
+ * each at most max_dim) into t->dims and t->rank. Errors name "NAME.shape" or "NAME.shape[i]":
+ * 400 invalid_field, 413 job_too_large past max_dim. 0 or -1 with err. */
+static int read_shape(apip_tensor_in *t, const char *shape, size_t max_rank, size_t max_dim,
+                      api_error *err) {
+    char path[160];
+    const char *it = shape, *val = NULL;
+    if (apip_jv_kind(shape) != '[') {
+        sub_path(path, sizeof path, t->name, "shape");
+        return api_fail(err, 400, "invalid_field", path, "%s must be an array of integers", path);
+    }
+    while (apip_jv_arr_next(&it, &val)) {
+        uint64_t d = 0;
+        bool neg = false;
+        int kind = apip_jv_kind(val) == '0' ? apip_jv_int(val, &neg, &d) : APIP_INT_NOT_INTEGER;
+        bool bad = t->rank == max_rank || kind == APIP_INT_NOT_INTEGER || neg ||
+                   (kind == APIP_INT_OK && d == 0) || kind == APIP_INT_TOO_BIG || d > max_dim;
+        if (!bad) {
+            t->dims[t->rank++] = (size_t)d;
+            continue;
+        }
+        snprintf(path, sizeof path, "%s.shape[%zu]", t->name, t->rank);
+        if (t->rank == max_rank)
+            return api_fail(err, 400, "invalid_field", path,
+                            "%s.shape has more than the %zu dimensions %s may have", t->name,
+                            max_rank, t->name);
+        if (kind == APIP_INT_NOT_INTEGER || neg || (kind == APIP_INT_OK && d == 0))
+            return api_fail(err, 400, "invalid_field", path,
+                            "%s must be a positive integer (a dimension)", path);
+        if (kind == APIP_INT_TOO_BIG)
+            return api_fail(err, 413, "job_too_large", path,
+                            "%s is over 2^64, and over the max_dim limit of %zu per dimension",
+                            path, max_dim);
+        return api_fail(err, 413, "job_too_large", path,
+                        "%s is %llu, over the max_dim limit of %zu per dimension", path,
+                        (unsigned long long)d, max_dim);
+    }
+    if (t->rank == 0) {
+        sub_path(path, sizeof path, t->name, "shape");
+        return api_fail(err, 400, "invalid_field", path, "%s must not be empty", path);
+    }
+    return 0;
+}
+
 static int probe_binary(apip_tensor_in *t, size_t max_rank, size_t max_dim, api_error *err) {
     char path[160], k[32]; /* made only for an error: printf cost more than the probe */
     const char *it = t->val, *val = NULL, *shape = NULL, *data = NULL;
@@ -126,41 +170,8 @@ static int probe_binary(apip_tensor_in *t, size_t max_rank, size_t max_dim, api_
                         path);
     }
 
-    if (apip_jv_kind(shape) != '[') {
-        sub_path(path, sizeof path, t->name, "shape");
-        return api_fail(err, 400, "invalid_field", path, "%s must be an array of integers", path);
-    }
-    it = shape;
-    while (apip_jv_arr_next(&it, &val)) {
-        uint64_t d = 0;
-        bool neg = false;
-        int kind = apip_jv_kind(val) == '0' ? apip_jv_int(val, &neg, &d) : APIP_INT_NOT_INTEGER;
-        bool bad = t->rank == max_rank || kind == APIP_INT_NOT_INTEGER || neg ||
-                   (kind == APIP_INT_OK && d == 0) || kind == APIP_INT_TOO_BIG || d > max_dim;
-        if (!bad) {
-            t->dims[t->rank++] = (size_t)d;
-            continue;
-        }
-        snprintf(path, sizeof path, "%s.shape[%zu]", t->name, t->rank);
-        if (t->rank == max_rank)
-            return api_fail(err, 400, "invalid_field", path,
-                            "%s.shape has more than the %zu dimensions %s may have", t->name,
-                            max_rank, t->name);
-        if (kind == APIP_INT_NOT_INTEGER || neg || (kind == APIP_INT_OK && d == 0))
-            return api_fail(err, 400, "invalid_field", path,
-                            "%s must be a positive integer (a dimension)", path);
-        if (kind == APIP_INT_TOO_BIG)
-            return api_fail(err, 413, "job_too_large", path,
-                            "%s is over 2^64, and over the max_dim limit of %zu per dimension",
-                            path, max_dim);
-        return api_fail(err, 413, "job_too_large", path,
-                        "%s is %llu, over the max_dim limit of %zu per dimension", path,
-                        (unsigned long long)d, max_dim);
-    }
-    if (t->rank == 0) {
-        sub_path(path, sizeof path, t->name, "shape");
-        return api_fail(err, 400, "invalid_field", path, "%s must not be empty", path);
-    }
+    if (read_shape(t, shape, max_rank, max_dim, err))
+        return -1;
 
     if (apip_jv_kind(data) != '"') {
         sub_path(path, sizeof path, t->name, "data");
@@ -276,6 +287,37 @@ static bool b64_diagnose(const apip_tensor_in *t, char *why, size_t cap) {
     return false;
 }
 
+/* t->count, the product of t->dims; 413 job_too_large (naming max_job_bytes, the limit such a
+ * job cannot fit) when the product or its float32 bytes overflow size_t. 0 or -1 with err. */
+static int count_elems(apip_tensor_in *t, size_t max_job_bytes, api_error *err) {
+    size_t count = 1, bytes = 0;
+    bool fits = true;
+    for (size_t i = 0; i < t->rank; i++)
+        fits = fits && apip_mul(count, t->dims[i], &count);
+    if (!fits || !apip_mul(count, sizeof(float), &bytes)) {
+        char shape[96];
+        double elems = 1.0;
+        for (size_t i = 0; i < t->rank; i++)
+            elems *= (double)t->dims[i];
+        apip_dims_str(shape, sizeof shape, t->dims, t->rank);
+        return api_fail(err, 413, "job_too_large", t->name,
+                        "%s has shape %s: %.3g elements, %.3g bytes as float32 (more than size_t "
+                        "holds), over the max_job_bytes limit of %zu bytes (%.1f MiB)",
+                        t->name, shape, elems, elems * 4.0, max_job_bytes,
+                        (double)max_job_bytes / 1048576.0);
+    }
+    t->count = count;
+    return 0;
+}
+
+int apip_tensor_shape(apip_tensor_in *t, const char *shape, size_t max_rank, size_t max_dim,
+                      size_t max_job_bytes, api_error *err) {
+    if (max_rank > APIP_MAX_RANK)
+        max_rank = APIP_MAX_RANK;
+    return read_shape(t, shape, max_rank, max_dim, err) || count_elems(t, max_job_bytes, err) ? -1
+                                                                                              : 0;
+}
+
 int apip_tensor_probe(apip_tensor_in *t, const char *name, const char *val, size_t max_rank,
                       size_t max_dim, size_t max_job_bytes, api_error *err) {
     memset(t, 0, sizeof *t);
@@ -296,27 +338,13 @@ int apip_tensor_probe(apip_tensor_in *t, const char *name, const char *val, size
                       name);
     if (rc)
         return rc;
-    size_t count = 1, bytes = 0;
-    bool fits = true;
-    for (size_t i = 0; i < t->rank; i++)
-        fits = fits && apip_mul(count, t->dims[i], &count);
-    if (!fits || !apip_mul(count, sizeof(float), &bytes)) {
-        char shape[96];
-        double elems = 1.0;
-        for (size_t i = 0; i < t->rank; i++)
-            elems *= (double)t->dims[i];
-        apip_dims_str(shape, sizeof shape, t->dims, t->rank);
-        return api_fail(err, 413, "job_too_large", name,
-                        "%s has shape %s: %.3g elements, %.3g bytes as float32 (more than size_t "
-                        "holds), over the max_job_bytes limit of %zu bytes (%.1f MiB)",
-                        name, shape, elems, elems * 4.0, max_job_bytes,
-                        (double)max_job_bytes / 1048576.0);
-    }
-    t->count = count;
+    if (count_elems(t, max_job_bytes, err))
+        return -1;
     if (!t->binary)
         return 0;
 
     /* The data must decode to exactly count float32 values. */
+    const size_t bytes = t->count * sizeof(float); /* count_elems checked it */
     char path[160], shape[96];
     snprintf(path, sizeof path, "%s.data", name);
     apip_dims_str(shape, sizeof shape, t->dims, t->rank);

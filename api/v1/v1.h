@@ -1,12 +1,17 @@
 /* v1.h - api/v1/, API v1: the bodies of POST /v1/attention and /v1/sdpa turned into a validated
  * job (request.c, which plans it and lays out its arena, with fields.c reading and checking
- * every field into the request record of request.h), their tensor fields decoded (tensor.c),
- * and the 200 body of a job that has run (response.c). Its contract is api/openapi.yaml.
+ * every field into the request record of request.h: the inputs and parameters in
+ * fields_inputs.c, the masks and options in fields_masks.c), their tensor fields decoded (tensor.c)
+ * or seeded (seeded.c), the tensors the reply carries ("outputs", outputs.c), and the 200 body of
+ * a job that has run (response.c). Its contract is api/openapi.yaml.
  *
- * Owns: request.c, request.h (private to request.c and fields.c), fields.c, tensor.c,
- * response.c. May include: job.h (api/job/), models.h (api/models/), codec.h (api/codec/),
- * base.h (api/base/), api.h and attention.h, nothing above. Inside the room the calls go one
- * way: tensor.c < fields.c < request.c, and response.c beside them. A protocol above (v2)
+ * Owns: request.c, request.h (private to request.c and the fields files), fields.c,
+ * fields_inputs.c, fields_masks.c, tensor.c, seeded.c, outputs.c, response.c. May include:
+ * job.h (api/job/), models.h (api/models/), codec.h (api/codec/), base.h (api/base/), api.h and
+ * attention.h, nothing above. Inside the room the calls go one way: tensor.c < seeded.c <
+ * fields_inputs.c, fields_masks.c < fields.c < request.c, outputs.c < fields.c, and response.c
+ * beside them (fields_inputs.c and fields_masks.c call fields.c's helpers, and fields.c calls
+ * them). A protocol above (v2)
  * enters at apip_job_parse_given and may include this header. Nothing here is part of api.h's
  * contract.
  *
@@ -47,6 +52,10 @@ typedef struct apip_tensor_in {
     bool flat;          /* a flat JSON array of count elements at val, ending at end; or */
     const uint8_t *raw; /* count little-endian elements of type dtype (APIP_DT_*), unaligned */
     int dtype;
+    /* API v1's seeded inputs (seeded.c): {"init": "uniform", "seed", "shape"}, made from the
+     * seed when the job runs (apip_seeded, job.h); nothing to decode. */
+    bool seeded;
+    uint64_t seed;
 } apip_tensor_in;
 
 /* Learns the shape of the tensor field at val (nested arrays: from the first element of each
@@ -57,6 +66,15 @@ typedef struct apip_tensor_in {
 int apip_tensor_probe(apip_tensor_in *t, const char *name, const char *val, size_t max_rank,
                       size_t max_dim, size_t max_job_bytes, api_error *err);
 
+/* Reads the "shape" member at shape of the tensor t (t->name set, t->rank 0) as a binary
+ * tensor's shape is read: 1 to max_rank positive integers (by the integer rule: 2, 2.0 and 2e0
+ * alike) into t->dims and t->rank, and their product into t->count. 400 invalid_field naming
+ * "NAME.shape" or "NAME.shape[i]"; 413 job_too_large for a dimension over max_dim (naming
+ * "NAME.shape[i]"), or a count whose float32 bytes overflow size_t (naming max_job_bytes).
+ * 0 or -1 with err. */
+int apip_tensor_shape(apip_tensor_in *t, const char *shape, size_t max_rank, size_t max_dim,
+                      size_t max_job_bytes, api_error *err);
+
 /* Decodes a probed tensor into dst: floats (count) for APIP_TENSOR_FLOAT and APIP_TENSOR_BIAS,
  * bytes (count) for APIP_TENSOR_MASK. Checks every row's length, every element's type and value
  * (400 invalid_field, 400 non_finite naming the element). A flat tensor is read as one row of
@@ -64,11 +82,45 @@ int apip_tensor_probe(apip_tensor_in *t, const char *name, const char *val, size
  * converted (BOOL bytes and INT32 values of a mask must be 0 or 1). 0 or -1 with err. */
 int apip_tensor_read(const apip_tensor_in *t, apip_tensor_kind kind, void *dst, api_error *err);
 
+/* ---- Seeded tensors (seeded.c) -------------------------------------------------------------- */
+
+#define APIP_SEED_LIMIT ((uint64_t)1 << 53) /* seeds are below it: exact in a double */
+
+/* What making one seeded element costs, counted in FLOP in usage.flops and against
+ * max_job_flops, as params.init's weights are (APIP_INIT_RANDOM_FLOP, models.h): the time of one
+ * element (apip_uniform_fill, one thread) over the time of one FLOP of the core's matrix
+ * products at the sgemm peak of both slots. It is the loop of a random weight, and costs what
+ * one does (same-run ratio 0.77 to 1.09, median 0.99: bench_api --seeded-only; bench/RESULTS.md,
+ * "Seeded inputs"), so it counts as one: 320. */
+#define APIP_SEEDED_FLOP 320.0
+
+/* Probes the tensor field name at val when it is a seeded tensor: an object with an "init" or a
+ * "seed" member, {"init": "uniform", "seed": S, "shape": [d0, ...]}. Returns 1 (t untouched)
+ * when val is not such an object: probe it as data (apip_tensor_probe). Else 0 with t->seeded,
+ * t->seed, its shape and count set, or -1 with err: 400 invalid_field naming "NAME.init" (not
+ * "uniform"), "NAME.seed" (not digits alone, or 2^53 or more: no sign, fraction or exponent),
+ * "NAME.shape" (fewer than min_rank dimensions) or "NAME.shape[i]", an unknown or repeated
+ * member, or a missing one; as apip_tensor_shape for the shape's dimensions and size (413
+ * past max_dim). O(1) per member: nothing is made here. */
+int apip_seeded_probe(apip_tensor_in *t, const char *name, const char *val, size_t min_rank,
+                      size_t max_rank, size_t max_dim, size_t max_job_bytes, api_error *err);
+
+/* ---- The reply's tensors (outputs.c) -------------------------------------------------------- */
+
+/* Reads "outputs" (its value v, not null): an array of distinct names from "output", "weights"
+ * and "trace", into *omit, the APIP_OMIT_* bits (job.h) of the tensors it leaves out ([] leaves
+ * out all three). weights and trace say whether the job makes them (need_weights, "trace":
+ * true): naming one it does not make is refused. 0, or -1 with err: 400 invalid_field naming
+ * "outputs" (not an array, a name that is not one of the three or not a string, a name listed
+ * twice, or a tensor the job does not make). */
+int apip_outputs_read(const char *v, bool weights, bool trace, unsigned *omit, api_error *err);
+
 /* ---- Response size (response.c) -------------------------------------------------------------- */
 
 /* The most bytes api_job_respond writes for a job of shape rs: every JSON float at
  * APIP_FLOAT_MAX bytes with its comma, every index and integer at its widest, base64 exact, the
- * fixed text, the model's name escaped at its widest and the usage times at theirs. Fills
+ * fixed text, the model's name escaped at its widest and the usage times at theirs; the
+ * tensors rs->omit leaves out count nothing. Fills
  * *bytes and returns true; false when it does not fit in size_t. */
 bool apip_response_bound(const apip_resp_shape *rs, size_t *bytes);
 

@@ -2,11 +2,13 @@
  * metadata, readiness, and infer requests turned into the job their v1 equivalent makes (v2.c),
  * answered in the protocol's form (v2_reply.c). Its public functions are api_v2_* in api.h.
  *
- * Owns: v2.c, v2_reply.c. May include: v1.h (api/v1/), job.h (api/job/), models.h
- * (api/models/), codec.h (api/codec/), base.h (api/base/), api.h and attention.h: it is the top
- * room. Inside the room the calls go one way: v2_reply.c < v2.c. API v1 and api_job_respond reach
- * v2_reply.c only through apip_v2_reply_ops (job.h's apip_reply_ops), which v2.c hands them
- * with the form. Nothing here is part of api.h's contract.
+ * Owns: v2.c (the models' inputs, metadata, readiness), v2_config.c (Triton's configuration and
+ * statistics), v2_parse.c (infer requests), v2_reply.c (their responses). May include: v1.h
+ * (api/v1/), job.h (api/job/), models.h (api/models/), codec.h (api/codec/), base.h (api/base/),
+ * api.h and attention.h: it is the top room. Inside the room the calls go one way: v2_reply.c <
+ * v2.c < v2_config.c, v2_parse.c. API v1 and api_job_respond reach v2_reply.c only through
+ * apip_v2_reply_ops (job.h's apip_reply_ops), which v2_parse.c hands them with the form. Nothing
+ * here is part of api.h's contract.
  *
  * Legend (shapes outermost first, row-major): N batch, L query length, S key length,
  * E embedding width, H heads, K top-k count. */
@@ -57,5 +59,40 @@ int apip_v2_respond(const api_job *job, double queue_ms, double compute_ms, api_
 
 /* The table of the three above, for apip_job_given.reply_ops (the form is an apip_v2_reply). */
 extern const apip_reply_ops apip_v2_reply_ops;
+
+/* ---- The models' inputs and lookups (v2.c) ---------------------------------------------- */
+
+#define APIP_V2_DT(x) (1u << (x)) /* a bit of apip_v2_input.dtypes, for APIP_DT_* x */
+
+/* An input of a model: its name (also the v1 field it maps onto) and the datatypes it takes. */
+typedef struct apip_v2_input {
+    const char *name;
+    unsigned dtypes; /* APIP_V2_DT bits */
+} apip_v2_input;
+
+enum { APIP_V2_IN_KEY_LENGTHS = 3, APIP_V2_IN_COUNT = 7 };
+
+/* The inputs of a registry model (query, key, value, key_lengths, key_mask, attn_mask,
+ * attn_bias) and of "sdpa" (q, k, v, then the same), in that order. */
+extern const apip_v2_input apip_v2_mha_inputs[APIP_V2_IN_COUNT];
+extern const apip_v2_input apip_v2_sdpa_inputs[APIP_V2_IN_COUNT];
+
+/* The registry model of name, or NULL for "sdpa" (*sdpa true); 0, or -1 with err (404
+ * not_found for a path past the model's routes, 404 unknown_model for an unknown name or a
+ * version other than API_V2_VERSION). */
+int apip_v2_find_model(const api_registry *r, const char *name, const char *version,
+                       const api_model **m, bool *sdpa, api_error *err);
+
+/* Appends dims (rank) as JSON numbers separated by commas, -1 for a negative entry. */
+void apip_v2_put_dims(api_buf *out, const long long *dims, size_t rank);
+
+/* The datatype and dims of input i (or with out, of output i) of a model (m NULL: sdpa), at
+ * their highest rank, -1 for a dimension the request chooses: query (N, L, E) (also (L, E)),
+ * key (N, S, kdim), value (N, S, vdim), SDPA's q, k, v (N, H, L|S, D) (also (H, ..) and
+ * (L|S, D)), key_lengths (N), key_mask (N, S) (also (S)), attn_mask and attn_bias
+ * (N, H, L, S) (lower ranks broadcast); output as the query, weights (N, H, L, S) or
+ * (N, L, S), indices with top-k (.., K). Returns the rank. */
+size_t apip_v2_tensor_dims(const api_model *m, bool out, size_t i, const char **dt,
+                           long long dims[4]);
 
 #endif

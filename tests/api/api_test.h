@@ -95,6 +95,7 @@ void test_model_names(void);
 void test_init_models(void);
 void test_init_cache(void);
 void test_lesson(void);
+void test_words_split(void);
 /* v1_cases.c */
 void test_request_cases(void);
 void test_integer_rule(void);
@@ -124,5 +125,9 @@ void test_mem_budget(void);
 void test_mem_jobs(void);
 /* v2.c */
 void test_v2(void);
+/* v1_seeded.c */
+void test_seeded_inputs(void);
+/* v1_outputs.c */
+void test_outputs(void);
 
 #endif

@@ -20,7 +20,29 @@ static bool json_ok(const char *s, size_t n) {
     return apip_json_check(s, n, "the text", &root, &e) == 0;
 }
 
+/* The non-JSON literals some encoders write for non-finite floats (Python's json.dumps writes
+ * -Infinity) get a message that says what to send instead; null and numbers are untouched. */
+static void test_json_nonfinite(void) {
+    static const char *const words[] = {"-Infinity", "Infinity", "NaN", "+Infinity",
+                                        "-inf",      "inf",      "nan", "-INF"};
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
+        char doc[64];
+        snprintf(doc, sizeof doc, "{\"q\": [[1, %s]]}", words[i]);
+        apip_json_root root;
+        api_error e = {0};
+        int rc = apip_json_check(doc, strlen(doc), "the body", &root, &e);
+        CHECK(rc != 0 && !strcmp(e.code, "invalid_json") && strstr(e.message, "\"-inf\"") &&
+                  strstr(e.message, "NaN and Infinity"),
+              "%s: %s", doc, e.message);
+    }
+    static const char *const fine[] = {"{\"a\": null}", "{\"a\": [-1, -0.5, 1e9]}",
+                                       "{\"a\": \"-inf\"}"};
+    for (size_t i = 0; i < sizeof fine / sizeof fine[0]; i++)
+        CHECK(json_ok(fine[i], strlen(fine[i])), "rejected valid JSON %s", fine[i]);
+}
+
 void test_json(void) {
+    test_json_nonfinite();
     static const char *const good[] = {"{}",
                                        " {\"a\":1} ",
                                        "{\"a\":[1,-2.5e+3,0,0.0,1E-2,-0]}",

@@ -1,8 +1,9 @@
 /* main.c - test_api: unit tests of api/, one program in files by the room of api/ they test
  * (api/README.md), sharing api_test.h. This file holds main, which runs every group in a fixed
  * order: codec (codec_fmt.c, codec_numbers.c, codec_base64.c, codec_json.c, codec_buf.c),
- * models (models.c, models_safetensors.c), API v1 (v1_cases.c, v1_responses.c, v1_limits.c), the
- * job and its memory (job.c) and the Open Inference Protocol (v2.c); util.c holds the helpers.
+ * models (models.c, models_safetensors.c), API v1 (v1_cases.c, v1_responses.c, v1_limits.c,
+ * v1_seeded.c, v1_outputs.c), the job and its memory (job.c) and the Open Inference Protocol
+ * (v2.c); util.c holds the helpers.
  *
  * What they cover: float formatting (against printf and strtod, and the previous writer
  * tests/float_ref.c, on millions of floats), float reading (against strtod on a million decimals:
@@ -49,6 +50,7 @@ int main(int argc, char **argv) {
     test_safetensors();
     test_batches();
     test_lesson();
+    test_words_split();
     test_declared_shapes();
     test_job_flops();
     test_response_limit();
@@ -62,6 +64,8 @@ int main(int argc, char **argv) {
     test_mem_budget();
     test_mem_jobs();
     test_v2();
+    test_seeded_inputs();
+    test_outputs();
     printf("%d passed, %d failed\n", checks - failures, failures);
     return failures ? 1 : 0;
 }

@@ -338,6 +338,25 @@ void test_lesson(void) {
          "〈s〉|小李|把|笔记本|放进|背包|，|因为|它|太重了|。"},
         {"Redis 是一个内存数据库。", "〈s〉|Redis|是|一个|内存|数据库|。"},
         {"服务器 日志", "〈s〉|服务器|日志"},
+        /* English: words whole, any case, multi-word entries one token, punctuation apart. */
+        {"The programmer sent the server log to a colleague, because it recorded the cause of the "
+         "error.",
+         "〈s〉|the|programmer|sent|the|server log|to|a|colleague|,|because|it|recorded|the|cause|"
+         "of|the|error|."},
+        {"Xiao Wang submitted a patch yesterday, because he found the cache module would return "
+         "stale data under high concurrency.",
+         "〈s〉|Xiao Wang|submitted|a|patch|yesterday|,|because|he|found|the|cache module|would|"
+         "return|stale data|under|high concurrency|."},
+        {"Engineer Zhang sent the config file to the tester, because it contains a new switch.",
+         "〈s〉|Engineer Zhang|sent|the|config file|to|the|tester|,|because|it|contains|a|new "
+         "switch|."},
+        {"Xiao Li put the laptop in the backpack, because it is too heavy.",
+         "〈s〉|Xiao Li|put|the|laptop|in|the|backpack|,|because|it|is too heavy|."},
+        {"Redis is an in-memory database.", "〈s〉|Redis|is|an|in-memory|database|."},
+        {"THE SERVER  LOG\tIS TOO\nHEAVY", "〈s〉|the|server|log|is too heavy"},
+        {"xiao li said: “it is too old”", "〈s〉|Xiao Li|said|:|“|it|is too old|”"},
+        /* One vocabulary: each word of a mixed text finds its own. */
+        {"小李 put 笔记本 in the 背包。", "〈s〉|小李|put|笔记本|in|the|背包|。"},
     };
     for (size_t i = 0; i < sizeof splits / sizeof splits[0]; i++) {
         json_t *body = json_pack("{s:s,s:s}", "model", "lesson", "text", splits[i][0]);
@@ -353,6 +372,25 @@ void test_lesson(void) {
         free(bs);
         json_decref(body);
         json_decref(resp);
+    }
+
+    /* An unknown English word: the whole word, at its place in characters. */
+    static const char *const unknown[][2] = {
+        {"The programmer sent the serverlog.", "\"serverlog\" at character 24 of text"},
+        {"it is too heavy, the laptops", "\"laptops\" at character 21 of text"},
+        {"Its server logs", "\"Its\" at character 0 of text"},
+    };
+    for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
+        json_t *body = json_pack("{s:s,s:s}", "model", "lesson", "text", unknown[i][0]);
+        char *bs = json_dumps(body, JSON_COMPACT);
+        api_error ue = {0};
+        json_t *resp = request_str(API_OP_ATTENTION, bs, r, &ue);
+        CHECK(!resp && ue.status == 400 && !strcmp(ue.code, "unknown_token") &&
+                  strstr(ue.message, unknown[i][1]),
+              "lesson, %s: %d %s, want %s", unknown[i][0], ue.status, ue.message, unknown[i][1]);
+        json_decref(resp);
+        free(bs);
+        json_decref(body);
     }
 
     /* A text job batches with a query job on lesson; each answers as when run alone. */
@@ -391,5 +429,151 @@ void test_lesson(void) {
     }
     free(x);
     free(qb.s);
+    api_registry_destroy(r);
+}
+
+/* ---- Text split into words (__metadata__.text_split "words") -------------------------------- */
+
+static const char *str_or_null(const char *s) {
+    return s ? s : "(none)";
+}
+
+/* A model of E = 2, H = 1 (all weights 0) with the vocabulary vocab (a JSON list) and, when
+ * split is not NULL, __metadata__.text_split = split; NULL with e when the loader refuses it. */
+static api_model *words_model(const char *vocab, const char *split, api_error *e) {
+    size_t v = 0;
+    json_t *list = vocab ? json_loads(vocab, 0, NULL) : NULL;
+    v = json_array_size(list);
+    json_decref(list);
+    json_t *meta = json_pack("{s:s}", "num_heads", "1");
+    if (vocab)
+        json_object_set_new(meta, "vocab", json_string(vocab));
+    if (split)
+        json_object_set_new(meta, "text_split", json_string(split));
+    json_t *h =
+        json_pack("{s:o,s:{s:s,s:[i,i],s:[i,i]},s:{s:s,s:[i,i],s:[i,i]}}", "__metadata__", meta,
+                  "in_proj_weight", "dtype", "F32", "shape", 6, 2, "data_offsets", 0, 48,
+                  "out_proj.weight", "dtype", "F32", "shape", 2, 2, "data_offsets", 48, 64);
+    if (v)
+        json_object_set_new(h, "token_embeddings",
+                            json_pack("{s:s,s:[i,i],s:[i,i]}", "dtype", "F32", "shape", (int)v, 2,
+                                      "data_offsets", 64, 64 + 8 * (int)v));
+    char *text = json_dumps(h, JSON_COMPACT);
+    json_decref(h);
+    size_t n = strlen(text), len = 8 + n + 64 + 8 * v;
+    unsigned char *blob = calloc(1, len);
+    for (int i = 0; i < 8; i++)
+        blob[i] = (unsigned char)((uint64_t)n >> (8 * i));
+    memcpy(blob + 8, text, n);
+    api_model *m = api_model_from_safetensors("words", blob, len, e);
+    free(text);
+    free(blob);
+    return m;
+}
+
+/* The tokens attnd splits text (or, with tokens true, a JSON list of words) into, joined by
+ * "|"; NULL with e on an error. */
+static char *words_split(const api_registry *r, const char *text, bool tokens, api_error *e) {
+    json_t *body = json_pack("{s:s}", "model", "words");
+    json_object_set_new(body, tokens ? "tokens" : "text",
+                        tokens ? json_loads(text, 0, NULL) : json_string(text));
+    char *bs = json_dumps(body, JSON_COMPACT);
+    json_decref(body);
+    json_t *resp = request_str(API_OP_ATTENTION, bs, r, e);
+    free(bs);
+    if (!resp)
+        return NULL;
+    sb got = {0};
+    json_t *toks = json_object_get(resp, "tokens");
+    for (size_t k = 0; k < json_array_size(toks); k++)
+        sb_add(&got, "%s%s", k ? "|" : "", json_string_value(json_array_get(toks, k)));
+    json_decref(resp);
+    return got.s;
+}
+
+/* A vocabulary of words: Latin words kept whole, letters in either case, the space of a
+ * multi-word token matching one whitespace character, the longest token that ends where a word
+ * does; Chinese and punctuation by longest match as before; unknown words named with their place;
+ * the loader's refusals. */
+void test_words_split(void) {
+    api_error e = {0};
+    const char *vocab = "[\"it\", \"items\", \"server\", \"log\", \"server log\", \"is\", "
+                        "\"is too heavy\", \"too\", \",\", \".\", \"Redis\", \"in\", "
+                        "\"in-memory\", \"服务器\", \"服务器日志\", \"I\"]";
+    api_registry *r = api_registry_create();
+    CHECK(api_registry_add(r, words_model(vocab, "words", &e), &e) == 0, "words model: %s",
+          e.message);
+    static const char *const splits[][2] = {
+        {"It is too heavy.", "it|is too heavy|."},
+        {"SERVER LOG, Server\tLog,server  log", "server log|,|server log|,|server|log"},
+        {"server\nlog.", "server log|."},
+        {"Items, it", "items|,|it"},
+        {"it is too", "it|is|too"},
+        {"Redis in-memory in", "Redis|in-memory|in"},
+        {"redis服务器日志 i", "Redis|服务器日志|I"},
+    };
+    for (size_t i = 0; i < sizeof splits / sizeof splits[0]; i++) {
+        e = (api_error){0};
+        char *got = words_split(r, splits[i][0], false, &e);
+        CHECK(got && !strcmp(got, splits[i][1]), "words: %s split as %s, want %s", splits[i][0],
+              got ? got : e.message, splits[i][1]);
+        free(got);
+    }
+    /* tokens are looked up in either case too */
+    char *got = words_split(r, "[\"IT\", \"Server Log\", \"redis\"]", true, &e);
+    CHECK(got && !strcmp(got, "it|server log|Redis"), "words: tokens in either case: %s",
+          got ? got : e.message);
+    free(got);
+    /* Unknown words: the whole Latin word, at its place in characters. */
+    static const char *const unknown[][2] = {
+        {"its", "\"its\" at character 0 of text"},
+        {"it is too heavyweight.", "\"heavyweight\" at character 10 of text"},
+        {"server logs", "\"logs\" at character 7 of text"},
+        {"服务器日志 is serverlog", "\"serverlog\" at character 9 of text"},
+        {"it, 日志", "\"日志\" at character 4 of text"},
+    };
+    for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
+        e = (api_error){0};
+        got = words_split(r, unknown[i][0], false, &e);
+        CHECK(!got && e.status == 400 && !strcmp(e.code, "unknown_token") &&
+                  !strcmp(e.field, "text") && strstr(e.message, unknown[i][1]),
+              "words: %s: %d %s, want %s", unknown[i][0], e.status, e.message, unknown[i][1]);
+        free(got);
+    }
+    api_registry_destroy(r);
+
+    /* The loader: text_split's values, and a vocabulary of words' own rules. */
+    static const char *const refused[][3] = {
+        {"[\"a\"]", "latin", "text_split must be \"longest_match\" (the default) or \"words\""},
+        {NULL, "words", "text_split needs __metadata__.vocab"},
+        {"[\"Log\", \"it\", \"log\"]", "words", "\"Log\" and \"log\" (entries 0 and 2)"},
+        {"[\"server  log\"]", "words", "holds whitespace other than one space"},
+        {"[\"server \"]", "words", "holds whitespace other than one space"},
+        {"[\"服务 器\"]", "words", "holds whitespace other than one space"},
+        {"[\"server log\"]", "longest_match", "holds whitespace, which text splitting drops"},
+        {"[\"server log\"]", NULL, "holds whitespace, which text splitting drops"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        e = (api_error){0};
+        api_model *m = words_model(refused[i][0], refused[i][1], &e);
+        CHECK(!m && e.status == 400 && !strcmp(e.code, "invalid_model") &&
+                  strstr(e.message, refused[i][2]),
+              "words: vocab %s, text_split %s: %d %s, want %s", str_or_null(refused[i][0]),
+              str_or_null(refused[i][1]), e.status, e.message, refused[i][2]);
+        api_model_destroy(m);
+    }
+    /* "longest_match", the default, splits as before: "its" is it | s where s is a token. */
+    r = api_registry_create();
+    CHECK(api_registry_add(r, words_model("[\"it\", \"s\", \"Log\"]", "longest_match", &e), &e) ==
+              0,
+          "longest_match model: %s", e.message);
+    got = words_split(r, "its", false, &e);
+    CHECK(got && !strcmp(got, "it|s"), "longest_match: its split as %s", got ? got : e.message);
+    free(got);
+    e = (api_error){0};
+    got = words_split(r, "log", false, &e);
+    CHECK(!got && e.status == 400 && strstr(e.message, "\"log\" at character 0"),
+          "longest_match: letters keep their case: %s", got ? got : e.message);
+    free(got);
     api_registry_destroy(r);
 }

@@ -82,12 +82,80 @@ def limited_containers(docs):
                 yield name, c, {k: v for k, v in env.items() if k.startswith("ATTND_")}, c.get("args") or []
 
 
-def start_log(attnd, args, env, timeout):
-    """Starts attnd and collects its JSON log records until it logs "ready", exits, or timeout
-    seconds pass; then SIGTERMs it and waits. Returns (records, exit status or None if it had to
-    be killed)."""
+def limited_others(docs):
+    """The same for the compose service and the systemd unit: (name, a container-like dict with
+    resources.limits, ATTND_* settings, args)."""
+    compose = docs.get("deploy/docker-compose.yml", [{}])[0].get("services", {}).get("attnd", {})
+    env = {k: str(v) for k, v in (compose.get("environment") or {}).items() if k.startswith("ATTND_")}
+    limits = {}
+    if "mem_limit" in compose:  # Docker's suffixes are powers of 1024
+        limits["memory"] = re.sub(r"([kmgt])b?$", lambda m: m.group(1).upper() + "i",
+                                  str(compose["mem_limit"]).lower())
+    if "cpus" in compose:
+        limits["cpu"] = str(compose["cpus"])
+    yield "deploy/docker-compose.yml service attnd", {"resources": {"limits": limits}}, env, []
+    unit = open(os.path.join(ROOT, "deploy", "attnd.service")).read()
+    env, limits = {}, {}
+    for line in unit.splitlines():
+        m = re.match(r"Environment=(ATTND_[A-Z_]+)=(.*)$", line.strip())
+        if m:
+            env[m.group(1)] = m.group(2)
+        m = re.match(r"MemoryMax=(\d+)([KMGT]?)$", line.strip())
+        if m:  # systemd's suffixes are powers of 1024
+            limits["memory"] = m.group(1) + (m.group(2) + "i" if m.group(2) else "")
+        m = re.match(r"CPUQuota=(\d+)%$", line.strip())
+        if m:
+            limits["cpu"] = str(int(m.group(1)) / 100)
+    yield "deploy/attnd.service", {"resources": {"limits": limits}}, env, []
+
+
+class Cgroups:
+    """A cgroup v1 under this process's own in the memory and cpu hierarchies (as these machines
+    have), with the limit and quota given; attnd started with its preexec joins them. Empty when
+    the machine has none writable (then attnd sees the machine's limits, and the checks that it
+    read the cgroup are skipped with a note)."""
+
+    def __init__(self, memory, cpus):
+        self.dirs = []
+        own = {}
+        for line in open("/proc/self/cgroup"):
+            _, ctrls, path = line.rstrip("\n").split(":", 2)
+            for c in ctrls.split(","):
+                own[c] = path
+        for ctrl, files in (("memory", {"memory.limit_in_bytes": str(memory)}),
+                            ("cpu", {"cpu.cfs_period_us": "100000",
+                                     "cpu.cfs_quota_us": str(int(cpus * 100000)) if cpus else "-1"})):
+            if ctrl not in own:
+                continue
+            d = f"/sys/fs/cgroup/{ctrl}{own[ctrl].rstrip('/')}/attnd-deploy-{os.getpid()}"
+            try:
+                os.makedirs(d, exist_ok=True)
+                for f, v in files.items():
+                    with open(os.path.join(d, f), "w") as fh:
+                        fh.write(v)
+                self.dirs.append(d)
+            except OSError as e:
+                print(f"note: no cgroup {ctrl} here ({e})")
+
+    def join(self):
+        for d in self.dirs:
+            with open(os.path.join(d, "cgroup.procs"), "w") as fh:
+                fh.write(str(os.getpid()))
+
+    def remove(self):
+        for d in self.dirs:
+            try:
+                os.rmdir(d)
+            except OSError:
+                pass
+
+
+def start_log(attnd, args, env, timeout, preexec=None):
+    """Starts attnd (running preexec in the child first) and collects its JSON log records until
+    it logs "ready", exits, or timeout seconds pass; then SIGTERMs it and waits. Returns (records,
+    exit status or None if it had to be killed)."""
     p = subprocess.Popen([attnd, *args], env=env, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE, text=True)
+                         stderr=subprocess.PIPE, text=True, preexec_fn=preexec)
     records, ready = [], threading.Event()
 
     def read():
@@ -116,17 +184,27 @@ def start_log(attnd, args, env, timeout):
 
 
 def check_memory(attnd, docs):
-    """Each container with a memory limit: attnd started with its settings (its models and
+    """Each manifest with a memory limit (the Deployment with its ConfigMap, the ServingRuntime,
+    the compose service, the systemd unit): attnd started with its settings (its models and
     address are the container's, so they are left out, and it listens on a free loopback port)
-    must log a memory bound that, with its size at rest, fits the limit, and name no flag that
-    cannot fit. ATTND_MAX_MEMORY must be set: attnd here reads this machine's limit, not the
-    pod's, and the pod's bound must not hang on reading its cgroup either."""
+    in a cgroup this test makes with the manifest's memory limit and CPU quota must read them
+    (its memory_limit is the manifest's, its workers the CPUs), log a memory bound that, with its
+    size at rest, fits the limit, and name no flag that cannot fit. ATTND_MAX_MEMORY must be set,
+    so that the bound does not hang on reading a cgroup either."""
     found = 0
-    for name, cont, env, args in limited_containers(docs):
+    for name, cont, env, args in [*limited_containers(docs), *limited_others(docs)]:
+        limits = cont["resources"]["limits"]
+        check("memory" in limits, f"{name}: sets a memory limit ({limits})")
+        if "memory" not in limits:
+            continue
         found += 1
-        limit = quantity_bytes(cont["resources"]["limits"]["memory"])
-        check(limit is not None, f"{name}: limits.memory {cont['resources']['limits']['memory']} is a quantity")
-        check("ATTND_MAX_MEMORY" in env, f"{name}: sets ATTND_MAX_MEMORY for its {cont['resources']['limits']['memory']} limit")
+        limit = quantity_bytes(limits["memory"])
+        cpus = float(str(limits["cpu"]).rstrip("m")) / (1000 if str(limits["cpu"]).endswith("m") else 1) \
+            if "cpu" in limits else None
+        check(limit is not None, f"{name}: its memory limit {limits['memory']} is a quantity")
+        check("ATTND_MAX_MEMORY" in env, f"{name}: sets ATTND_MAX_MEMORY for its {limits['memory']} limit")
+        check(cpus is not None and "ATTND_THREADS" in env and float(env["ATTND_THREADS"]) <= cpus,
+              f"{name}: sets a CPU limit ({cpus}) and ATTND_THREADS within it ({env.get('ATTND_THREADS')})")
         run_env = {k: v for k, v in os.environ.items() if not k.startswith("ATTND_")}
         run_env.update({k: v for k, v in env.items() if k not in ("ATTND_MODELS", "ATTND_LISTEN")})
         # the log as records, and SIGTERM ends it at once (the delay is not memory)
@@ -138,26 +216,34 @@ def check_memory(attnd, docs):
                 continue
             run_args.append(a)
         run_args += ["--listen", "127.0.0.1:0"]
+        groups = Cgroups(limit or 0, cpus)
         t0 = time.monotonic()
-        records, status = start_log(attnd, run_args, run_env, 5.0)
+        try:
+            records, status = start_log(attnd, run_args, run_env, 5.0,
+                                        preexec=groups.join if groups.dirs else None)
+        finally:
+            groups.remove()
         took = time.monotonic() - t0
         mem = next((r for r in records if r.get("msg") == "memory"), None)
+        threads = next((r for r in records if r.get("msg") == "threads"), None)
         check(mem is not None, f"{name}: attnd logs its memory line ({took:.1f} s)")
         if mem is None or limit is None:
             continue
+        if groups.dirs:
+            check(mem["memory_limit"] == limit and "cgroup" in mem["memory_limit_source"],
+                  f"{name}: attnd reads the limit of the cgroup it runs in: {mem['memory_limit']} "
+                  f"from {mem['memory_limit_source']}")
         used = mem["memory_bound"] + mem["rest_bytes"]
         check(used <= limit,
               f"{name}: memory_bound {mem['memory_bound']} + rest_bytes {mem['rest_bytes']} = {used} "
-              f"<= limits.memory {limit} (max_memory={mem['max_memory']}, memory_limit={mem['memory_limit']} "
+              f"<= its memory limit {limit} (max_memory={mem['max_memory']}, memory_limit={mem['memory_limit']} "
               f"from {mem['memory_limit_source']})")
         unfit = [r for r in records if r.get("msg") == "memory_unfit"]
         flags = [f for r in unfit for f in r.get("flags", "").split(", ") if f]
-        if mem["memory_limit"] < limit and "--max-memory" in flags:
-            # this machine has less memory than the pod: --max-memory is its unfit, not the manifest's
-            print(f"note: {name}: this machine's limit {mem['memory_limit']} is below {limit}")
-            flags.remove("--max-memory")
         check(not flags, f"{name}: no memory_unfit ({', '.join(flags) or 'every flag fits'}; "
               f"fixed {mem['fixed_bytes']}, replies {mem['reply_bytes']}, jobs {mem['job_budget_bytes']})")
+        check(threads is not None and cpus is not None and threads["workers"] <= cpus,
+              f"{name}: attnd runs at most its {cpus} CPUs' workers ({threads and threads['workers']})")
         check(status == 0 and took < 10, f"{name}: attnd ends on SIGTERM with 0 ({status}, {took:.1f} s)")
         if env.get("ATTND_MAX_MEMORY") and "envFrom" in cont:
             # the ConfigMap's comment shows the shares: they must be the ones attnd logs
@@ -165,7 +251,7 @@ def check_memory(attnd, docs):
                 text = f.read()
             for key in ("fixed_bytes", "reply_bytes", "job_budget_bytes"):
                 check(f"{mem[key]:,}" in text, f"{name}: configmap.yaml's comment shows {key} {mem[key]:,}")
-    check(found >= 2, f"the Deployment and the ServingRuntime have memory limits ({found} containers)")
+    check(found >= 4, f"the Deployment, the ServingRuntime, compose and the systemd unit have memory limits ({found})")
 
 
 def main():

@@ -60,17 +60,12 @@ static void bound_at_defaults(void) {
     CHECK(attnd_stop(&d, SIGTERM) == 0, "budget-defaults: exit status");
 }
 
-/* The directory of this process's cgroup v1 memory hierarchy, or "" when there is none. */
-static void own_memory_cgroup(char *dir, size_t len) {
-    dir[0] = '\0';
-    char *c = slurp("/proc/self/cgroup");
-    for (char *line = strtok(c, "\n"); line; line = strtok(NULL, "\n")) {
-        char *a = strchr(line, ':'), *b = a ? strchr(a + 1, ':') : NULL;
-        if (b && !strncmp(a + 1, "memory:", 7))
-            snprintf(dir, len, "/sys/fs/cgroup/memory%s", b + 1);
-    }
-    free(c);
-}
+/* A cgroup v1 made for a test under this process's own, in one hierarchy ("memory" or "cpu"). */
+typedef struct cg {
+    char own[512]; /* this process's cgroup directory in the hierarchy */
+    char dir[700];
+    bool made;
+} cg;
 
 static bool write_file(const char *path, const char *text) {
     FILE *f = fopen(path, "w");
@@ -80,29 +75,65 @@ static bool write_file(const char *path, const char *text) {
     return fclose(f) == 0 && ok;
 }
 
+/* Makes the cgroup name in the hierarchy of ctrl; false (with a SKIP line) when this machine has
+ * no writable cgroup v1 hierarchy for it. */
+static bool cg_make(cg *c, const char *ctrl, const char *name) {
+    memset(c, 0, sizeof *c);
+    char *text = slurp("/proc/self/cgroup");
+    size_t n = strlen(ctrl);
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        char *a = strchr(line, ':'), *b = a ? strchr(a + 1, ':') : NULL;
+        if (!b)
+            continue;
+        *b = '\0';
+        for (const char *p = a + 1; *p; p += strcspn(p, ","), p += *p == ',')
+            if (!strncmp(p, ctrl, n) && (p[n] == ',' || p[n] == '\0'))
+                snprintf(c->own, sizeof c->own, "/sys/fs/cgroup/%s%s", a + 1,
+                         strcmp(b + 1, "/") ? b + 1 : "");
+    }
+    free(text);
+    snprintf(c->dir, sizeof c->dir, "%s/attnd-%s-%d", c->own, name, (int)getpid());
+    if (!c->own[0] || (mkdir(c->dir, 0755) != 0 && errno != EEXIST)) {
+        printf("test_reliability: budget: SKIP %s: no writable cgroup v1 %s hierarchy here (%s)\n",
+               name, ctrl, c->own[0] ? strerror(errno) : "none in /proc/self/cgroup");
+        return false;
+    }
+    c->made = true;
+    return true;
+}
+
+static bool cg_set(const cg *c, const char *file, const char *value) {
+    char path[800];
+    snprintf(path, sizeof path, "%s/%s", c->dir, file);
+    return CHECK(write_file(path, value), "cannot write %s to %s", value, path);
+}
+
+/* This process joins c (into = true) or goes back to its own cgroup: attnd, started between the
+ * two, runs in c. */
+static void cg_move(const cg *c, bool into) {
+    char path[800], me[32];
+    snprintf(path, sizeof path, "%s/cgroup.procs", into ? c->dir : c->own);
+    snprintf(me, sizeof me, "%d", (int)getpid());
+    CHECK(!c->made || write_file(path, me), "cannot move into %s", path);
+}
+
+static void cg_remove(cg *c) {
+    if (c->made)
+        rmdir(c->dir);
+    c->made = false;
+}
+
 /* In a cgroup (v1, as these machines have; made here, with a 2 GiB limit) the bound follows the
  * cgroup's limit, and the log says where the limit came from. */
 static void bound_in_cgroup(void) {
-    char own[512], dir[700], procs[800], lim[800];
-    own_memory_cgroup(own, sizeof own);
-    snprintf(dir, sizeof dir, "%s/attnd-budget-%d", own, (int)getpid());
-    if (!own[0] || (mkdir(dir, 0755) != 0 && errno != EEXIST)) {
-        printf("test_reliability: budget: SKIP the cgroup case: no writable cgroup v1 memory "
-               "hierarchy here (%s)\n",
-               own[0] ? strerror(errno) : "none in /proc/self/cgroup");
+    cg mem;
+    if (!cg_make(&mem, "memory", "budget"))
         return;
-    }
-    snprintf(lim, sizeof lim, "%s/memory.limit_in_bytes", dir);
-    snprintf(procs, sizeof procs, "%s/cgroup.procs", dir);
-    char back[800], me[32];
-    snprintf(back, sizeof back, "%s/cgroup.procs", own);
-    snprintf(me, sizeof me, "%d", (int)getpid());
-    /* attnd starts in the cgroup: this process joins it for the fork, then leaves */
-    bool in = CHECK(write_file(lim, "2147483648"), "cannot set %s", lim) &&
-              CHECK(write_file(procs, me), "cannot join %s", procs);
     attnd d;
-    bool up = in && attnd_start(&d, "budget-cgroup", NULL, NULL);
-    write_file(back, me);
+    cg_set(&mem, "memory.limit_in_bytes", "2147483648");
+    cg_move(&mem, true);
+    bool up = attnd_start(&d, "budget-cgroup", NULL, NULL);
+    cg_move(&mem, false);
     if (up) {
         size_t bound = logged(&d, "memory_bound"), limit = logged(&d, "memory_limit");
         char *log = slurp(d.log);
@@ -118,7 +149,79 @@ static void bound_in_cgroup(void) {
         free(log);
         CHECK(attnd_stop(&d, SIGTERM) == 0, "budget-cgroup: exit status");
     }
-    rmdir(dir);
+    cg_remove(&mem);
+}
+
+/* attnd sizes itself to a small container (issue "A whole class at once"): in a cgroup with a
+ * CPU quota of 1 CPU and 256 MiB, it starts one worker (and says the quota is why), derives the
+ * sizes not given from the limit so that they fit (no memory_unfit; the bound and the size at
+ * rest within the limit; a place per MiB), refuses to start (2) when a flag given cannot fit,
+ * naming it, and starts anyway with --memory-unfit warn. */
+static void sized_to_cgroup(void) {
+    cg mem, cpu;
+    if (!cg_make(&mem, "memory", "small"))
+        return;
+    if (!cg_make(&cpu, "cpu", "small")) {
+        cg_remove(&mem);
+        return;
+    }
+    cg_set(&mem, "memory.limit_in_bytes", "268435456");
+    cg_set(&cpu, "cpu.cfs_period_us", "100000");
+    cg_set(&cpu, "cpu.cfs_quota_us", "100000");
+    cg_move(&mem, true);
+    cg_move(&cpu, true);
+    attnd d;
+    bool up = attnd_start(&d, "budget-small", NULL, NULL);
+    char *out = NULL;
+    const char *big[] = {"--max-job-bytes", "1G", NULL};
+    int refused = attnd_run(big, NULL, "budget-small-refused", &out);
+    char *warned_out = NULL;
+    const char *warn[] = {"--max-job-bytes", "1G", "--memory-unfit", "warn", NULL};
+    attnd w;
+    bool warned = attnd_start(&w, "budget-small-warn", warn, NULL);
+    cg_move(&cpu, false);
+    cg_move(&mem, false);
+    if (up) {
+        size_t bound = logged(&d, "memory_bound"), limit = logged(&d, "memory_limit"),
+               rest = logged(&d, "rest_bytes"), workers = logged(&d, "workers"),
+               conns = logged(&d, "max_connections"), job = logged(&d, "max_job_bytes"),
+               body = logged(&d, "max_body_bytes"), jobs = logged(&d, "job_budget_bytes");
+        char *log = slurp(d.log);
+        const char *from = strstr(log, "workers_from=");
+        printf("test_reliability: budget: in 1 CPU and 256 MiB: workers=%zu, memory_bound=%zu, "
+               "max_connections=%zu, max_job_bytes=%zu, max_body_bytes=%zu, job budget %zu\n",
+               workers, bound, conns, job, body, jobs);
+        CHECK(workers == 1 && from && strstr(from, "cpu.cfs_quota_us"),
+              "a quota of 1 CPU should give 1 worker, and say so: %zu, %.120s", workers,
+              from ? from : "(none)");
+        CHECK(limit == 268435456u && bound + rest <= limit && !strstr(log, "memory_unfit"),
+              "in 256 MiB the defaults should fit: bound %zu + rest %zu against %zu", bound, rest,
+              limit);
+        CHECK(conns == 256 && job <= jobs / 2 && body + body / 2 <= jobs,
+              "the sizes not given follow the limit: %zu connections, a job of %zu and a body of "
+              "%zu in a job budget of %zu",
+              conns, job, body, jobs);
+        free(log);
+        reply r;
+        CHECK(post(NULL, d.port, "/v1/sdpa", SDPA_SMALL, 0, &r) && r.status == 200,
+              "in 1 CPU and 256 MiB a job is served: %ld", r.status);
+        reply_free(&r);
+        CHECK(attnd_stop(&d, SIGTERM) == 0, "budget-small: exit status");
+    }
+    CHECK(refused == 2 && out && strstr(out, "memory_unfit") && strstr(out, "--max-job-bytes") &&
+              strstr(out, "--memory-unfit warn"),
+          "--max-job-bytes 1G in 256 MiB: exit 2 naming it (%d): %.300s", refused, out ? out : "");
+    free(out);
+    if (CHECK(warned, "--memory-unfit warn should start anyway")) {
+        char *log = slurp(w.log);
+        CHECK(strstr(log, "warn memory_unfit") && strstr(log, "--max-job-bytes"),
+              "--memory-unfit warn: the warning names --max-job-bytes");
+        free(log);
+        CHECK(attnd_stop(&w, SIGTERM) == 0, "budget-small-warn: exit status");
+    }
+    free(warned_out);
+    cg_remove(&cpu);
+    cg_remove(&mem);
 }
 
 /* Gzip bodies that decode to 62 MB, all but their last bytes sent and never finished: attnd
@@ -272,6 +375,7 @@ static void refusal_when_full(void) {
 void test_budget(void) {
     bound_at_defaults();
     bound_in_cgroup();
+    sized_to_cgroup();
     unfinished_gzip();
     refusal_when_full();
 }

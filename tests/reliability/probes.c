@@ -249,6 +249,15 @@ void test_probes_at_limit(void) {
     char *log = slurp(d.log);
     CHECK(strstr(log, "connection_evicted") && strstr(log, "state=sending"),
           "the log should name the evictions, a sending connection's among them");
+    /* /metrics counts them by reason */
+    static const char *const reasons[] = {"evicted_idle", "evicted_reading", "evicted_sending"};
+    for (int i = 0; i < 3; i++) {
+        char sample[96];
+        snprintf(sample, sizeof sample, "attnd_connections_closed_total{reason=\"%s\"}",
+                 reasons[i]);
+        CHECK(metric(d.port, sample) >= 1, "/metrics: %s is %g after the evictions", sample,
+              metric(d.port, sample));
+    }
     free(log);
     free(raw.p);
     free(big);

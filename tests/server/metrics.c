@@ -54,6 +54,11 @@ void test_metrics(int port, const char *log_path) {
          1},
         {"attnd_http_request_size_bytes_count{route=\"/v1/attention\"}", 10},
         {"attnd_http_response_size_bytes_bucket{route=\"/v1/attention\",le=\"+Inf\"}", 10},
+        {"attnd_model_executions_total{op=\"attention\",model=\"demo\"}", 1},
+        {"attnd_model_executions_total{op=\"sdpa\",model=\"sdpa\"}", 1},
+        {"attnd_model_rows_total{op=\"attention\",model=\"demo\"}", 10},
+        {"attnd_model_rows_total{op=\"attention\",model=\"lesson\"}", 1},
+        {"attnd_open_connections{place=\"live\"}", 1},
         {"process_cpu_seconds_total", 0.001},
         {"process_resident_memory_bytes", 1e6},
         {"process_virtual_memory_bytes", 1e6},
@@ -72,6 +77,22 @@ void test_metrics(int port, const char *log_path) {
                                 "model=\"demo\"}");
     CHECK(ok + failed == timed, "demo: %g successes and %g failures, but %g requests timed", ok,
           failed, timed);
+    /* Executions are runs (a batch of several jobs is one; a job that fails in its compute is
+     * one too), so at most the requests; the queue is empty now, for every model; the spare
+     * places are free. */
+    double runs = metric(port, "attnd_model_executions_total{op=\"attention\",model=\"demo\"}");
+    CHECK(runs >= 1 && runs <= ok + failed, "demo: %g executions for %g requests", runs,
+          ok + failed);
+    static const char *const idle[] = {
+        "attnd_model_pending_requests{op=\"attention\",model=\"demo\"}",
+        "attnd_model_pending_requests{op=\"sdpa\",model=\"sdpa\"}",
+        "attnd_model_pending_requests{op=\"attention\"}",
+        "attnd_open_connections{place=\"spare\"}",
+        "attnd_connections_closed_total{reason=\"spare_full\"}",
+    };
+    for (size_t i = 0; i < sizeof idle / sizeof idle[0]; i++)
+        CHECK(metric(port, idle[i]) == 0, "/metrics: %s is %g, expected 0 now", idle[i],
+              metric(port, idle[i]));
     /* process_start_time_seconds is the process's start, as attnd_start_time_seconds (when HTTP
      * started), to within the seconds start-up takes. */
     double t_proc = metric(port, "process_start_time_seconds");

@@ -82,6 +82,20 @@ def main():
             r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                timeout=60)
             check(r.returncode == 0, f"the Python example: exit {r.returncode}: {r.stderr[-500:]}")
+            # Its helper shows attnd's error, v1's and the Open Inference Protocol's.
+            helper = code[:code.index("def b64")]
+            err = helper + (
+                "\ntry:\n    attention({'query': [[1, 2, 3]]})\nexcept RuntimeError as e:\n"
+                "    print(e)\ntry:\n    attention({'inputs': []}, url=URL + '/v2/models/demo/infer')\n"
+                "except RuntimeError as e:\n    print(e)\ntry:\n"
+                "    attention({'query': [[1, float('-inf')]]})\nexcept ValueError as e:\n"
+                "    print('ValueError', e)\n").replace("URL", repr(url))
+            r = subprocess.run([sys.executable, "-c", err], capture_output=True, text=True, timeout=60)
+            lines = r.stdout.strip().splitlines()
+            check(r.returncode == 0 and len(lines) == 3 and lines[0].startswith("400 invalid_field:")
+                  and lines[1].startswith("400: ") and lines[2].startswith("ValueError"),
+                  "the Python helper shows attnd's errors, v1 and v2, and refuses -inf before "
+                  f"sending: {r.stdout[-400:]} {r.stderr[-300:]}")
             # The tritonclient example: the real package when it is installed, else the
             # stand-in of tests/server/v2client.
             code = tc_code.group(1).replace("127.0.0.1:8080", f"127.0.0.1:{port}")

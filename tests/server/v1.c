@@ -76,6 +76,41 @@ void test_endpoints(int port) {
         free(ref);
         reply_free(&r);
     }
+    /* Caching (issue 34): each file has an ETag; a browser's copy that is still the file gets
+     * 304 and no body (the page's files say no-cache: revalidated on every load, so a new build
+     * is seen at once), a stale one the file; the icon is kept for a day. */
+    static const char *const cached[] = {"/", "/app.js", "/style.css", "/favicon.ico"};
+    for (size_t i = 0; i < 4; i++) {
+        get(port, cached[i], &r);
+        char *etag = header(&r, "ETag"), *cc = header(&r, "Cache-Control");
+        bool icon = !strcmp(cached[i], "/favicon.ico");
+        CHECK(r.status == 200 && etag && etag[0] == '"' && r.len > 100,
+              "%s: 200 with an ETag (%ld, %s)", cached[i], r.status, etag ? etag : "none");
+        CHECK(cc && !strcmp(cc, icon ? "public, max-age=86400" : "no-cache"),
+              "%s: Cache-Control %s", cached[i], cc ? cc : "none");
+        reply_free(&r);
+        char inm[128], stale[128], list[300];
+        snprintf(inm, sizeof inm, "If-None-Match: %s", etag ? etag : "\"x\"");
+        snprintf(stale, sizeof stale, "If-None-Match: \"0000000000000000-1\"");
+        snprintf(list, sizeof list, "If-None-Match: \"a\", W/%s", etag ? etag : "\"x\"");
+        const char *tries[3] = {inm, list, stale};
+        for (int t = 0; t < 3; t++) {
+            req q = {.path = cached[i], .hdrs = {tries[t]}};
+            http(NULL, port, &q, &r);
+            char *again = header(&r, "ETag");
+            if (t < 2)
+                CHECK(r.status == 304 && r.len == 0 && again && etag && !strcmp(again, etag),
+                      "%s with %s: 304 and no body, got %ld and %zu bytes", cached[i], tries[t],
+                      r.status, r.len);
+            else
+                CHECK(r.status == 200 && r.len > 100, "%s with a stale tag: 200 and the file, %ld",
+                      cached[i], r.status);
+            free(again);
+            reply_free(&r);
+        }
+        free(etag);
+        free(cc);
+    }
     /* The visualizer's script and style sheet, with their types. */
     static const char *const assets[][2] = {{"/app.js", "text/javascript"},
                                             {"/style.css", "text/css"}};

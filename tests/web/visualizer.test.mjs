@@ -841,7 +841,7 @@ async function main() {
     await shot(page, 'lesson-link-zh');
     const page3 = await ctx.newPage();
     await open(page3, link3);
-    await page3.waitForFunction(() => !document.querySelector('[data-testid=exp3-verdict-off]').hidden, null, { timeout: 10000 });
+    await page3.waitForFunction(() => !document.querySelector('[data-testid=exp3-verdict-off]').hidden, null, { timeout: 30000 });
     const s2 = await snapshot(page3);
     const diff = Object.keys(s1).filter((k) => s1[k] !== s2[k]);
     check(diff.length === 0 && s1.guess === [[0, 3], [2, 7], [4, ''], [9, 1]].map(([j, x]) => `${j + S0}:${x}`).join() && s1.pos === String(9 + S0) && s1.word === '开关' && s1.large && s1.lang === 'zh-CN',
