@@ -97,7 +97,7 @@ export const LESSON_STRINGS = {
     'cost.col.weights': 'attnd held, weights asked for: job (scratch)',
     'cost.refused': 'refused: it would need {b}, over the job limit',
     'cost.refused.plain': 'refused: over the job limit',
-    'cost.verdict': 'The matrix grows 16 times from 2k to 8k ({m2} → {m8}); without the weights attnd held {j2} and {j8}, mostly the inputs, the output and its response, with {ws2} and {ws8} of scratch.',
+    'cost.verdict': 'The matrix grows 16 times from 2k to 8k ({m2} → {m8}); without the weights attnd held {j2} and {j8}, mostly the inputs and the output (the reply carries usage alone), with {ws2} and {ws8} of scratch.',
     'cost.why': 'Without the weights attnd never holds the n × n matrix: it takes the keys in tiles and keeps, per query row, a running maximum and a running sum (online softmax), as FlashAttention does. Asking for the weights makes the job hold them, and n² is back.',
   },
 
@@ -191,7 +191,7 @@ export const LESSON_STRINGS = {
     'cost.col.weights': 'attnd 实际占用，要权重：任务（临时空间）',
     'cost.refused': '被拒绝：需要 {b}，超过单个任务的上限',
     'cost.refused.plain': '被拒绝：超过单个任务的上限',
-    'cost.verdict': '从 2k 到 8k，矩阵变成 16 倍（{m2} → {m8}）；不要权重时，attnd 只占用了 {j2} 和 {j8}，主要是输入、输出和响应，临时空间分别是 {ws2} 和 {ws8}。',
+    'cost.verdict': '从 2k 到 8k，矩阵变成 16 倍（{m2} → {m8}）；不要权重时，attnd 只占用了 {j2} 和 {j8}，主要是输入和输出（回复里只有 "usage"），临时空间分别是 {ws2} 和 {ws8}。',
     'cost.why': '不要权重时，attnd 从不存下 n × n 矩阵：它把键分块处理，每个查询行只保留一个运行中的最大值和一个运行中的和（在线 softmax），和 FlashAttention 的做法一样。一旦要权重，任务就得存下它们，n² 又回来了。',
   },
 };

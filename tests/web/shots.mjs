@@ -75,6 +75,14 @@ export const SHOTS = [
     waitFor: 'body[data-path-step="2"] [data-testid=recv-nearest][data-word]',
   },
   {
+    file: 'path-step2-projector.png',
+    what: 'the guided path, step 2 of 9, on a projector (1024x768, large font) in Chinese: the controls folded behind 设置, the compact panel (its buttons and dots on one line, the text under them), and the row of 它 in the coreference head across the width',
+    url: '?lang=zh&step=2&large=1',
+    viewport: { width: 1024, height: 768 },
+    fullPage: false,
+    waitFor: 'body[data-path-step="2"] [data-testid=recv-nearest][data-word]',
+  },
+  {
     file: 'path-step4.png',
     what: 'the guided path, step 4 of 9 (实验一), in Chinese at 1024x768: 张工把配置文件发给测试同学，因为它包含新的开关。 with the chapter\'s four candidates, a typed guess (1, 6, 1, 0), 新的开关 marked not yet read, and the guess beside each head\'s weights, one picture per head',
     url: '?lang=zh&step=4&p=c4&head=3&e1g=1:1,3:6,5:1,10:0&e1=1',
