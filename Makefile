@@ -111,13 +111,15 @@ include api/api.mk server/server.mk
          bench/classroom/classroom.mk
 # The Python and JavaScript clients' tests (test-clients).
 -include clients/clients.mk
+# api/openapi.yaml through client generators and linters (test-spec).
+-include tests/openapi/spec.mk
 
 run: deps-build
 	$(MAKE) --no-print-directory $(BUILD)/attnd
 	$(BUILD)/attnd
 
 test: deps-test
-	$(MAKE) --no-print-directory test-core test-api test-server test-clients test-web \
+	$(MAKE) --no-print-directory test-core test-api test-server test-clients test-spec test-web \
 	  test-deploy check-readme-deps test-reliability
 
 test-core: $(BUILD)/tests/test_attention $(BUILD)/tests/oracle_run check-layers
