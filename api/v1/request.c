@@ -52,8 +52,8 @@ static attn_opts req_opts(const apip_req *r) {
 }
 
 static void fill_dims(const apip_req *r, attn_mha_dims *md, attn_sdpa_dims *sd) {
-    *md = (attn_mha_dims){r->n, r->l, r->s, r->e, r->h, r->kdim, r->vdim};
-    *sd = (attn_sdpa_dims){r->n, r->h, r->l, r->s, r->d, r->dv};
+    *md = (attn_mha_dims){r->n, r->l, r->s, r->e, r->h, r->kdim, r->vdim, false, false};
+    *sd = (attn_sdpa_dims){r->n, r->h, r->l, r->s, r->d, r->dv, 0};
 }
 
 /* libattn's status rc and error ae of planning or binding as the api's error: 413 job_too_large
