@@ -176,7 +176,10 @@ api_model *api_model_init_identity(const char *name, size_t e, size_t h, api_err
 api_model *api_model_lesson(api_error *err);
 
 /* Loads a safetensors file: the name is the file's stem, the tensors PyTorch state_dict names,
- * num_heads in __metadata__, dtypes F32, F16 or BF16 (converted to F32). A model may carry a
+ * num_heads in __metadata__, dtypes F32, F16 or BF16 (converted to F32). A module made with
+ * add_bias_kv has the tensors bias_k and bias_v (1, 1, E), both or neither; one made with
+ * add_zero_attn says __metadata__ "add_zero_attn": "true" ("false", the default, without it:
+ * its state_dict cannot tell). A model may carry a
  * vocabulary: __metadata__ "vocab" (a JSON list of V distinct token strings, in one metadata
  * string) with the tensor token_embeddings (V, E) and optionally position_embeddings (P, E); it
  * must then be a self-attention model (kdim = vdim = E). __metadata__ "head_names" (a JSON list
@@ -200,9 +203,11 @@ typedef struct api_model_info {
     const char *source; /* "builtin" or "file" */
     size_t embed_dim, num_heads, kdim, vdim;
     bool has_bias;
-    size_t vocab_size; /* tokens of its vocabulary; 0 when it has none */
-    size_t max_tokens; /* rows of its position table: the most words a request may send; 0 when
-                          it has none (then only max_dim limits them) */
+    bool add_bias_kv;   /* bias_k and bias_v are appended as a key and value (PyTorch's) */
+    bool add_zero_attn; /* a zero key and value are appended after them (PyTorch's) */
+    size_t vocab_size;  /* tokens of its vocabulary; 0 when it has none */
+    size_t max_tokens;  /* rows of its position table: the most words a request may send; 0 when
+                           it has none (then only max_dim limits them) */
 } api_model_info;
 
 api_model_info api_model_describe(const api_model *m);
@@ -231,8 +236,8 @@ size_t api_registry_count(const api_registry *r);
 const api_model *api_registry_at(const api_registry *r, size_t i);
 
 /* Appends the GET /v1/models body to out: per model its name, widths, source, has_bias,
- * vocab_size (0 when none), max_tokens (only with a position table) and head_names (only when
- * named). */
+ * vocab_size (0 when none), max_tokens (only with a position table), head_names (only when
+ * named), and add_bias_kv and add_zero_attn (only when true). */
 void api_registry_list_json(const api_registry *r, api_buf *out);
 
 /* Appends the GET /v1/models/{name} body to out: what the list says of the model, plus
@@ -347,7 +352,8 @@ size_t api_job_rows(const api_job *job); /* query rows, N*L: what a batch's size
  * have not run, on the same parameters (the same registry model, or params.init "identity", or
  * "random" with the same seed, on the same E and H), planned for the same slots. Jobs with
  * inline parameter tensors never batch (telling their weights equal would cost a pass over
- * them), nor do jobs with "trace". NULL is batchable with nothing. */
+ * them), nor do jobs with "trace" or with keys appended after the projections (add_bias_kv,
+ * add_zero_attn). NULL is batchable with nothing. */
 bool api_jobs_batchable(const api_job *a, const api_job *b);
 
 /* Runs count jobs as one batch (attn_mha_batch_forward): their projections as one GEMM over all

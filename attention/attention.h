@@ -38,6 +38,15 @@
  *
  * Semantics worth knowing:
  *   - Masks apply to the scaled logits before the softmax and combine as AND.
+ *   - Grouped-query attention (SDPA): k and v may have Hkv heads, a divisor of q's H; query
+ *     head h then reads key/value head h / (H / Hkv), as F.scaled_dot_product_attention with
+ *     enable_gqa=True. Nothing is copied per query head.
+ *   - MHA's appended keys (attn_mha_dims.bias_kv and zero_attn, nn.MultiheadAttention's
+ *     add_bias_kv and add_zero_attn): after the projections, bias_k and bias_v, then a zero
+ *     key and value, become keys S and S+1 of every batch element, so the attention has
+ *     S' = S + 1 or S + 2 keys and the weights are (..., L, S'). The masks, key lengths and the
+ *     causal limit speak of the S keys given; every query attends the appended keys, as PyTorch
+ *     pads its masks with a column that blocks nothing.
  *   - A query row whose every key is blocked gets all-zero weights and a zero attention vector
  *     (PyTorch returns NaN there). In MHA its output row is therefore out_proj.bias.
  *   - ATTN_ERR_NUMERIC means a logit (scale q.k, computed as q.k then scaled, plus the bias) of
@@ -80,15 +89,20 @@ const char *attn_status_name(attn_status status);
 
 /* ---- Shapes ------------------------------------------------------------------------------- */
 
-/* Dimensions of an MHA job. kdim and vdim of 0 mean E. */
+/* Dimensions of an MHA job. kdim and vdim of 0 mean E. bias_kv and zero_attn append keys after
+ * the projections (see "MHA's appended keys" above): S is the keys given, before them. */
 typedef struct attn_mha_dims {
     size_t n, l, s, e, h;
     size_t kdim, vdim;
+    bool bias_kv;   /* add_bias_kv: params bias_k and bias_v become key and value S */
+    bool zero_attn; /* add_zero_attn: a zero key and value after them */
 } attn_mha_dims;
 
-/* Dimensions of an SDPA job over (N, H) independent attention problems; use n = h = 1 for one. */
+/* Dimensions of an SDPA job over (N, H) independent attention problems; use n = h = 1 for one.
+ * hkv is the key/value heads of grouped-query attention: a divisor of h; 0 means h. */
 typedef struct attn_sdpa_dims {
     size_t n, h, l, s, d, dv;
+    size_t hkv;
 } attn_sdpa_dims;
 
 /* MHA parameters, named and shaped as PyTorch's nn.MultiheadAttention state_dict. Borrowed: the
@@ -102,6 +116,8 @@ typedef struct attn_mha_params {
     const float *in_proj_bias;    /* (3E) or NULL */
     const float *out_proj_weight; /* (E, E) */
     const float *out_proj_bias;   /* (E) or NULL */
+    const float *bias_k;          /* (E): PyTorch's (1, 1, E); needed with dims.bias_kv */
+    const float *bias_v;          /* (E): likewise */
 } attn_mha_params;
 
 /* ---- Masks -------------------------------------------------------------------------------- */
@@ -118,13 +134,15 @@ enum {
     ATTN_MASK_KEY_MASK = 1u << 1,
     ATTN_MASK_ATTN_MASK = 1u << 2,
     ATTN_MASK_ATTN_BIAS = 1u << 3,
-    ATTN_MASK_ALL = 0xfu,
+    ATTN_MASK_KEY_BIAS = 1u << 4,
+    ATTN_MASK_ALL = 0x1fu,
 };
 
 /* Every mask is optional (NULL or 0). Borrowed; they must stay alive until the forward returns.
  * The attn_mask and attn_bias tensors are (Mn, Mh, L, S) where Mn is 1 or N and Mh is 1 or H; an
  * extent of 1 broadcasts, so (L, S) is Mn = Mh = 1 and (N, L, S) is Mh = 1. An extent of 0 is
- * read as 1.
+ * read as 1. key_mask and key_bias are (Kn, S) with Kn 1 or N. S is always the keys given (an
+ * MHA job's appended keys have no mask column).
  *
  * Shape-only masks: a mask whose bit is in shape_only and whose pointer is NULL is present by its
  * extents alone. A plan made with it has the sizes it will have with the data (its flops count
@@ -138,6 +156,10 @@ typedef struct attn_masks {
     size_t attn_mask_n, attn_mask_h;
     const float *attn_bias; /* (Bn, Bh, L, S): added to the scaled logits; may hold -INFINITY */
     size_t attn_bias_n, attn_bias_h;
+    const float *key_bias; /* (Kn, S) with Kn = key_bias_n: added to the scaled logits of key j,
+                              for every query (PyTorch's float key_padding_mask); may hold
+                              -INFINITY */
+    size_t key_bias_n;
     unsigned shape_only; /* ATTN_MASK_* bits: masks present without their data (see above) */
 } attn_masks;
 
@@ -195,13 +217,15 @@ typedef struct attn_plan {
     /* private */
     int kind;
     attn_mha_dims mha;
-    attn_sdpa_dims sd; /* the attention problem: for MHA, (N, H, L, S, Dh, Dh) */
+    attn_sdpa_dims sd; /* the attention problem: for MHA, (N, H, L, S', Dh, Dh, H) with S' = S
+                          + kv_extra; hkv is set (never 0) */
     attn_opts opts;
     attn_masks masks;
     size_t nslots, bq, bk, nqb;
     size_t slot_floats; /* floats of scratch per slot */
-    size_t kt_floats;   /* the fused path's packed keys and values: (N, H, Sp, D + Dvp), Sp = S
-                           rounded up to 32, Dvp = Dv rounded up to 16 */
+    size_t kt_floats;   /* the fused path's packed keys and values: (N, Hkv, Sp, D + Dvp),
+                           Sp = S rounded up to 32, Dvp = Dv rounded up to 16 */
+    size_t kv_extra;    /* MHA's appended keys (bias_kv + zero_attn): sd.s counts them */
     bool tiled;
     bool fused; /* tiled, with attnd's own block products (tiles.c) */
     float scale;
@@ -237,16 +261,17 @@ typedef struct attn_pool attn_pool;
 
 /* Runs a planned MHA job. out is (N, L, E); query is (N, L, E), key (N, S, kdim), value
  * (N, S, vdim). Passing the same pointer for all three (with in_proj_weight) computes the three
- * projections as one GEMM. weights may be NULL when the plan requests none. workspace holds
- * plan->workspace_bytes; pool may be NULL (run on the calling thread) and must have at most
- * plan->nslots slots. Returns ATTN_OK, ATTN_ERR_ARG for missing buffers or parameters or a plan
- * still waiting for its data (attn_plan_bind), ATTN_ERR_NUMERIC when float32 overflowed, or
- * ATTN_ERR_SYSTEM. On error the outputs are unspecified. */
+ * projections as one GEMM (not with appended keys: then Q is one GEMM, and K and V another).
+ * A plan with bias_kv needs params->bias_k and bias_v. weights may be NULL when the plan requests
+ * none. workspace holds plan->workspace_bytes; pool may be NULL (run on the calling thread) and
+ * must have at most plan->nslots slots. Returns ATTN_OK, ATTN_ERR_ARG for missing buffers or
+ * parameters or a plan still waiting for its data (attn_plan_bind), ATTN_ERR_NUMERIC when float32
+ * overflowed, or ATTN_ERR_SYSTEM. On error the outputs are unspecified. */
 int attn_mha_forward(const attn_plan *plan, void *workspace, float *out, attn_weights_out *weights,
                      const float *query, const float *key, const float *value,
                      const attn_mha_params *params, attn_pool *pool, attn_error *err);
 
-/* Runs a planned SDPA job: q is (N, H, L, D), k (N, H, S, D), v (N, H, S, Dv), out
+/* Runs a planned SDPA job: q is (N, H, L, D), k (N, Hkv, S, D), v (N, Hkv, S, Dv), out
  * (N, H, L, Dv). As attn_mha_forward otherwise. */
 int attn_sdpa_forward(const attn_plan *plan, void *workspace, float *out, attn_weights_out *weights,
                       const float *q, const float *k, const float *v, attn_pool *pool,
@@ -264,7 +289,9 @@ int attn_sdpa_forward(const attn_plan *plan, void *workspace, float *out, attn_w
  *   heads   = weights v                  (MHA: concatenated over h, then out_proj, is out)
  * q, k, v and heads are copied from the forward's own buffers; scores, masked and weights are
  * computed again by the row code of the direct path, so they match a forward that returns
- * weights. A trace costs about 3 N H L S floats and one more QK^T: it is for small jobs. */
+ * weights. A trace costs about 3 N H L S floats and one more QK^T: it is for small jobs. S is
+ * the attention's keys: S' with MHA's appended keys (last, as in the weights). With grouped
+ * query heads, k and v are each query head's key/value head (repeated over its group). */
 typedef struct attn_trace {
     float *q;       /* (N, H, L, D): MHA, the projected queries; SDPA, a copy of q */
     float *k;       /* (N, H, S, D) */
@@ -334,9 +361,10 @@ typedef struct attn_batch_plan {
 } attn_batch_plan;
 
 /* Plans a batch of count jobs sharing params. Every plan must be an MHA plan with the same E, H,
- * kdim, vdim and nslots. max_bytes caps workspace_bytes (0 = no cap). Reads the jobs' pointers
- * (self-attention or not), not their data. Returns ATTN_OK and fills *bp; ATTN_ERR_ARG for a
- * missing job, plan or parameter, or plans that differ; ATTN_ERR_OVERFLOW; ATTN_ERR_LIMIT over
+ * kdim, vdim and nslots, and none may append keys (bias_kv, zero_attn: run those alone).
+ * max_bytes caps workspace_bytes (0 = no cap). Reads the jobs' pointers (self-attention or
+ * not), not their data. Returns ATTN_OK and fills *bp; ATTN_ERR_ARG for a missing job, plan or
+ * parameter, plans that differ or append keys; ATTN_ERR_OVERFLOW; ATTN_ERR_LIMIT over
  * max_bytes. Allocates nothing. */
 int attn_mha_batch_plan(attn_batch_plan *bp, const attn_mha_batch_job *jobs, size_t count,
                         const attn_mha_params *params, size_t max_bytes, attn_error *err);

@@ -93,6 +93,11 @@ int attn_mha_batch_plan(attn_batch_plan *bp, const attn_mha_batch_job *jobs, siz
         if (!j->query || !j->key || !j->value)
             return attn_fail(err, ATTN_ERR_ARG, "job %zu: query, key and value must not be NULL",
                              i);
+        if (p->kv_extra)
+            return attn_fail(err, ATTN_ERR_ARG,
+                             "job %zu appends keys (bias_kv, zero_attn): run it alone with "
+                             "attn_mha_forward",
+                             i);
         bp->self &= j->query == j->key && j->key == j->value && d->l == d->s;
         bp->kv_one &= j->key == j->value;
         if (!attn_add(rows, d->n * d->l, &rows) || !attn_add(key_rows, d->n * d->s, &key_rows))
@@ -131,7 +136,8 @@ static int batch_check(const attn_batch_plan *bp, const attn_mha_batch_job *jobs
         const attn_mha_batch_job *j = &jobs[i];
         const attn_plan *p = j->plan;
         if (!p || p->kind != ATTN_PLAN_MHA || p->mha.e != bp->e || p->mha.kdim != bp->kdim ||
-            p->mha.vdim != bp->vdim || p->nslots != bp->nslots || !j->query || !j->key || !j->value)
+            p->mha.vdim != bp->vdim || p->nslots != bp->nslots || p->kv_extra || !j->query ||
+            !j->key || !j->value)
             return attn_fail(err, ATTN_ERR_ARG, "job %zu does not match the batch plan", i);
         if (!attn_plan_bound(p))
             return attn_fail(err, ATTN_ERR_ARG,
@@ -223,7 +229,7 @@ int attn_mha_batch_forward(const attn_batch_plan *bp, void *workspace, attn_mha_
         run.view.q += r * all.ldq;
         run.view.k += rk * all.ldk;
         run.view.v += rk * all.ldv;
-        attn_view_strides(&run.view, &p->mha, p->sd.d, ws + b.ob + r * E);
+        attn_view_strides(&run.view, p, ws + b.ob + r * E);
         j->status = attn_run_attention(&run, pool, j->err);
         r += p->mha.n * p->mha.l;
         rk += p->mha.n * p->mha.s;

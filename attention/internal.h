@@ -133,10 +133,26 @@ attn_ws_layout attn_plan_layout(const attn_plan *p);
  * with them, or given them by attn_plan_bind. Only such a plan may run. */
 bool attn_plan_bound(const attn_plan *p);
 
+/* The keys a plan's masks, key lengths and causal limit speak of: S, before MHA's appended
+ * keys. */
+static inline size_t attn_keys_given(const attn_plan *p) {
+    return p->sd.s - p->kv_extra;
+}
+
+/* The key/value head that query head h reads (grouped-query attention: h / (H / Hkv)). */
+static inline size_t attn_kv_head(const attn_plan *p, size_t h) {
+    return h / (p->sd.h / p->sd.hkv);
+}
+
 /* ---- Running the attention (sdpa.c) ------------------------------------------------------ */
 
+/* Where the attention keeps its keys. MHA's appended keys come first in its buffers (keys
+ * 0..kv_extra-1, then the S keys given), so that every row's keys are still a prefix whose
+ * length attn_row_limit gives; the weights and the trace put them last, as PyTorch does
+ * (attn_rows_rotate). */
+
 /* One batch of attention problems: for (n, h) the rows of q start at q + n*q_sn + h*q_sh and are
- * ldq apart; likewise k, v and o. */
+ * ldq apart; likewise o, and k and v for key/value head attn_kv_head(h). */
 typedef struct attn_view {
     const float *q, *k, *v;
     float *o;
@@ -157,13 +173,37 @@ typedef struct attn_run {
     atomic_int numeric;  /* set when a logit is not finite */
 } attn_run;
 
+/* Keys query row i of batch n may attend before the cell masks: the appended keys, and the
+ * given ones up to the causal limit and the key length. Nondecreasing in i. */
+size_t attn_row_limit(const attn_plan *p, size_t n, size_t i);
+
+/* The cell masks of row i of problem (n, h), each NULL when absent; off is the keys before the
+ * first one they speak of (kv_extra). */
+typedef struct attn_row_masks {
+    const uint8_t *km, *am;
+    const float *bias, *kb;
+    size_t off;
+} attn_row_masks;
+
+attn_row_masks attn_masks_for_row(const attn_plan *p, size_t n, size_t h, size_t i);
+
+/* Masks the logits x[0..cols) of keys j0.. of one row: cells at or past lim (relative to j0) and
+ * cells a mask blocks become -inf; the biases are added. Returns the row max (-inf when every
+ * cell is blocked). Flags r->numeric when an unmasked logit is not finite. */
+float attn_row_mask_max(attn_run *r, float *x, size_t cols, size_t lim, attn_row_masks rm,
+                        size_t j0);
+
+/* Moves the appended keys of rows rows of weights (ld apart, s wide) from first to last: row
+ * j becomes row (j + x) mod s. */
+void attn_rows_rotate(float *w, size_t ld, size_t rows, size_t s, size_t x);
+
 /* Runs the attention problems of r (p, view, wout and slots set) over pool, which may be NULL.
  * Returns ATTN_OK, or ATTN_ERR_NUMERIC (err filled) when a logit or a row was not finite. */
 int attn_run_attention(attn_run *r, attn_pool *pool, attn_error *err);
 
-/* Writes the trace of r's attention problems into *t (t->scale too), on the calling thread,
- * after attn_run_attention has run them: q, k, v and the heads' outputs copied from r's view,
- * scores, masked scores and weights computed again with the direct path's row code. */
+/* (trace.c) Writes the trace of r's attention problems into *t (t->scale too), on the calling
+ * thread, after attn_run_attention has run them: q, k, v and the heads' outputs copied from r's
+ * view, scores, masked scores and weights computed again with the direct path's row code. */
 void attn_trace_write(attn_run *r, attn_trace *t);
 
 /* Checks a forward's arguments against plan p of the given kind: the workspace (64-byte aligned),
@@ -192,9 +232,16 @@ typedef struct attn_in_proj {
 void attn_in_proj_run(attn_view *v, const attn_in_proj *ip, const attn_mha_params *prm,
                       size_t nslots, attn_pool *pool);
 
-/* Completes v for a job of dims d: head h of batch n is a column slice of width dh in each
- * projection, and the heads write their slices of ob (N*L, E). */
-void attn_view_strides(attn_view *v, const attn_mha_dims *d, size_t dh, float *ob);
+/* Completes v for MHA plan p: head h of batch n is a column slice of width Dh in each
+ * projection (S' rows a batch element in K and V), and the heads write their slices of ob
+ * (N*L, E). */
+void attn_view_strides(attn_view *v, const attn_plan *p, float *ob);
+
+/* Appends MHA plan p's keys (attn_mha_dims.bias_kv, zero_attn) to the projections v points at,
+ * which hold N*S rows of K and V (ldk and ldv apart, batch after batch): moves each batch
+ * element's rows to S' = S + kv_extra apart, after room for the appended keys, and writes them
+ * there (bias_k and bias_v, then zeros). The K and V buffers must have room for N*S' rows. */
+void attn_kv_append(const attn_view *v, const attn_plan *p, const attn_mha_params *prm);
 
 /* out (rows, E) = ob (rows, E) W_out^T + b_out, run on pool. */
 void attn_out_proj_run(float *out, const float *ob, size_t rows, size_t e,

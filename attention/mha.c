@@ -1,6 +1,7 @@
 /* mha.c - runs MHA jobs (PyTorch's nn.MultiheadAttention forward): the input projections, the
- * attention of sdpa.c on each head's column slice of them, and the out-projection; each GEMM is
- * split into blocks over the pool. The batches of batch.c run the same projections.
+ * keys appended after them (add_bias_kv, add_zero_attn), the attention of sdpa.c on each head's
+ * column slice of them, and the out-projection; each GEMM is split into blocks over the pool.
+ * The batches of batch.c run the same projections.
  *
  * Legend: N batch, L query length, S key length, E embedding, H heads, Dh = E / H, kdim and vdim
  * the key and value widths before projection. */
@@ -183,15 +184,58 @@ void attn_in_proj_run(attn_view *v, const attn_in_proj *ip, const attn_mha_param
     proj_exec(&pr, pool);
 }
 
-void attn_view_strides(attn_view *v, const attn_mha_dims *d, size_t dh, float *ob) {
+void attn_view_strides(attn_view *v, const attn_plan *p, float *ob) {
+    const attn_mha_dims *d = &p->mha;
+    const size_t dh = p->sd.d;
     v->q_sn = d->l * v->ldq;
-    v->k_sn = d->s * v->ldk;
-    v->v_sn = d->s * v->ldv;
+    v->k_sn = p->sd.s * v->ldk;
+    v->v_sn = p->sd.s * v->ldv;
     v->q_sh = v->k_sh = v->v_sh = dh;
     v->o = ob;
     v->ldo = d->e;
     v->o_sn = d->l * d->e;
     v->o_sh = dh;
+}
+
+/* Spreads the N batch elements of S rows (ld apart, w wide, at base) to S' rows apart, each
+ * after x free rows, and writes the free rows: fill (w floats) or zeros for row 0 with bias (a
+ * bias row, then zero_attn's zeros), zeros for the others. Last batch element first, so that
+ * no row is overwritten before it has moved. */
+static void kv_spread(float *base, size_t ld, size_t w, size_t n, size_t s, size_t x,
+                      const float *fill) {
+    const size_t sx = s + x;
+    for (size_t b = n; b-- > 0;) {
+        float *dst = base + b * sx * ld;
+        memmove(dst + x * ld, base + b * s * ld, (s * ld - (ld - w)) * sizeof *dst);
+        for (size_t e = 0; e < x; e++) {
+            if (e == 0 && fill)
+                memcpy(dst, fill, w * sizeof *dst);
+            else
+                memset(dst + e * ld, 0, w * sizeof *dst);
+        }
+    }
+}
+
+void attn_kv_append(const attn_view *v, const attn_plan *p, const attn_mha_params *prm) {
+    const attn_mha_dims *d = &p->mha;
+    const size_t x = p->kv_extra, E = d->e;
+    if (x == 0)
+        return;
+    const float *bk = d->bias_kv ? prm->bias_k : NULL, *bv = d->bias_kv ? prm->bias_v : NULL;
+    float *k = (float *)v->k, *vv = (float *)v->v;
+    if (vv == k + E && v->ldk == 2 * E && v->ldv == 2 * E) { /* [K V] rows: one move */
+        kv_spread(k, 2 * E, 2 * E, d->n, d->s, x, NULL);
+        for (size_t b = 0; b < d->n; b++) {
+            float *row = k + b * (d->s + x) * 2 * E;
+            if (bk) {
+                memcpy(row, bk, E * sizeof *row);
+                memcpy(row + E, bv, E * sizeof *row);
+            }
+        }
+        return;
+    }
+    kv_spread(k, v->ldk, E, d->n, d->s, x, bk);
+    kv_spread(vv, v->ldv, E, d->n, d->s, x, bv);
 }
 
 void attn_out_proj_run(float *out, const float *ob, size_t rows, size_t e,
@@ -238,6 +282,8 @@ int attn_mha_forward_traced(const attn_plan *plan, void *workspace, float *out,
     if (packed && (d->kdim != d->e || d->vdim != d->e))
         return attn_fail(err, ATTN_ERR_ARG,
                          "in_proj_weight needs kdim = vdim = E; give q/k/v_proj_weight instead");
+    if (d->bias_kv && (!params->bias_k || !params->bias_v))
+        return attn_fail(err, ATTN_ERR_ARG, "the plan has bias_kv: params need bias_k and bias_v");
 
     float *ws = workspace;
     attn_ws_layout l = attn_plan_layout(plan);
@@ -255,11 +301,14 @@ int attn_mha_forward_traced(const attn_plan *plan, void *workspace, float *out,
                        .e = d->e,
                        .kdim = d->kdim,
                        .vdim = d->vdim,
-                       .self = packed && query == key && key == value && d->l == d->s,
+                       /* one [Q K V] GEMM, unless keys are appended after K and V */
+                       .self = packed && query == key && key == value && d->l == d->s &&
+                               plan->kv_extra == 0,
                        .kv_one = key == value};
     attn_in_proj_run(&r.view, &ip, params, plan->nslots, pool);
+    attn_kv_append(&r.view, plan, params);
 
-    attn_view_strides(&r.view, d, plan->sd.d, ws + l.ob);
+    attn_view_strides(&r.view, plan, ws + l.ob);
     rc = attn_run_attention(&r, pool, err);
     if (rc != ATTN_OK)
         return rc;

@@ -35,7 +35,8 @@ attn_ws_layout attn_plan_layout(const attn_plan *p) {
     attn_ws_layout l = {.ok = true};
     if (p->kind == ATTN_PLAN_MHA) {
         const attn_mha_dims *d = &p->mha;
-        size_t nl = d->n * d->l, ns = d->n * d->s; /* checked in the plan */
+        /* checked in the plan; ns counts the appended keys */
+        size_t nl = d->n * d->l, ns = d->n * p->sd.s;
         /* Packed self-attention (L = S) and separate Q, K, V take the same room when L = S. */
         l.proj = attn_ws_take(&l, nl, d->e, 1);
         l.kproj = attn_ws_take(&l, ns, d->e, 1);
@@ -57,9 +58,9 @@ static uint64_t capped_sum(uint64_t x, uint64_t lim) {
     return lim * (lim + 1) / 2 + (x - lim) * lim;
 }
 
-/* The sum over the L query rows of one batch element of row_limit (sdpa.c): the cells left by the
- * causal mode and a key length lim <= S. Row i attends min(lim, i + 1) keys top-left,
- * min(lim, max(0, i + 1 + S - L)) bottom-right and lim otherwise; it is below L * S < 2^62. */
+/* The sum over the L query rows of one batch element of attn_row_limit (sdpa.c): the cells left by
+ * the causal mode and a key length lim <= S. Row i attends min(lim, i + 1) keys top-left, min(lim,
+ * max(0, i + 1 + S - L)) bottom-right and lim otherwise; it is below L * S < 2^62. */
 static uint64_t row_cells(attn_causal causal, size_t l, size_t s, size_t lim) {
     if (causal == ATTN_CAUSAL_TOP_LEFT)
         return capped_sum(l, lim);
@@ -71,7 +72,8 @@ static uint64_t row_cells(attn_causal causal, size_t l, size_t s, size_t lim) {
 /* The masks m has data for, as ATTN_MASK_* bits. */
 static unsigned mask_data(const attn_masks *m) {
     return (m->key_lengths ? ATTN_MASK_KEY_LENGTHS : 0u) | (m->key_mask ? ATTN_MASK_KEY_MASK : 0u) |
-           (m->attn_mask ? ATTN_MASK_ATTN_MASK : 0u) | (m->attn_bias ? ATTN_MASK_ATTN_BIAS : 0u);
+           (m->attn_mask ? ATTN_MASK_ATTN_MASK : 0u) | (m->attn_bias ? ATTN_MASK_ATTN_BIAS : 0u) |
+           (m->key_bias ? ATTN_MASK_KEY_BIAS : 0u);
 }
 
 /* The masks m has, with their data or by their extents alone (shape_only), as ATTN_MASK_* bits. */
@@ -88,6 +90,10 @@ static int plan_check_shape(const attn_plan *p, attn_error *err) {
                          "every dimension must be at least 1 (N=%zu H=%zu L=%zu S=%zu D=%zu "
                          "Dv=%zu)",
                          d->n, d->h, d->l, d->s, d->d, d->dv);
+    if (d->hkv == 0 || d->h % d->hkv != 0)
+        return attn_fail(err, ATTN_ERR_SHAPE,
+                         "the H=%zu query heads are not a multiple of the Hkv=%zu key/value heads",
+                         d->h, d->hkv);
     if (!attn_fits_int(d->l) || !attn_fits_int(d->s) || !attn_fits_int(d->d) ||
         !attn_fits_int(d->dv))
         return attn_fail(err, ATTN_ERR_OVERFLOW, "a dimension exceeds %d, the BLAS limit", INT_MAX);
@@ -101,15 +107,19 @@ static int plan_check_shape(const attn_plan *p, attn_error *err) {
     if (m->shape_only & ~ATTN_MASK_ALL)
         return attn_fail(err, ATTN_ERR_ARG, "unknown mask bits %#x in shape_only",
                          m->shape_only & ~ATTN_MASK_ALL);
+    const size_t s0 = attn_keys_given(p);
     if (m->key_lengths)
         for (size_t n = 0; n < d->n; n++)
-            if (m->key_lengths[n] < 0 || (size_t)m->key_lengths[n] > d->s)
+            if (m->key_lengths[n] < 0 || (size_t)m->key_lengths[n] > s0)
                 return attn_fail(err, ATTN_ERR_ARG,
                                  "key_lengths[%zu] is %ld; it must lie in [0, S=%zu]", n,
-                                 (long)m->key_lengths[n], d->s);
+                                 (long)m->key_lengths[n], s0);
     if ((has & ATTN_MASK_KEY_MASK) && attn_extent(m->key_mask_n) != 1 && m->key_mask_n != d->n)
         return attn_fail(err, ATTN_ERR_SHAPE, "key_mask has %zu rows; it needs 1 or N=%zu",
                          m->key_mask_n, d->n);
+    if ((has & ATTN_MASK_KEY_BIAS) && attn_extent(m->key_bias_n) != 1 && m->key_bias_n != d->n)
+        return attn_fail(err, ATTN_ERR_SHAPE, "key_bias has %zu rows; it needs 1 or N=%zu",
+                         m->key_bias_n, d->n);
     if ((has & ATTN_MASK_ATTN_MASK) &&
         ((attn_extent(m->attn_mask_n) != 1 && m->attn_mask_n != d->n) ||
          (attn_extent(m->attn_mask_h) != 1 && m->attn_mask_h != d->h)))
@@ -178,13 +188,13 @@ static int plan_blocks(attn_plan *p, attn_error *err) {
     bool ok = true;
     if (p->fused) {
         /* logits tile (bq, bk), accumulator (bq, Dv), running max and sum (bq) each; and once
-         * for the job, every problem's keys packed in panels and its values in rows,
-         * (N, H, S rounded up, D + Dv rounded up); Dv rounded up in the accumulator too */
+         * for the job, every key/value head's keys packed in panels and its values in rows,
+         * (N, Hkv, S rounded up, D + Dv rounded up); Dv rounded up in the accumulator too */
         const size_t pan = ATTN_TILE_PANEL_MAX, sp = (d->s + pan - 1) / pan * pan;
         size_t dd = 0, dvp = attn_tile_dvp(d->dv);
         ok = d->dv < dvp + ATTN_TILE_DV_ALIGN && attn_mul(p->bq, p->bk, &a) &&
              attn_mul(p->bq, dvp, &b) && attn_mul(p->bq, 2, &c) && attn_add(d->d, dvp, &dd) &&
-             attn_mul(d->n, d->h, &p->kt_floats) && attn_mul(p->kt_floats, sp, &p->kt_floats) &&
+             attn_mul(d->n, d->hkv, &p->kt_floats) && attn_mul(p->kt_floats, sp, &p->kt_floats) &&
              attn_mul(p->kt_floats, dd, &p->kt_floats);
     } else if (p->tiled) {
         /* logits tile (bq, bk), accumulator (bq, Dv), running max and sum (bq) each */
@@ -220,18 +230,20 @@ static int plan_outputs(attn_plan *p, attn_error *err) {
 }
 
 /* Sets the FLOPs: those of the attended cells (the causal limit and key lengths; cell masks not
- * counted), the sum over n and i of row_limit(n, i) (sdpa.c), in closed form, so that planning
- * costs O(1) (O(N) with key lengths) whatever L and S are; then for MHA the projections'. Key
- * lengths without their data (shape_only) count every key. */
+ * counted), the sum over n and i of attn_row_limit(n, i) (sdpa.c), in closed form, so that
+ * planning costs O(1) (O(N) with key lengths) whatever L and S are; then for MHA the
+ * projections'. Key lengths without their data (shape_only) count every key; every row attends
+ * MHA's appended keys. */
 static void plan_flops(attn_plan *p) {
     const attn_sdpa_dims *d = &p->sd;
     const attn_masks *m = &p->masks;
-    double cells = 0;
+    const size_t s0 = attn_keys_given(p);
+    double cells = (double)d->n * (double)d->l * (double)p->kv_extra;
     if (m->key_lengths) {
         for (size_t n = 0; n < d->n; n++)
-            cells += (double)row_cells(m->causal, d->l, d->s, (size_t)m->key_lengths[n]);
+            cells += (double)row_cells(m->causal, d->l, s0, (size_t)m->key_lengths[n]);
     } else {
-        cells = (double)d->n * (double)row_cells(m->causal, d->l, d->s, d->s);
+        cells += (double)d->n * (double)row_cells(m->causal, d->l, s0, s0);
     }
     p->flops = 2.0 * cells * (double)d->h * (double)(d->d + d->dv);
     if (p->kind == ATTN_PLAN_MHA) { /* N*L and N*S checked in attn_mha_plan */
@@ -291,6 +303,8 @@ int attn_sdpa_plan(attn_plan *plan, const attn_sdpa_dims *dims, const attn_opts 
     plan_start(plan, opts, masks, nslots);
     plan->kind = ATTN_PLAN_SDPA;
     plan->sd = *dims;
+    if (plan->sd.hkv == 0)
+        plan->sd.hkv = plan->sd.h;
     int rc = plan_attention(plan, err);
     if (rc != ATTN_OK)
         return rc;
@@ -321,13 +335,15 @@ int attn_mha_plan(attn_plan *plan, const attn_mha_dims *dims, const attn_opts *o
     if (d.e % d.h != 0)
         return attn_fail(err, ATTN_ERR_SHAPE,
                          "the embedding width E=%zu is not divisible by the H=%zu heads", d.e, d.h);
-    size_t nl = 0, ns = 0, e3 = 0;
+    plan->kv_extra = (size_t)d.bias_kv + (size_t)d.zero_attn;
+    size_t nl = 0, ns = 0, e3 = 0, sx = 0, nsx = 0;
     if (!attn_mul(d.n, d.l, &nl) || !attn_mul(d.n, d.s, &ns) || !attn_mul(d.e, 3, &e3) ||
-        !attn_fits_int(nl) || !attn_fits_int(ns) || !attn_fits_int(e3) || !attn_fits_int(d.kdim) ||
+        !attn_add(d.s, plan->kv_extra, &sx) || !attn_mul(d.n, sx, &nsx) || !attn_fits_int(nl) ||
+        !attn_fits_int(nsx) || !attn_fits_int(e3) || !attn_fits_int(d.kdim) ||
         !attn_fits_int(d.vdim))
         return attn_fail(err, ATTN_ERR_OVERFLOW, "the job's dimensions exceed the BLAS limit %d",
                          INT_MAX);
-    plan->sd = (attn_sdpa_dims){d.n, d.h, d.l, d.s, d.e / d.h, d.e / d.h};
+    plan->sd = (attn_sdpa_dims){d.n, d.h, d.l, sx, d.e / d.h, d.e / d.h, d.h};
     int rc = plan_attention(plan, err);
     if (rc != ATTN_OK)
         return rc;
@@ -354,12 +370,13 @@ static bool opts_match(const attn_opts *a, const attn_opts *b) {
 /* Checks that masks m can be bound to a plan made with masks pm: the same causal mode, the same
  * masks present, each with its data, and the same extents. */
 static int bind_check_masks(const attn_masks *pm, const attn_masks *m, attn_error *err) {
-    static const char *const names[] = {"key_lengths", "key_mask", "attn_mask", "attn_bias"};
+    static const char *const names[] = {"key_lengths", "key_mask", "attn_mask", "attn_bias",
+                                        "key_bias"};
     if (m->causal != pm->causal)
         return attn_fail(err, ATTN_ERR_ARG, "the causal mode is %d but the plan was made with %d",
                          (int)m->causal, (int)pm->causal);
     unsigned planned = mask_present(pm), given = mask_present(m), data = mask_data(m);
-    for (unsigned i = 0; i < 4; i++) {
+    for (unsigned i = 0; i < 5; i++) {
         unsigned bit = 1u << i;
         if ((planned ^ given) & bit)
             return attn_fail(err, ATTN_ERR_ARG, "%s is %s but the plan was made %s it", names[i],
@@ -367,13 +384,15 @@ static int bind_check_masks(const attn_masks *pm, const attn_masks *m, attn_erro
         if ((given & bit) && !(data & bit))
             return attn_fail(err, ATTN_ERR_ARG, "%s has no data to bind", names[i]);
     }
-    /* The leading extents of key_mask, attn_mask and attn_bias, as bound and as planned. */
-    const size_t ext[3][4] = {
+    /* The leading extents of key_mask, attn_mask, attn_bias and key_bias, as bound and as
+     * planned. */
+    const size_t ext[4][4] = {
         {m->key_mask_n, 1, pm->key_mask_n, 1},
         {m->attn_mask_n, m->attn_mask_h, pm->attn_mask_n, pm->attn_mask_h},
         {m->attn_bias_n, m->attn_bias_h, pm->attn_bias_n, pm->attn_bias_h},
+        {m->key_bias_n, 1, pm->key_bias_n, 1},
     };
-    for (unsigned i = 0; i < 3; i++) {
+    for (unsigned i = 0; i < 4; i++) {
         const size_t *x = ext[i];
         if ((given & (ATTN_MASK_KEY_MASK << i)) &&
             (attn_extent(x[0]) != attn_extent(x[2]) || attn_extent(x[1]) != attn_extent(x[3])))

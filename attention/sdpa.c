@@ -1,10 +1,11 @@
 /* sdpa.c - runs the masked softmax attention of a plan: the masks, the top-k weights, a direct
  * path that keeps whole logit rows (and can return the weights), and a tiled online-softmax path,
- * all inside the plan's workspace; attn_sdpa_forward on given q, k, v.
+ * all inside the plan's workspace; attn_sdpa_forward on given q, k, v (trace.c writes the
+ * trace).
  *
- * Legend: N batch, L query length, S key length, H heads, D and Dv the query/key and value widths
- * of one attention problem, K the top-k count, bq the query rows of a task, bk the keys of a
- * tile. */
+ * Legend: N batch, L query length, S key length, H heads (Hkv key/value heads), D and Dv the
+ * query/key and value widths of one attention problem, K the top-k count, bq the query rows of a
+ * task, bk the keys of a tile. */
 #include <cblas.h>
 #include <math.h>
 #include <stdatomic.h>
@@ -15,38 +16,33 @@
 
 /* ---- Running: shared state ---------------------------------------------------------------- */
 
-/* Keys query row i of batch n may attend before the cell masks: the causal limit and the key
- * length. Nondecreasing in i. */
-static size_t row_limit(const attn_plan *p, size_t n, size_t i) {
-    size_t lim = p->sd.s;
+size_t attn_row_limit(const attn_plan *p, size_t n, size_t i) {
+    const size_t s0 = attn_keys_given(p);
+    size_t lim = s0;
     if (p->masks.key_lengths && (size_t)p->masks.key_lengths[n] < lim)
         lim = (size_t)p->masks.key_lengths[n];
     if (p->masks.causal == ATTN_CAUSAL_TOP_LEFT && i + 1 < lim) {
         lim = i + 1;
     } else if (p->masks.causal == ATTN_CAUSAL_BOTTOM_RIGHT) {
-        size_t c = i + 1 + p->sd.s > p->sd.l ? i + 1 + p->sd.s - p->sd.l : 0;
+        size_t c = i + 1 + s0 > p->sd.l ? i + 1 + s0 - p->sd.l : 0;
         if (c < lim)
             lim = c;
     }
-    return lim;
+    return p->kv_extra + lim;
 }
 
 static float *slot_scratch(const attn_run *r, size_t slot) {
     return r->slots + slot * r->p->slot_floats;
 }
 
-/* The cell masks of row i of problem (n, h), each NULL when absent. */
-typedef struct row_masks {
-    const uint8_t *km, *am;
-    const float *bias;
-} row_masks;
-
-static row_masks masks_for_row(const attn_plan *p, size_t n, size_t h, size_t i) {
+attn_row_masks attn_masks_for_row(const attn_plan *p, size_t n, size_t h, size_t i) {
     const attn_masks *m = &p->masks;
-    const size_t L = p->sd.l, S = p->sd.s;
-    row_masks r = {0};
+    const size_t L = p->sd.l, S = attn_keys_given(p);
+    attn_row_masks r = {.off = p->kv_extra};
     if (m->key_mask)
         r.km = m->key_mask + (m->key_mask_n == p->sd.n ? n : 0) * S;
+    if (m->key_bias)
+        r.kb = m->key_bias + (m->key_bias_n == p->sd.n ? n : 0) * S;
     if (m->attn_mask) {
         size_t mn = m->attn_mask_n == p->sd.n ? n : 0, mh = m->attn_mask_h == p->sd.h ? h : 0;
         r.am = m->attn_mask + ((mn * attn_extent(m->attn_mask_h) + mh) * L + i) * S;
@@ -58,15 +54,16 @@ static row_masks masks_for_row(const attn_plan *p, size_t n, size_t h, size_t i)
     return r;
 }
 
-/* Masks the logits x[0..cols) of keys j0.. of one row: cells at or past lim (relative to j0) and
- * cells a mask blocks become -inf; the bias is added. Returns the row max (-inf when every cell
- * is blocked). Flags r->numeric when an unmasked logit is not finite. */
-static float row_mask_max(attn_run *r, float *x, size_t cols, size_t lim, row_masks rm, size_t j0) {
+/* The masks speak of keys off.. of the row (an MHA job's appended keys come first and have no
+ * mask column): mask column c is key c + off, so the tile's column j is mask column
+ * j0 + j - off, for j from js on. */
+float attn_row_mask_max(attn_run *r, float *x, size_t cols, size_t lim, attn_row_masks rm,
+                        size_t j0) {
     if (lim > cols)
         lim = cols;
     for (size_t j = lim; j < cols; j++)
         x[j] = -INFINITY;
-    if (!rm.km && !rm.am && !rm.bias) { /* no cell mask: one pass */
+    if (!rm.km && !rm.am && !rm.bias && !rm.kb) { /* no cell mask: one pass */
         bool finite = true;
         float m = r->ks->max_finite(x, lim, &finite);
         if (!finite || m == INFINITY)
@@ -75,25 +72,47 @@ static float row_mask_max(attn_run *r, float *x, size_t cols, size_t lim, row_ma
     }
     if (!r->ks->all_finite(x, lim))
         atomic_store(&r->numeric, 1);
+    size_t js = rm.off > j0 ? rm.off - j0 : 0, c0 = j0 + js - rm.off; /* c0: js's mask column */
+    if (js > lim)
+        js = lim;
+    float *xs = x + js;
+    const size_t nm = lim - js;
     if (rm.km) {
-        const uint8_t *km = rm.km + j0;
-        for (size_t j = 0; j < lim; j++)
-            x[j] = km[j] ? x[j] : -INFINITY;
+        const uint8_t *km = rm.km + c0;
+        for (size_t j = 0; j < nm; j++)
+            xs[j] = km[j] ? xs[j] : -INFINITY;
     }
     if (rm.am) {
-        const uint8_t *am = rm.am + j0;
-        for (size_t j = 0; j < lim; j++)
-            x[j] = am[j] ? x[j] : -INFINITY;
+        const uint8_t *am = rm.am + c0;
+        for (size_t j = 0; j < nm; j++)
+            xs[j] = am[j] ? xs[j] : -INFINITY;
     }
     if (rm.bias) {
-        const float *b = rm.bias + j0;
-        for (size_t j = 0; j < lim; j++)
-            x[j] += b[j];
+        const float *b = rm.bias + c0;
+        for (size_t j = 0; j < nm; j++)
+            xs[j] += b[j];
+    }
+    if (rm.kb) {
+        const float *b = rm.kb + c0;
+        for (size_t j = 0; j < nm; j++)
+            xs[j] += b[j];
     }
     float m = r->ks->row_max(x, lim);
     if (m == INFINITY)
         atomic_store(&r->numeric, 1);
     return m;
+}
+
+void attn_rows_rotate(float *w, size_t ld, size_t rows, size_t s, size_t x) {
+    float first[2]; /* x is at most 2: bias_kv and zero_attn */
+    if (x == 0 || x > 2 || x >= s)
+        return;
+    for (size_t ri = 0; ri < rows; ri++) {
+        float *row = w + ri * ld;
+        memcpy(first, row, x * sizeof *row);
+        memmove(row, row + x, (s - x) * sizeof *row);
+        memcpy(row + s - x, first, x * sizeof *row);
+    }
 }
 
 /* ---- Top-k -------------------------------------------------------------------------------- */
@@ -158,8 +177,8 @@ static void softmax_rows(attn_run *r, float *P, size_t ldp, size_t rows, size_t 
                          size_t zero_to, size_t n, size_t h, size_t i0) {
     for (size_t ri = 0; ri < rows; ri++) {
         float *x = P + ri * ldp;
-        size_t lim = row_limit(r->p, n, i0 + ri);
-        float m = row_mask_max(r, x, ncols, lim, masks_for_row(r->p, n, h, i0 + ri), 0);
+        size_t lim = attn_row_limit(r->p, n, i0 + ri);
+        float m = attn_row_mask_max(r, x, ncols, lim, attn_masks_for_row(r->p, n, h, i0 + ri), 0);
         if (m == -INFINITY) {
             memset(x, 0, zero_to * sizeof *x);
             continue;
@@ -176,10 +195,11 @@ static void direct_block(attn_run *r, float *P, size_t n, size_t h, size_t i0, s
     const attn_plan *p = r->p;
     const attn_view *v = &r->view;
     const size_t S = p->sd.s;
-    size_t ncols = row_limit(p, n, i0 + rows - 1); /* the widest row of the block */
+    size_t ncols = attn_row_limit(p, n, i0 + rows - 1); /* the widest row of the block */
+    const size_t hk = attn_kv_head(p, h);
     const float *q = v->q + n * v->q_sn + h * v->q_sh + i0 * v->ldq;
-    const float *k = v->k + n * v->k_sn + h * v->k_sh;
-    const float *vv = v->v + n * v->v_sn + h * v->v_sh;
+    const float *k = v->k + n * v->k_sn + hk * v->k_sh;
+    const float *vv = v->v + n * v->v_sn + hk * v->v_sh;
     float *o = v->o + n * v->o_sn + h * v->o_sh + i0 * v->ldo;
     if (ncols == 0) {
         for (size_t ri = 0; ri < rows; ri++) {
@@ -237,6 +257,7 @@ static void direct_task(void *ctx, size_t task, size_t slot) {
     direct_block(r, P, n, h, i0, rows);
     if (first == SIZE_MAX)
         return;
+    attn_rows_rotate(P, p->sd.s, rows, p->sd.s, p->kv_extra);
     for (size_t m = first; m < maps; m++)
         if ((p->opts.n_heads ? p->opts.heads[m] : m) == h)
             store_weights(r, P, maps, n, m, i0, rows);
@@ -267,6 +288,7 @@ static void direct_mean_task(void *ctx, size_t task, size_t slot) {
                     dst[j] += src[j] * inv_h;
         }
     }
+    attn_rows_rotate(mean, S, rows, S, p->kv_extra);
     if (p->opts.top_k)
         store_weights(r, mean, 1, n, 0, i0, rows);
 }
@@ -298,16 +320,17 @@ static bool tiled_block(attn_run *r, size_t slot, size_t n, size_t h, size_t qb,
         M[ri] = -INFINITY;
         Z[ri] = 0.0f;
     }
+    const size_t hk = attn_kv_head(p, h);
     const float *q = v->q + n * v->q_sn + h * v->q_sh + i0 * v->ldq;
-    const float *k = v->k + n * v->k_sn + h * v->k_sh;
-    const float *vv = v->v + n * v->v_sn + h * v->v_sh;
+    const float *k = v->k + n * v->k_sn + hk * v->k_sh;
+    const float *vv = v->v + n * v->v_sn + hk * v->v_sh;
     float *o = v->o + n * v->o_sn + h * v->o_sh + i0 * v->ldo;
-    size_t ncols = row_limit(p, n, i0 + rows - 1);
+    size_t ncols = attn_row_limit(p, n, i0 + rows - 1);
     size_t r0 = 0; /* rows before r0 have no keys left in this or later tiles */
 
     for (size_t j0 = 0; j0 < ncols; j0 += bk) {
         size_t cols = bk < ncols - j0 ? bk : ncols - j0;
-        while (r0 < rows && row_limit(p, n, i0 + r0) <= j0)
+        while (r0 < rows && attn_row_limit(p, n, i0 + r0) <= j0)
             r0++;
         size_t nr = rows - r0;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nr, (int)cols, (int)p->sd.d,
@@ -315,10 +338,10 @@ static bool tiled_block(attn_run *r, size_t slot, size_t n, size_t h, size_t qb,
                     P + r0 * bk, (int)bk);
         for (size_t ri = r0; ri < rows; ri++) {
             float *x = P + ri * bk;
-            size_t lim = row_limit(p, n, i0 + ri) - j0;
+            size_t lim = attn_row_limit(p, n, i0 + ri) - j0;
             if (lim > cols)
                 lim = cols;
-            float m = row_mask_max(r, x, cols, lim, masks_for_row(p, n, h, i0 + ri), j0);
+            float m = attn_row_mask_max(r, x, cols, lim, attn_masks_for_row(p, n, h, i0 + ri), j0);
             if (m == -INFINITY) {
                 memset(x, 0, cols * sizeof *x);
                 continue;
@@ -367,27 +390,27 @@ static bool tiled_block(attn_run *r, size_t slot, size_t n, size_t h, size_t qb,
 /* Keys a task of the fused path's packing takes (a multiple of ATTN_TILE_PANEL_MAX). */
 #define FUSED_PACK_KEYS 1024
 
-/* Where the packed keys of problem (n, h) start in r->kt: Sp D floats of key panels (Sp = S
- * rounded up to whole panels), then its values, Sp rows of Dv. */
-static float *fused_kt(const attn_run *r, size_t n, size_t h) {
+/* Where the packed keys of key/value head hk of batch n start in r->kt: Sp D floats of key
+ * panels (Sp = S rounded up to whole panels), then its values, Sp rows of Dv. */
+static float *fused_kt(const attn_run *r, size_t n, size_t hk) {
     const attn_sdpa_dims *d = &r->p->sd;
     const size_t pan = ATTN_TILE_PANEL_MAX, sp = (d->s + pan - 1) / pan * pan;
-    return r->kt + (n * d->h + h) * sp * (d->d + attn_tile_dvp(d->dv));
+    return r->kt + (n * d->hkv + hk) * sp * (d->d + attn_tile_dvp(d->dv));
 }
 
-/* Task of the fused path's packing: keys and values [c FUSED_PACK_KEYS, ...) of problem (n, h),
- * once for the job, so that every query block reads them packed: the keys in panels, the values
- * in contiguous rows (strided rows, 3E apart in MHA, cost the products a TLB entry each). Keys
- * past the last a query attends (the key length, the causal limit of the last row) are not
- * packed. */
+/* Task of the fused path's packing: keys and values [c FUSED_PACK_KEYS, ...) of key/value head
+ * h of batch n, once for the job, so that every query block (of every query head reading it)
+ * reads them packed: the keys in panels, the values in contiguous rows (strided rows, 3E apart
+ * in MHA, cost the products a TLB entry each). Keys past the last a query attends (the key
+ * length, the causal limit of the last row) are not packed. */
 static void fused_pack_task(void *ctx, size_t task, size_t slot) {
     (void)slot;
     attn_run *r = ctx;
     const attn_plan *p = r->p;
     const attn_view *v = &r->view;
     const size_t chunks = (p->sd.s + FUSED_PACK_KEYS - 1) / FUSED_PACK_KEYS;
-    size_t c = task % chunks, h = task / chunks % p->sd.h, n = task / chunks / p->sd.h;
-    size_t j0 = c * FUSED_PACK_KEYS, lim = row_limit(p, n, p->sd.l - 1);
+    size_t c = task % chunks, h = task / chunks % p->sd.hkv, n = task / chunks / p->sd.hkv;
+    size_t j0 = c * FUSED_PACK_KEYS, lim = attn_row_limit(p, n, p->sd.l - 1);
     if (j0 >= lim)
         return;
     size_t cols = lim - j0 < FUSED_PACK_KEYS ? lim - j0 : FUSED_PACK_KEYS;
@@ -452,11 +475,11 @@ static bool fused_block(attn_run *r, size_t slot, size_t n, size_t h, size_t qb,
     const size_t Dvp = attn_tile_dvp(Dv); /* the width of acc and of the packed values */
     size_t i0 = qb * bq, rows = bq < p->sd.l - i0 ? bq : p->sd.l - i0;
 
-    float *P = slot_scratch(r, slot);         /* P is (bq, bk): the tile's logits */
-    float *acc = P + attn_align_up(bq * lds); /* acc is (bq, Dvp): the output so far */
-    float *M = acc + attn_align_up(bq * Dvp); /* M is (bq): running max */
-    float *Z = M + bq;                        /* Z is (bq): running sum of exp(x - M) */
-    const float *kt = fused_kt(r, n, h);      /* the keys, packed in panels (S, D) */
+    float *P = slot_scratch(r, slot);                     /* P is (bq, bk): the tile's logits */
+    float *acc = P + attn_align_up(bq * lds);             /* acc is (bq, Dvp): the output so far */
+    float *M = acc + attn_align_up(bq * Dvp);             /* M is (bq): running max */
+    float *Z = M + bq;                                    /* Z is (bq): running sum of exp(x - M) */
+    const float *kt = fused_kt(r, n, attn_kv_head(p, h)); /* the keys, in panels (S, D) */
     memset(acc, 0, rows * Dvp * sizeof *acc);
     for (size_t ri = 0; ri < rows; ri++) {
         M[ri] = -INFINITY;
@@ -467,33 +490,35 @@ static bool fused_block(attn_run *r, size_t slot, size_t n, size_t h, size_t qb,
         (p->sd.s + ATTN_TILE_PANEL_MAX - 1) / ATTN_TILE_PANEL_MAX * ATTN_TILE_PANEL_MAX;
     const float *vv = kt + sp * D; /* the values, packed (S, Dvp) */
     float *o = v->o + n * v->o_sn + h * v->o_sh + i0 * v->ldo;
-    size_t ncols = row_limit(p, n, i0 + rows - 1);
+    size_t ncols = attn_row_limit(p, n, i0 + rows - 1);
     size_t r0 = 0; /* rows before r0 have no keys left in this or later tiles */
-    const bool cellfree = !p->masks.key_mask && !p->masks.attn_mask && !p->masks.attn_bias;
+    const bool cellfree =
+        !p->masks.key_mask && !p->masks.attn_mask && !p->masks.attn_bias && !p->masks.key_bias;
     float gmax[FUSED_GROUP]; /* gmax is (FUSED_GROUP): the row maxima of a group's logits */
 
     for (size_t j0 = 0; j0 < ncols; j0 += bk) { /* bk is whole panels: j0 starts one */
         size_t cols = bk < ncols - j0 ? bk : ncols - j0;
-        while (r0 < rows && row_limit(p, n, i0 + r0) <= j0)
+        while (r0 < rows && attn_row_limit(p, n, i0 + r0) <= j0)
             r0++;
         for (size_t g = r0; g < rows; g += FUSED_GROUP) {
             size_t nr = FUSED_GROUP < rows - g ? FUSED_GROUP : rows - g;
-            size_t gcols = row_limit(p, n, i0 + g + nr - 1) - j0; /* > 0: g >= r0 */
+            size_t gcols = attn_row_limit(p, n, i0 + g + nr - 1) - j0; /* > 0: g >= r0 */
             if (gcols > cols)
                 gcols = cols;
             float *pg = P + g * lds;
             /* Without cell masks, and with every row of the group attending all gcols keys, the
              * logits' kernel gives each row's max (and finiteness) on the way. */
-            bool gm = cellfree && row_limit(p, n, i0 + g) - j0 >= gcols;
+            bool gm = cellfree && attn_row_limit(p, n, i0 + g) - j0 >= gcols;
             ts->qk(pg, lds, q + g * v->ldq, v->ldq, nr, kt + j0 * D, gcols, D, p->scale,
                    gm ? gmax : NULL);
             for (size_t ri = g; ri < g + nr; ri++) {
-                size_t lim = row_limit(p, n, i0 + ri) - j0;
+                size_t lim = attn_row_limit(p, n, i0 + ri) - j0;
                 if (lim > gcols)
                     lim = gcols;
                 float *x = P + ri * lds;
                 float m = gm ? gmax[ri - g]
-                             : row_mask_max(r, x, gcols, lim, masks_for_row(p, n, h, i0 + ri), j0);
+                             : attn_row_mask_max(r, x, gcols, lim,
+                                                 attn_masks_for_row(p, n, h, i0 + ri), j0);
                 online_row(r, x, gcols, lim, m, acc + ri * Dvp, Dvp, M + ri, Z + ri, normalised);
             }
             ts->pv(acc + g * Dvp, Dvp, pg, lds, nr, vv + j0 * Dvp, Dvp, gcols, Dvp);
@@ -509,6 +534,12 @@ static bool fused_block(attn_run *r, size_t slot, size_t n, size_t h, size_t qb,
     return true;
 }
 
+/* True when the fused path's tasks pack their own keys: one query block, and a key/value head
+ * per query head (grouped heads share theirs, packed once before them). */
+static bool fused_packs_alone(const attn_plan *p) {
+    return p->fused && p->nqb == 1 && p->sd.hkv == p->sd.h;
+}
+
 /* Task of the tiled path: problem (n, h), query block qb; the normalised form when the fast
  * one overflows (and the logits themselves did not: then the job fails anyway). */
 static void tiled_task(void *ctx, size_t task, size_t slot) {
@@ -517,8 +548,8 @@ static void tiled_task(void *ctx, size_t task, size_t slot) {
     size_t qb = task % p->nqb, h = task / p->nqb % p->sd.h, n = task / p->nqb / p->sd.h;
     bool (*block)(attn_run *, size_t, size_t, size_t, size_t, bool) =
         p->fused ? fused_block : tiled_block;
-    if (p->fused && p->nqb == 1) { /* the only task of problem (n, h) packs its keys itself:
-                                      one pool run less, and they are in its cache */
+    if (fused_packs_alone(p)) { /* the only task of problem (n, h) packs its keys itself:
+                                   one pool run less, and they are in its cache */
         const size_t chunks = (p->sd.s + FUSED_PACK_KEYS - 1) / FUSED_PACK_KEYS;
         for (size_t c = 0; c < chunks; c++)
             fused_pack_task(r, (n * p->sd.h + h) * chunks + c, slot);
@@ -537,8 +568,8 @@ int attn_run_attention(attn_run *r, attn_pool *pool, attn_error *err) {
     if (2.0 * (double)(d->n * d->h) * (double)d->l * (double)d->s * (double)(d->d + d->dv) <
         ATTN_INLINE_FLOPS)
         pool = NULL;
-    if (p->fused && p->nqb > 1) /* with one query block, its task packs (tiled_task) */
-        attn_pool_run(pool, d->n * d->h * ((d->s + FUSED_PACK_KEYS - 1) / FUSED_PACK_KEYS),
+    if (p->fused && !fused_packs_alone(p)) /* else each task packs its own (tiled_task) */
+        attn_pool_run(pool, d->n * d->hkv * ((d->s + FUSED_PACK_KEYS - 1) / FUSED_PACK_KEYS),
                       fused_pack_task, r);
     if (p->tiled)
         attn_pool_run(pool, p->sd.n * p->sd.h * p->nqb, tiled_task, r);
@@ -553,69 +584,7 @@ int attn_run_attention(attn_run *r, attn_pool *pool, attn_error *err) {
     return ATTN_OK;
 }
 
-/* ---- Trace -------------------------------------------------------------------------------- */
-
-/* Copies the rows of one view tensor, problem (n, h) at base with strides sn, sh and leading
- * dimension ld, into dst (N, H, rows, w) contiguous. */
-static void trace_copy(float *dst, const float *base, size_t sn, size_t sh, size_t ld,
-                       const attn_sdpa_dims *d, size_t rows, size_t w) {
-    for (size_t n = 0; n < d->n; n++)
-        for (size_t h = 0; h < d->h; h++)
-            for (size_t i = 0; i < rows; i++)
-                memcpy(dst + ((n * d->h + h) * rows + i) * w, base + n * sn + h * sh + i * ld,
-                       w * sizeof *dst);
-}
-
-void attn_trace_write(attn_run *r, attn_trace *t) {
-    const attn_plan *p = r->p;
-    const attn_view *v = &r->view;
-    const attn_sdpa_dims *d = &p->sd;
-    const size_t L = d->l, S = d->s;
-    r->ks = attnk_get();
-    t->scale = p->scale;
-    if (t->q)
-        trace_copy(t->q, v->q, v->q_sn, v->q_sh, v->ldq, d, L, d->d);
-    if (t->k)
-        trace_copy(t->k, v->k, v->k_sn, v->k_sh, v->ldk, d, S, d->d);
-    if (t->v)
-        trace_copy(t->v, v->v, v->v_sn, v->v_sh, v->ldv, d, S, d->dv);
-    if (t->heads)
-        trace_copy(t->heads, v->o, v->o_sn, v->o_sh, v->ldo, d, L, d->dv);
-    if (!t->scores && !t->masked && !t->weights)
-        return;
-    for (size_t n = 0; n < d->n; n++)
-        for (size_t h = 0; h < d->h; h++) {
-            size_t at = (n * d->h + h) * L * S;
-            /* Each step's (L, S) rows: scores first, then the others made from them. */
-            float *sc = t->scores ? t->scores + at : t->masked ? t->masked + at : t->weights + at;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)L, (int)S, (int)d->d,
-                        p->scale, v->q + n * v->q_sn + h * v->q_sh, (int)v->ldq,
-                        v->k + n * v->k_sn + h * v->k_sh, (int)v->ldk, 0.0f, sc, (int)S);
-            for (size_t i = 0; i < L && (t->masked || t->weights); i++) {
-                size_t lim = row_limit(p, n, i);
-                /* masked: the scores row through the direct path's mask code */
-                float *x = t->masked ? t->masked + at + i * S : t->weights + at + i * S;
-                if (x != sc + i * S)
-                    memcpy(x, sc + i * S, S * sizeof *x);
-                float m = row_mask_max(r, x, S, lim, masks_for_row(p, n, h, i), 0);
-                if (!t->weights)
-                    continue;
-                /* weights: the softmax of the masked row, as softmax_rows takes it */
-                float *w = t->weights + at + i * S;
-                if (w != x)
-                    memcpy(w, x, S * sizeof *w);
-                if (m == -INFINITY) {
-                    memset(w, 0, S * sizeof *w);
-                    continue;
-                }
-                if (lim > S)
-                    lim = S;
-                float sum = r->ks->exp_sum(w, lim, m);
-                r->ks->scale(w, lim, 1.0f / sum);
-                memset(w + lim, 0, (S - lim) * sizeof *w);
-            }
-        }
-}
+/* ---- Checks and the SDPA forward ----------------------------------------------------------- */
 
 int attn_check_run_args(const attn_plan *p, int kind, void *ws, float *out,
                         const attn_weights_out *w, attn_pool *pool, attn_error *err) {
@@ -663,11 +632,11 @@ int attn_sdpa_forward_traced(const attn_plan *plan, void *workspace, float *out,
         .ldq = d->d,
         .k = k,
         .k_sh = d->s * d->d,
-        .k_sn = d->h * d->s * d->d,
+        .k_sn = d->hkv * d->s * d->d,
         .ldk = d->d,
         .v = v,
         .v_sh = d->s * d->dv,
-        .v_sn = d->h * d->s * d->dv,
+        .v_sn = d->hkv * d->s * d->dv,
         .ldv = d->dv,
         .o = out,
         .o_sh = d->l * d->dv,

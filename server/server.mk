@@ -69,7 +69,9 @@ FORCE:
 # readme_examples.py runs the README's Python,
 # JavaScript and tritonclient examples as the README says to; torch_port.py ports
 # nn.MultiheadAttention calls with PyTorch's conventions (batch_first=False, key_padding_mask,
-# torch_attn_mask, is_causal, average_attn_weights) and compares with torch; seeded_numpy.py makes
+# torch_attn_mask, is_causal, average_attn_weights) and its remaining options (add_zero_attn,
+# add_bias_kv, a float key_padding_mask, dropout at 0, grouped-query SDPA) and compares with
+# torch; seeded_numpy.py makes
 # seeded input tensors in numpy from their documentation and checks the answers on them against
 # numpy (and torch) and against the same tensors sent as data; log_json.py reads
 # the JSON log (booleans as JSON booleans); readme_shell.py runs every shell block of the README

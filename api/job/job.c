@@ -178,9 +178,15 @@ size_t api_job_model_index(const api_job *job, const api_registry *models) {
     return API_NO_MODEL;
 }
 
+/* True when job may join a batch at all: attention, not run, no trace (a batch has none), and
+ * no keys appended after the projections (libattn runs those alone). */
+static bool batch_member(const api_job *job) {
+    return job && job->op == API_OP_ATTENTION && !job->ran && !job->traced &&
+           job->plan.kv_extra == 0;
+}
+
 bool api_jobs_batchable(const api_job *a, const api_job *b) {
-    if (!a || !b || a->op != API_OP_ATTENTION || b->op != API_OP_ATTENTION || a->ran || b->ran ||
-        a->traced || b->traced) /* a batch has no trace */
+    if (!batch_member(a) || !batch_member(b))
         return false;
     if (a->e != b->e || a->h != b->h || a->plan.mha.kdim != b->plan.mha.kdim ||
         a->plan.mha.vdim != b->plan.mha.vdim || a->plan.nslots != b->plan.nslots)
@@ -260,9 +266,7 @@ size_t api_jobs_run(api_job *const *jobs, size_t count, attn_pool *pool, size_t 
     api_error *chunk_errs[BATCH_CHUNK];
     size_t n = 0, failed = 0;
     for (size_t i = 0; i < count; i++) {
-        bool with =
-            i == 0 ? jobs[0] && jobs[0]->op == API_OP_ATTENTION && !jobs[0]->ran && !jobs[0]->traced
-                   : api_jobs_batchable(jobs[0], jobs[i]);
+        bool with = i == 0 ? batch_member(jobs[0]) : api_jobs_batchable(jobs[0], jobs[i]);
         if (!with) {
             failed += api_job_run(jobs[i], pool, &errs[i]) != 0;
             continue;

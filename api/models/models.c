@@ -12,15 +12,16 @@
 #define DEMO_SEED 24301u /* 0x5EED; documented in api.h and api/openapi.yaml */
 
 const char *const apip_param_names[APIP_P_COUNT] = {
-    "in_proj_weight", "in_proj_bias",  "out_proj.weight", "out_proj.bias",
-    "q_proj_weight",  "k_proj_weight", "v_proj_weight"};
+    "in_proj_weight", "in_proj_bias",  "out_proj.weight", "out_proj.bias", "q_proj_weight",
+    "k_proj_weight",  "v_proj_weight", "bias_k",          "bias_v"};
 
 struct api_model {
     char *name;
     const char *source; /* "builtin" or "file" */
     size_t e, h, kdim, vdim;
     bool has_bias;
-    float *data; /* every tensor below, in one allocation */
+    bool zero_attn; /* add_zero_attn (__metadata__.add_zero_attn) */
+    float *data;    /* every tensor below, in one allocation */
     attn_mha_params params;
     /* A vocabulary (vocab.c): its tokens, token_embeddings tok (V, E) and position_embeddings
      * pos (P, E) in one allocation tables; NULL when the model takes only embeddings. */
@@ -35,9 +36,11 @@ struct api_model {
 
 /* Allocates a model whose tensors are zeroed: in_proj_weight (3E, E) when packed, else
  * q_proj_weight (E, E), k_proj_weight (E, kdim), v_proj_weight (E, vdim); in_proj_bias (3E)
- * and out_proj.bias (E) when bias; out_proj.weight (E, E). */
+ * and out_proj.bias (E) when bias; out_proj.weight (E, E); bias_k and bias_v (E) with
+ * bias_kv. */
 api_model *apip_model_alloc(const char *name, const char *source, size_t e, size_t h, size_t kdim,
-                            size_t vdim, bool packed, bool in_bias, bool out_bias, api_error *err) {
+                            size_t vdim, bool packed, bool in_bias, bool out_bias, bool bias_kv,
+                            api_error *err) {
     if (!name || e == 0 || h == 0 || kdim == 0 || vdim == 0)
         return api_fail(err, 400, "invalid_model", NULL,
                         "a model needs a name and nonzero E, H, kdim and vdim"),
@@ -55,8 +58,9 @@ api_model *apip_model_alloc(const char *name, const char *source, size_t e, size
     bool ok = apip_mul(e, e, &ee) && apip_mul(e, kdim, &ek) && apip_mul(e, vdim, &ev) &&
               apip_add(ee, ek, &total) && apip_add(total, ev, &total) &&
               apip_add(total, ee, &total) && apip_add(total, in_bias ? 3 * e : 0, &total) &&
-              apip_add(total, out_bias ? e : 0, &total) && apip_mul(total, sizeof(float), &total) &&
-              e <= SIZE_MAX / 4;
+              apip_add(total, out_bias ? e : 0, &total) &&
+              apip_add(total, bias_kv ? 2 * e : 0, &total) &&
+              apip_mul(total, sizeof(float), &total) && e <= SIZE_MAX / 4;
     if (!ok)
         return api_fail(err, 400, "invalid_model", NULL, "model %s is too large", name), NULL;
     api_model *m = calloc(1, sizeof *m);
@@ -96,9 +100,23 @@ api_model *apip_model_alloc(const char *name, const char *source, size_t e, size
         m->params.in_proj_bias = p;
         p += 3 * e;
     }
-    if (out_bias)
+    if (out_bias) {
         m->params.out_proj_bias = p;
+        p += e;
+    }
+    if (bias_kv) {
+        m->params.bias_k = p;
+        m->params.bias_v = p + e;
+    }
     return m;
+}
+
+bool apip_model_zero_attn(const api_model *m) {
+    return m->zero_attn;
+}
+
+void apip_model_set_zero_attn(api_model *m, bool on) {
+    m->zero_attn = on;
 }
 
 void api_model_destroy(api_model *m) {
@@ -199,7 +217,7 @@ void apip_init_identity(float *in_proj, float *out_proj, size_t e) {
 
 api_model *api_model_init_random(const char *name, size_t e, size_t h, uint64_t seed,
                                  api_error *err) {
-    api_model *m = apip_model_alloc(name, "builtin", e, h, e, e, true, false, false, err);
+    api_model *m = apip_model_alloc(name, "builtin", e, h, e, e, true, false, false, false, err);
     if (m)
         apip_init_random((float *)m->params.in_proj_weight, (float *)m->params.out_proj_weight, e,
                          seed);
@@ -207,7 +225,7 @@ api_model *api_model_init_random(const char *name, size_t e, size_t h, uint64_t 
 }
 
 api_model *api_model_init_identity(const char *name, size_t e, size_t h, api_error *err) {
-    api_model *m = apip_model_alloc(name, "builtin", e, h, e, e, true, false, false, err);
+    api_model *m = apip_model_alloc(name, "builtin", e, h, e, e, true, false, false, false, err);
     if (m)
         apip_init_identity((float *)m->params.in_proj_weight, (float *)m->params.out_proj_weight,
                            e);
@@ -228,6 +246,8 @@ api_model_info api_model_describe(const api_model *m) {
                             .kdim = m->kdim,
                             .vdim = m->vdim,
                             .has_bias = m->has_bias,
+                            .add_bias_kv = m->params.bias_k != NULL,
+                            .add_zero_attn = m->zero_attn,
                             .vocab_size = m->vocab ? m->vocab->n : 0,
                             .max_tokens = m->p};
 }
@@ -365,6 +385,10 @@ static void model_json(const api_registry *r, const api_model *m, bool full, api
     apip_buf_puts(out, ",\"source\":");
     api_buf_json_string(out, m->source, strlen(m->source));
     apip_buf_puts(out, m->has_bias ? ",\"has_bias\":true" : ",\"has_bias\":false");
+    if (m->params.bias_k) /* PyTorch's add_bias_kv and add_zero_attn: only when true */
+        apip_buf_puts(out, ",\"add_bias_kv\":true");
+    if (m->zero_attn)
+        apip_buf_puts(out, ",\"add_zero_attn\":true");
     apip_buf_puts(out, ",\"vocab_size\":");
     apip_buf_put_u64(out, m->vocab ? m->vocab->n : 0);
     if (m->vocab && m->p) {

@@ -27,13 +27,15 @@
 /* The tensors of a PyTorch nn.MultiheadAttention state_dict, as inline params and model files
  * name them, in attn_mha_params order of use. */
 enum {
-    APIP_P_IN_W,  /* in_proj_weight (3E, E) */
-    APIP_P_IN_B,  /* in_proj_bias (3E) */
-    APIP_P_OUT_W, /* out_proj.weight (E, E) */
-    APIP_P_OUT_B, /* out_proj.bias (E) */
-    APIP_P_Q_W,   /* q_proj_weight (E, E) */
-    APIP_P_K_W,   /* k_proj_weight (E, kdim) */
-    APIP_P_V_W,   /* v_proj_weight (E, vdim) */
+    APIP_P_IN_W,   /* in_proj_weight (3E, E) */
+    APIP_P_IN_B,   /* in_proj_bias (3E) */
+    APIP_P_OUT_W,  /* out_proj.weight (E, E) */
+    APIP_P_OUT_B,  /* out_proj.bias (E) */
+    APIP_P_Q_W,    /* q_proj_weight (E, E) */
+    APIP_P_K_W,    /* k_proj_weight (E, kdim) */
+    APIP_P_V_W,    /* v_proj_weight (E, vdim) */
+    APIP_P_BIAS_K, /* bias_k (1, 1, E): add_bias_kv's appended key */
+    APIP_P_BIAS_V, /* bias_v (1, 1, E): its value */
     APIP_P_COUNT
 };
 extern const char *const apip_param_names[APIP_P_COUNT]; /* by APIP_P_* */
@@ -61,10 +63,16 @@ void apip_init_identity(float *in_proj, float *out_proj, size_t e);
 
 /* Allocates a model named name (copied) whose tensors are zeroed: in_proj_weight (3E, E) when
  * packed, else q_proj_weight (E, E), k_proj_weight (E, kdim), v_proj_weight (E, vdim);
- * in_proj_bias (3E) with in_bias, out_proj.bias (E) with out_bias; out_proj.weight (E, E).
- * source is a static string. NULL with err (400 invalid_model, 500 out_of_memory). */
+ * in_proj_bias (3E) with in_bias, out_proj.bias (E) with out_bias; out_proj.weight (E, E);
+ * bias_k and bias_v (E each) with bias_kv. source is a static string. NULL with err (400
+ * invalid_model, 500 out_of_memory). */
 api_model *apip_model_alloc(const char *name, const char *source, size_t e, size_t h, size_t kdim,
-                            size_t vdim, bool packed, bool in_bias, bool out_bias, api_error *err);
+                            size_t vdim, bool packed, bool in_bias, bool out_bias, bool bias_kv,
+                            api_error *err);
+
+/* Whether m appends a zero key and value (PyTorch's add_zero_attn); false until set. */
+bool apip_model_zero_attn(const api_model *m);
+void apip_model_set_zero_attn(api_model *m, bool on);
 
 /* The parameters of a model, borrowed from it. */
 const attn_mha_params *apip_model_params(const api_model *m);

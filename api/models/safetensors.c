@@ -14,6 +14,9 @@
  * request (unless it says "add_special_tokens": false). __metadata__ "text_split" says how text
  * is split: "longest_match" (the default) or "words", which keeps Latin words whole (vocab.c).
  *
+ * A module made with add_bias_kv has bias_k and bias_v (1, 1, E) in its state_dict; one made with
+ * add_zero_attn cannot say so there, so its file says __metadata__ "add_zero_attn": "true".
+ *
  * Legend: E embedding width, kdim/vdim the key and value widths, V vocabulary size, P
  * positions. */
 #include <errno.h>
@@ -45,7 +48,7 @@ typedef struct st_tensor {
     bool present;
     int dtype; /* bytes per element: 4 (F32), 2 (F16 or BF16) */
     bool bf16;
-    size_t rank, dims[2];
+    size_t rank, dims[3];
     uint64_t begin, end; /* byte range within the data section */
 } st_tensor;
 
@@ -112,8 +115,8 @@ static int read_entry(st_ctx *c, const char *name, const char *obj, st_tensor *t
     it = shape;
     while (apip_jv_arr_next(&it, &val)) {
         uint64_t d = 0;
-        if (t->rank == 2)
-            return st_fail(c, "tensor %s has more than 2 dimensions", name);
+        if (t->rank == 3)
+            return st_fail(c, "tensor %s has more than 3 dimensions", name);
         if (!parse_u64(val, &d) || d > SIZE_MAX / 4)
             return st_fail(c, "tensor %s: shape holds something other than a dimension", name);
         t->dims[t->rank++] = (size_t)d;
@@ -136,10 +139,12 @@ static int read_entry(st_ctx *c, const char *name, const char *obj, st_tensor *t
     return 0;
 }
 
-/* Reads num_heads into *h, and the values of vocab, head_names, start_token and text_split
- * (NULL when absent). */
-static int read_num_heads(st_ctx *c, const char *meta, size_t *h, const char **vocab,
-                          const char **names, const char **start, const char **split) {
+/* Reads num_heads into *h, add_zero_attn into *zero_attn ("true" or "false"; false when
+ * absent), and the values of vocab, head_names, start_token and text_split (NULL when
+ * absent). */
+static int read_num_heads(st_ctx *c, const char *meta, size_t *h, bool *zero_attn,
+                          const char **vocab, const char **names, const char **start,
+                          const char **split) {
     if (apip_jv_kind(meta) != '{')
         return st_fail(c, "__metadata__ is not an object");
     const char *it = meta, *val = NULL;
@@ -161,6 +166,13 @@ static int read_num_heads(st_ctx *c, const char *meta, size_t *h, const char **v
                                : list == start ? "start_token"
                                                : "text_split");
             *list = val;
+            continue;
+        }
+        if (apip_jv_streq(key, "add_zero_attn")) {
+            apip_span z = apip_jv_string(val);
+            if (!apip_jv_streq(z, "true") && !apip_jv_streq(z, "false"))
+                return st_fail(c, "__metadata__.add_zero_attn must be \"true\" or \"false\"");
+            *zero_attn = apip_jv_streq(z, "true");
             continue;
         }
         if (!apip_jv_streq(key, "num_heads"))
@@ -298,6 +310,7 @@ static bool read_start(st_ctx *c, const char *val, const apip_strlist *vocab, ui
 typedef struct st_file {
     st_tensor t[T_COUNT];              /* by APIP_P_* and T_* */
     size_t h;                          /* num_heads */
+    bool zero_attn;                    /* __metadata__.add_zero_attn */
     const char *vocab_val, *names_val; /* the metadata lists' JSON values; NULL when absent */
     const char *start_val;             /* __metadata__.start_token's JSON value; NULL if absent */
     const char *split_val;             /* __metadata__.text_split's JSON value; NULL if absent */
@@ -333,8 +346,8 @@ static int read_header(st_ctx *c, const uint8_t *bytes, size_t len, st_file *f) 
             if (have_meta)
                 return st_fail(c, "__metadata__ appears twice");
             have_meta = true;
-            if (read_num_heads(c, val, &f->h, &f->vocab_val, &f->names_val, &f->start_val,
-                               &f->split_val))
+            if (read_num_heads(c, val, &f->h, &f->zero_attn, &f->vocab_val, &f->names_val,
+                               &f->start_val, &f->split_val))
                 return -1;
             continue;
         }
@@ -424,6 +437,9 @@ static int projection_dims(st_ctx *c, const st_file *f, size_t *e, size_t *kdim,
     for (int i = APIP_P_Q_W; split && i <= APIP_P_V_W; i++)
         if (!t[i].present)
             return st_fail(c, "tensor %s is missing", tensor_name(i));
+    if (t[APIP_P_BIAS_K].present != t[APIP_P_BIAS_V].present)
+        return st_fail(c, "tensor %s is missing: add_bias_kv gives bias_k and bias_v together",
+                       tensor_name(t[APIP_P_BIAS_K].present ? APIP_P_BIAS_V : APIP_P_BIAS_K));
     const st_tensor *ow = &t[APIP_P_OUT_W];
     if (ow->rank != 2 || ow->dims[0] != ow->dims[1] || ow->dims[0] == 0)
         return st_fail(c, "tensor out_proj.weight must be (E, E) with E >= 1");
@@ -458,15 +474,17 @@ static int check_shapes(st_ctx *c, const st_file *f, size_t e, size_t kdim, size
     if (problem || (t[T_POS].present && *npos == 0))
         return st_fail(c, "%s",
                        problem ? problem : "tensor position_embeddings must be (P, E), P >= 1");
-    const size_t want[T_COUNT][2] = {{3 * e, e}, {3 * e, 0}, {e, e}, {e, 0},    {e, e},
-                                     {e, kdim},  {e, vdim},  {v, e}, {*npos, e}};
-    const size_t want_rank[T_COUNT] = {2, 1, 2, 1, 2, 2, 2, 2, 2};
+    const size_t want[T_COUNT][3] = {{3 * e, e}, {3 * e},   {e, e},    {e},    {e, e},    {e, kdim},
+                                     {e, vdim},  {1, 1, e}, {1, 1, e}, {v, e}, {*npos, e}};
+    const size_t want_rank[T_COUNT] = {2, 1, 2, 1, 2, 2, 2, 3, 3, 2, 2};
     for (int i = 0; i < T_COUNT; i++) {
         if (!t[i].present)
             continue;
         size_t rank = want_rank[i];
-        if (t[i].rank != rank || t[i].dims[0] != want[i][0] ||
-            (rank == 2 && (t[i].dims[1] != want[i][1] || want[i][1] == 0))) {
+        bool fits = t[i].rank == rank;
+        for (size_t k = 0; fits && k < rank; k++)
+            fits = t[i].dims[k] == want[i][k] && (k == 0 || want[i][k] != 0);
+        if (!fits) {
             char got[64], exp[64];
             apip_dims_str(got, sizeof got, t[i].dims, t[i].rank);
             apip_dims_str(exp, sizeof exp, want[i], rank);
@@ -504,6 +522,8 @@ static api_model *fill_model(st_ctx *c, api_model *m, const st_file *f, apip_str
                            (float *)pp->q_proj_weight,
                            (float *)pp->k_proj_weight,
                            (float *)pp->v_proj_weight,
+                           (float *)pp->bias_k,
+                           (float *)pp->bias_v,
                            tok,
                            pos};
     for (int i = 0; i < T_COUNT; i++) {
@@ -537,7 +557,7 @@ static api_model *parse(const char *label, const char *name, const uint8_t *byte
     if ((!f.start_val || read_start(c, f.start_val, vocab, &start)) &&
         !check_shapes(c, &f, e, kdim, vdim, vocab, &npos))
         m = apip_model_alloc(name, "file", e, f.h, kdim, vdim, packed, f.t[APIP_P_IN_B].present,
-                             f.t[APIP_P_OUT_B].present, err);
+                             f.t[APIP_P_OUT_B].present, f.t[APIP_P_BIAS_K].present, err);
     if (!m) {
         apip_strlist_free(vocab);
         apip_strlist_free(names);
@@ -546,6 +566,8 @@ static api_model *parse(const char *label, const char *name, const uint8_t *byte
     m = fill_model(c, m, &f, vocab, names, npos);
     if (m && f.start_val)
         apip_model_set_start_token(m, start);
+    if (m)
+        apip_model_set_zero_attn(m, f.zero_attn);
     return m;
 }
 

@@ -42,10 +42,12 @@ static const char *const attention_fields[APIP_F_COUNT] = {
     [APIP_F_IS_CAUSAL] = "is_causal",
     [APIP_F_AVG_WEIGHTS] = "average_attn_weights",
     [APIP_F_OUTPUTS] = "outputs",
+    [APIP_F_DROPOUT] = "dropout",
+    [APIP_F_ADD_ZERO_ATTN] = "add_zero_attn",
 };
 
-/* SDPA takes PyTorch's is_causal too (F.scaled_dot_product_attention's); its attn_mask already
- * has F.scaled_dot_product_attention's polarity (true = may attend). */
+/* SDPA takes PyTorch's is_causal, dropout_p and enable_gqa too (F.scaled_dot_product_attention's);
+ * its attn_mask already has F.scaled_dot_product_attention's polarity (true = may attend). */
 static const char *const sdpa_fields[APIP_F_COUNT] = {
     [APIP_F_QUERY] = "q",
     [APIP_F_KEY] = "k",
@@ -62,6 +64,8 @@ static const char *const sdpa_fields[APIP_F_COUNT] = {
     [APIP_F_TRACE] = "trace",
     [APIP_F_IS_CAUSAL] = "is_causal",
     [APIP_F_OUTPUTS] = "outputs",
+    [APIP_F_DROPOUT] = "dropout_p",
+    [APIP_F_ENABLE_GQA] = "enable_gqa",
 };
 
 /* 400 invalid_field naming field, with a printf-style message; returns -1 (api_fail). */

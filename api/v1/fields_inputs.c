@@ -156,6 +156,7 @@ int apip_fields_attention_model(apip_req *r, const api_registry *models) {
     api_model_info mi = api_model_describe(r->model);
     r->h = mi.num_heads;
     r->packed = apip_model_params(r->model)->in_proj_weight != NULL;
+    r->bias_kv = mi.add_bias_kv;
     if (r->words) {
         r->e = r->kdim = r->vdim = mi.embed_dim;
         if (words_count(r))
@@ -217,7 +218,8 @@ static int params_init(apip_req *r, const char *init, const char *seed,
 }
 
 /* params as state_dict tensors: in_proj_weight or q/k/v_proj_weight, out_proj.weight, the
- * biases; each probed and its shape checked against E, kdim and vdim. 0, or -1 with r->err. */
+ * biases, and add_bias_kv's bias_k and bias_v (1, 1, E), both or neither; each probed and its
+ * shape checked against E, kdim and vdim. 0, or -1 with r->err. */
 static int params_tensors(apip_req *r, const char *seed, const char *const pval[APIP_P_COUNT]) {
     char path[96];
     if (seed)
@@ -237,21 +239,30 @@ static int params_tensors(apip_req *r, const char *seed, const char *const pval[
             snprintf(path, sizeof path, "params.%s", apip_param_names[i]);
             return bad(r, path, "%s is required with the other q/k/v_proj_weight", path);
         }
+    if (!pval[APIP_P_BIAS_K] != !pval[APIP_P_BIAS_V])
+        return bad(r, pval[APIP_P_BIAS_K] ? "params.bias_v" : "params.bias_k",
+                   "%s (1, 1, E) is required with %s: add_bias_kv appends both",
+                   pval[APIP_P_BIAS_K] ? "params.bias_v" : "params.bias_k",
+                   pval[APIP_P_BIAS_K] ? "params.bias_k" : "params.bias_v");
     r->packed = pval[APIP_P_IN_W] != NULL;
+    r->bias_kv = pval[APIP_P_BIAS_K] != NULL;
     const size_t e = r->e;
-    const size_t want[APIP_P_COUNT][2] = {{3 * e, e}, {3 * e, 0},   {e, e},      {e, 0},
-                                          {e, e},     {e, r->kdim}, {e, r->vdim}};
+    const size_t want[APIP_P_COUNT][3] = {{3 * e, e},   {3 * e},      {e, e},    {e},      {e, e},
+                                          {e, r->kdim}, {e, r->vdim}, {1, 1, e}, {1, 1, e}};
+    const size_t ranks[APIP_P_COUNT] = {2, 1, 2, 1, 2, 2, 2, 3, 3};
     for (int i = 0; i < APIP_P_COUNT; i++) {
         if (!pval[i])
             continue;
         snprintf(path, sizeof path, "params.%s", apip_param_names[i]);
-        size_t rank = want[i][1] ? 2 : 1;
+        size_t rank = ranks[i];
         if (apip_fields_probe(r, &r->p[i], path, pval[i], rank))
             return -1;
         r->has_p[i] = true;
         const apip_tensor_in *t = &r->p[i];
-        if (t->rank != rank || t->dims[0] != want[i][0] ||
-            (rank == 2 && t->dims[1] != want[i][1])) {
+        bool fits = t->rank == rank;
+        for (size_t k = 0; fits && k < rank; k++)
+            fits = t->dims[k] == want[i][k];
+        if (!fits) {
             char got[96], exp[96];
             apip_fields_shape_of(got, sizeof got, t);
             apip_dims_str(exp, sizeof exp, want[i], rank);
@@ -299,7 +310,7 @@ int apip_fields_attention_params(apip_req *r) {
             return bad(r, path,
                        "%s is not a parameter: params takes num_heads, in_proj_weight, "
                        "in_proj_bias, out_proj.weight, out_proj.bias, q_proj_weight, "
-                       "k_proj_weight, v_proj_weight, or init and seed",
+                       "k_proj_weight, v_proj_weight, bias_k, bias_v, or init and seed",
                        path);
         if (*slot)
             return bad(r, path, "%s appears twice", path);
@@ -332,6 +343,41 @@ int apip_fields_attention_params(apip_req *r) {
 
 /* ---- SDPA inputs -------------------------------------------------------------------------- */
 
+/* k's and v's heads against q's, with enable_gqa (value g, NULL when absent): the same, or with
+ * enable_gqa true fewer that divide them (grouped-query attention, as
+ * F.scaled_dot_product_attention(enable_gqa=True)), v's the same as k's. 0, or -1 with r->err. */
+static int sdpa_heads(apip_req *r, const char *g) {
+    const apip_tensor_in *k = &r->x[1], *v = &r->x[2];
+    const size_t lead = r->rank - 2; /* the heads are dimension lead - 1 */
+    char sh[96];
+    bool gqa = false;
+    if (g) {
+        int b = apip_fields_bool(r, g, "enable_gqa",
+                                 " (true: k and v may have fewer heads than q, a divisor of them)");
+        if (b < 0)
+            return -1;
+        gqa = b == 1;
+    }
+    r->hkv = lead ? k->dims[lead - 1] : 1;
+    apip_fields_shape_of(sh, sizeof sh, k);
+    if (r->hkv != r->h && !gqa)
+        return bad(r, "k",
+                   "k has shape %s: %zu heads, where q has %zu; send \"enable_gqa\": true for "
+                   "grouped-query attention (as F.scaled_dot_product_attention), or as many heads "
+                   "as q",
+                   sh, r->hkv, r->h);
+    if (r->h % r->hkv != 0)
+        return bad(r, "k",
+                   "k has shape %s: %zu heads, which do not divide q's %zu; with enable_gqa each "
+                   "key/value head serves H / Hkv query heads",
+                   sh, r->hkv, r->h);
+    if (lead && v->dims[lead - 1] != r->hkv) {
+        apip_fields_shape_of(sh, sizeof sh, v);
+        return bad(r, "v", "v has shape %s; it must have the %zu heads of k", sh, r->hkv);
+    }
+    return 0;
+}
+
 int apip_fields_sdpa_inputs(apip_req *r) {
     const char *names[3] = {"q", "k", "v"};
     char sh[96];
@@ -349,10 +395,9 @@ int apip_fields_sdpa_inputs(apip_req *r) {
         if (i > 0 && t->rank != r->x[0].rank)
             return bad(r, names[i], "%s has shape %s; it must have the rank of q (%zu)", names[i],
                        sh, r->x[0].rank);
-        for (size_t j = 0; i > 0 && j + 2 < t->rank; j++)
+        for (size_t j = 0; i > 0 && j + 3 < t->rank; j++) /* the heads: sdpa_heads */
             if (t->dims[j] != r->x[0].dims[j])
-                return bad(r, names[i], "%s has shape %s; its leading dimensions must be q's",
-                           names[i], sh);
+                return bad(r, names[i], "%s has shape %s; its batch must be q's", names[i], sh);
     }
     const apip_tensor_in *q = &r->x[0], *k = &r->x[1], *v = &r->x[2];
     r->rank = q->rank;
@@ -374,6 +419,8 @@ int apip_fields_sdpa_inputs(apip_req *r) {
     r->has_k = r->has_v = true;
     if (r->h > r->lim->max_heads)
         return apip_fields_over_heads(r, "q", r->h);
+    if (sdpa_heads(r, r->f[APIP_F_ENABLE_GQA]))
+        return -1;
     if (r->f[APIP_F_SCALE]) {
         if (apip_jv_kind(r->f[APIP_F_SCALE]) != '0')
             return bad(r, "scale", "scale must be a number");

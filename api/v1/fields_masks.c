@@ -1,9 +1,10 @@
 /* fields_masks.c - the masks and options of a request, for fields.c: key lengths and key masks,
- * attention masks and biases (and PyTorch's key_padding_mask and attn_mask), causal, heads,
- * need_weights, weights_top_k, encoding and trace, each checked against the shapes fields.c and
- * fields_inputs.c have learnt.
+ * attention masks and biases (and PyTorch's key_padding_mask, bool or float, and attn_mask),
+ * causal, PyTorch's add_zero_attn and dropout, heads, need_weights, weights_top_k, encoding and
+ * trace, each checked against the shapes fields.c and fields_inputs.c have learnt.
  *
- * Legend: N batch, L query length, S key length, H heads, K the top-k count. */
+ * Legend: N batch, L query length, S key length (S' with the keys appended after the
+ * projections), H heads, K the top-k count. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -119,6 +120,77 @@ static int key_lengths_field(apip_req *r, const char *v, const char *n_is) {
     return 0;
 }
 
+/* ---- PyTorch's float key_padding_mask -------------------------------------------------------- */
+
+/* What the values of a key_padding_mask say of its kind: a boolean (seen), a value other than 0
+ * and 1 or a string (other). */
+typedef struct kpm_seen {
+    bool boolean, other;
+} kpm_seen;
+
+/* Scans JSON text [p, end) of arrays: its booleans, strings and numbers (validated text). */
+static void kpm_scan_text(kpm_seen *k, const char *p, const char *end) {
+    while (p < end && !k->boolean) {
+        char c = *p;
+        if (c == 't' || c == 'f') {
+            k->boolean = true;
+        } else if (c == '"') {
+            k->other = true;
+            p = apip_jv_end(p);
+        } else if (c == '-' || (c >= '0' && c <= '9')) {
+            double x = apip_jv_number(p, &p);
+            k->other |= x != 0.0 && x != 1.0;
+        } else {
+            p++;
+        }
+    }
+}
+
+/* Scans n little-endian float32 values at b. */
+static void kpm_scan_floats(kpm_seen *k, const uint8_t *b, size_t n) {
+    for (size_t i = 0; i < n && !k->other; i++) {
+        uint32_t u = (uint32_t)b[4 * i] | (uint32_t)b[4 * i + 1] << 8 |
+                     (uint32_t)b[4 * i + 2] << 16 | (uint32_t)b[4 * i + 3] << 24;
+        float x;
+        memcpy(&x, &u, sizeof x);
+        k->other = x != 0.0f && x != 1.0f;
+    }
+}
+
+/* True when key_padding_mask t is PyTorch's float mask (added to the scores) rather than its bool
+ * one: it holds no boolean, and some value is neither 0 nor 1 (such as "-inf" or -1e9). The bool
+ * mask's every form (true/false, 0/1, float32 0.0/1.0 as the clients send it) stays the bool
+ * mask. Base64 that does not decode is left to the reader (false here). Reads, allocates
+ * nothing. */
+static bool kpm_is_float(const apip_tensor_in *t) {
+    kpm_seen k = {0};
+    if (t->raw) {
+        if (t->dtype == APIP_DT_FP32)
+            kpm_scan_floats(&k, t->raw, t->count);
+    } else if (t->binary) {
+        const char *p = t->b64.p, *e = t->b64.e;
+        char chars[1024 + 4];
+        uint8_t bytes[768];
+        while (p < e && !k.other) { /* chunks of 1024 characters, as the reader takes them */
+            size_t n, got = 0;
+            const char *c = p;
+            if (t->b64_escaped) {
+                n = apip_jv_decode_some(&p, e, chars, 1024);
+                c = chars;
+            } else {
+                n = (size_t)(e - p) < 1024 ? (size_t)(e - p) : 1024;
+                p += n;
+            }
+            if (n % 4 != 0 || !api_base64_decode(bytes, &got, c, n))
+                return false;
+            kpm_scan_floats(&k, bytes, got / 4);
+        }
+    } else {
+        kpm_scan_text(&k, t->val, t->end);
+    }
+    return !k.boolean && k.other;
+}
+
 /* heads (value v): distinct head indices from 0 to H-1, at least one, with per-head weights; a
  * JSON array, or (given->heads_csv) a string of comma-separated indices. Counts them into
  * r->n_heads. 0, or -1 with r->err. */
@@ -154,6 +226,50 @@ static int heads_field(apip_req *r, const char *v) {
     return 0;
 }
 
+/* ---- PyTorch's options ----------------------------------------------------------------------- */
+
+/* The keys attention appends after the projections: bias_k and bias_v when the params or the
+ * model have them (fields_inputs.c set r->bias_kv), then add_zero_attn's zero key, from the
+ * field (v, NULL when absent) or the model's __metadata__.add_zero_attn. A request that says
+ * otherwise than its model is refused: the model was saved (and trained) the one way. 0, or -1
+ * with r->err. */
+static int appended_keys(apip_req *r, const char *v) {
+    bool model_zero = r->model && apip_model_zero_attn(r->model);
+    r->zero_attn = model_zero;
+    if (v) {
+        int b = apip_fields_bool(r, v, "add_zero_attn",
+                                 " (true: a zero key and value after the keys, as "
+                                 "nn.MultiheadAttention(add_zero_attn=True))");
+        if (b < 0)
+            return -1;
+        if (r->model && (b == 1) != model_zero)
+            return bad(r, "add_zero_attn",
+                       "add_zero_attn is %s, but model %s was saved with add_zero_attn=%s "
+                       "(its __metadata__); leave add_zero_attn out",
+                       b ? "true" : "false", apip_model_name(r->model),
+                       model_zero ? "true" : "false");
+        r->zero_attn = b == 1;
+    }
+    r->kv_extra = (size_t)r->bias_kv + (size_t)r->zero_attn;
+    return 0;
+}
+
+/* dropout (attention) or dropout_p (SDPA), at v: 0 only. attnd serves inference, where PyTorch's
+ * modules are in eval mode and dropout is off; nanoGPT and others pass dropout_p=0.0 there. */
+static int dropout_field(apip_req *r, const char *v) {
+    const char *name = r->names[APIP_F_DROPOUT];
+    if (apip_jv_kind(v) != '0')
+        return bad(r, name, "%s must be a number, and 0: attnd serves inference only", name);
+    double x = apip_jv_number(v, &(const char *){NULL});
+    if (x == 0.0)
+        return 0;
+    int n = (int)(apip_jv_end(v) - v);
+    return bad(r, name,
+               "%s is %.*s: attnd serves inference only (PyTorch's eval mode, where dropout is "
+               "off); send 0 or leave %s out",
+               name, n > 24 ? 24 : n, v, name);
+}
+
 /* "trace": a boolean; true only for a job small enough (API_TRACE_MAX_CELLS, api.h). */
 static int trace_field(apip_req *r, const char *v) {
     int k = apip_jv_kind(v);
@@ -162,11 +278,12 @@ static int trace_field(apip_req *r, const char *v) {
     r->trace = k == 't';
     if (!r->trace)
         return 0;
-    /* Each of the three maps (N, H, L, S), and the widest of the other steps: attention's
-     * (N, L or S, E) projections, SDPA's (N, H, L or S, D or Dv) inputs. */
-    size_t maps = 0, rows = 0, ls = r->l > r->s ? r->l : r->s, w = 0;
+    /* Each of the three maps (N, H, L, S'), and the widest of the other steps: attention's
+     * (N, L or S', E) projections, SDPA's (N, H, L or S, D or Dv) inputs. */
+    const size_t sx = r->s + r->kv_extra; /* S <= max_dim: no overflow */
+    size_t maps = 0, rows = 0, ls = r->l > sx ? r->l : sx, w = 0;
     bool fits =
-        apip_mul(r->n, r->h, &maps) && apip_mul(maps, r->l, &maps) && apip_mul(maps, r->s, &maps);
+        apip_mul(r->n, r->h, &maps) && apip_mul(maps, r->l, &maps) && apip_mul(maps, sx, &maps);
     if (r->op == API_OP_SDPA)
         fits = fits && apip_mul(r->n, r->h, &rows) && apip_mul(rows, ls, &rows) &&
                apip_mul(rows, r->d > r->dv ? r->d : r->dv, &w);
@@ -190,6 +307,11 @@ int apip_fields_masks_and_options(apip_req *r) {
     bool sdpa = r->op == API_OP_SDPA;
     const char *v;
     char sh[96];
+
+    if (!sdpa && appended_keys(r, r->f[APIP_F_ADD_ZERO_ATTN]))
+        return -1;
+    if ((v = r->f[APIP_F_DROPOUT]) && dropout_field(r, v))
+        return -1;
 
     if ((v = r->f[APIP_F_CAUSAL])) {
         char k = apip_jv_kind(v);
@@ -234,6 +356,7 @@ int apip_fields_masks_and_options(apip_req *r) {
                        sh, r->n, r->s, n_is);
         r->has_km = true;
         r->km_torch = kmf == APIP_F_KEY_PADDING_MASK;
+        r->km_float = r->km_torch && kpm_is_float(t);
     }
     if (r->f[APIP_F_ATTN_MASK]) {
         if (cell_mask(r, APIP_F_ATTN_MASK, &r->am, &r->am_n, &r->am_h))
@@ -288,8 +411,8 @@ int apip_fields_masks_and_options(apip_req *r) {
         if (r->weights == ATTN_WEIGHTS_NONE)
             return bad(r, "weights_top_k", "weights_top_k needs need_weights to be %s",
                        sdpa ? "true" : "true, \"per_head\" or \"mean\"");
-        long long k = 0;
-        if (apip_fields_int(r, v, "weights_top_k", 1, (long long)r->s, &k))
+        long long k = 0; /* up to S', the appended keys included */
+        if (apip_fields_int(r, v, "weights_top_k", 1, (long long)(r->s + r->kv_extra), &k))
             return -1;
         r->top_k = (size_t)k;
     }

@@ -30,14 +30,18 @@ api_limits api_limits_default(void) {
 /* The masks of r: causal, and the masks it has by their extents alone (shape-only, every pointer
  * NULL; decode_masks points them at the decoded arrays). */
 static attn_masks req_masks(const apip_req *r) {
+    /* a float key_padding_mask is libattn's key_bias, a bool one its key_mask */
+    bool km = r->has_km && !r->km_float, kb = r->has_km && r->km_float;
     return (attn_masks){.causal = r->causal,
-                        .key_mask_n = r->km_n,
+                        .key_mask_n = km ? r->km_n : 0,
+                        .key_bias_n = kb ? r->km_n : 0,
                         .attn_mask_n = r->am_n,
                         .attn_mask_h = r->am_h,
                         .attn_bias_n = r->ab_n,
                         .attn_bias_h = r->ab_h,
                         .shape_only = (r->n_key_lengths ? ATTN_MASK_KEY_LENGTHS : 0u) |
-                                      (r->has_km ? ATTN_MASK_KEY_MASK : 0u) |
+                                      (km ? ATTN_MASK_KEY_MASK : 0u) |
+                                      (kb ? ATTN_MASK_KEY_BIAS : 0u) |
                                       (r->has_am ? ATTN_MASK_ATTN_MASK : 0u) |
                                       (r->has_ab ? ATTN_MASK_ATTN_BIAS : 0u)};
 }
@@ -52,8 +56,8 @@ static attn_opts req_opts(const apip_req *r) {
 }
 
 static void fill_dims(const apip_req *r, attn_mha_dims *md, attn_sdpa_dims *sd) {
-    *md = (attn_mha_dims){r->n, r->l, r->s, r->e, r->h, r->kdim, r->vdim};
-    *sd = (attn_sdpa_dims){r->n, r->h, r->l, r->s, r->d, r->dv};
+    *md = (attn_mha_dims){r->n, r->l, r->s, r->e, r->h, r->kdim, r->vdim, r->bias_kv, r->zero_attn};
+    *sd = (attn_sdpa_dims){r->n, r->h, r->l, r->s, r->d, r->dv, r->hkv};
 }
 
 /* libattn's status rc and error ae of planning or binding as the api's error: 413 job_too_large
@@ -87,12 +91,14 @@ static int plan_shapes(const apip_req *r, attn_plan *p) {
 /* The shapes of a job's outputs, as its response reports them, and what else the response's
  * size depends on, into *rs: the output (.., L, E), or SDPA's (.., L, Dv), led by the query's
  * leading dimensions (attention: N when the query has it; SDPA: all of q's); the weights
- * (.., maps, L, K or S) with the same lead (maps only for attention's per-head weights); the
+ * (.., maps, L, K or S') with the same lead (maps only for attention's per-head weights; S' =
+ * S + the keys appended after the projections); the
  * model's name and words for attention on a registry model. False when the bound of the words
  * does not fit in size_t (the caller refuses the job). */
 static bool out_shapes(const apip_req *r, size_t maps, apip_resp_shape *rs) {
     *rs = (apip_resp_shape){
         .op = r->op, .base64 = r->base64, .omit = r->omit, .indices = r->top_k != 0};
+    const size_t sx = r->s + r->kv_extra;
     size_t lead[2], nlead = 0;
     if (r->op == API_OP_SDPA) {
         for (size_t i = 0; i + 2 < r->rank; i++)
@@ -115,7 +121,7 @@ static bool out_shapes(const apip_req *r, size_t maps, apip_resp_shape *rs) {
         if (r->op == API_OP_ATTENTION && r->weights == ATTN_WEIGHTS_PER_HEAD)
             rs->w_dims[rs->w_rank++] = maps;
         rs->w_dims[rs->w_rank++] = r->l;
-        rs->w_dims[rs->w_rank++] = r->top_k ? r->top_k : r->s;
+        rs->w_dims[rs->w_rank++] = r->top_k ? r->top_k : sx;
     }
     if (r->trace) {
         rs->trace = true;
@@ -130,10 +136,10 @@ static bool out_shapes(const apip_req *r, size_t maps, apip_resp_shape *rs) {
         size_t t = rs->tr_rank;
         rs->tr_q[t] = r->l;
         rs->tr_q[t + 1] = dh;
-        rs->tr_kv[t] = r->s;
+        rs->tr_kv[t] = sx;
         rs->tr_kv[t + 1] = dh;
         rs->tr_maps[t] = r->l;
-        rs->tr_maps[t + 1] = r->s;
+        rs->tr_maps[t + 1] = sx;
         rs->tr_rank += 2;
     }
     if (r->op == API_OP_ATTENTION && r->model) {
@@ -154,7 +160,8 @@ typedef struct layout {
     size_t init_in, init_out; /* params init: in_proj (3E, E) and out_proj (E, E) */
     size_t p[APIP_P_COUNT];   /* inline params: floats (p[i].count) */
     size_t kl;                /* key_lengths (N) int32 */
-    size_t km, am, ab;        /* key_mask, attn_mask (bytes), attn_bias (floats): their counts */
+    size_t km, am, ab;        /* key_mask, attn_mask (bytes; a float key_padding_mask: floats),
+                                 attn_bias (floats): their counts */
     size_t heads;             /* the head subset (n_heads) uint32 */
     size_t ids;               /* the words' token ids (L) uint32 */
     size_t ws;                /* libattn's workspace: workspace_bytes */
@@ -196,7 +203,7 @@ static void lay_out(const apip_req *r, const attn_plan *p, layout *a) {
     if (r->n_key_lengths)
         a->kl = take(a, r->n_key_lengths, sizeof(int32_t));
     if (r->has_km)
-        a->km = take(a, r->km.count, 1);
+        a->km = take(a, r->km.count, r->km_float ? sizeof(float) : 1);
     if (r->has_am)
         a->am = take(a, r->am.count, 1);
     if (r->has_ab)
@@ -215,11 +222,12 @@ static void lay_out(const apip_req *r, const attn_plan *p, layout *a) {
         a->seq = take(a, most, sizeof(float));
     }
     if (r->trace) { /* trace_field bounded each of these */
-        size_t maps = r->n * r->h * r->l * r->s;
+        const size_t sx = r->s + r->kv_extra;
+        size_t maps = r->n * r->h * r->l * sx;
         if (r->op == API_OP_ATTENTION) {
             a->tq = take(a, r->n * r->l * r->e, sizeof(float));
-            a->tk = take(a, r->n * r->s * r->e, sizeof(float));
-            a->tv = take(a, r->n * r->s * r->e, sizeof(float));
+            a->tk = take(a, r->n * sx * r->e, sizeof(float));
+            a->tv = take(a, r->n * sx * r->e, sizeof(float));
             a->th = take(a, r->n * r->l * r->e, sizeof(float));
         }
         a->ts = take(a, maps, sizeof(float));
@@ -343,7 +351,9 @@ static int decode_params(const apip_req *r, const layout *a, api_job *job, char 
                                         .out_proj_bias = pp[APIP_P_OUT_B],
                                         .q_proj_weight = pp[APIP_P_Q_W],
                                         .k_proj_weight = pp[APIP_P_K_W],
-                                        .v_proj_weight = pp[APIP_P_V_W]};
+                                        .v_proj_weight = pp[APIP_P_V_W],
+                                        .bias_k = pp[APIP_P_BIAS_K], /* (1, 1, E): E floats */
+                                        .bias_v = pp[APIP_P_BIAS_V]};
     }
     job->params_ready = job->init == APIP_INIT_NONE;
     return 0;
@@ -367,7 +377,12 @@ static int decode_masks(apip_req *r, const layout *a, api_job *job, char *arena)
                 kl[i] = (int32_t)apip_req_int(el);
         job->masks.key_lengths = kl;
     }
-    if (r->has_km) {
+    if (r->has_km && r->km_float) { /* PyTorch's float key_padding_mask: added as it is */
+        float *kb = (float *)(void *)(arena + a->km);
+        if (apip_tensor_read(&r->km, APIP_TENSOR_BIAS, kb, r->err))
+            return -1;
+        job->masks.key_bias = kb;
+    } else if (r->has_km) {
         uint8_t *km = (uint8_t *)(arena + a->km);
         if (apip_tensor_read(&r->km, APIP_TENSOR_MASK, km, r->err))
             return -1;

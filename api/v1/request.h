@@ -39,6 +39,9 @@ enum {
     APIP_F_IS_CAUSAL,        /* "is_causal": true = causal top-left */
     APIP_F_AVG_WEIGHTS,      /* "average_attn_weights": with need_weights true, mean or per head */
     APIP_F_OUTPUTS,          /* "outputs": the tensors the reply carries (outputs.c) */
+    APIP_F_DROPOUT,          /* "dropout" (attention), "dropout_p" (SDPA): only 0, inference */
+    APIP_F_ENABLE_GQA,       /* "enable_gqa" (SDPA): k and v with fewer heads than q */
+    APIP_F_ADD_ZERO_ATTN,    /* "add_zero_attn" (attention): a zero key and value appended */
     APIP_F_COUNT
 };
 
@@ -54,6 +57,10 @@ typedef struct apip_req {
     bool has_k, has_v;
     size_t rank; /* of query / q */
     size_t n, h, l, s, e, kdim, vdim, d, dv;
+    size_t hkv;      /* SDPA: the heads of k and v (grouped-query attention: fewer than H) */
+    bool bias_kv;    /* attention: bias_k and bias_v appended as a key and value */
+    bool zero_attn;  /* attention: add_zero_attn, a zero key and value after them */
+    size_t kv_extra; /* the keys appended: the weights and the trace have S + kv_extra */
 
     const api_model *model; /* attention with a registry model */
     int init;               /* APIP_INIT_* for inline params */
@@ -69,6 +76,8 @@ typedef struct apip_req {
     size_t km_n, am_n, am_h, ab_n, ab_h;
     bool km_torch, am_torch; /* key_padding_mask, torch_attn_mask: PyTorch's polarity, true =
                                 blocked; inverted into attnd's 1 = may attend when decoded */
+    bool km_float;           /* key_padding_mask is PyTorch's float mask: added to the scores
+                                (libattn's key_bias), decoded as floats */
     /* "batch_first": false with a rank-3 query: query (L, N, E), key and value (S, N, width)
      * and the output (L, N, E), as nn.MultiheadAttention(batch_first=False); decoded into and
      * computed in attnd's (N, L, E) through a scratch of seq_floats floats. */

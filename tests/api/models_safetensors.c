@@ -319,17 +319,20 @@ static void test_safetensors_valid(const char *dir, const char *name) {
               mi.num_heads == (size_t)json_number_value(json_object_get(ref, "num_heads")) &&
               mi.kdim == (size_t)json_number_value(json_object_get(ref, "kdim")) &&
               mi.vdim == (size_t)json_number_value(json_object_get(ref, "vdim")) &&
-              mi.has_bias == json_is_true(json_object_get(ref, "has_bias")),
+              mi.has_bias == json_is_true(json_object_get(ref, "has_bias")) &&
+              mi.add_bias_kv == json_is_true(json_object_get(ref, "add_bias_kv")) &&
+              mi.add_zero_attn == json_is_true(json_object_get(ref, "add_zero_attn")),
           "%s: model info", name);
     /* Weights: bit-exact after the dtype conversion. */
     const attn_mha_params *pp = apip_model_params(m);
-    const char *tn[] = {"in_proj_weight", "in_proj_bias",  "out_proj.weight", "out_proj.bias",
-                        "q_proj_weight",  "k_proj_weight", "v_proj_weight"};
+    const char *tn[] = {"in_proj_weight", "in_proj_bias",  "out_proj.weight",
+                        "out_proj.bias",  "q_proj_weight", "k_proj_weight",
+                        "v_proj_weight",  "bias_k",        "bias_v"};
     const float *tp[] = {pp->in_proj_weight, pp->in_proj_bias,  pp->out_proj_weight,
                          pp->out_proj_bias,  pp->q_proj_weight, pp->k_proj_weight,
-                         pp->v_proj_weight};
+                         pp->v_proj_weight,  pp->bias_k,        pp->bias_v};
     json_t *wj = json_object_get(ref, "weights");
-    for (int i = 0; i < 7; i++) {
+    for (int i = 0; i < 9; i++) {
         json_t *a = json_object_get(wj, tn[i]);
         CHECK((a != NULL) == (tp[i] != NULL), "%s: %s presence", name, tn[i]);
         size_t bad = 0;

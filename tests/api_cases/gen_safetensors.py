@@ -77,9 +77,13 @@ def write(path, name, blob):
         f.write(blob)
 
 
-def valid_case(case, dtype, e, h, kdim=None, vdim=None, bias=True, seed=0, n=2, l=3, s=4):
+def valid_case(case, dtype, e, h, kdim=None, vdim=None, bias=True, seed=0, n=2, l=3, s=4,
+               bias_kv=False, zero_attn=False):
+    """bias_kv and zero_attn: nn.MultiheadAttention's add_bias_kv (bias_k and bias_v in the
+    state_dict) and add_zero_attn (__metadata__ "add_zero_attn": "true")."""
     g = torch.Generator().manual_seed(seed)
-    mha = torch.nn.MultiheadAttention(e, h, bias=bias, kdim=kdim, vdim=vdim, batch_first=True)
+    mha = torch.nn.MultiheadAttention(e, h, bias=bias, kdim=kdim, vdim=vdim, batch_first=True,
+                                      add_bias_kv=bias_kv, add_zero_attn=zero_attn)
     sd = {k: torch.randn(v.shape, generator=g) * 0.5 for k, v in mha.state_dict().items()}
     if dtype == "F16":
         # Values that are subnormal in float16 (below 6.1e-5), and the largest finite ones.
@@ -94,7 +98,10 @@ def valid_case(case, dtype, e, h, kdim=None, vdim=None, bias=True, seed=0, n=2, 
     mha.load_state_dict(exact)
     names = list(sd.keys())
     tensors = [(k, dtype, sd[k].shape, raw_of(sd[k], dtype)) for k in names]
-    blob = encode(tensors, {"num_heads": str(h), "format": "pt"})
+    meta = {"num_heads": str(h), "format": "pt"}
+    if zero_attn:
+        meta["add_zero_attn"] = "true"
+    blob = encode(tensors, meta)
     query = torch.randn(n, l, e, generator=g)
     kd, vd = kdim or e, vdim or e
     cross = kdim is not None or vdim is not None
@@ -104,6 +111,7 @@ def valid_case(case, dtype, e, h, kdim=None, vdim=None, bias=True, seed=0, n=2, 
         out, _ = mha(query, key, value, need_weights=False)
     ref = {
         "num_heads": h, "embed_dim": e, "kdim": kd, "vdim": vd, "has_bias": bias,
+        "add_bias_kv": bias_kv, "add_zero_attn": zero_attn,
         "query": [[[f32(x) for x in row] for row in b] for b in query.tolist()],
         "output": [[[f32(x) for x in row] for row in b] for b in out.tolist()],
         "weights": {k: [f32(x) for x in v.reshape(-1).tolist()] for k, v in exact.items()},
@@ -197,6 +205,9 @@ def main():
     valid_case("f16-packed-nobias", "F16", 8, 4, bias=False, seed=2)
     valid_case("bf16-kvdim-bias", "BF16", 8, 2, kdim=6, vdim=4, seed=3)
     valid_case("f32-kvdim-nobias", "F32", 12, 3, kdim=5, vdim=7, bias=False, seed=4)
+    valid_case("f32-packed-biaskv-zeroattn", "F32", 8, 2, seed=10, bias_kv=True, zero_attn=True)
+    valid_case("f16-kvdim-biaskv", "F16", 8, 4, kdim=6, vdim=5, seed=11, bias_kv=True)
+    valid_case("bf16-packed-zeroattn", "BF16", 8, 2, bias=False, seed=12, zero_attn=True)
     # Longest match: "abcab" is abc ab, "aba" ab a, 你好好 你好 好; U+3000 and escapes separate.
     vocab = ["a", "ab", "abc", "b", "你", "你好", "好", "。", "🙂", "x\\y", "\"q\""]
     vocab_case("f32-vocab-pos", "F32", 8, 2, vocab, 9,
@@ -249,7 +260,9 @@ def main():
                  if t[0] == "in_proj_bias" else t for t in good]
     invalid("wrong-shape-bias", encode(bad_shape, meta), "in_proj_bias has shape (16,)")
     invalid("rank-3", encode([("in_proj_weight", "F32", (3, e, e), good[0][3])] + good[1:], meta),
-            "more than 2 dimensions")
+            "in_proj_weight has shape (3, 8, 8); with E=8 it must be (24, 8)")
+    invalid("rank-4", encode([("in_proj_weight", "F32", (1, 3, e, e), good[0][3])] + good[1:],
+                             meta), "more than 3 dimensions")
     invalid("size-mismatch",
             encode(good, meta, {"out_proj.bias": {"dtype": "F32", "shape": [e + 1],
                                                   "data_offsets": [off, off + 4 * e]}}),
@@ -284,8 +297,8 @@ def main():
                                      meta), "non-finite value at element 1")
     invalid("bad-dtype", encode([("in_proj_weight", "F64", (3 * e, e // 2), good[0][3])] +
                                 good[1:], meta), "dtype F64")
-    invalid("unknown-tensor", encode(good + [("bias_k", "F32", (1, 1, e), raw_of(W(e), "F32"))],
-                                     meta), "unexpected tensor \"bias_k\"")
+    invalid("unknown-tensor", encode(good + [("bias_q", "F32", (1, 1, e), raw_of(W(e), "F32"))],
+                                     meta), "unexpected tensor \"bias_q\"")
     text = (b'{"__metadata__":{"num_heads":"2"},"out_proj.weight":{"dtype":"F32","shape":[1,1],'
             b'"data_offsets":[0,4]},"out_proj.weight":{"dtype":"F32","shape":[1,1],'
             b'"data_offsets":[0,4]}}')
@@ -295,6 +308,15 @@ def main():
                                                   "data_offsets": [off, off + 4 * e], "x": 1}}),
             "unknown header field \"x\"")
     vocab_invalid(W)
+    # add_bias_kv's bias_k and bias_v (1, 1, E), both or neither; add_zero_attn in __metadata__.
+    bias_k = ("bias_k", "F32", (1, 1, e), raw_of(W(e), "F32"))
+    invalid("bias-k-alone", encode(good + [bias_k], meta),
+            "tensor bias_v is missing: add_bias_kv gives bias_k and bias_v together")
+    invalid("bias-k-shape", encode(good + [("bias_k", "F32", (e,), bias_k[3]),
+                                           ("bias_v", "F32", (1, 1, e), bias_k[3])], meta),
+            "bias_k has shape (8,); with E=8 it must be (1, 1, 8)")
+    invalid("zero-attn-value", encode(good, {"num_heads": str(h), "add_zero_attn": "yes"}),
+            "__metadata__.add_zero_attn must be \"true\" or \"false\"")
     return 0
 
 

@@ -84,5 +84,9 @@ void test_blas_choice(void);
 void test_blas_reexec(const char *self);
 /* batch.c */
 void test_batch(attn_pool *pool);
+/* torch_options.c */
+void test_gqa(attn_pool *pool);
+void test_key_bias(attn_pool *pool);
+void test_mha_appended(attn_pool *pool);
 
 #endif

@@ -203,7 +203,7 @@ void test_cross_kdim(attn_pool *pool) {
 static int sdpa_run(size_t H, size_t L, size_t S, size_t D, size_t Dv, const float *q,
                     const float *k, const float *v, const attn_masks *m, const attn_opts *o,
                     float *out, float *w, attn_pool *pool, attn_error *err) {
-    attn_sdpa_dims d = {1, H, L, S, D, Dv};
+    attn_sdpa_dims d = {1, H, L, S, D, Dv, 0};
     attn_plan p;
     int rc = attn_sdpa_plan(&p, &d, o, m, attn_pool_slots(pool), err);
     if (rc != ATTN_OK)

@@ -254,7 +254,7 @@ void test_fused_equals_direct(attn_pool *pool) {
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const size_t *x = shapes[si];
         const size_t N = x[0], H = x[1], L = x[2], S = x[3], D = x[4], Dv = x[5];
-        attn_sdpa_dims d = {N, H, L, S, D, Dv};
+        attn_sdpa_dims d = {N, H, L, S, D, Dv, 0};
         float *q = frand_new(N * H * L * D), *k = frand_new(N * H * S * D),
               *v = frand_new(N * H * S * Dv);
         const size_t no = N * H * L * Dv;
@@ -326,7 +326,7 @@ void test_fused_equals_direct(attn_pool *pool) {
     /* AUTO fuses only with head widths of 16 and more, and never with weights. */
     const size_t widths[][3] = {{64, 64, 1}, {16, 16, 1}, {8, 64, 0}, {64, 8, 0}};
     for (size_t i = 0; i < 4; i++) {
-        attn_sdpa_dims wd = {1, 1, 40, 40, widths[i][0], widths[i][1]};
+        attn_sdpa_dims wd = {1, 1, 40, 40, widths[i][0], widths[i][1], 0};
         attn_opts o = {0}, ow = {.weights = ATTN_WEIGHTS_PER_HEAD};
         attn_plan p, pw;
         attn_error e = {0};
@@ -339,7 +339,7 @@ void test_fused_equals_direct(attn_pool *pool) {
     }
 
     /* A logit beyond float32 is ATTN_ERR_NUMERIC on the fused path as on the others. */
-    attn_sdpa_dims d = {1, 1, 5, 40, 3, 2};
+    attn_sdpa_dims d = {1, 1, 5, 40, 3, 2, 0};
     float q[15], k[120], v[80], out[10];
     for (size_t i = 0; i < 15; i++)
         q[i] = 1e20f;

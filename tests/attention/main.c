@@ -2,8 +2,9 @@
  * attention_test.h: the seed chapters' worked examples and masks (masks.c), forward passes
  * (forward.c: tiled = direct, weights modes, cross-attention, values near FLT_MAX), plans
  * (plan.c: binding, limits and errors, FLOP count), kernels, the pool and the BLAS kernel
- * choice (runtime.c), batches across jobs (batch.c), and the fused tiled path against the direct
- * one (fused.c); util.c holds the helpers. This file
+ * choice (runtime.c), batches across jobs (batch.c), the fused tiled path against the direct
+ * one (fused.c), and PyTorch's grouped-query heads, float key bias and appended keys
+ * (torch_options.c); util.c holds the helpers. This file
  * holds main, which runs them in a fixed order, and the --blas-probe that test_blas_reexec runs
  * this program with. Exits non-zero when any check fails.
  *
@@ -61,6 +62,9 @@ int main(int argc, char **argv) {
         test_batch(p);
         test_near_float_max(p);
         test_trace(p);
+        test_gqa(p);
+        test_key_bias(p);
+        test_mha_appended(p);
     }
     test_flops_closed_form();
     test_limits_and_errors();

@@ -125,7 +125,7 @@ void test_fully_masked(attn_pool *pool) {
         am[i] = (i / S) == 2 ? 0 : 1;
     int32_t kl[2] = {5, 0};
     attn_masks m = {.attn_mask = am, .key_lengths = kl};
-    attn_sdpa_dims d = {N, 1, L, S, D, D};
+    attn_sdpa_dims d = {N, 1, L, S, D, D, 0};
     float *q = frand_new(N * L * D), *k = frand_new(N * S * D), *v = frand_new(N * S * D);
     float out[2 * 4 * 3], w[2 * 4 * 5];
     for (int path = 0; path < 2; path++) {

@@ -308,7 +308,7 @@ void test_limits_and_errors(void) {
     err = (attn_error){0};
     CHECK(attn_mha_plan(&p, &huge, NULL, NULL, 1, &err) == ATTN_ERR_OVERFLOW, "overflow: %s",
           err.msg);
-    attn_sdpa_dims sd = {1, 1, 3, 4, 2, 2};
+    attn_sdpa_dims sd = {1, 1, 3, 4, 2, 2, 0};
     int32_t kl[1] = {5};
     attn_masks m = {.key_lengths = kl};
     err = (attn_error){0};
@@ -328,7 +328,7 @@ void test_limits_and_errors(void) {
     CHECK(err.code == ATTN_ERR_ARG, "the first error must win, got %s", attn_status_name(err.code));
 
     /* float32 overflow is reported, not returned as garbage */
-    attn_sdpa_dims d1 = {1, 1, 2, 2, 2, 2};
+    attn_sdpa_dims d1 = {1, 1, 2, 2, 2, 2, 0};
     float q[4] = {1e30f, 1e30f, 1, 1}, v[4] = {1, 2, 3, 4}, out[4];
     attn_opts on = {0};
     err = (attn_error){0};
@@ -398,7 +398,7 @@ void test_flops_closed_form(void) {
                       flops_by_rows(&d, &m), err.msg);
         }
         attn_mha_dims md = {.n = d.n, .l = d.l, .s = d.s, .e = 4 * d.h, .h = d.h};
-        attn_sdpa_dims hd = {d.n, d.h, d.l, d.s, 4, 4};
+        attn_sdpa_dims hd = {d.n, d.h, d.l, d.s, 4, 4, 0};
         double proj = 2.0 * (double)(d.n * d.l) * (double)md.e * (double)md.e * 2.0 +
                       2.0 * (double)(d.n * d.s) * (double)md.e * (double)(2 * md.e);
         err = (attn_error){0};

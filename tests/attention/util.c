@@ -102,7 +102,7 @@ void ref_attend(double *out, double *w, const float *q, const float *k, const fl
  * and weight differences in *dout and *dw. */
 int sdpa_compare(size_t N, size_t H, size_t L, size_t S, size_t D, size_t Dv, const attn_masks *m,
                  const attn_opts *opts, attn_pool *pool, double *dout, double *dw) {
-    attn_sdpa_dims d = {N, H, L, S, D, Dv};
+    attn_sdpa_dims d = {N, H, L, S, D, Dv, 0};
     float *q = frand_new(N * H * L * D), *k = frand_new(N * H * S * D),
           *v = frand_new(N * H * S * Dv);
     float *out = malloc(N * H * L * Dv * sizeof *out);

@@ -12,7 +12,7 @@
  * element i of weight t is ((i * mul + t * 3) % mod) / mod - 0.5. */
 static inline api_model *fuzz_tiny_model(unsigned mul, unsigned mod) {
     api_error e = {0};
-    api_model *m = apip_model_alloc("tiny", "builtin", 4, 2, 3, 2, false, true, true, &e);
+    api_model *m = apip_model_alloc("tiny", "builtin", 4, 2, 3, 2, false, true, true, false, &e);
     FUZZ_CHECK(m != NULL, "tiny model: %s", e.message);
     const attn_mha_params *p = apip_model_params(m);
     float *w[] = {(float *)p->q_proj_weight,   (float *)p->k_proj_weight,
