@@ -36,7 +36,8 @@ PKG_TEST      := $(PKG_BUILD) libjansson-dev python3 python3-torch python3-numpy
 PKG_CONTAINER := buildah podman runc debootstrap curl python3 python3-yaml
 
 ATTN_SRC := attention/error.c attention/plan.c attention/sdpa.c attention/mha.c attention/batch.c \
-            attention/kernels.c attention/tiles.c attention/pool.c attention/blas.c
+            attention/kernels.c attention/tiles.c attention/pool.c attention/blas.c \
+            attention/decode.c
 ATTN_OBJ := $(ATTN_SRC:%.c=$(BUILD)/%.o)
 
 .PHONY: all run test test-core check-layers check-readme-deps test-web screenshots test-deploy \
