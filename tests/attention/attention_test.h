@@ -84,5 +84,8 @@ void test_blas_choice(void);
 void test_blas_reexec(const char *self);
 /* batch.c */
 void test_batch(attn_pool *pool);
+/* decode.c */
+void test_decode(attn_pool *pool);
+void test_decode_errors(attn_pool *pool);
 
 #endif

@@ -3,7 +3,8 @@
  * (forward.c: tiled = direct, weights modes, cross-attention, values near FLT_MAX), plans
  * (plan.c: binding, limits and errors, FLOP count), kernels, the pool and the BLAS kernel
  * choice (runtime.c), batches across jobs (batch.c), and the fused tiled path against the direct
- * one (fused.c); util.c holds the helpers. This file
+ * one (fused.c), and decode sessions on a key/value cache against the whole-sequence call
+ * (decode.c); util.c holds the helpers. This file
  * holds main, which runs them in a fixed order, and the --blas-probe that test_blas_reexec runs
  * this program with. Exits non-zero when any check fails.
  *
@@ -61,6 +62,8 @@ int main(int argc, char **argv) {
         test_batch(p);
         test_near_float_max(p);
         test_trace(p);
+        test_decode(p);
+        test_decode_errors(p);
     }
     test_flops_closed_form();
     test_limits_and_errors();
