@@ -387,10 +387,10 @@ int attn_mha_batch_forward(const attn_batch_plan *bp, void *workspace, attn_mha_
  *     // the cache once and projected one row
  *     free(ws), free(cache.k), free(cache.v);
  *
- * Exactness. A step is not bit for bit the whole-sequence call: its projections are GEMMs of
- * l rows where the whole call's are GEMMs of T rows (BLAS may sum them in another order), and
- * its attention reads the cache with gemv (one row) or row blocks on sgemm where the whole call
- * may run the fused tiled path. The outputs, the weights and the cached keys and values agree
+ * Exactness. A step is not bit for bit the whole-sequence call: a step of one row runs its
+ * projections and attention as gemv, a step of more rows as GEMMs of l rows and row blocks on
+ * sgemm, where the whole call runs GEMMs of T rows and may run the fused tiled path (BLAS and the
+ * kernels sum in another order). The outputs, the weights and the cached keys and values agree
  * with the whole call, and with the same computed in double, within 1e-6 of each tensor's
  * largest magnitude (tests/attention/decode.c, for several E, H, kdim and vdim, with and
  * without biases, a row at a time and in chunks). What is bit for bit: a step never writes a

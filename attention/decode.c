@@ -21,7 +21,7 @@
 
 /* Offsets, in floats from the workspace start, of a step's regions. */
 typedef struct decode_layout {
-    size_t proj;  /* (R, 3E): [Q K V] packed, or Q (R, E), then K and V from kproj */
+    size_t proj;  /* (R, E) then kproj: [Q K V] (l, 3E) packed (one row: always), or Q (l, E) */
     size_t kproj; /* K (l, E) then V (l, E), or [K V] (l, 2E): 2 R E floats */
     size_t ob;    /* (R, E): the heads' outputs, concatenated, before out_proj */
     size_t slots; /* nslots x slot_floats: each a (bq, cap) block of logit rows */
@@ -302,6 +302,35 @@ static int decode_check_step(const attn_decode_plan *p, void *ws, const attn_kv_
     return ATTN_OK;
 }
 
+/* y (outdim) = w (outdim, in) x + b for one row, as gemv; b may be NULL. A GEMM of one row
+ * packs w before it multiplies, which costs several times the product itself. */
+static void decode_gemv(float *y, const float *w, const float *b, const float *x, size_t outdim,
+                        size_t in) {
+    if (b)
+        memcpy(y, b, outdim * sizeof *y);
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)outdim, (int)in, 1.0f, w, (int)in, x, 1,
+                b ? 1.0f : 0.0f, y, 1);
+}
+
+/* The projections of one new row into proj, [q k v] (3E), and v pointed at them. */
+static void decode_proj_row(attn_view *v, float *proj, const float *query, const float *key,
+                            const float *value, const attn_mha_params *prm,
+                            const attn_decode_dims *d) {
+    const size_t E = d->e;
+    const float *b = prm->in_proj_bias, *w = prm->in_proj_weight;
+    if (w && query == key && key == value) {
+        decode_gemv(proj, w, b, query, 3 * E, E);
+    } else {
+        decode_gemv(proj, w ? w : prm->q_proj_weight, b, query, E, E);
+        decode_gemv(proj + E, w ? w + E * E : prm->k_proj_weight, b ? b + E : NULL, key, E,
+                    d->kdim);
+        decode_gemv(proj + 2 * E, w ? w + 2 * E * E : prm->v_proj_weight, b ? b + 2 * E : NULL,
+                    value, E, d->vdim);
+    }
+    *v = (attn_view){
+        .q = proj, .k = proj + E, .v = proj + 2 * E, .ldq = 3 * E, .ldk = 3 * E, .ldv = 3 * E};
+}
+
 /* Copies the new rows' keys and values (l rows of E, ldk and ldv apart) into the cache at rows
  * len.. of each head; false, and nothing copied, when one of them is not finite. */
 static bool decode_append(attn_kv_cache *c, const attn_view *v, size_t l, size_t e, size_t h,
@@ -334,7 +363,8 @@ int attn_mha_decode_step(const attn_decode_plan *plan, void *workspace, attn_kv_
     decode_layout lay = decode_layout_of(plan);
     const attnk_set *ks = attnk_get();
 
-    /* The new rows' q, k and v, then k and v into the cache (not yet counted in len). */
+    /* The new rows' q, k and v (one row: gemv; more: the MHA's GEMMs), then k and v into the
+     * cache (not yet counted in len). */
     attn_view view;
     attn_in_proj ip = {.xq = query,
                        .xk = key,
@@ -349,7 +379,10 @@ int attn_mha_decode_step(const attn_decode_plan *plan, void *workspace, attn_kv_
                        .vdim = d->vdim,
                        .self = params->in_proj_weight && query == key && key == value,
                        .kv_one = key == value};
-    attn_in_proj_run(&view, &ip, params, plan->nslots, pool);
+    if (l == 1)
+        decode_proj_row(&view, ws + lay.proj, query, key, value, params, d);
+    else
+        attn_in_proj_run(&view, &ip, params, plan->nslots, pool);
     if (!decode_append(cache, &view, l, E, d->h, ks))
         return attn_fail(err, ATTN_ERR_NUMERIC,
                          "a projected key or value is not finite: float32 overflowed");
@@ -380,7 +413,10 @@ int attn_mha_decode_step(const attn_decode_plan *plan, void *workspace, attn_kv_
         return attn_fail(err, ATTN_ERR_NUMERIC,
                          "a logit is not finite: the inputs are too large for float32");
 
-    attn_out_proj_run(out, ws + lay.ob, l, E, params, plan->nslots, pool);
+    if (l == 1)
+        decode_gemv(out, params->out_proj_weight, params->out_proj_bias, ws + lay.ob, E, E);
+    else
+        attn_out_proj_run(out, ws + lay.ob, l, E, params, plan->nslots, pool);
     if (!ks->all_finite(out, l * E))
         return attn_fail(err, ATTN_ERR_NUMERIC, "the output is not finite: float32 overflowed");
     cache->len += l;

@@ -358,6 +358,15 @@ static void decode_case(const dcase *c, attn_pool *pool) {
               "%s, chunks: the mean weights differ from the whole call's by %.3g, from double "
               "by %.3g",
               c->name, a, d);
+        if (pool) { /* the same bits without the pool */
+            float *w2 = malloc(T * T * sizeof *w2);
+            s.cache.len = 0;
+            run_session(&s, c, CHUNKS, out2, w2, 1, &flops, NULL);
+            CHECK(memcmp(out, out2, T * E * sizeof *out) == 0 &&
+                      memcmp(w, w2, T * T * sizeof *w) == 0,
+                  "%s, chunks: other bits with a pool than without", c->name);
+            free(w2);
+        }
     }
     session_close(&s);
 
@@ -396,7 +405,8 @@ void test_decode(attn_pool *pool) {
         dcase_new("E 16 H 4, in_proj, bias", 16, 4, 16, 16, 37, true, true, SHARE_ALL, pool),
         dcase_new("E 24 H 3, kdim 7 vdim 11", 24, 3, 7, 11, 29, false, false, SHARE_NONE, pool),
         dcase_new("E 96 H 2, q/k/v weights, bias", 96, 2, 96, 96, 70, false, true, SHARE_ALL, pool),
-        dcase_new("E 64 H 8, in_proj, key = value", 64, 8, 64, 64, 70, true, false, SHARE_KV, pool),
+        dcase_new("E 64 H 8, in_proj, bias, key = value", 64, 8, 64, 64, 70, true, true, SHARE_KV,
+                  pool),
         dcase_new("E 8 H 1, in_proj, bias", 8, 1, 8, 8, 5, true, true, SHARE_ALL, pool),
         dcase_new("E 32 H 4, q/k/v weights, kdim 40", 32, 4, 40, 32, 45, false, true, SHARE_NONE,
                   pool),
