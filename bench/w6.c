@@ -11,10 +11,11 @@
  * The "w6" line: step_ms_512, _2048 and _4096 the per-step times; total_s the median over
  * rounds of a session's time, total_s_step_medians the sum over t of step t's median (less
  * sensitive to a step the machine stalled); recompute_total_s the median over rounds of the
- * recomputations' total, ratio the two totals' ratio and ratio_paired its median within rounds;
- * fit_* a least-squares line through the per-step times at every 256 rows (the goal: linear in
- * t); out_rel_diff_vs_whole the session's outputs against the whole call's at T, over the
- * latter's largest magnitude.
+ * recomputations' total (recompute_total_s_half_samples: the same from every other sample;
+ * _from_64: from t = 1 and the multiples of 64 alone, the default stride's estimate), ratio
+ * the two totals' ratio and ratio_paired its median within rounds; fit_* a least-squares line
+ * through the per-step times at every 256 rows (the goal: linear in t); out_rel_diff_vs_whole the
+ * session's outputs against the whole call's at T, over the latter's largest magnitude.
  *
  * Legend: T the appends, E embedding width, H heads, t the sequence length after a step, W the
  * window of steps whose median stands for the per-step time at t (steps t - W + 1 .. t). */
@@ -150,7 +151,9 @@ int w6_run(const w6_inputs *in, const w6_config *cfg, attn_pool *pool, size_t ns
     size_t *ts = malloc((T + 2) * sizeof *ts);
     size_t ns = ts ? w6_samples(T, stride, ts) : 0;
     double *steps = malloc(R * T * sizeof *steps), *rec = malloc(R * (ns + 1) * sizeof *rec);
-    double *scratch = malloc((T + R + 1) * sizeof *scratch), *tot = malloc(2 * R * sizeof *tot);
+    double *scratch = malloc((T + R + 1) * sizeof *scratch), *tot = malloc(4 * R * sizeof *tot);
+    double *half_y = malloc((ns + 1) * sizeof *half_y);
+    size_t *half_ts = malloc((ns + 1) * sizeof *half_ts);
     double *col = malloc(R * sizeof *col), *pt = malloc((NP + 1) * sizeof *pt),
            *py = malloc((NP + 1) * sizeof *py);
     float *out = malloc(T * E * sizeof *out), *whole = malloc(T * E * sizeof *whole);
@@ -158,8 +161,8 @@ int w6_run(const w6_inputs *in, const w6_config *cfg, attn_pool *pool, size_t ns
     void *bws = aligned_alloc(64, (big.workspace_bytes + 63) / 64 * 64);
     attn_kv_cache cache = {
         .k = malloc(dp.cache_bytes / 2), .v = malloc(dp.cache_bytes / 2), .cap = T};
-    if (!ts || !steps || !rec || !scratch || !tot || !col || !pt || !py || !out || !whole || !dws ||
-        !bws || !cache.k || !cache.v) {
+    if (!ts || !steps || !rec || !scratch || !tot || !half_y || !half_ts || !col || !pt || !py ||
+        !out || !whole || !dws || !bws || !cache.k || !cache.v) {
         rc = w6_nomem(err);
         goto done;
     }
@@ -187,6 +190,20 @@ int w6_run(const w6_inputs *in, const w6_config *cfg, attn_pool *pool, size_t ns
                 goto done;
         }
         tot[R + r] = w6_interp_sum(ts, rt, ns);
+        /* The same from every other sample (the first and last kept): how much the estimate
+         * leans on the interpolation. */
+        size_t nh = 0;
+        for (size_t k = 0; k < ns; k++)
+            if (k % 2 == 0 || k == ns - 1)
+                half_ts[nh] = ts[k], half_y[nh++] = rt[k];
+        tot[2 * R + r] = w6_interp_sum(half_ts, half_y, nh);
+        /* And from t = 1 and the multiples of 64 alone: with stride 1, what the default stride
+         * would have estimated from the same measurements. */
+        nh = 0;
+        for (size_t k = 0; k < ns; k++)
+            if (k == 0 || ts[k] % 64 == 0 || k == ns - 1)
+                half_ts[nh] = ts[k], half_y[nh++] = rt[k];
+        tot[3 * R + r] = w6_interp_sum(half_ts, half_y, nh);
     }
 
     /* The last session's outputs against the whole call on T rows (untimed). */
@@ -221,6 +238,8 @@ int w6_run(const w6_inputs *in, const w6_config *cfg, attn_pool *pool, size_t ns
     for (size_t i = 0; i < np; i++)
         fit_err = fmax(fit_err, fabs(py[i] - (a + b * pt[i])) / py[i]);
     double dec_total = w6_median(tot, R, scratch), rec_total = w6_median(tot + R, R, scratch);
+    double rec_half = w6_median(tot + 2 * R, R, scratch);
+    double rec_64 = w6_median(tot + 3 * R, R, scratch);
     double dec_medians = 0; /* the sum over t of step t's median over the rounds */
     for (size_t k = 0; k < T; k++) {
         double m = 0;
@@ -238,19 +257,24 @@ int w6_run(const w6_inputs *in, const w6_config *cfg, attn_pool *pool, size_t ns
             if ((size_t)pt[i] == want[j])
                 at[j] = py[i];
     printf("{\"type\":\"w6\",\"t\":%zu,\"e\":%zu,\"h\":%zu,\"repeats\":%zu,\"window\":%d,"
-           "\"step_ms_512\":%.5f,\"step_ms_2048\":%.5f,\"step_ms_4096\":%.5f,"
-           "\"total_s\":%.4f,\"total_s_step_medians\":%.4f,\"recompute\":\"%s\",\"recompute_total_"
-           "s\":%.3f,\"ratio\":%.2f,"
-           "\"ratio_paired\":%.2f,\"ratio_paired_min\":%.2f,\"ratio_paired_max\":%.2f,"
-           "\"cache_bytes\":%zu,\"fit_intercept_ms\":%.5f,\"fit_ms_per_1k_rows\":%.5f,"
-           "\"fit_r2\":%.5f,\"fit_worst_rel\":%.3f,\"out_rel_diff_vs_whole\":%.3g}\n",
-           T, E, in->h, R, W6_WINDOW, at[0] * 1e3, at[1] * 1e3, at[2] * 1e3, dec_total, dec_medians,
-           stride == 1 ? "every" : "sampled", rec_total, rec_total / dec_total, paired, lo, hi,
-           dp.cache_bytes, a * 1e3, b * 1e6, r2, fit_err, mref > 0 ? dmax / mref : dmax);
+           "\"step_ms_512\":%.5f,\"step_ms_2048\":%.5f,\"step_ms_4096\":%.5f,",
+           T, E, in->h, R, W6_WINDOW, at[0] * 1e3, at[1] * 1e3, at[2] * 1e3);
+    printf("\"total_s\":%.4f,\"total_s_step_medians\":%.4f,\"recompute\":\"%s\",", dec_total,
+           dec_medians, stride == 1 ? "every" : "sampled");
+    printf("\"recompute_total_s\":%.3f,\"recompute_total_s_half_samples\":%.3f,"
+           "\"recompute_total_s_from_64\":%.3f,",
+           rec_total, rec_half, rec_64);
+    printf("\"ratio\":%.2f,\"ratio_paired\":%.2f,\"ratio_paired_min\":%.2f,"
+           "\"ratio_paired_max\":%.2f,\"cache_bytes\":%zu,",
+           rec_total / dec_total, paired, lo, hi, dp.cache_bytes);
+    printf("\"fit_intercept_ms\":%.5f,\"fit_ms_per_1k_rows\":%.5f,\"fit_r2\":%.5f,"
+           "\"fit_worst_rel\":%.3f,\"out_rel_diff_vs_whole\":%.3g}\n",
+           a * 1e3, b * 1e6, r2, fit_err, mref > 0 ? dmax / mref : dmax);
     fflush(stdout);
 
 done:
-    free(ts), free(steps), free(rec), free(scratch), free(tot), free(col), free(pt), free(py);
+    free(half_y), free(half_ts), free(ts), free(steps), free(rec), free(scratch), free(tot),
+        free(col), free(pt), free(py);
     free(out), free(whole), free(dws), free(bws), free(cache.k), free(cache.v);
     return rc;
 }
