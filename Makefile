@@ -36,11 +36,12 @@ PKG_TEST      := $(PKG_BUILD) libjansson-dev python3 python3-torch python3-numpy
 PKG_CONTAINER := buildah podman runc debootstrap curl python3 python3-yaml
 
 ATTN_SRC := attention/error.c attention/plan.c attention/sdpa.c attention/trace.c attention/mha.c \
-            attention/batch.c attention/kernels.c attention/tiles.c attention/pool.c attention/blas.c
+            attention/batch.c attention/kernels.c attention/tiles.c attention/pool.c attention/blas.c \
+            attention/decode.c
 ATTN_OBJ := $(ATTN_SRC:%.c=$(BUILD)/%.o)
 
 .PHONY: all run test test-core check-layers check-readme-deps test-web screenshots test-deploy \
-        container-test bench deps-build deps-test check-format format clean
+        container-test bench bench-w6 deps-build deps-test check-format format clean
 
 HEADERS := $(wildcard attention/*.h api/*.h api/*/*.h server/*.h tests/*.h)
 
@@ -92,7 +93,11 @@ $(BUILD)/tests/test_attention: $(ATTN_TEST_OBJ) $(BUILD)/libattn.a
 $(BUILD)/tests/oracle_run: $(BUILD)/tests/oracle_run.o $(BUILD)/libattn.a
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/bench/bench_attention: $(BUILD)/bench/bench_attention.o $(BUILD)/libattn.a
+# bench_attention --w6 runs W6 (bench/w6.c).
+$(BUILD)/bench/bench_attention.o $(BUILD)/bench/w6.o: bench/w6.h
+
+$(BUILD)/bench/bench_attention: $(BUILD)/bench/bench_attention.o $(BUILD)/bench/w6.o \
+                               $(BUILD)/libattn.a
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 # -ljansson: bench_api measures what reading its bodies with jansson would cost (attnd does not).
@@ -209,8 +214,14 @@ bench: deps-test bench-ort-deps
 	$(PY) bench/run_ort.py --bin $(BUILD)/bench/bench_attention --work $(BUILD)/bench/ort \
 	  --out $(BUILD)/bench/ort_results.md --append $(BUILD)/bench/results.md $(ORT_ARGS)
 
+# W6 alone (bench_attention --w6): a decode session of 4,096 one-row appends against recomputing
+# the prefix; its JSON lines in $(BUILD)/bench/w6.jsonl. W6_ARGS passes --w6-repeats and
+# --w6-stride.
+bench-w6: $(BUILD)/bench/bench_attention
+	$(BUILD)/bench/bench_attention --w6 $(W6_ARGS) | tee $(BUILD)/bench/w6.jsonl
+
 FORMATTED := $(wildcard attention/*.[ch] api/*.[ch] api/*/*.[ch] server/*.[ch] tests/*.[ch] \
-               bench/*.c tests/fuzz/*.[ch] tests/reliability/*.[ch] tests/server/*.[ch] \
+               bench/*.[ch] tests/fuzz/*.[ch] tests/reliability/*.[ch] tests/server/*.[ch] \
                tests/api/*.[ch] tests/attention/*.[ch])
 
 check-format:

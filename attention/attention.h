@@ -36,6 +36,9 @@
  *     free(ws);
  *     // out row 0 = [0.70, 0.50], w row 0 = [0.40, 0.20, 0.20, 0.20]
  *
+ * Generation a token at a time runs as a decode session on a key/value cache the caller holds:
+ * attn_mha_decode_plan, then attn_mha_decode_step per new row ("Decode sessions" below).
+ *
  * Semantics worth knowing:
  *   - Masks apply to the scaled logits before the softmax and combine as AND.
  *   - Grouped-query attention (SDPA): k and v may have Hkv heads, a divisor of q's H; query
@@ -379,6 +382,117 @@ int attn_mha_batch_plan(attn_batch_plan *bp, const attn_mha_batch_job *jobs, siz
 int attn_mha_batch_forward(const attn_batch_plan *bp, void *workspace, attn_mha_batch_job *jobs,
                            size_t count, const attn_mha_params *params, attn_pool *pool,
                            attn_error *err);
+
+/* ---- Decode sessions: causal self-attention one step at a time ----------------------------- */
+
+/* A model that generates text computes its attention once per new token. Recomputing the
+ * whole prefix every time costs O(t^2 E) at step t; because of the causal mask the rows already
+ * computed never change, so a decode session keeps every row's projected keys and values in a
+ * cache and a step costs O(t E) for the attention plus the projections of its new rows only.
+ *
+ * A step appends l >= 1 new rows (query (l, E), key (l, kdim), value (l, vdim); the same
+ * pointer three times for self-attention): it projects their q, k and v, writes k and v into
+ * the cache at rows len .. len + l - 1, attends new row i (row len + i of the sequence) over keys
+ * 0 .. len + i, projects the heads' outputs into out (l, E), and adds l to len. Appending a
+ * sequence x (T, E) this way, a row at a time or in chunks, gives the out (and weights) of one
+ * attn_mha_forward of x with ATTN_CAUSAL_TOP_LEFT:
+ *
+ *     attn_decode_dims dims = {.e = 512, .h = 8, .cap = 4096, .max_rows = 1};
+ *     attn_opts opts = {0};                                   // no weights
+ *     attn_decode_plan plan;
+ *     if (attn_mha_decode_plan(&plan, &dims, &opts, attn_pool_slots(pool), &err) != ATTN_OK)
+ *         return fprintf(stderr, "%s\n", err.msg), 1;
+ *     attn_kv_cache cache = {.k = malloc(plan.cache_bytes / 2), .v = malloc(plan.cache_bytes / 2),
+ *                            .cap = 4096, .len = 0};         // an empty session
+ *     void *ws = aligned_alloc(64, plan.workspace_bytes);
+ *     for (size_t t = 0; t < T; t++) {                        // x is (T, E), out (T, E)
+ *         const float *row = x + t * 512;
+ *         if (attn_mha_decode_step(&plan, ws, &cache, out + t * 512, NULL, row, row, row, 1,
+ *                                  &params, pool, &err) != ATTN_OK)
+ *             break;                                          // cache.len is still t
+ *     }
+ *     // out = attn_mha_forward(x, causal top-left) within 1e-6; cache.len = T; each step read
+ *     // the cache once and projected one row
+ *     free(ws), free(cache.k), free(cache.v);
+ *
+ * Exactness. A step is not bit for bit the whole-sequence call: a step of one row runs its
+ * projections and attention as gemv, a step of more rows as GEMMs of l rows and row blocks on
+ * sgemm, where the whole call runs GEMMs of T rows and may run the fused tiled path (BLAS and the
+ * kernels sum in another order). The outputs, the weights and the cached keys and values agree
+ * with the whole call, and with the same computed in double, within 1e-6 of each tensor's
+ * largest magnitude (tests/attention/decode.c, for several E, H, kdim and vdim, with and
+ * without biases, a row at a time and in chunks). What is bit for bit: a step never writes a
+ * cached row (rows below len), so no earlier output changes; and the same plan, cache and
+ * appends give the same bits with or without a pool.
+ *
+ * A cache is plain data owned by the caller, who may lower len to forget the last rows (len = 0
+ * starts over): a step reads rows below len and writes rows len and up only. One step at a time
+ * per cache. A plan allocates nothing and costs O(1): plan each append with the options it
+ * needs (the weights mode, say) on the same cache; workspace_bytes depends only on dims, nslots
+ * and block_q. To grow a cache, copy each head's len rows into a larger one. */
+
+/* The projected keys and values of every row so far, per head. Each head's rows are contiguous,
+ * so a step reads each head's keys and values as one block, front to back; an append scatters
+ * l rows of E into H places. Row j of head h is k[(h cap + j) Dh .. + Dh), and so for v. */
+typedef struct attn_kv_cache {
+    float *k;   /* (H, cap, Dh): keys; rows [0, len) of each head hold the sequence */
+    float *v;   /* (H, cap, Dh): values */
+    size_t cap; /* rows each head has room for: at most the plan's cap */
+    size_t len; /* rows held; the next row appended is row len */
+} attn_kv_cache;
+
+/* Dimensions of a decode session: an MHA of width E with H heads (kdim and vdim of 0 mean E),
+ * a cache of cap rows, steps of 1 to max_rows new rows (max_rows <= cap). */
+typedef struct attn_decode_dims {
+    size_t e, h, kdim, vdim;
+    size_t cap;
+    size_t max_rows;
+} attn_decode_dims;
+
+/* A planned decode session. The size fields are for the caller; the rest is private. */
+typedef struct attn_decode_plan {
+    size_t workspace_bytes; /* scratch of a step; give it 64-byte aligned */
+    size_t cache_bytes;     /* attn_kv_cache.k and .v at cap rows: 2 cap E floats, half each */
+    size_t out_elems;       /* floats of out at max_rows: max_rows E (a step writes l E) */
+    size_t weights_elems;   /* floats of the weights at max_rows rows over cap keys; 0: none */
+    size_t job_bytes;       /* workspace + cache + outputs at their largest: what max_bytes caps */
+    /* private */
+    attn_decode_dims d;
+    attn_opts opts;
+    size_t nslots, bq, slot_floats;
+    float scale;
+    bool planned;
+} attn_decode_plan;
+
+/* Plans a decode session's steps for up to nslots threads (attn_pool_slots of the pool to be
+ * used; 1 without one). opts may be NULL; of attn_opts a step takes weights (NONE, PER_HEAD
+ * with or without a subset of heads, whose indices must be given, or MEAN), the scale,
+ * block_q (query rows per task, 64 by default) and max_bytes (caps job_bytes); path must be
+ * AUTO or DIRECT, and block_k is not used. The plan borrows opts->heads. Returns ATTN_OK and
+ * fills *plan; ATTN_ERR_SHAPE for a zero dimension, E % H != 0 or max_rows > cap;
+ * ATTN_ERR_ARG for top_k, a tiled path or another bad option; ATTN_ERR_OVERFLOW;
+ * ATTN_ERR_LIMIT over max_bytes. Allocates nothing. */
+int attn_mha_decode_plan(attn_decode_plan *plan, const attn_decode_dims *dims,
+                         const attn_opts *opts, size_t nslots, attn_error *err);
+
+/* Runs one step: appends l rows, query (l, E), key (l, kdim), value (l, vdim), to the cache and
+ * writes out (l, E) and, when the plan asks, the weights: dense (maps, l, S) with S = len + l
+ * (len before the step) and maps = H, the subset's size, or 1 for the mean; row i is zero past
+ * key len + i. workspace holds plan->workspace_bytes; pool may be NULL and must have at most
+ * plan->nslots slots. params as attn_mha_forward's. Returns ATTN_OK and adds l to cache->len;
+ * ATTN_ERR_ARG for missing buffers or parameters, or a cache that does not fit the plan;
+ * ATTN_ERR_SHAPE for l of 0 or over max_rows; ATTN_ERR_LIMIT when l rows do not fit
+ * (len + l > cap); ATTN_ERR_NUMERIC when float32 overflowed (a projected key or value, a
+ * logit, or the output). On error cache->len and rows below it are unchanged (rows from len
+ * up may have been written), so the step may be retried; out and weights are unspecified. */
+int attn_mha_decode_step(const attn_decode_plan *plan, void *workspace, attn_kv_cache *cache,
+                         float *out, attn_weights_out *weights, const float *query,
+                         const float *key, const float *value, size_t l,
+                         const attn_mha_params *params, attn_pool *pool, attn_error *err);
+
+/* The FLOPs (2 x multiply-adds) of a step of l rows on a cache of len rows: the projections of
+ * the l rows and the attention over len + i + 1 keys for row i. Pure; 0 for NULL dims. */
+double attn_mha_decode_flops(const attn_decode_dims *dims, size_t len, size_t l);
 
 /* ---- Thread pool -------------------------------------------------------------------------- */
 

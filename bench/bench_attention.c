@@ -5,14 +5,20 @@
  * width, H = heads, Dh = E / H, M = the side of the square sgemm of the peak measurement.
  *
  * Usage: bench_attention [--time SECONDS] [--only NAME] [--threading pool|blas]
+ *        bench_attention --w6 [--w6-repeats N] [--w6-stride S]
  *   --time       seconds of timed runs to aim for per workload (default 1.5; at least 5 runs)
  *   --only       run only the named workload (W1, W2, W3, W4, W4-nocausal or W5)
  *   --threading  pool (default): libattn's pool of cores - 1 helpers, single-threaded BLAS in
  *                its tasks; blas: the alternative, no pool and OpenBLAS on every core
+ *   --w6         run W6 alone (bench/w6.c): 4,096 appends of one row to a decode session at
+ *                E = 512, H = 8 (W4's inputs), each step timed, against the sequence recomputed
+ *                from scratch; --w6-repeats interleaved rounds (default 5), recomputing at
+ *                t = 1 and every multiple of --w6-stride (default 64; 1 = every t, slow)
  *
  * Prints one JSON object per line on stdout, each with a "type": "blas" (the OpenBLAS core),
  * "machine", "peak" (phase "before" and "after" the workloads), one "workload" per workload, then
- * "done". On any libattn or system error it prints an "error" line, the message on stderr, and
+ * "done" (with --w6: "w6_config", "w6_point" lines and "w6" in place of the workloads). On
+ * any libattn or system error it prints an "error" line, the message on stderr, and
  * exits 1.
  *
  * The inputs come from a counter-based generator (splitmix64 of the element index, see
@@ -30,6 +36,7 @@
 #include <unistd.h>
 
 #include "attention.h"
+#include "w6.h"
 
 #define BENCH_SEED 0x5EED2024ULL
 #define GOLDEN     0x9E3779B97F4A7C15ULL
@@ -425,11 +432,45 @@ done:
     return rc;
 }
 
+/* ---- W6 ----------------------------------------------------------------------------------- */
+
+/* W6 on W4's inputs and parameters (T = 4096, E = 512, H = 8, in_proj with biases). */
+static int w6_main(attn_pool *pool, size_t nslots, const w6_config *cfg, attn_error *err) {
+    const size_t T = 4096, E = 512, H = 8;
+    const size_t nx = T * E, nin_w = 3 * E * E, nin_b = 3 * E, nout_w = E * E;
+    float *arena = malloc((nx + nin_w + nin_b + nout_w + E) * sizeof(float));
+    if (!arena)
+        return bench_nomem(err, "W6's inputs and parameters");
+    float *x = arena;              /* x is (T, E): row t is step t + 1's query, key and value */
+    float *in_w = x + nx;          /* in_proj_weight is (3E, E) */
+    float *in_b = in_w + nin_w;    /* in_proj_bias is (3E) */
+    float *out_w = in_b + nin_b;   /* out_proj.weight is (E, E) */
+    float *out_b = out_w + nout_w; /* out_proj.bias is (E) */
+    const double wamp = sqrt(3.0 / (double)E);
+    fill_uniform(x, nx, TAG_X, 2.0);
+    fill_uniform(in_w, nin_w, TAG_IN_W, wamp);
+    fill_uniform(in_b, nin_b, TAG_IN_B, 0.1);
+    fill_uniform(out_w, nout_w, TAG_OUT_W, wamp);
+    fill_uniform(out_b, E, TAG_OUT_B, 0.1);
+    w6_inputs in = {.x = x,
+                    .params = {.in_proj_weight = in_w,
+                               .in_proj_bias = in_b,
+                               .out_proj_weight = out_w,
+                               .out_proj_bias = out_b},
+                    .t = T,
+                    .e = E,
+                    .h = H};
+    int rc = w6_run(&in, cfg, pool, nslots, err);
+    free(arena);
+    return rc;
+}
+
 /* ---- Main --------------------------------------------------------------------------------- */
 
 static void usage(void) {
     fprintf(stderr,
-            "usage: bench_attention [--time SECONDS] [--only NAME] [--threading pool|blas]\n");
+            "usage: bench_attention [--time SECONDS] [--only NAME] [--threading pool|blas]\n"
+            "       bench_attention --w6 [--w6-repeats N] [--w6-stride S]\n");
 }
 
 int main(int argc, char **argv) {
@@ -442,7 +483,8 @@ int main(int argc, char **argv) {
 
     double target = 1.5;
     const char *only = NULL;
-    bool blas_threads = false;
+    bool blas_threads = false, w6 = false;
+    w6_config w6c = {.repeats = 5, .stride = 64};
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--time") == 0 && i + 1 < argc) {
             char *end;
@@ -451,6 +493,18 @@ int main(int argc, char **argv) {
                 usage();
                 return 2;
             }
+        } else if (strcmp(argv[i], "--w6") == 0) {
+            w6 = true;
+        } else if ((strcmp(argv[i], "--w6-repeats") == 0 || strcmp(argv[i], "--w6-stride") == 0) &&
+                   i + 1 < argc) {
+            char *end;
+            bool rep = strcmp(argv[i], "--w6-repeats") == 0;
+            long v = strtol(argv[++i], &end, 10);
+            if (*end || v < 1 || v > (rep ? 99 : 4096)) {
+                usage();
+                return 2;
+            }
+            *(rep ? &w6c.repeats : &w6c.stride) = (size_t)v;
         } else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
             only = argv[++i];
         } else if (strcmp(argv[i], "--threading") == 0 && i + 1 < argc &&
@@ -510,7 +564,15 @@ int main(int argc, char **argv) {
         goto done;
     }
     size_t ran = 0;
-    for (size_t i = 0; i < sizeof WORKLOADS / sizeof WORKLOADS[0]; i++) {
+    if (w6) {
+        fprintf(stderr, "bench_attention: W6 (decode session)\n");
+        if (w6_main(pool, nslots, &w6c, &err) != ATTN_OK) {
+            report_error("W6", &err);
+            goto done;
+        }
+        ran++;
+    }
+    for (size_t i = 0; i < sizeof WORKLOADS / sizeof WORKLOADS[0] && !w6; i++) {
         const workload *w = &WORKLOADS[i];
         if (only && strcmp(only, w->name) != 0)
             continue;

@@ -88,5 +88,8 @@ void test_batch(attn_pool *pool);
 void test_gqa(attn_pool *pool);
 void test_key_bias(attn_pool *pool);
 void test_mha_appended(attn_pool *pool);
+/* decode.c */
+void test_decode(attn_pool *pool);
+void test_decode_errors(attn_pool *pool);
 
 #endif
