@@ -208,6 +208,8 @@ typedef struct api_model_info {
     size_t vocab_size;  /* tokens of its vocabulary; 0 when it has none */
     size_t max_tokens;  /* rows of its position table: the most words a request may send; 0 when
                            it has none (then only max_dim limits them) */
+    size_t num_layers;  /* a model of layers: how many; 0 for a model of one MHA */
+    bool unembedding;   /* a model of layers with lm_head: its replies predict the next token */
 } api_model_info;
 
 api_model_info api_model_describe(const api_model *m);
