@@ -66,6 +66,8 @@ bool same_bits(const float *a, const float *b, size_t n, size_t *at);
 /* A registry holding demo; one holding demo and lesson. The caller destroys it. */
 api_registry *demo_registry(void);
 api_registry *builtin_registry(void);
+/* Runs the request cases of tests/api_cases/requests/SUB (v1_cases.c); returns their count. */
+size_t run_case_dir(const char *sub, api_op op, const api_registry *models);
 /* qsort's comparison of two char * by strcmp. */
 int cmp_str(const void *a, const void *b);
 bool same_strings(const json_t *a, const json_t *b);
@@ -129,5 +131,7 @@ void test_v2(void);
 void test_seeded_inputs(void);
 /* v1_outputs.c */
 void test_outputs(void);
+/* v1_stack.c */
+void test_stack_cases(void);
 
 #endif
