@@ -22,7 +22,7 @@ typedef struct stack_layout {
 static stack_layout layout_of(const attn_stack_plan *p) {
     attn_ws_layout w = {.ok = true};
     size_t mha = p->kept.workspace_bytes > p->plain.workspace_bytes ? p->kept.workspace_bytes
-                                                                   : p->plain.workspace_bytes;
+                                                                    : p->plain.workspace_bytes;
     stack_layout s = {0};
     s.mha = attn_ws_take(&w, (mha + sizeof(float) - 1) / sizeof(float), 1, 1);
     s.normed = attn_ws_take(&w, p->d.n * p->d.l, p->d.e, 1);
@@ -43,8 +43,9 @@ int attn_mha_stack_plan(attn_stack_plan *plan, const attn_stack_dims *dims, cons
         return attn_fail(err, ATTN_ERR_SHAPE, "a stack needs at least one layer");
     attn_opts o = opts ? *opts : (attn_opts){0};
     if (o.path != ATTN_PATH_AUTO && o.path != ATTN_PATH_DIRECT)
-        return attn_fail(err, ATTN_ERR_ARG, "a stack runs on the direct path: path must be AUTO "
-                                            "or DIRECT");
+        return attn_fail(err, ATTN_ERR_ARG,
+                         "a stack runs on the direct path: path must be AUTO "
+                         "or DIRECT");
     const size_t cap = o.max_bytes;
     o.path = ATTN_PATH_DIRECT;
     o.max_bytes = 0;
@@ -133,8 +134,7 @@ static void layer_norm(float *y, const float *x, size_t rows, size_t e, const fl
 
 /* Checks the forward's arguments: the plan bound, the buffers, every layer's parameters. */
 static int check_args(const attn_stack_plan *p, void *ws, float *out, const float *x,
-                      const attn_stack_params *prm, attn_stack_layer_out *layers,
-                      attn_error *err) {
+                      const attn_stack_params *prm, attn_stack_layer_out *layers, attn_error *err) {
     if (!p || p->d.layers == 0 || !ws || !out || !x || !prm || !prm->layers)
         return attn_fail(err, ATTN_ERR_ARG,
                          "attn_mha_stack_forward needs a plan, workspace, out, x and params");
@@ -189,8 +189,9 @@ int attn_mha_stack_forward(const attn_stack_plan *plan, void *workspace, float *
             out[i] += added[i];
     }
     if (!attnk_get()->all_finite(out, count))
-        return attn_fail(err, ATTN_ERR_NUMERIC, "the residual stream is not finite: float32 "
-                                                "overflowed");
+        return attn_fail(err, ATTN_ERR_NUMERIC,
+                         "the residual stream is not finite: float32 "
+                         "overflowed");
     if (!d->vocab || !logits)
         return ATTN_OK;
     const float *y = out;

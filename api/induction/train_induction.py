@@ -306,8 +306,9 @@ def evaluate(model):
     return head_scores(maps, seqs), accuracy(logits, seqs)
 
 
-def train(steps, seed, threads, log):
-    """Trains a model from seed on threads threads: (model, [loss of each step])."""
+def train(steps, seed, threads, log, probe=None):
+    """Trains a model from seed on threads threads: (model, [loss of each step]). probe(step,
+    model), when given, is called every 500 steps (it must not draw from torch's generator)."""
     import torch
     torch.set_num_threads(threads)
     torch.use_deterministic_algorithms(True)
@@ -328,6 +329,8 @@ def train(steps, seed, threads, log):
         loss.backward()
         opt.step()
         losses.append(float(loss))
+        if probe and step % 500 == 499:
+            probe(step, model)
         if log and (step % 250 == 0 or step == steps - 1):
             print(f"step {step:5d}  loss {loss.item():.4f}  lr {lr:.2e}", flush=True)
     return model, losses

@@ -146,7 +146,7 @@ struct api_job {
     size_t out_rank, out_dims[APIP_MAX_RANK];
     size_t w_rank, w_dims[APIP_MAX_RANK]; /* 0 when no weights are returned; a model of layers'
                                              rank, with its dims in sj (apip_job_w_dims) */
-    size_t n, l, s, e, h;                     /* attention: what "shape" and "num_heads" report */
+    size_t n, l, s, e, h;                 /* attention: what "shape" and "num_heads" report */
     /* attention with params "init": the weights are made in the arena by the first run that
      * needs them (api_job_run, or once per batch by api_jobs_run), not while parsing. */
     int init;          /* APIP_INIT_* */

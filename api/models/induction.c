@@ -10,9 +10,9 @@
 extern const unsigned char apip_induction_file[], apip_induction_file_end[];
 
 api_model *api_model_induction(api_error *err) {
-    api_model *m = api_model_from_safetensors(
-        "induction", apip_induction_file,
-        (size_t)(apip_induction_file_end - apip_induction_file), err);
+    api_model *m =
+        api_model_from_safetensors("induction", apip_induction_file,
+                                   (size_t)(apip_induction_file_end - apip_induction_file), err);
     if (m)
         apip_model_set_source(m, "builtin");
     return m;

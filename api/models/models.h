@@ -229,8 +229,8 @@ void apip_words_embed(const api_model *m, const char *tokens_val, const char *te
 
 /* ---- Models of layers (models.c, layers.c) --------------------------------------------------- */
 
-#define APIP_MAX_LAYERS     64 /* the most layers a model file may have */
-#define APIP_MAX_MEASURES   8  /* the most names in __metadata__ head_scores' objects, or accuracy */
+#define APIP_MAX_LAYERS       64 /* the most layers a model file may have */
+#define APIP_MAX_MEASURES     8 /* the most names in __metadata__ head_scores' objects, or accuracy */
 #define APIP_MEASURE_NAME_MAX 32 /* the longest such name, in bytes: [a-z0-9_] */
 
 /* A model of layers (an attention-only transformer: attention.h's stacks), as a PyTorch module
@@ -242,16 +242,16 @@ typedef struct apip_stack {
     attn_stack_params params; /* every tensor in data; a part the file lacks is NULL */
     size_t vocab;             /* V, the rows of lm_head.weight; 0 without an unembedding */
     bool layer_norm;          /* every layer has a norm before its attention */
-    bool causal;   /* __metadata__.causal: a request gets the causal mask unless it says not */
-    size_t token_json;        /* the most bytes a token of the vocabulary takes as a JSON string */
+    bool causal;       /* __metadata__.causal: a request gets the causal mask unless it says not */
+    size_t token_json; /* the most bytes a token of the vocabulary takes as a JSON string */
     /* __metadata__.head_scores: per layer and head, nscores measures named score_names; and
      * __metadata__.accuracy, nacc measures. 0 when the file has none. */
     size_t nscores, nacc;
     char score_names[APIP_MAX_MEASURES][APIP_MEASURE_NAME_MAX + 1];
     char acc_names[APIP_MAX_MEASURES][APIP_MEASURE_NAME_MAX + 1];
-    double *scores;                   /* (layers, H, nscores) */
-    double acc[APIP_MAX_MEASURES];    /* (nacc) */
-    float *data;                      /* the tensors (apip_stack_alloc's layout) */
+    double *scores;                /* (layers, H, nscores) */
+    double acc[APIP_MAX_MEASURES]; /* (nacc) */
+    float *data;                   /* the tensors (apip_stack_alloc's layout) */
 } apip_stack;
 
 /* A stack of layers layers of width e with every part the format allows, zeroed, in one
@@ -276,8 +276,15 @@ const apip_stack *apip_model_stack(const api_model *m);
 /* The tensors of a model file besides the state_dict's (APIP_P_*): the vocabulary's. */
 enum { APIP_T_TOK = APIP_P_COUNT, APIP_T_POS, APIP_T_COUNT };
 /* A layer's tensors, layers.i.NAME. */
-enum { APIP_L_NORM_W, APIP_L_NORM_B, APIP_L_IN_W, APIP_L_IN_B, APIP_L_OUT_W, APIP_L_OUT_B,
-       APIP_L_COUNT };
+enum {
+    APIP_L_NORM_W,
+    APIP_L_NORM_B,
+    APIP_L_IN_W,
+    APIP_L_IN_B,
+    APIP_L_OUT_W,
+    APIP_L_OUT_B,
+    APIP_L_COUNT
+};
 /* A model of layers' own: the final norm and the unembedding. */
 enum { APIP_S_NORM_W, APIP_S_NORM_B, APIP_S_HEAD_W, APIP_S_HEAD_B, APIP_S_COUNT };
 
@@ -305,9 +312,9 @@ typedef struct apip_st_file {
     apip_st_tensor t[APIP_T_COUNT];                      /* by APIP_P_* and APIP_T_* */
     apip_st_tensor top[APIP_S_COUNT];                    /* norm.*, lm_head.* */
     apip_st_tensor layer[APIP_MAX_LAYERS][APIP_L_COUNT]; /* layers.i.* */
-    size_t layers;      /* one more than the highest layer index named; 0: none */
-    size_t h;           /* __metadata__.num_heads */
-    bool zero_attn;     /* __metadata__.add_zero_attn */
+    size_t layers;  /* one more than the highest layer index named; 0: none */
+    size_t h;       /* __metadata__.num_heads */
+    bool zero_attn; /* __metadata__.add_zero_attn */
     /* The JSON values of the other metadata keys attnd reads; NULL when absent. */
     const char *vocab_val, *names_val, *start_val, *split_val;
     const char *causal_val, *eps_val, *scores_val, *acc_val;
@@ -326,14 +333,14 @@ int apip_st_read(apip_st_ctx *c, const uint8_t *bytes, size_t len, apip_st_file 
 
 /* Converts tensor t (named name in messages) from data to float32 into dst (its element
  * count): F32 as it is, F16 and BF16 widened. 0, or -1 with c->err for a non-finite value. */
-int apip_st_convert(apip_st_ctx *c, const char *name, const apip_st_tensor *t,
-                    const uint8_t *data, float *dst);
+int apip_st_convert(apip_st_ctx *c, const char *name, const apip_st_tensor *t, const uint8_t *data,
+                    float *dst);
 
 /* The lists of f's metadata: *vocab (__metadata__.vocab split as text_split says; NULL when
  * absent), *names (head_names, f->h of them; NULL when absent) and *start (start_token's id in
  * the vocabulary, when f->start_val). 0, or -1 with c->err and nothing allocated. */
-int apip_st_lists(apip_st_ctx *c, const apip_st_file *f, apip_strlist **vocab,
-                  apip_strlist **names, uint32_t *start);
+int apip_st_lists(apip_st_ctx *c, const apip_st_file *f, apip_strlist **vocab, apip_strlist **names,
+                  uint32_t *start);
 
 /* ---- Model files of layers (layers.c) -------------------------------------------------------- */
 
