@@ -200,7 +200,8 @@ typedef struct attnd {
 } attnd;
 
 /* Models: the built-in demo first (the default unless --default-model says otherwise), then the
- * built-in lesson and induction, then --models. Returns 0, or the exit status after logging why it failed. */
+ * built-in lesson and induction, then --models. Returns 0, or the exit status after logging why
+ * it failed. */
 static int load_models(const srv_config *cfg, const srv_log *log, attnd *a) {
     api_error ae = {0};
     srv_error err = {0};
