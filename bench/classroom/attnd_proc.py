@@ -88,6 +88,21 @@ def stop(p):
             p.wait()
 
 
+def metric_value(port, name):
+    """A sample of attnd's /metrics without labels, as a number (None when missing)."""
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        c.request("GET", "/metrics")
+        text = c.getresponse().read().decode()
+        c.close()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return int(float(line.split()[1]))
+    return None
+
+
 def vm_hwm(pid):
     """Peak RSS in bytes (VmHWM), or None."""
     try:

@@ -23,7 +23,9 @@
      spread    each student loads the page at a random moment in the first 2 s, then starts at
                its own step (spread evenly over the path) and walks every step once, wrapping
                round, with a random pause of 0 to 1 s before each.
-   A 503 is tried again after its Retry-After (times 1 to 1.5, at random), at most 3 times, as
+   Each run is repeated with ATTND_SHARE_JOBS=off for the STUDENTS:MODE pairs of --unshared
+   (60:together by default): every request computed, none answered with a copy of an identical
+   one in flight. A 503 is tried again after its Retry-After (times 1 to 1.5, at random), at most 3 times, as
    the page is to do; it is an error only if the last try fails. Each request: its status, the
    time the student waited for it (retries included), bytes up and down (bodies, every try).
 3. Report, per step: p50 and p99 (nearest rank: with 30 or 60 students, the slowest) of the time
@@ -37,6 +39,7 @@ Loopback only; bounded: each call times out after --timeout s, each run stops af
 Usage: /usr/bin/python3 bench/classroom/run_classroom.py --attnd build/attnd
            [--out build/bench/classroom.md] [--work build/bench/classroom] [--students 30,60]
            [--modes together,spread] [--lang zh] [--recording FILE (replay it, no walk)]
+           [--unshared 60:together]
 """
 
 import argparse
@@ -56,8 +59,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from attnd_proc import (HERE, MEMORY_LIMIT, PERIOD_US, QUOTA_US, ROOT, Cgroups,  # noqa: E402
-                        container_env, cpu_busy, cpu_seconds, log_fields, self_cpu,
-                        start_attnd, stop, vm_hwm)
+                        container_env, cpu_busy, cpu_seconds, log_fields, metric_value,
+                        self_cpu, start_attnd, stop, vm_hwm)
 from classroom_report import counts, render, summarise  # noqa: E402
 
 CONNS = 6          # connections a browser keeps to one host
@@ -383,6 +386,9 @@ def main():
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds per try of a call")
     ap.add_argument("--deadline", type=float, default=120.0, help="seconds per run")
     ap.add_argument("--seed", type=int, default=34)
+    ap.add_argument("--unshared", default="60:together",
+                    help="STUDENTS:MODE runs to repeat with ATTND_SHARE_JOBS=off (every request "
+                         "computed, none shared), comma-separated; '' for none")
     args = ap.parse_args()
     if os.geteuid() != 0:
         print("run_classroom.py: needs root, to make the cgroups", file=sys.stderr)
@@ -407,45 +413,53 @@ def main():
           f"{up / 1e6:.1f} MB up, {down / 1e6:.1f} MB down", flush=True)
 
     runs = []
-    for n in [int(x) for x in args.students.split(",")]:
-        for mode in args.modes.split(","):
-            name = f"attnd-classroom-{os.getpid()}-{n}-{mode}"
-            cg = Cgroups(name, QUOTA_US, PERIOD_US, MEMORY_LIMIT)
-            models = tempfile.mkdtemp(prefix="attnd-models-", dir=args.work)
-            log = os.path.join(args.work, f"attnd-{n}-{mode}.log")
-            p = None
-            try:
-                env, eargs = container_env(os.path.join(ROOT, "Dockerfile"), models)
-                p, port = start_attnd(args.attnd, env, eargs, log, preexec=cg.join)
-                print(f"{n} students, {mode}: attnd pid {p.pid} on port {port}", flush=True)
-                busy0, attnd0, self0 = cpu_busy(), cpu_seconds(p.pid), self_cpu()
-                class_, secs = replay(rec, port, n, mode, args.timeout, args.deadline,
-                                      args.seed + n)
-                cpu = {"attnd": cpu_seconds(p.pid) - attnd0, "client": self_cpu() - self0}
-                cpu["others"] = max(0.0, cpu_busy() - busy0 - cpu["attnd"] - cpu["client"])
-                hwm = vm_hwm(p.pid)
-                alive = p.poll() is None
-                stats = cg.stats()
-            finally:
-                if p is not None:
-                    stop(p)
-                cg.remove()
-                shutil.rmtree(models, ignore_errors=True)
-            mem = log_fields(log, "memory")
-            thr = log_fields(log, "threads")
-            blas = log_fields(log, "blas")
-            rows = summarise(rec, class_)
-            runs.append({"students": n, "mode": mode, "seconds": secs, "rows": rows, "cpu": cpu,
-                         "hwm": hwm, "alive": alive, "cgroup": stats,
-                         "memory_bound": int(mem.get("memory_bound", 0)) or None,
-                         "memory_limit": int(mem.get("memory_limit", 0)) or None,
-                         "memory_limit_source": mem.get("memory_limit_source", "?").strip('"'),
-                         "threads": " ".join(f"{k}={v}" for k, v in thr.items()),
-                         "blas": blas.get("kernel", "?")})
-            steps_ = [r for r in rows if r["calls"] and r["n"] is not None]
-            print(f"  {secs:.1f} s, errors: {counts(rows[-1]['errors']) or 0}, worst p99 "
-                  f"{max(r['p99'] for r in steps_):.2f} s, peak RSS {(hwm or 0) / 2**20:.0f} MiB",
-                  flush=True)
+    plan = [(int(n), mode, "on") for n in args.students.split(",")
+            for mode in args.modes.split(",")]
+    plan += [(int(x.split(":")[0]), x.split(":")[1], "off")
+             for x in args.unshared.split(",") if x]
+    for n, mode, share in plan:
+        name = f"attnd-classroom-{os.getpid()}-{n}-{mode}-{share}"
+        cg = Cgroups(name, QUOTA_US, PERIOD_US, MEMORY_LIMIT)
+        models = tempfile.mkdtemp(prefix="attnd-models-", dir=args.work)
+        log = os.path.join(args.work, f"attnd-{n}-{mode}-share-{share}.log")
+        p = None
+        try:
+            env, eargs = container_env(os.path.join(ROOT, "Dockerfile"), models,
+                                       None if share == "on" else {"ATTND_SHARE_JOBS": "off"})
+            p, port = start_attnd(args.attnd, env, eargs, log, preexec=cg.join)
+            print(f"{n} students, {mode}, shared jobs {share}: attnd pid {p.pid} on port "
+                  f"{port}", flush=True)
+            busy0, attnd0, self0 = cpu_busy(), cpu_seconds(p.pid), self_cpu()
+            class_, secs = replay(rec, port, n, mode, args.timeout, args.deadline,
+                                  args.seed + n)
+            cpu = {"attnd": cpu_seconds(p.pid) - attnd0, "client": self_cpu() - self0}
+            cpu["others"] = max(0.0, cpu_busy() - busy0 - cpu["attnd"] - cpu["client"])
+            hwm = vm_hwm(p.pid)
+            shared = metric_value(port, "attnd_jobs_shared_total")
+            alive = p.poll() is None
+            stats = cg.stats()
+        finally:
+            if p is not None:
+                stop(p)
+            cg.remove()
+            shutil.rmtree(models, ignore_errors=True)
+        mem = log_fields(log, "memory")
+        thr = log_fields(log, "threads")
+        blas = log_fields(log, "blas")
+        rows = summarise(rec, class_)
+        runs.append({"students": n, "mode": mode, "share": share, "seconds": secs,
+                     "rows": rows, "cpu": cpu, "shared": shared,
+                     "hwm": hwm, "alive": alive, "cgroup": stats,
+                     "memory_bound": int(mem.get("memory_bound", 0)) or None,
+                     "memory_limit": int(mem.get("memory_limit", 0)) or None,
+                     "memory_limit_source": mem.get("memory_limit_source", "?").strip('"'),
+                     "threads": " ".join(f"{k}={v}" for k, v in thr.items()),
+                     "blas": blas.get("kernel", "?")})
+        steps_ = [r for r in rows if r["calls"] and r["n"] is not None]
+        print(f"  {secs:.1f} s, {shared} requests shared, errors: "
+              f"{counts(rows[-1]['errors']) or 0}, worst p99 "
+              f"{max(r['p99'] for r in steps_):.2f} s, peak RSS {(hwm or 0) / 2**20:.0f} MiB",
+              flush=True)
 
     report = render(args, rec, runs, t_start, played, up, down, purpose)
     with open(args.out, "w") as f:
