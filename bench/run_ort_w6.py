@@ -20,16 +20,17 @@ Steps:
      --w6-dump; bench/ort/w6.mjs --dump) writes its 4,096 outputs, each compared with torch's
      rows and with each other: max |a - torch| <= MAX_ABS over every step. A side that fails is
      reported and not timed.
-  3. --rounds rounds, each of fresh processes one after the other (attnd first in even rounds,
-     ORT first in odd ones): bench_attention --w6 --w6-repeats 1 --w6-stride 0 (a warm-up
-     session, then the timed one) on the environment's OpenBLAS kernel (OPENBLAS_CORETYPE as set,
-     or --env-coretype), and w6.mjs per graph (a warm-up session, then the timed one; with the
-     profile, the same again in a second InferenceSession with ORT's profiler on) with
-     --threads = attnd's pool slots.
+  3. --rounds rounds, each of fresh processes one after the other, per graph an attnd process
+     next to the ORT one (attnd first in even rounds, the whole order reversed in odd ones):
+     bench_attention --w6 --w6-repeats 1 --w6-stride 0 (a warm-up session, then the timed one)
+     on the environment's OpenBLAS kernel (OPENBLAS_CORETYPE as set, or --env-coretype), and
+     w6.mjs (a warm-up session, then the timed one; with the profile, the same again in a
+     second InferenceSession with ORT's profiler on) with --threads = attnd's pool slots.
 "Per step at t" is, as in bench/w6.c, the median of the steps t - 15 .. t of a session; the
 tables give the median over the rounds of each round's figure, and the range (lowest, highest)
-over the rounds. Paired ratios: ORT / attnd within a round. ORT runs with run_ort.py's
-GLIBC_TUNABLES (its freed memory stays in the process).
+over the rounds (attnd's: over every attnd process). Paired ratios: ORT / the attnd process
+next to it, within a round. ORT runs with run_ort.py's GLIBC_TUNABLES (its freed memory stays
+in the process).
 
 Exits non-zero when a program fails or an output disagrees with torch's.
 """
@@ -125,25 +126,29 @@ def cell(v, spec):
 
 
 def series(rounds, path):
-    """The per-round values at path: ("attnd",) or (graph, "wall"|"run"|"op"), then a key that
-    is a t or "total_s"."""
+    """The values at path over the rounds: ("attnd",) (every attnd process of every round) or
+    (graph, "wall"|"run"|"op"); {t or "total_s": [values]}."""
     out = {}
     for rd in rounds:
-        src = rd.get("attnd") if path[0] == "attnd" else (rd.get("ort", {}).get(path[0]) or {})
-        src = src if path[0] == "attnd" else src.get(path[1])
-        if not src:
-            continue
-        for t in EVERY:
-            out.setdefault(t, []).append(src["at"].get(t))
-        out.setdefault("total_s", []).append(src["total_s"])
+        if path[0] == "attnd":
+            srcs = list(rd.get("attnd", {}).values())
+        else:
+            srcs = [(rd.get("ort", {}).get(path[0]) or {}).get(path[1])]
+        for src in srcs:
+            if not src:
+                continue
+            for t in EVERY:
+                out.setdefault(t, []).append(src["at"].get(t))
+            out.setdefault("total_s", []).append(src["total_s"])
     return out
 
 
 def paired(rounds, path, key):
-    """ORT / attnd within each round at key (a t or "total_s")."""
+    """ORT / attnd within each round at key (a t or "total_s"), against the attnd process run
+    next to that graph's."""
     out = []
     for rd in rounds:
-        a = rd.get("attnd")
+        a = rd.get("attnd", {}).get(path[0])
         o = (rd.get("ort", {}).get(path[0]) or {}).get(path[1])
         if not a or not o:
             continue
@@ -240,7 +245,8 @@ def report(args, ctx):
     L.append(row)
     L.append("")
     L.append("Ratios ORT / attnd (above 1, attnd is faster): of the medians above, and paired "
-             "(within each round: median, lowest to highest).")
+             "(each ORT process against the attnd process run next to it in the same round: "
+             "median, lowest to highest).")
     L.append("")
     head, sep = "| |", "|---|"
     for label, _ in cols[1:]:
@@ -278,10 +284,11 @@ def report(args, ctx):
     L.append("")
     for i, rd in enumerate(rounds):
         parts = []
-        a = rd.get("attnd")
-        if a:
-            parts.append(f"attnd {fmt(a['at'].get(4096), '.3f')} / {a['total_s']:.2f}")
         for g in graphs:
+            a = rd.get("attnd", {}).get(g)
+            if a:
+                parts.append(f"attnd (beside {g}) {fmt(a['at'].get(4096), '.3f')} / "
+                             f"{a['total_s']:.2f}")
             o = rd.get("ort", {}).get(g) or {}
             for k in ("wall", "run"):
                 if o.get(k):
@@ -392,21 +399,23 @@ def main():
     snap0 = snapshot()
     for r in range(args.rounds if checks["attnd"]["ok"] else 0):
         rd = {"order": "attnd first" if r % 2 == 0 else "ORT first", "load": os.getloadavg()[0],
-              "ort": {}}
-        sides = ["attnd"] + timed
-        for side in (sides if r % 2 == 0 else sides[::-1]):
-            print(f"run_ort_w6.py: round {r + 1} of {args.rounds}: {side}", file=sys.stderr,
-                  flush=True)
+              "attnd": {}, "ort": {}}
+        # An attnd process next to each graph's, so that each pair sees the same spell of the
+        # machine; in odd rounds the whole order is reversed.
+        seq = [(side, g) for g in timed for side in ("attnd", "ort")]
+        for side, g in (seq if r % 2 == 0 else seq[::-1]):
+            print(f"run_ort_w6.py: round {r + 1} of {args.rounds}: {side} ({g})",
+                  file=sys.stderr, flush=True)
             if side == "attnd":
                 res, err = attnd_round(args, env_a)
                 if res:
                     kernel = kernel or res["blas"]
-                    rd["attnd"] = res
+                    rd["attnd"][g] = res
             else:
-                res, err = ort_round(args, side, threads, env_o)
+                res, err = ort_round(args, g, threads, env_o)
                 if res:
                     ort_version, ort_threads = res["version"], res["threads"]
-                    rd["ort"][side] = res
+                    rd["ort"][g] = res
             if err:
                 problems.append(f"round {r + 1}: {err}")
         rounds.append(rd)
