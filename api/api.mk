@@ -2,8 +2,9 @@
 #
 # test-api (run by `make test`) builds and runs build/tests/test_api (its sources: tests/api/),
 # lints api/openapi.yaml with @redocly/cli from tests/openapi (installed there by `npm ci` when
-# missing; node_modules is not committed), and regenerates the lesson model to check that the
-# committed file is its output.
+# missing; node_modules is not committed), regenerates the lesson model to check that the
+# committed file is its output, and trains the induction model for a few steps twice (the same
+# bytes, a falling loss). train-induction retrains the induction model whole.
 #
 # check-floats-exhaustive (not in `make test`: minutes, one thread per core) writes every finite
 # float32 with api_float_write and checks that it reads back, and that it matches the previous
@@ -50,8 +51,9 @@ $(BUILD)/tests/floats_exhaustive: $(BUILD)/tests/floats_exhaustive.o $(BUILD)/te
                                   $(BUILD)/libapi.a $(BUILD)/libattn.a
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
-.PHONY: test-api test-api-unit lint-openapi test-lesson check-floats-exhaustive
-test-api: test-api-unit lint-openapi test-lesson
+.PHONY: test-api test-api-unit lint-openapi test-lesson test-induction train-induction \
+        check-floats-exhaustive
+test-api: test-api-unit lint-openapi test-lesson test-induction
 
 # make_lesson.py measures every head's rule on about a thousand texts (--check), then writes the
 # model again: it must be byte for byte the committed file.
@@ -59,6 +61,24 @@ test-lesson:
 	@mkdir -p $(BUILD)/lesson
 	$(PY) api/lesson/make_lesson.py --check --out $(BUILD)/lesson/lesson.safetensors
 	cmp $(BUILD)/lesson/lesson.safetensors $(LESSON)
+
+# train_induction.py is deterministic and learns: two short runs (60 steps, no evaluation), each in
+# a fresh process, write the same bytes, and the loss falls. (The whole training is
+# train-induction's, not part of make test.)
+INDUCTION_SHORT := --steps 60 --no-eval --threads 1
+test-induction:
+	@mkdir -p $(BUILD)/induction
+	$(PY) api/induction/train_induction.py $(INDUCTION_SHORT) --out $(BUILD)/induction/a.safetensors \
+	  --losses $(BUILD)/induction/a.losses
+	$(PY) api/induction/train_induction.py $(INDUCTION_SHORT) --out $(BUILD)/induction/b.safetensors
+	cmp $(BUILD)/induction/a.safetensors $(BUILD)/induction/b.safetensors
+	$(PY) api/induction/train_induction.py --check-losses $(BUILD)/induction/a.losses
+
+# Retrains the built-in model induction whole, into api/induction/induction.safetensors, and
+# prints its SHA-256 (api/induction/README.md gives the time it takes, and the scores).
+train-induction:
+	$(PY) api/induction/train_induction.py
+	sha256sum $(INDUCTION)
 
 test-api-unit: $(BUILD)/tests/test_api
 	$(BUILD)/tests/test_api tests/api_cases
