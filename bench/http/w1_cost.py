@@ -70,8 +70,9 @@ def main():
                               f"{r['rps']:.0f} req/s", file=sys.stderr, flush=True)
         finally:
             hb.stop_all([p for p, _ in procs.values()])
-    print("| body | before: CPU per request, req/s | after | after / before (CPU, req/s) |")
-    print("|---|---|---|---|")
+    print("| body | before: CPU per request, req/s | after | after / before (CPU, req/s) | "
+          "paired: median of the rounds' CPU ratios (range) |")
+    print("|---|---|---|---|---|")
     for name in files:
         cell = {}
         for side in ("before", "after"):
@@ -79,9 +80,13 @@ def main():
             rps = [r["rps"] for r in res[name, side]]
             cell[side] = (statistics.median(cpu), min(cpu), max(cpu), statistics.median(rps))
         b, a = cell["before"], cell["after"]
+        # Each round runs both sides back to back: their ratio cancels the machine's drift
+        # between rounds, which on a shared machine is wider than the difference sought.
+        paired = [x["cpu_us"] / y["cpu_us"] for x, y in zip(res[name, "after"], res[name, "before"])]
         print(f"| {name} | {b[0]:.1f} us ({b[1]:.1f} to {b[2]:.1f}), {b[3]:,.0f} | "
               f"{a[0]:.1f} us ({a[1]:.1f} to {a[2]:.1f}), {a[3]:,.0f} | "
-              f"{a[0] / b[0]:.3f}, {a[3] / b[3]:.3f} |")
+              f"{a[0] / b[0]:.3f}, {a[3] / b[3]:.3f} | {statistics.median(paired):.3f} "
+              f"({min(paired):.3f} to {max(paired):.3f}) |")
 
 
 if __name__ == "__main__":
