@@ -167,6 +167,7 @@ check-layers:
 # the icon comes once.
 test-web: $(BUILD)/attnd tests/web/node_modules/playwright-core
 	timeout 300 node tests/web/visualizer.test.mjs $(BUILD)/attnd $(BUILD)/web-test
+	timeout 300 node tests/web/lesson.test.mjs $(BUILD)/attnd $(BUILD)/web-lesson
 	timeout 300 node tests/web/screens.test.mjs $(BUILD)/attnd $(BUILD)/web-test
 	timeout 300 node tests/web/path.test.mjs $(BUILD)/attnd $(BUILD)/web-path
 	timeout 300 node tests/web/layout.test.mjs $(BUILD)/attnd $(BUILD)/web-layout
