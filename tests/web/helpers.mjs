@@ -145,7 +145,9 @@ export function templates(strings) {
 export const ZH_KEEPS = new Set(['token', 'softmax', 'attnd', 'demo', 'API', 'JSON', 'HTTP', 'GET', 'QK', 'Redis', 'CLS', 'SEP',
   // and, in the 思考题 and 实验二, the chapters' own: attention, Attention, Value, logits, pad,
   // batch, fp16, GPT-2, Transformer, FlashAttention; MiB, and POST beside a path.
-  'attention', 'Attention', 'Value', 'logits', 'pad', 'batch', 'fp', 'GPT', 'Transformer', 'FlashAttention', 'MiB', 'POST']);
+  'attention', 'Attention', 'Value', 'logits', 'pad', 'batch', 'fp', 'GPT', 'Transformer', 'FlashAttention', 'MiB', 'POST',
+  // and 第 6 章's 自测题: "Value 的加权和，而不是 Key 的加权和".
+  'Key']);
 
 // The English words left in a Chinese string once its placeholders, "quoted code" and URL paths
 // are set aside; single letters are symbols (Q, K, V, d_k, L, E).

@@ -26,9 +26,10 @@ function check(ok, what) {
 }
 
 const C4 = '张工把配置文件发给测试同学，因为它包含新的开关。';
-const STEP_PRESETS = ['a', 'c1', 'c3', 'c4', 'c1', 'c5', 'b', 'c1', 'c1'];
-const STEP_KEYS = ['formula', 'row', 'heads', 'exp1', 'exp2', 'exp3', 'padding', 'cost', 'think'];
-const STEP_TARGETS = ['steps', 'steps', 'heads-section', 'exp1', 'exp2', 'exp3', 'steps', 'cost', 'think'];
+const STEP_PRESETS = ['a', 'c1', 'c3', 'c4', 'c1', 'c5', 'b', 'c1', 'c1', 'c1'];
+const STEP_KEYS = ['formula', 'row', 'heads', 'exp1', 'exp2', 'exp3', 'padding', 'cost', 'think', 'recap'];
+const STEP_TARGETS = ['steps', 'steps', 'heads-section', 'exp1', 'exp2', 'exp3', 'steps', 'cost', 'think', 'recap'];
+const N = STEP_KEYS.length;
 
 async function main() {
   const { proc, base } = await startAttnd(attndBin);
@@ -83,26 +84,28 @@ async function main() {
     let mark = await ready(page);
     await page.click('[data-testid=path-yes]');
     await waitNext(page, mark);
-    for (let n = 1; n <= 9; n++) {
+    for (let n = 1; n <= N; n++) {
       const k = STEP_KEYS[n - 1];
       const got = {
         step: await stepOf(page), preset: await page.inputValue('[data-testid=preset]'),
         count: await page.textContent('[data-testid=path-count]'), title: await page.textContent('[data-testid=path-title]'),
         text: await page.textContent('[data-testid=path-text]'), prev: await page.isDisabled('[data-testid=path-prev]'),
-        next: await page.isDisabled('[data-testid=path-next]'), view: await inView(page, STEP_TARGETS[n - 1]),
+        next: await page.isDisabled('[data-testid=path-next]'), nextText: await page.textContent('[data-testid=path-next]'),
+        view: await inView(page, STEP_TARGETS[n - 1]),
       };
-      check(got.step === n && got.preset === STEP_PRESETS[n - 1] && got.count === tr('en', 'path.count', { n, m: 9 })
+      // Next is never greyed out: at the last step it reads Finish.
+      check(got.step === n && got.preset === STEP_PRESETS[n - 1] && got.count === tr('en', 'path.count', { n, m: N })
         && got.title === tr('en', `path.${k}.title`) && got.text === tr('en', `path.${k}.text`)
-        && got.prev === (n === 1) && got.next === (n === 9) && got.view,
+        && got.prev === (n === 1) && !got.next && got.nextText === tr('en', n === N ? 'path.finish' : 'path.next') && got.view,
       `step ${n}: the URL holds step=${n}, the preset is ${STEP_PRESETS[n - 1]}, its title and text are shown, ${STEP_TARGETS[n - 1]} is scrolled to under the panel (${JSON.stringify({ ...got, text: got.text.slice(0, 30) })})`);
       if (n === 1) {
         const w0 = await page.$$eval('[data-testid=table-softmax] td[data-i="0"]', (tds) => tds.map((td) => td.textContent).join(' '));
         check(w0 === '0.40 0.20 0.20 0.20', `step 1 shows the chapter's row 0.40 0.20 0.20 0.20 (${w0})`);
       }
-      if (n === 2) {
+      if (n === 2) { // in English, the English twin's "it" (word 11)
         const row = await page.inputValue('[data-testid=row-pick]');
         const title = await page.textContent('[data-testid=large-title]');
-        check(row === String(7 + S0) && title.includes('coreference'), `step 2 shows the row of 它 (${row}) in the coreference head (${title})`);
+        check(row === String(10 + S0) && title.includes('coreference'), `step 2 shows the row of "it" (${row}) in the coreference head (${title})`);
       }
       if (n === 6) {
         await page.waitForSelector('[data-testid=exp3-verdict-off]:not([hidden])', { timeout: 20000 });
@@ -120,12 +123,23 @@ async function main() {
         await page.waitForSelector('[data-testid=tied-result]:not([hidden])', { timeout: 20000 });
         await page.waitForSelector('[data-testid=multi-result]:not([hidden])', { timeout: 20000 });
         check(true, 'step 9 computes the W^Q = W^K and H demos by itself');
+      }
+      if (n === N) {
+        const quiz = await page.$$eval('[data-testid=quiz] li', (ls) => ls.length);
+        check(await page.isVisible('[data-testid=recap]') && quiz === 6, `step ${N} is the ending: 本章小结 and the ${quiz} 自测题`);
+        await page.click('[data-testid=path-next]');
+        check(!(await page.isVisible('[data-testid=path]')) && await stepOf(page) === 0 && await page.isVisible('[data-testid=recap]'),
+          'Finish leaves the path, the page and its ending as they are');
         break;
       }
       mark = await ready(page);
       await page.click('[data-testid=path-next]');
       await waitNext(page, mark);
     }
+    mark = await ready(page);
+    await page.click('[data-testid=path-open]'); // the path again, from the controls' button
+    await waitNext(page, mark);
+    check(await stepOf(page) === 1, 'the controls\' button starts the path again');
     mark = await ready(page);
     await page.click('[data-testid=path-dots] button:nth-child(3)');
     await waitNext(page, mark);
@@ -149,7 +163,7 @@ async function main() {
 
     // ---- 2. 实验一: typed guesses, one picture per head ----------------------------------------
     page = await newPage();
-    await open(page, '?lang=en&p=c4');
+    await open(page, '?lang=zh&p=c4');
     const cand = [0, 2, 4, 9].map((j) => j + S0);
     const shares = () => page.$$eval('[data-testid=exp1-guess] output', (os) => os.map((o) => o.textContent).join(' '));
     check((await shares()) === '– – – –', `before a guess no share is shown (${await shares()})`);
@@ -159,7 +173,7 @@ async function main() {
     check((await shares()) === norm.map((x) => x.toFixed(2)).join(' '), `typed weights 1, 6, 1, 0 are shown normalised (${await shares()})`);
     const unread = await page.$$eval('[data-testid=exp1-guess] .unread', (us) => us.map((u) => u.closest('label').querySelector('[data-i18n-data]').textContent));
     const why = await page.textContent('[data-testid=exp1-unread]');
-    check(unread.join() === '新的开关' && why === tr('en', 'exp1.unread.why', { k: '新的开关', q: '它' }),
+    check(unread.join() === '新的开关' && why === tr('zh', 'exp1.unread.why', { k: '新的开关', q: '它' }),
       `新的开关, after 它, is marked not yet read, with one line of why (${unread.join()}: ${why})`);
     await page.click('[data-testid=exp1-compare]');
     const api = (await post('v1/attention', { model: 'lesson', text: C4, need_weights: 'per_head' })).json;
@@ -231,7 +245,7 @@ async function main() {
     await wait2(s2.n);
     s2 = await exp2Ok('with the config file\'s key edited');
     const diffs = await page.$$eval('#exp2 .exp2-diff li', (ls) => ls.map((l) => l.textContent));
-    check(diffs.join('|') === ['exp2.diff.1', 'exp2.diff.2', 'exp2.diff.3'].map((k) => tr('en', k)).join('|') && await page.isVisible('#exp2 .exp2-diff'),
+    check(diffs.join('|') === ['exp2.diff.1', 'exp2.diff.2', 'exp2.diff.3'].map((k) => tr('zh', k)).join('|') && await page.isVisible('#exp2 .exp2-diff'),
       'the chapter\'s three differences from a real search engine stand beside it');
 
     // ---- 4. W^Q = W^K: the scores symmetric ------------------------------------------------

@@ -66,14 +66,15 @@ async function main() {
     const ctx = await newContext({ viewport: { width: 1280, height: 800 }, locale: 'en-US' });
     const page = await ctx.newPage();
     // The lesson model's start token (issue 25), first among a sentence's words: every word of a
-    // sentence is S0 further on, and the page labels it 〈始〉 / 〈s〉 (web/i18n.js tok.start).
+    // sentence is S0 further on, and the page labels it 〈始〉 / <s> (web/i18n.js tok.start).
     const lessonInfo = await (await fetch(new URL('v1/models/lesson', base))).json();
     const S0 = lessonInfo.start_token ? 1 : 0;
-    const START = { zh: '〈始〉', en: '〈s〉' };
+    const START = { zh: '〈始〉', en: '<s>' };
     const withStart = (lang, tokens) => (S0 ? [START[lang]] : []).concat(tokens);
 
-
-    await page.goto(base);
+    // 1. Preset (a): the seed's numbers. (The page in Chinese: the sentence presets below are
+    // the chapter's Chinese sentences.)
+    await page.goto(new URL('?lang=zh', base).href);
     await page.waitForFunction(() => document.body.dataset.ready);
     await checkModules(page, base);
     let mark = await readyMark(page);
@@ -97,7 +98,7 @@ async function main() {
     mark = await readyMark(page);
     await page.selectOption('[data-testid=causal]', 'top_left');
     const st = await waitReady(page, mark);
-    check(st.startsWith('ok'), `causal run succeeds (${st})`);
+    check(st.startsWith('完成'), `causal run succeeds (${st})`);
     const L = 11 + S0;
     let maskedOk = true, openOk = true;
     for (let i = 0; i < L; i++) {
@@ -143,6 +144,8 @@ async function main() {
     const before = await tableRow(page, 'table-softmax', 10 + S0);
     await page.click('[data-testid=head-2]');
     await page.waitForFunction(() => document.getElementById('large-title').textContent.startsWith('structure'));
+    // The heatmap first; the step tables follow once it is on the screen.
+    await page.waitForSelector('[data-testid=row-steps][data-head="2"]');
     const after = await tableRow(page, 'table-softmax', 10 + S0);
     const want2 = api.weights[2][10 + S0].map((x) => x.toFixed(2));
     check(after.join(' ') === want2.join(' ') && after.join(' ') !== before.join(' '),
@@ -289,14 +292,18 @@ async function main() {
     u = new URL(page.url()).searchParams;
     check(u.get('lang') === 'zh' && (await page.textContent('[data-testid=run]')) === '运行' && (await rowLabel()) === '查询',
       `and back to Chinese, lang=zh in the URL (${u})`);
-    // On a sentence preset the switch redraws without a new request: the selected head stays.
+    // On a sentence preset the switch runs the sentence's twin in the other language
+    // (twins.js): the selected head stays.
     await page.goto(new URL('?lang=zh&p=c1&head=2', base).href);
     await page.waitForFunction(() => document.body.dataset.ready);
     const zhTitle = await page.textContent('[data-testid=large-title]');
+    mark = await readyMark(page);
     await page.click('[data-testid=lang-en]');
+    await waitReady(page, mark);
     const enTitle = await page.textContent('[data-testid=large-title]');
-    check(zhTitle.startsWith('structure 结构 · 最大值') && enTitle.startsWith('structure · max') && new URL(page.url()).searchParams.get('head') === '2',
-      `the selected head's title follows the language (${zhTitle} / ${enTitle})`);
+    check(zhTitle.startsWith('structure 结构 · 最大值') && enTitle.startsWith('structure · max') && new URL(page.url()).searchParams.get('head') === '2'
+      && (await page.inputValue('[data-testid=text]')).startsWith('The programmer sent'),
+    `the selected head's title follows the language, and the sentence is its English twin (${zhTitle} / ${enTitle})`);
 
     // 9. Large font on a 1024x768 projector. The labels are read from what the page drew
     // (recordCanvasText), the box from the layout.
@@ -311,7 +318,7 @@ async function main() {
       { what: 'the 小王 sentence, L = 16, en', ...sixteenTokens('en', true) },
       // The lesson model's named heads take a second line under their tiles (the gloss).
       { what: 'the lesson model\'s 小王 preset, L = 16, zh', url: '?lang=zh&p=c3&large=1&head=3', tokens: withStart('zh', c3) },
-      { what: 'the lesson model\'s 小王 preset with both experiments run, L = 16, en', url: '?lang=en&p=c3&large=1&head=3&e1=1&e3=2', tokens: withStart('en', c3) },
+      { what: 'the lesson model\'s 小王 preset with both experiments run, L = 16, zh', url: '?lang=zh&p=c3&large=1&head=3&e1=1&e3=2', tokens: withStart('zh', c3) },
     ];
     for (const cs of cases) {
       await pp.goto(new URL(cs.url, base).href);
