@@ -89,7 +89,9 @@ export function drawConcat(v) {
   sec.hidden = !wo;
   if (!wo) return;
   const i = selectedRow(v), h = v.h, dk = v.trace.out.x, e = h * dk, q = v.qTokens[i];
-  const heads = Array.from({ length: h }, (_, k) => rowAt(v.trace.out, k, i));
+  // float32, as attnd computed them (the trace's JSON decimals read back into float32, as the
+  // output is), so that the check compares the numbers attnd holds.
+  const heads = Array.from({ length: h }, (_, k) => rowAt(v.trace.out, k, i).map(Math.fround));
   const concat = heads.flat();
   const product = wo(concat);
   const out = Array.from(v.output.data.subarray(i * e, (i + 1) * e));
