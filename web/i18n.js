@@ -203,7 +203,7 @@ export const STRINGS = {
     // 实验一 (exp1.js), as reworked for the guided path: typed weights, one picture per head.
     'exp1.unread': 'not yet read',
     'exp1.placeholder': '?',
-    'exp1.unread.why': '{k} comes after {q}: reading in order, the model has not read it yet when it reads {q}, and a language model\'s causal mask (Experiment 3) keeps it out of reach.',
+    'exp1.unread.why': '“{k}” comes after “{q}”: reading in order, the model has not yet read it when it reads “{q}”, and a language model\'s causal mask (Experiment 3) keeps it out of reach.',
     'exp1.pic.l1': 'L1 distance {d}',
     'exp1.pic.start': '{s} (rests here)',
     'exp1.pic.other': 'other words',
