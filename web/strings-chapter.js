@@ -15,8 +15,8 @@ export const CHAPTER_STRINGS = {
     'vocab.title.en': 'Vocabulary of {model}: its {k} English words (of {n})',
 
     // The scale, one notation everywhere: ÷ √d_k with its value (steps.js, rowsteps.js).
-    'scale.sqrt': '÷ √d_k = ÷ √{dk} = ÷ {root}',
-    'scale.sqrt.approx': '÷ √d_k = ÷ √{dk} ≈ ÷ {root}',
+    'scale.sqrt': '÷ √d_k (√{dk} = {root})',
+    'scale.sqrt.approx': '÷ √d_k (√{dk} ≈ {root})',
     'scale.given': '÷ {d} (the request\'s scale)',
     'step.2': 'Step 2: scale, {div}',
     'step.3.none': 'Step 3: mask: none in this run, so the scores go into softmax as they are.',
@@ -108,8 +108,8 @@ export const CHAPTER_STRINGS = {
     'gloss.label.en': '英文：',
     'vocab.title.en': '{model} 模型的词表：{n} 个词中的 {k} 个英文词',
 
-    'scale.sqrt': '÷ √d_k = ÷ √{dk} = ÷ {root}',
-    'scale.sqrt.approx': '÷ √d_k = ÷ √{dk} ≈ ÷ {root}',
+    'scale.sqrt': '÷ √d_k（√{dk} = {root}）',
+    'scale.sqrt.approx': '÷ √d_k（√{dk} ≈ {root}）',
     'scale.given': '÷ {d}（请求里给定的缩放）',
     'step.2': '第 2 步：缩放，{div}',
     'step.3.none': '第 3 步：掩码：这次运行没有掩码，分数原样进入 softmax。',
@@ -131,7 +131,7 @@ export const CHAPTER_STRINGS = {
     'chapter.col.word': '词',
     'chapter.col.book': '教材：分数 → 权重',
     'chapter.col.model': '这个模型：分数 → 权重',
-    'chapter.why': '为什么不同：教材的数字是示意，表示一个把权重分散开一些的头；它的四个权重加起来是 {sum}，“…”代表这一行里的其他词。课程模型的指代头是手工构造的，只表示一种关系：不可能是先行词的词，分数都远远低于它（{low} 以及更低），一点权重也拿不到，剩下的权重停在起始符上（{start}）。分数相差 3.7（4.8 和 1.1）时，softmax 给出 0.88 对 0.03；这个头相差 {gap}，给出 {w} 对 0.000。',
+    'chapter.why': '为什么不同：教材的数字是示意，表示一个把权重分散开一些的头；它的四个权重加起来是 {sum}，“…”代表这一行里的其他词。课程模型的指代头是手工构造的，只表示一种关系：不可能是先行词的词，分数都远远低于先行词（{low} 以及更低），一点权重也拿不到，剩下的权重停在起始符上（{start}）。分数相差 3.7（4.8 和 1.1）时，softmax 给出 0.88 对 0.03；这个头相差 {gap}，给出 {w} 对 0.000。',
 
     'concat.title': '拼接 → W^O：一个词在各头的输出并排拼接，再乘输出投影',
     'concat.intro': '每个头给「{q}」一个 d_k = {dk} 维的向量（它的 × V）。把它们并排拼接，得到一个 {e} = {h} × {dk} 维的向量；再乘 W^O（{e} × {e}），就是这一层给「{q}」的输出。',

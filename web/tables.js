@@ -13,8 +13,8 @@ export const f2 = (x) => {
   return x.toFixed(a < 0.995 ? (x < 0 ? 1 : 2) : a < 9.95 ? 1 : 0);
 };
 
-// The scale as a division: ÷ √d_k = ÷ √64 = ÷ 8 when it is 1/√d_k (≈ when √d_k is not whole),
-// else ÷ 1/scale (SDPA's own scale: the chapter's padding example sends logits and scale 1).
+// The scale as a division: ÷ √d_k (√64 = 8) when it is 1/√d_k (≈ when √d_k is not whole), else
+// ÷ 1/scale (SDPA's own scale: the chapter's padding example sends logits and scale 1).
 export function scaleText(scale, dk) {
   const root = Math.sqrt(dk);
   if (Math.abs(scale * root - 1) < 1e-6) {
