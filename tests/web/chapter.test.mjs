@@ -104,7 +104,7 @@ async function main() {
     // One notation for the scale: ÷ √d_k with its value, in the row's column and in step 2.
     const heads = async (p) => [await p.textContent('[data-testid=row-steps] th[data-col=score]'), await p.textContent('[data-testid=table-scaled] caption')];
     const notation = [];
-    for (const [q, div] of [['?lang=en&p=a', '÷ √d_k (√2 ≈ 1.41)'], ['?lang=zh&p=c1&head=3', '÷ √d_k（√64 = 8）'], ['?lang=en&p=b', '÷ 1']]) {
+    for (const [q, div] of [['?lang=en&p=a', '÷ √d_k (√2 ≈ 1.41)'], ['?lang=zh&p=c1&head=3', '÷ √d_k（√64 = 8）'], ['?lang=en&p=b', '÷ √d_k (√1 = 1)']]) {
       await openAt(page, base, q);
       const [c, s] = await heads(page);
       notation.push(`${c} | ${s}`);
