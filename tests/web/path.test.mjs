@@ -30,6 +30,11 @@ const STEP_PRESETS = ['a', 'c1', 'c3', 'c4', 'c1', 'c5', 'b', 'c1', 'c1', 'c1'];
 const STEP_KEYS = ['formula', 'row', 'heads', 'exp1', 'exp2', 'exp3', 'padding', 'cost', 'think', 'recap'];
 const STEP_TARGETS = ['steps', 'steps', 'heads-section', 'exp1', 'exp2', 'exp3', 'steps', 'cost', 'think', 'recap'];
 const N = STEP_KEYS.length;
+const key = (x) => JSON.stringify(x);
+// The bodies of an experiment's "call as code" (callbox.js) as curl shows them: each request's
+// JSON in its here-document.
+const callsIn = (page, id) => page.$eval(`[data-testid=callbox-${id}] pre`, (x) => x.textContent)
+  .then((code) => [...code.matchAll(/<<'(JSON_*)'\n(.*)\n\1\n/g)].map((m) => JSON.parse(m[2])));
 
 async function main() {
   const { proc, base } = await startAttnd(attndBin);
@@ -200,6 +205,10 @@ async function main() {
     });
     check(picsOk, `one picture per head: the guess beside the API's weights for each candidate, 〈始〉 and the other words apart, the L1 distance and the closest head (${pics.map((f) => `${f.h}: ${f.d.toFixed(2)}`).join(', ')}; closest ${api.head_names[best]})`);
     check(api.head_names[best] === 'coreference', `the guess on 配置文件 is closest to coreference (${api.head_names[best]})`);
+    const run1 = JSON.parse((await page.textContent('[data-testid=request-json]')).split('\n').slice(1).join('\n'));
+    const calls1 = await callsIn(page, 'exp1');
+    check(calls1.length === 1 && key(calls1[0]) === key(run1) && run1.text === C4,
+      `实验一's call as code is the run it compares with (${calls1.length} request, its text ${calls1[0] && calls1[0].text})`);
     const link = page.url();
     for (let k = 0; k < 4; k++) await page.fill(`[data-testid=exp1-weight-${cand[k]}]`, k === 0 ? '5' : '0');
     const far = await page.$$eval('[data-testid=exp1-pics] figure', (fs) => fs.map((f) => Number(f.dataset.d)));
@@ -281,6 +290,8 @@ async function main() {
       `W^Q = W^K: the request ties the projections and the API's scores are symmetric (largest |s_ij − s_ji| ${on.asym})`);
     check(Number(on.shown.diag) === on.diag && on.diag > off.diag && on.diag === on.n,
       `W^Q = W^K: every row puts its largest weight on the diagonal (${on.diag} of ${on.n}; apart: ${off.diag})`);
+    const callsT = await callsIn(page, 'tied');
+    check(callsT.length === 1 && key(callsT[0]) === key(on.body), `思考题 1's call as code is its own request, the inline projections tied (${callsT.length})`);
 
     // ---- 5. H = 1, 2, 4, 8 on the same E ---------------------------------------------------
     bodies.length = 0;
@@ -296,6 +307,8 @@ async function main() {
       `the same words, the same E and the same projections with H = 1, 2, 4, 8 side by side, one map per head (${cols.map((c) => `H ${c.h}: ${c.maps}`).join(', ')})`);
     check(cols.every((c, k) => c.flops === flops[k]) && new Set(flops).size === 1,
       `each H's FLOPs are the API's, the same for every H (${flops.join(', ')})`);
+    const callsM = await callsIn(page, 'multi');
+    check(callsM.length === 4 && callsM.every((b, k) => key(b) === key(mb[k])), `思考题 2's call as code is its own ${callsM.length} requests, H = 1, 2, 4, 8`);
 
     // ---- 6. The cost of n²: the page's figures against the API's usage -------------------
     // The page sends small jobs: seeded q, k and v that attnd makes, and a reply of usage alone.
@@ -313,6 +326,8 @@ async function main() {
       && sent.every((b, k) => seeded(b.q, [2048, 8192][k >> 1]) && seeded(b.k, [2048, 8192][k >> 1]) && seeded(b.v, [2048, 8192][k >> 1])
         && Array.isArray(b.outputs) && b.outputs.length === 0 && b.need_weights === (k % 2 === 1)),
     `the n² jobs are seeded q, k and v of (n, 64) with "outputs": [], each under 1 KiB (${costBodies.map((x) => x.length).join(', ')} bytes)`);
+    const callsC = await callsIn(page, 'cost');
+    check(callsC.length === 4 && callsC.every((b, k) => key(b) === key(sent[k])), `the n² step's call as code is its own ${callsC.length} jobs`);
     const ref = [];
     for (const [k, n] of [2048, 8192].entries()) {
       const plain = await post('v1/sdpa', sent[2 * k]);
