@@ -103,15 +103,17 @@ async function main() {
       `the lesson model (d_k = 64): 它's largest weight ${Number(lv.w1).toFixed(3)} scaled, ${Number(lv.w2).toFixed(4)} without (${lv.text})`);
     // One notation for the scale: ÷ √d_k with its value, in the row's column and in step 2.
     const heads = async (p) => [await p.textContent('[data-testid=row-steps] th[data-col=score]'), await p.textContent('[data-testid=table-scaled] caption')];
+    // Step 1 in both languages included, whose table once read "缩放, × 0.7071" beside a text of ÷ √2.
     const notation = [];
-    for (const [q, div] of [['?lang=en&p=a', '÷ √d_k (√2 ≈ 1.41)'], ['?lang=zh&p=c1&head=3', '÷ √d_k（√64 = 8）'], ['?lang=en&p=b', '÷ √d_k (√1 = 1)']]) {
+    for (const [q, div] of [['?lang=en&p=a', '÷ √d_k (√2 ≈ 1.41)'], ['?lang=zh&step=1', '÷ √d_k（√2 ≈ 1.41）'], ['?lang=en&step=1', '÷ √d_k (√2 ≈ 1.41)'],
+      ['?lang=zh&p=c1&head=3', '÷ √d_k（√64 = 8）'], ['?lang=en&p=b', '÷ √d_k (√1 = 1)']]) {
       await openAt(page, base, q);
       const [c, s] = await heads(page);
+      const all = await page.evaluate(() => document.body.innerText);
       notation.push(`${c} | ${s}`);
-      if (!(c.includes(div) && s.includes(div))) notation.push('FAIL');
+      if (!(c.includes(div) && s.includes(div)) || /× 0\.\d|scale ·|\d · q·k/.test(all)) notation.push(`FAIL at ${q}`);
     }
-    const all = await page.evaluate(() => document.body.innerText);
-    check(!notation.includes('FAIL') && !/× 0\.\d|scale ·|\d · q·k/.test(all), `one notation for the scale, ÷ √d_k with its value (${notation.join('; ')})`);
+    check(!notation.some((x) => x.startsWith('FAIL')), `one notation for the scale, ÷ √d_k with its value, and no "× 0.7071" (${notation.join('; ')})`);
 
     // ---- 2. Concat → W^O: the heads side by side, × W^O, against the output ---------------------
     await openAt(page, base, '?lang=zh&p=c3&head=1');
