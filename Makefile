@@ -167,6 +167,10 @@ check-layers:
 # the icon comes once.
 test-web: $(BUILD)/attnd tests/web/node_modules/playwright-core
 	timeout 300 node tests/web/visualizer.test.mjs $(BUILD)/attnd $(BUILD)/web-test
+	timeout 300 node tests/web/lesson.test.mjs $(BUILD)/attnd $(BUILD)/web-lesson
+	timeout 600 node tests/web/english.test.mjs $(BUILD)/attnd $(BUILD)/web-english
+	timeout 300 node tests/web/chapter.test.mjs $(BUILD)/attnd $(BUILD)/web-chapter
+	timeout 600 node tests/web/contrast.test.mjs $(BUILD)/attnd $(BUILD)/web-contrast
 	timeout 300 node tests/web/screens.test.mjs $(BUILD)/attnd $(BUILD)/web-test
 	timeout 300 node tests/web/path.test.mjs $(BUILD)/attnd $(BUILD)/web-path
 	timeout 300 node tests/web/layout.test.mjs $(BUILD)/attnd $(BUILD)/web-layout
