@@ -10,8 +10,9 @@
 //                merges them)
 //   strings-chapter.js  √d_k, concat → W^O, the ending, the gloss, the experiments' calls
 //                (i18n.js merges them)
+//   strings-learned.js  the path's step on a model that learned (i18n.js merges them)
 //   i18n.js      every string a person reads, in Chinese and English [i18n-screens
-//                strings-lesson strings-class strings-chapter]
+//                strings-lesson strings-class strings-chapter strings-learned]
 //   twins.js     the lesson's sentences in Chinese and English, the experiments' words, the
 //                chapter's table of 它's row (data)
 //   numbers.js   deterministic numbers (splitmix64) for the random presets
@@ -61,21 +62,27 @@
 //   cost.js      思考题 3, the cost of n², measured, on seeded inputs
 //                [state dom api errors callbox]
 //   think.js     the 思考题's section [dom tied multihead cost]
+//   headscores.js  previous-token and induction scores of a head on a sequence (no imports)
+//   modelview.js every layer × head of a model of layers as small maps with their scores, one
+//                open large [state dom minimap headscores]
+//   learned.js   a model that learned: the induction model on a seeded sequence that repeats,
+//                or the student's, its heads and next-token predictions
+//                [state dom api tensors errors numbers headscores modelview callbox]
 //   views.js     a result in every view, the grid of heads, and a head's click (the heatmap
 //                first, the rest after that frame)
 //                [state dom heatmap maps heads large lines steps exp1 exp2 exp3 think concat
-//                recap]
+//                recap learned]
 //   controls.js  the controls, presets, the models' list and the language
 //                [i18n state dom api status vocab fold]
 //   svg.js       the current view as an SVG document, and an SVG as a PNG
 //                [state dom maps heatmap heads large]
 //   export.js    the exports and the call, a failed run's greyed-out result, the colour scale's
 //                switch [state dom svg calls]
-//   path.js      the guided path: ten steps, the URL's step, the first visit's offer, Finish
+//   path.js      the guided path: eleven steps, the URL's step, the first visit's offer, Finish
 //                [state dom controls fold]
 //   app.js       this module: a run, the sentence box, the language switch and the listeners
 //                [state dom api busy errors fold compute status vocab large lines exp1 exp3
-//                views steps controls export path think concat recap callbox]
+//                views steps controls export path think concat recap callbox learned]
 //
 // Legend: L query tokens, S key tokens, E embedding width, H heads, Dh = E / H the head width.
 // Weight maps are kept per head as Float32Array(L * S) (dense) or as the top-k of every row
@@ -108,6 +115,7 @@ import { initFold } from './fold.js';
 import { drawConcat } from './concat.js';
 import { initRecap } from './recap.js';
 import { redrawCalls } from './callbox.js';
+import { initLearned } from './learned.js';
 
 // ---- Running ------------------------------------------------------------------------------
 
@@ -209,6 +217,7 @@ async function main() {
   initFold();
   initPath(run); // a step in the URL sets the page before the first run
   initThink();
+  initLearned();
   initRecap(goStep, (n) => t(`path.${STEPS[n - 1].key}.title`));
   $('preset').addEventListener('change', () => { readControls(); applyPreset($('preset').value); syncControls(); run(); });
   for (const id of ['causal', 'key-length', 'weights-mode', 'params-kind', 'num-heads', 'init-seed', 'rand-l', 'rand-e', 'rand-seed']) {
