@@ -90,6 +90,8 @@ function drawOpen(d, open, onPick) {
     mode: 'weights', labels: d.labels, masked: (i, j) => j > i, marks,
   });
   cv.setAttribute('aria-label', $('learned-open-title').textContent);
+  cv.dataset.same = isInd ? JSON.stringify(same) : '';  // the cells outlined, for a test to read
+  cv.dataset.stripe = isInd ? JSON.stringify(ind) : '';
   cv.onclick = () => onPick(null);
   const stripe = $('learned-stripe');
   stripe.hidden = !isInd || !same.length;
