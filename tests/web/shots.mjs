@@ -118,9 +118,9 @@ export const SHOTS = [
   // too, which INPUTS hashes.
   {
     file: 'learned-induction.png',
-    what: 'the guided path, step 5 of 11, a model that learned, in English at 1024x1100: the built-in induction model on a seeded random sequence of its English words that repeats, its 2 layers × 4 heads as small maps with their scores, and the layer-1 head with the highest induction score open large: in the repeated half its weight one step right of the dotted cells where the same word stood before',
+    what: 'the guided path, step 5 of 11, a model that learned, in English at 1024x1250: the built-in induction model on a seeded random sequence of its English words that repeats, its 2 layers × 4 heads as small maps with their scores, and the layer-1 head with the highest induction score open large: in the repeated half its weight one step right of the dotted cells where the same word stood before',
     url: '?lang=en&step=5',
-    viewport: { width: 1024, height: 1100 },
+    viewport: { width: 1024, height: 1250 },
     fullPage: false,
     waitFor: 'body[data-path-step="5"] [data-testid=learned-result]:not([hidden])',
     scrollTo: '[data-testid=learned-seq]',
