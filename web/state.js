@@ -126,9 +126,10 @@ export function isSdpa() {
 }
 
 // The name of the model a sentence goes to: the chosen one when it has a vocabulary, else the
-// lesson model, else the first model with a vocabulary (null when there is none).
+// lesson model, else the first model with a vocabulary (null when there is none); never a model
+// of layers, which learned.js shows apart.
 export function vocabModel() {
-  const list = models ? models.models.filter((m) => m.vocab_size > 0) : [];
+  const list = models ? models.models.filter((m) => m.vocab_size > 0 && !m.num_layers) : [];
   const chosen = state.params.startsWith('model:') ? state.params.slice(6) : null;
   if (list.some((m) => m.name === chosen)) return chosen;
   if (list.some((m) => m.name === LESSON_MODEL)) return LESSON_MODEL;
