@@ -1,18 +1,18 @@
 // The strings of the guided path's step on a model that learned (learned.js, modelview.js): the
 // built-in induction model's previous-token and induction heads, in English and Chinese; i18n.js
 // merges them into its STRINGS, and they follow its rules. The facts of learned.trained are the
-// training script's (api/induction/train_induction.py: 3,000 steps of 64 sequences of 64 tokens).
+// training script's (api/induction/train_induction.py: 5,000 steps of 64 sequences of 64 tokens).
 
 export const LEARNED_STRINGS = {
   en: {
     // The path's step (path.js).
     'path.learned.title': 'A model that learned',
-    'path.learned.text': 'The four heads so far were built by hand. The heads of this small model were trained: 2 layers of 4 heads, on words that repeat. Below, a random sequence of its words and then the same words again: find the previous-token head in layer 0 and the induction head in layer 1 by their scores, open them, and see where the model predicts the next word. Type a sequence of your own too.',
+    'path.learned.text': 'The heads so far were built by hand; this small model\'s were trained (2 layers of 4 heads). Below, random words, then the same words again: find the previous-token head in layer 0 and the induction head in layer 1 by their scores, open them, and see where it predicts the next word. Try your own words too.',
 
     // The section (index.html, learned.js).
     'learned.title': 'A model that learned: previous-token and induction heads',
     'learned.intro': 'The built-in model "induction" is 2 attention layers of 4 heads and nothing else. Each map below is one head of one layer on the sequence, from the weights attnd returned; a click opens it large, and another click (or Clear) lets it go.',
-    'learned.trained': 'It was trained in this repository (api/induction/train_induction.py) for 3,000 steps of 64 sequences of 64 tokens, random words of its vocabulary in which a stretch repeats, so it learned copying, not meaning: it predicts a word well only when the word before it appeared earlier in the sequence, and anywhere else it guesses.',
+    'learned.trained': 'It was trained in this repository (api/induction/train_induction.py) for 5,000 steps of 64 sequences of 64 tokens, random words of its vocabulary in which a stretch repeats, so it learned copying, not meaning: it predicts a word well only when the word before it appeared earlier in the sequence, and anywhere else it guesses.',
     'learned.new': 'New random sequence',
     'learned.own': 'Your own words (separated by spaces):',
     'learned.try': 'Run',
@@ -41,11 +41,11 @@ export const LEARNED_STRINGS = {
   },
   zh: {
     'path.learned.title': '一个学出来的模型',
-    'path.learned.text': '前面四个头是手工构造的。这个小模型的头是训练出来的：2 层，每层 4 个头，在会重复的词序列上训练。下面是由它的词随机组成的一段序列，后面把同样的词再重复一遍：按分数找出第 0 层的“前一个词头”和第 1 层的“归纳头”，点开看看，再看模型在哪里预测对了下一个词。也可以输入你自己的序列。',
+    'path.learned.text': '前面的头是手工构造的；这个小模型的头是训练出来的（2 层，每层 4 个头）。下面是一段随机词，后面把同样的词再重复一遍：按分数找出第 0 层的“前一个词头”和第 1 层的“归纳头”，点开看看，再看它在哪里预测对了下一个词。也可以输入你自己的词。',
 
     'learned.title': '一个学出来的模型：前一个词头与归纳头',
     'learned.intro': '内置模型 "induction" 只有 2 层注意力，每层 4 个头，别的什么都没有。下面每张小图是某一层的一个头在这段序列上的注意力权重，来自 attnd 返回的结果；点一下放大，再点一下（或点“收起”）就收回。',
-    'learned.trained': '它在本仓库里训练（api/induction/train_induction.py），共 3000 步，每步 64 条序列、每条 64 个 token，内容是它词表里的随机词，其中有一段会重复，所以它学会的是复制，而不是词义：只有当前一个词在序列里出现过时，它才能预测好下一个词，其他地方它只能猜。',
+    'learned.trained': '它在本仓库里训练（api/induction/train_induction.py），共 5000 步，每步 64 条序列、每条 64 个 token，内容是它词表里的随机词，其中有一段会重复，所以它学会的是复制，而不是词义：只有当前一个词在序列里出现过时，它才能预测好下一个词，其他地方它只能猜。',
     'learned.new': '换一段随机序列',
     'learned.own': '你自己的词（用空格隔开）：',
     'learned.try': '运行',
