@@ -257,7 +257,7 @@ async function main() {
       await page.click(`[data-testid=quiz-go-${k + 1}]`);
       await waitReady(page, m, 30000);
       const at = Number(new URL(page.url()).searchParams.get('step'));
-      check(at === s && (await page.textContent('[data-testid=path-title]')) === table.STRINGS.zh[`path.${['formula', 'row', 'heads', 'exp1', 'exp2', 'exp3', 'padding', 'cost', 'think', 'recap'][s - 1]}.title`],
+      check(at === s && (await page.textContent('[data-testid=path-title]')) === table.STRINGS.zh[`path.${['formula', 'row', 'heads', 'exp1', 'learned', 'exp2', 'exp3', 'padding', 'cost', 'think', 'recap'][s - 1]}.title`],
         `自测题 ${k + 1} links to step ${s} (${at})`);
       m = await readyMark(page);
       await page.click('[data-testid=path-dots] button:nth-child(11)');
@@ -269,7 +269,7 @@ async function main() {
     await page.context().close();
 
     check(foreign.length === 0, `the page fetched nothing but attnd (${foreign.join(', ') || 'none'})`);
-    // Step 8 asks for the weights at n = 8k on purpose, and attnd refuses with a 413.
+    // Step 9 asks for the weights at n = 8k on purpose, and attnd refuses with a 413.
     const unexpected = consoleErrors.filter((x) => !/status of 413/.test(x));
     check(unexpected.length === 0, `no console errors (${unexpected.join('; ') || 'none'})`);
   } finally {

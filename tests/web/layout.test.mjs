@@ -214,7 +214,7 @@ async function main() {
     console.log(`layout: projector ${JSON.stringify(projector)}`);
     console.log(`layout: phone ${JSON.stringify(phone)}`);
     console.log(`layout: fonts ${fonts.join(', ')}`);
-    // Step 8 asks for the weights at n = 8k on purpose, and attnd refuses (413): the browser logs
+    // Step 9 asks for the weights at n = 8k on purpose, and attnd refuses (413): the browser logs
     // that as a failed load. Nothing else may be.
     const unexpected = consoleErrors.filter((m) => !/status of 413 .*\/v1\/sdpa\)$/.test(m));
     check(unexpected.length === 0, `no console errors but the deliberate 413 (${unexpected.join('; ') || 'none'})`);
