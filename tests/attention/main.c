@@ -68,6 +68,7 @@ int main(int argc, char **argv) {
         test_mha_appended(p);
         test_decode(p);
         test_decode_errors(p);
+        test_decode_topk_trace(p);
     }
     test_flops_closed_form();
     test_limits_and_errors();
