@@ -113,11 +113,23 @@ void *api_mem_alloc(api_mem *m, size_t bytes, size_t most, size_t *cap);
 void api_mem_set_budget(api_mem *m, size_t budget);
 
 /* As api_mem_alloc, but the block counts in the budget (api_mem_set_budget) at its capacity,
- * whatever its size (small blocks too), until it is freed; when it would pass the budget it is
- * refused: NULL, with *over_budget (may be NULL) set true, and counted in the stats' refused. For
- * what clients make a server hold: request bodies, jobs' arenas, batch workspaces. m NULL: as
- * api_mem_alloc(NULL, ...). */
+ * whatever its size (small blocks too), until it is freed; when it would pass the budget the
+ * reclaimer (api_mem_set_reclaim) is asked to make room first, and if it still does not fit it
+ * is refused: NULL, with *over_budget (may be NULL) set true, and counted in the stats' refused.
+ * For what clients make a server hold: request bodies, jobs' arenas, batch workspaces, decode
+ * sessions. m NULL: as api_mem_alloc(NULL, ...). */
 void *api_mem_alloc_bounded(api_mem *m, size_t bytes, size_t most, size_t *cap, bool *over_budget);
+
+/* Memory its holder can give back on demand (attnd's idle decode sessions): when a bounded
+ * block would pass the budget, the cache calls fn(ctx, shortfall), without its lock and on the
+ * asking thread, with the bytes that would make room; fn may free blocks (api_mem_free, never
+ * api_mem_alloc_bounded) and returns the bytes it freed; when that is not 0 the block is asked
+ * for once more. */
+typedef size_t (*api_mem_reclaim_fn)(void *ctx, size_t shortfall);
+
+/* Sets the reclaimer (fn NULL: none, the default). Call before blocks are asked for, and with
+ * NULL before ctx goes. NULL m does nothing. */
+void api_mem_set_reclaim(api_mem *m, api_mem_reclaim_fn fn, void *ctx);
 
 /* Gives a block of api_mem_alloc back to its cache (or to the system). NULL does nothing. Its
  * signature fits libmicrohttpd's MHD_ContentReaderFreeCallback, with the block as the cls. */

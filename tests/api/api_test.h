@@ -122,6 +122,7 @@ void test_safetensors(void);
 void test_batches(void);
 void test_mem_cache(void);
 void test_mem_budget(void);
+void test_mem_reclaim(void);
 void test_mem_jobs(void);
 /* v2.c */
 void test_v2(void);

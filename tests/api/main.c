@@ -62,6 +62,7 @@ int main(int argc, char **argv) {
     test_integer_rule();
     test_mem_cache();
     test_mem_budget();
+    test_mem_reclaim();
     test_mem_jobs();
     test_v2();
     test_seeded_inputs();
