@@ -135,7 +135,7 @@ static admit_rc job_admit(srv_http *h, http_req *r, bool suspend) {
     double t0 = srv_now();
     api_job *job = r->route == SRV_ROUTE_V2_INFER
                        ? api_v2_parse(text, len, r->v2_header_len, r->model, r->version, h->models,
-                                      &h->limits, &e)
+                                      &h->limits, NULL, 0, &e)
                        : api_job_parse(op, text, len, h->models, &h->limits, &e);
     r->parse_ms = (srv_now() - t0) * 1e3;
     op = api_job_op(job);

@@ -72,6 +72,13 @@ bool same_strings(const json_t *a, const json_t *b);
 char *answer_of(api_job *job);
 double answers_diff(const char *a, const char *b);
 
+/* v1_cases.c: runs every .case file of requests/sub (cases_dir) through fn, which answers a body
+ * of len bytes under lim with the JSON of a 200 reply, or NULL and err; checks the status, code,
+ * field and phrase each file's first line gives. Returns how many files it ran. */
+typedef json_t *(*case_fn)(const char *body, size_t len, const api_limits *lim, api_error *err,
+                           void *ctx);
+size_t run_case_dir(const char *sub, case_fn fn, void *ctx);
+
 /* ---- The groups of tests, in the order main runs them ------------------------------------- */
 
 /* codec_fmt.c */
@@ -130,5 +137,11 @@ void test_v2(void);
 void test_seeded_inputs(void);
 /* v1_outputs.c */
 void test_outputs(void);
+
+/* sessions.c */
+void test_siphash(void);
+void test_session_cases(void);
+void test_sessions_exact(void);
+void test_sessions_store(void);
 
 #endif

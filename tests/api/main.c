@@ -67,6 +67,10 @@ int main(int argc, char **argv) {
     test_v2();
     test_seeded_inputs();
     test_outputs();
+    test_siphash();
+    test_session_cases();
+    test_sessions_exact();
+    test_sessions_store();
     printf("%d passed, %d failed\n", checks - failures, failures);
     return failures ? 1 : 0;
 }

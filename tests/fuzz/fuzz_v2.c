@@ -43,7 +43,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         hl = API_V2_NO_HEADER;
     char *body = fuzz_copy(data + 3, size - 3);
     api_error e = {0};
-    api_job *job = api_v2_parse(body, size - 3, hl, model, version, models, lim, &e);
+    api_job *job = api_v2_parse(body, size - 3, hl, model, version, models, lim, NULL, 0, &e);
     if (!job) {
         fuzz_check_refusal(&e, api_v2_error_body);
         free(body);
