@@ -207,13 +207,16 @@ container-test:
 	$(call install_missing,$(PKG_CONTAINER))
 	bash tests/container/smoke.sh
 
-# The core benchmark, then ONNX Runtime beside it (bench/ort/ort.mk), appended to the same report.
+# The core benchmark, then ONNX Runtime beside it (bench/ort/ort.mk) on W1 to W5 and on W6's
+# decode session, appended to the same report.
 bench: deps-test bench-ort-deps
 	$(MAKE) --no-print-directory $(BUILD)/bench/bench_attention $(BUILD)/bench/bench_api
 	$(PY) bench/run_bench.py --bin $(BUILD)/bench/bench_attention --api-bin $(BUILD)/bench/bench_api \
 	  --out $(BUILD)/bench/results.md
 	$(PY) bench/run_ort.py --bin $(BUILD)/bench/bench_attention --work $(BUILD)/bench/ort \
 	  --out $(BUILD)/bench/ort_results.md --append $(BUILD)/bench/results.md $(ORT_ARGS)
+	$(PY) bench/run_ort_w6.py --bin $(BUILD)/bench/bench_attention --work $(BUILD)/bench/ort_w6 \
+	  --out $(BUILD)/bench/ort_w6.md --append $(BUILD)/bench/results.md $(W6_ORT_ARGS)
 
 # W6 alone (bench_attention --w6): a decode session of 4,096 one-row appends against recomputing
 # the prefix; its JSON lines in $(BUILD)/bench/w6.jsonl. W6_ARGS passes --w6-repeats and

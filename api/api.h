@@ -392,6 +392,10 @@ double api_job_timeout(const api_job *job);
 #define API_NO_MODEL ((size_t)-1)
 size_t api_job_model_index(const api_job *job, const api_registry *models);
 api_op api_job_op(const api_job *job); /* attention or SDPA (API_OP_ATTENTION for NULL) */
+/* Whether running the job changes state: a decode session's append (POST /v1/sessions/{id}, or
+ * a v2 infer with sequence parameters). Such a job is never shared with an identical request,
+ * nor repeated. False for NULL. */
+bool api_job_stateful(const api_job *job);
 void api_job_destroy(api_job *job);    /* NULL does nothing */
 
 /* ---- Decode sessions (api/session/, and API v1's session routes) ----------------------------- */

@@ -5,7 +5,7 @@
  * width, H = heads, Dh = E / H, M = the side of the square sgemm of the peak measurement.
  *
  * Usage: bench_attention [--time SECONDS] [--only NAME] [--threading pool|blas]
- *        bench_attention --w6 [--w6-repeats N] [--w6-stride S]
+ *        bench_attention --w6 [--w6-repeats N] [--w6-stride S] [--w6-dump FILE]
  *   --time       seconds of timed runs to aim for per workload (default 1.5; at least 5 runs)
  *   --only       run only the named workload (W1, W2, W3, W4, W4-nocausal or W5)
  *   --threading  pool (default): libattn's pool of cores - 1 helpers, single-threaded BLAS in
@@ -13,7 +13,9 @@
  *   --w6         run W6 alone (bench/w6.c): 4,096 appends of one row to a decode session at
  *                E = 512, H = 8 (W4's inputs), each step timed, against the sequence recomputed
  *                from scratch; --w6-repeats interleaved rounds (default 5), recomputing at
- *                t = 1 and every multiple of --w6-stride (default 64; 1 = every t, slow)
+ *                t = 1 and every multiple of --w6-stride (default 64; 1 = every t, slow; 0 =
+ *                never: the sessions alone); --w6-dump writes the last session's outputs,
+ *                (4096, 512) float32, to FILE
  *
  * Prints one JSON object per line on stdout, each with a "type": "blas" (the OpenBLAS core),
  * "machine", "peak" (phase "before" and "after" the workloads), one "workload" per workload, then
@@ -470,7 +472,7 @@ static int w6_main(attn_pool *pool, size_t nslots, const w6_config *cfg, attn_er
 static void usage(void) {
     fprintf(stderr,
             "usage: bench_attention [--time SECONDS] [--only NAME] [--threading pool|blas]\n"
-            "       bench_attention --w6 [--w6-repeats N] [--w6-stride S]\n");
+            "       bench_attention --w6 [--w6-repeats N] [--w6-stride S] [--w6-dump FILE]\n");
 }
 
 int main(int argc, char **argv) {
@@ -484,7 +486,7 @@ int main(int argc, char **argv) {
     double target = 1.5;
     const char *only = NULL;
     bool blas_threads = false, w6 = false;
-    w6_config w6c = {.repeats = 5, .stride = 64};
+    w6_config w6c = {.repeats = 5, .stride = 64, .dump = NULL};
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--time") == 0 && i + 1 < argc) {
             char *end;
@@ -500,11 +502,13 @@ int main(int argc, char **argv) {
             char *end;
             bool rep = strcmp(argv[i], "--w6-repeats") == 0;
             long v = strtol(argv[++i], &end, 10);
-            if (*end || v < 1 || v > (rep ? 99 : 4096)) {
+            if (*end || v < (rep ? 1 : 0) || v > (rep ? 99 : 4096)) {
                 usage();
                 return 2;
             }
             *(rep ? &w6c.repeats : &w6c.stride) = (size_t)v;
+        } else if (strcmp(argv[i], "--w6-dump") == 0 && i + 1 < argc) {
+            w6c.dump = argv[++i];
         } else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
             only = argv[++i];
         } else if (strcmp(argv[i], "--threading") == 0 && i + 1 < argc &&

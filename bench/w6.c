@@ -7,6 +7,9 @@
  * The recomputations run at t = 1 and at every multiple of the stride (every t with stride 1);
  * with a stride above 1 their total over t = 1..T is the sum of the piecewise-linear
  * interpolation of the measured times, and the "w6" line says so ("recompute": "sampled").
+ * Stride 0 runs the sessions alone ("recompute": "none", the recomputation's fields null), as
+ * bench/run_ort_w6.py does beside ONNX Runtime; a dump file then receives the last session's
+ * outputs, which that script checks against torch.
  *
  * The "w6" line: step_ms_512, _2048 and _4096 the per-step times; total_s the median over
  * rounds of a session's time, total_s_step_medians the sum over t of step t's median (less
@@ -58,9 +61,27 @@ static int w6_nomem(attn_error *err) {
     return ATTN_ERR_NOMEM;
 }
 
-/* The recomputed lengths: 1 and the multiples of stride up to T (T itself always). */
+/* Writes out (T, E) float32 to path. Returns ATTN_OK or ATTN_ERR_SYSTEM with err filled. */
+static int w6_dump(const char *path, const float *out, size_t n, attn_error *err) {
+    FILE *f = fopen(path, "wb");
+    bool ok = f && fwrite(out, sizeof *out, n, f) == n;
+    if (f && fclose(f) != 0)
+        ok = false;
+    if (ok)
+        return ATTN_OK;
+    if (err && err->code == ATTN_OK) {
+        err->code = ATTN_ERR_SYSTEM;
+        snprintf(err->msg, sizeof err->msg, "cannot write W6's outputs to %s", path);
+    }
+    return ATTN_ERR_SYSTEM;
+}
+
+/* The recomputed lengths: 1 and the multiples of stride up to T (T itself always); none for
+ * stride 0. */
 static size_t w6_samples(size_t T, size_t stride, size_t *ts) {
     size_t n = 0;
+    if (stride == 0)
+        return 0;
     ts[n++] = 1;
     for (size_t t = stride; t <= T; t += stride)
         if (t > 1)
@@ -137,7 +158,7 @@ static void w6_fit(const double *x, const double *y, size_t n, double *a, double
 int w6_run(const w6_inputs *in, const w6_config *cfg, attn_pool *pool, size_t nslots,
            attn_error *err) {
     const size_t T = in->t, E = in->e, R = cfg->repeats ? cfg->repeats : 1;
-    const size_t stride = cfg->stride ? cfg->stride : 1, NP = T / W6_POINTS;
+    const size_t stride = cfg->stride, NP = T / W6_POINTS;
     int rc = ATTN_OK;
     attn_decode_dims dd = {.e = E, .h = in->h, .cap = T, .max_rows = 1};
     attn_decode_plan dp;
@@ -189,6 +210,8 @@ int w6_run(const w6_inputs *in, const w6_config *cfg, attn_pool *pool, size_t ns
             if ((rc = w6_recompute(in, ts[k], bws, whole, &rt[k], pool, nslots, err)) != ATTN_OK)
                 goto done;
         }
+        if (ns == 0)
+            continue;
         tot[R + r] = w6_interp_sum(ts, rt, ns);
         /* The same from every other sample (the first and last kept): how much the estimate
          * leans on the interpolation. */
@@ -208,6 +231,8 @@ int w6_run(const w6_inputs *in, const w6_config *cfg, attn_pool *pool, size_t ns
 
     /* The last session's outputs against the whole call on T rows (untimed). */
     double dmax = 0, mref = 0, unused = 0;
+    if (cfg->dump && (rc = w6_dump(cfg->dump, out, T * E, err)) != ATTN_OK)
+        goto done;
     if ((rc = w6_recompute(in, T, bws, whole, &unused, pool, nslots, err)) != ATTN_OK)
         goto done;
     for (size_t i = 0; i < T * E; i++) {
@@ -237,19 +262,13 @@ int w6_run(const w6_inputs *in, const w6_config *cfg, attn_pool *pool, size_t ns
     w6_fit(pt, py, np, &a, &b, &r2);
     for (size_t i = 0; i < np; i++)
         fit_err = fmax(fit_err, fabs(py[i] - (a + b * pt[i])) / py[i]);
-    double dec_total = w6_median(tot, R, scratch), rec_total = w6_median(tot + R, R, scratch);
-    double rec_half = w6_median(tot + 2 * R, R, scratch);
-    double rec_64 = w6_median(tot + 3 * R, R, scratch);
+    double dec_total = w6_median(tot, R, scratch);
     double dec_medians = 0; /* the sum over t of step t's median over the rounds */
     for (size_t k = 0; k < T; k++) {
         double m = 0;
         W6_OVER_ROUNDS(m, steps[r * T + k]);
         dec_medians += m;
     }
-    double paired = 0, lo = INFINITY, hi = 0;
-    W6_OVER_ROUNDS(paired, tot[R + r] / tot[r]);
-    for (size_t r = 0; r < R; r++)
-        lo = fmin(lo, tot[R + r] / tot[r]), hi = fmax(hi, tot[R + r] / tot[r]);
     double at[3] = {0, 0, 0}; /* the per-step times at t = 512, 2048 and 4096 */
     const size_t want[3] = {512, 2048, 4096};
     for (size_t i = 0; i < np; i++)
@@ -260,13 +279,30 @@ int w6_run(const w6_inputs *in, const w6_config *cfg, attn_pool *pool, size_t ns
            "\"step_ms_512\":%.5f,\"step_ms_2048\":%.5f,\"step_ms_4096\":%.5f,",
            T, E, in->h, R, W6_WINDOW, at[0] * 1e3, at[1] * 1e3, at[2] * 1e3);
     printf("\"total_s\":%.4f,\"total_s_step_medians\":%.4f,\"recompute\":\"%s\",", dec_total,
-           dec_medians, stride == 1 ? "every" : "sampled");
-    printf("\"recompute_total_s\":%.3f,\"recompute_total_s_half_samples\":%.3f,"
-           "\"recompute_total_s_from_64\":%.3f,",
-           rec_total, rec_half, rec_64);
-    printf("\"ratio\":%.2f,\"ratio_paired\":%.2f,\"ratio_paired_min\":%.2f,"
-           "\"ratio_paired_max\":%.2f,\"cache_bytes\":%zu,",
-           rec_total / dec_total, paired, lo, hi, dp.cache_bytes);
+           dec_medians,
+           ns == 0       ? "none"
+           : stride == 1 ? "every"
+                         : "sampled");
+    if (ns > 0) {
+        double rec_total = w6_median(tot + R, R, scratch);
+        double rec_half = w6_median(tot + 2 * R, R, scratch);
+        double rec_64 = w6_median(tot + 3 * R, R, scratch);
+        double paired = 0, lo = INFINITY, hi = 0;
+        W6_OVER_ROUNDS(paired, tot[R + r] / tot[r]);
+        for (size_t r = 0; r < R; r++)
+            lo = fmin(lo, tot[R + r] / tot[r]), hi = fmax(hi, tot[R + r] / tot[r]);
+        printf("\"recompute_total_s\":%.3f,\"recompute_total_s_half_samples\":%.3f,"
+               "\"recompute_total_s_from_64\":%.3f,",
+               rec_total, rec_half, rec_64);
+        printf("\"ratio\":%.2f,\"ratio_paired\":%.2f,\"ratio_paired_min\":%.2f,"
+               "\"ratio_paired_max\":%.2f,",
+               rec_total / dec_total, paired, lo, hi);
+    } else {
+        printf("\"recompute_total_s\":null,\"recompute_total_s_half_samples\":null,"
+               "\"recompute_total_s_from_64\":null,\"ratio\":null,\"ratio_paired\":null,"
+               "\"ratio_paired_min\":null,\"ratio_paired_max\":null,");
+    }
+    printf("\"cache_bytes\":%zu,", dp.cache_bytes);
     printf("\"fit_intercept_ms\":%.5f,\"fit_ms_per_1k_rows\":%.5f,\"fit_r2\":%.5f,"
            "\"fit_worst_rel\":%.3f,\"out_rel_diff_vs_whole\":%.3g}\n",
            a * 1e3, b * 1e6, r2, fit_err, mref > 0 ? dmax / mref : dmax);

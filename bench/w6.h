@@ -18,13 +18,15 @@ typedef struct w6_inputs {
 } w6_inputs;
 
 typedef struct w6_config {
-    size_t repeats; /* interleaved rounds: the session, then the recomputations */
-    size_t stride;  /* recompute at t = 1 and every multiple of stride; 1: every t */
+    size_t repeats;   /* interleaved rounds: the session, then the recomputations */
+    size_t stride;    /* recompute at t = 1 and every multiple of stride; 1: every t; 0: never
+                       * (the sessions alone, as the ONNX Runtime peer compares them) */
+    const char *dump; /* NULL, or a file for the last session's outputs, (T, E) float32 */
 } w6_config;
 
 /* Runs W6 on pool (nslots slots) and prints its JSON lines on stdout ("w6_config", a "w6_point"
  * per 256 rows, "w6"). Returns ATTN_OK, or a libattn status with err filled (ATTN_ERR_NOMEM
- * when an allocation failed). */
+ * when an allocation failed, ATTN_ERR_SYSTEM when the dump file cannot be written). */
 int w6_run(const w6_inputs *in, const w6_config *cfg, attn_pool *pool, size_t nslots,
            attn_error *err);
 

@@ -50,6 +50,7 @@ void srv_config_init(srv_config *cfg) {
     cfg->inline_max_flops = 2000000; /* libattn's ATTN_INLINE_FLOPS; workers.c says why */
     cfg->max_sessions = 256;
     cfg->session_ttl = 300;
+    cfg->share_jobs = true;
 }
 
 /* ---- The options -------------------------------------------------------------------------- */
@@ -66,6 +67,7 @@ typedef enum opt_kind {
     OPT_LOG_FORMAT,
     OPT_MEMORY, /* "auto" (0), or a byte count as OPT_BYTES */
     OPT_UNFIT,  /* refuse or warn */
+    OPT_SWITCH, /* on or off, into a bool */
 } opt_kind;
 
 typedef struct opt {
@@ -180,6 +182,9 @@ static const opt OPTS[] = {
      1000000000, "2000000",
      "a job of at most N FLOP (usage.flops) and a reply bound of at most 256 KiB runs at once on "
      "the thread that parsed it, not handed to a worker, when no job is queued (0 = never)"},
+    {"--share-jobs", "ATTND_SHARE_JOBS", "on|off", OPT_SWITCH, FIELD(share_jobs), 0, 0, "on",
+     "identical job requests in flight at once (the same route, model and body of at most 64 "
+     "KiB) share one computation: the first is computed, the others get a copy of its reply"},
     {"--max-batch-tokens", "ATTND_MAX_BATCH_TOKENS", "N", OPT_COUNT, FIELD(max_batch_tokens), 1,
      1 << 24, "4096", "query rows (N*L) one batch takes at most"},
     {"--max-sessions", "ATTND_MAX_SESSIONS", "N", OPT_COUNT, FIELD(max_sessions), 0, 1000000, "256",
@@ -487,6 +492,11 @@ static int apply(srv_config *cfg, const opt *o, const char *name, const char *v,
         if (strcmp(v, "refuse") && strcmp(v, "warn"))
             return srv_fail(err, "%s: '%s' is neither refuse nor warn", name, v);
         cfg->memory_unfit_warn = !strcmp(v, "warn");
+        return SRV_OK;
+    case OPT_SWITCH:
+        if (strcmp(v, "on") && strcmp(v, "off"))
+            return srv_fail(err, "%s: '%s' is neither on nor off", name, v);
+        *(bool *)(base + o->offset) = !strcmp(v, "on");
         return SRV_OK;
     case OPT_MEMORY:
         if (!strcmp(v, "auto")) {

@@ -495,6 +495,7 @@ srv_http *srv_http_start(const srv_config *cfg, const srv_log *log, int listen_f
     atomic_init(&h->outstanding, 0);
     atomic_init(&h->unsent, 0);
     atomic_init(&h->next_id, 1);
+    pthread_mutex_init(&h->share_mu, NULL);
     struct timeval tv;
     gettimeofday(&tv, NULL);
     h->start_wall = (double)tv.tv_sec + (double)tv.tv_usec * 1e-6;
@@ -588,5 +589,6 @@ void srv_http_stop(srv_http *h) {
     srv_tasks_destroy(h->parsers);
     MHD_stop_daemon(h->daemon); /* reports every connection closed: frees their records */
     srv_conns_destroy(h->conns);
+    pthread_mutex_destroy(&h->share_mu);
     free(h);
 }

@@ -9,7 +9,9 @@
 
 #include "server.h"
 
-#define ID_MAX 64 /* longest X-Request-Id kept; longer ones are replaced */
+#define ID_MAX              64 /* longest X-Request-Id kept; longer ones are replaced */
+#define HTTP_SHARE_MAX_BODY ((size_t)64 << 10) /* larger job bodies are never shared */
+#define HTTP_SHARE_BUCKETS  64
 
 struct srv_http {
     const srv_config *cfg;
@@ -31,6 +33,9 @@ struct srv_http {
     api_sessions *sessions; /* the decode sessions (srv_http_set_sessions), or NULL */
     srv_conns *conns;       /* the connections, as the read timeout sees them */
     srv_tasks *parsers;     /* the parse threads: large and coded bodies */
+    /* Jobs in flight that identical requests may share (http_share.c) */
+    pthread_mutex_t share_mu;
+    struct http_share_entry *share[HTTP_SHARE_BUCKETS];
 };
 
 typedef enum req_state { REQ_NEW = 0, REQ_BODY, REQ_QUEUED, REQ_REPLIED } req_state;
@@ -73,6 +78,10 @@ typedef struct http_req {
     size_t binary_bytes;          /* raw tensor bytes at the end of the job's reply */
     size_t json_len;              /* a reply with binary_bytes: its JSON part */
     const char *content_encoding; /* of the reply being built, or NULL */
+    /* Sharing a job with identical requests (http_share.c) */
+    struct http_share_entry *share_lead; /* the entry this request leads, until settled */
+    struct http_req *share_next;         /* the next follower of the same leader */
+    bool shared;                         /* a follower: its answer is a copy of the leader's */
 } http_req;
 
 /* ---- Shared by the HTTP files ------------------------------------------------------------- */
@@ -154,5 +163,31 @@ enum MHD_Result http_body_complete(srv_http *h, http_req *r);
 
 /* The connection has resumed with r's job answered (r->sj's status and body): queues the reply. */
 enum MHD_Result http_job_result(http_req *r);
+
+/* r's settled result (r->sj's status and body) is held: r's share of the reply budget becomes
+ * the body's capacity (none for an error body); when more is needed and does not fit, the body
+ * becomes 503 reply_budget. */
+void http_job_hold(http_req *r);
+
+/* Sharing jobs (http_share.c, --share-jobs). */
+
+/* After r's body has been decoded (srv_body_finish OK), before it is parsed: when an identical
+ * request's job is queued or running and r's reply fits the budget, r joins it as a follower
+ * (its body freed, r->shared set, the connection suspended when suspend says r's thread has not
+ * yet) and true is returned: http_share_settle will answer r and drop the caller's reference.
+ * False: r goes on alone. */
+bool http_share_join(srv_http *h, http_req *r, bool suspend);
+
+/* After r's job has been parsed, its reply's room (reply_max) reserved, and before it is
+ * submitted: makes r a leader that identical requests may join, taking body (the decoded body,
+ * the key) when true. False (body still the caller's): r's body is not shareable (too large,
+ * --share-jobs off) or an identical job leads already. The caller must not pass a job that
+ * changes state. */
+bool http_share_lead(srv_http *h, http_req *r, srv_body *body, size_t reply_max);
+
+/* r's result is settled (r->sj): when r leads, no request joins it from now on, and each
+ * follower gets a copy of the result (http_job_hold), is resumed and unreferenced. Nothing when
+ * r does not lead. */
+void http_share_settle(srv_http *h, http_req *lead);
 
 #endif

@@ -28,6 +28,12 @@ static void job_settle(http_req *r) {
         if (srv_coding_encode(r->reply_coding, &sj->body, h->limits.mem))
             r->content_encoding = srv_coding_name(r->reply_coding);
     }
+    http_job_hold(r);
+}
+
+void http_job_hold(http_req *r) {
+    srv_job *sj = &r->sj;
+    srv_http *h = r->h;
     size_t held = sj->status == 200 && !sj->body.failed ? sj->body.cap : 0;
     if (held <= r->unsent) {
         http_unsent_release(h, r, r->unsent - held);
@@ -47,10 +53,12 @@ static void job_settle(http_req *r) {
     }
 }
 
-/* A worker's result: settled, then the suspended connection resumes to send it. */
+/* A worker's result: settled, then the suspended connection resumes to send it, and the
+ * requests that shared the job resume with their copies. */
 static void on_job_done(srv_job *sj) {
     http_req *r = sj->owner;
     job_settle(r);
+    http_share_settle(r->h, r);
     pthread_mutex_lock(&r->mu);
     MHD_resume_connection(r->conn);
     pthread_mutex_unlock(&r->mu);
@@ -133,6 +141,9 @@ static admit_rc job_admit(srv_http *h, http_req *r, bool suspend) {
         job_answer_error(r, &e);
         return ADMIT_ANSWERED;
     }
+    /* The same request is queued already: this one waits for its result (http_share.c). */
+    if (http_share_join(h, r, suspend))
+        return ADMIT_QUEUED;
     api_op op = r->route == SRV_ROUTE_SDPA ? API_OP_SDPA : API_OP_ATTENTION;
     size_t len;
     const char *text = srv_body_data(r->body, &len);
@@ -153,9 +164,10 @@ static admit_rc job_admit(srv_http *h, http_req *r, bool suspend) {
         srv_metrics_parse(h->metrics, op, r->sj.model, r->parse_ms * 1e-3);
     }
     r->binary_bytes = api_job_binary_bytes(job);
-    srv_body_destroy(r->body);
+    srv_body *body = r->body; /* kept until the job is queued: a leader's key (http_share.c) */
     r->body = NULL;
     if (!job) {
+        srv_body_destroy(body);
         if (!e.status)
             api_fail(&e, 500, "internal", NULL, "the job could not be parsed");
         if (!strcmp(e.code, "memory_budget"))
@@ -168,6 +180,7 @@ static admit_rc job_admit(srv_http *h, http_req *r, bool suspend) {
     reply_max = reply_max > SIZE_MAX - API_RESPOND_SLACK ? SIZE_MAX : reply_max + API_RESPOND_SLACK;
     if (reply_max > max) {
         api_job_destroy(job);
+        srv_body_destroy(body);
         api_fail(&e, 413, "job_too_large", NULL,
                  "the reply can take up to %zu bytes, over the budget for unsent replies of %zu "
                  "bytes (--max-unsent-bytes); ask for less (%s)",
@@ -179,6 +192,7 @@ static admit_rc job_admit(srv_http *h, http_req *r, bool suspend) {
     }
     if (!http_unsent_reserve(h, r, reply_max)) {
         api_job_destroy(job);
+        srv_body_destroy(body);
         srv_metrics_reject(h->metrics, SRV_REJECT_REPLY_BUDGET);
         api_fail(&e, 503, "reply_budget", NULL,
                  "the reply can take up to %zu bytes, and the replies reserved or waiting for "
@@ -200,9 +214,15 @@ static admit_rc job_admit(srv_http *h, http_req *r, bool suspend) {
      * worker, no suspend and resume. */
     int rc = srv_workers_run_inline(h->workers, &r->sj);
     if (rc == SRV_OK) {
+        srv_body_destroy(body);
         job_settle(r);
         return ADMIT_ANSWERED;
     }
+    /* Queued: identical requests that arrive until it is settled share it (http_share.c); never
+     * a session's append, which changes the session: each identical one appends its own rows
+     * (and as none leads, none can be joined either: a follower's body equals its leader's). */
+    if (api_job_stateful(job) || !http_share_lead(h, r, body, reply_max))
+        srv_body_destroy(body);
     if (suspend)
         pthread_mutex_lock(&r->mu);
     rc = rc == SRV_CLOSED ? rc : srv_workers_submit(h->workers, &r->sj);
@@ -230,6 +250,7 @@ static admit_rc job_admit(srv_http *h, http_req *r, bool suspend) {
                  "attnd is shutting down and takes no new jobs; retry on another instance");
     }
     job_answer_error(r, &e);
+    http_share_settle(h, r); /* the requests that joined it get the same answer */
     return ADMIT_ANSWERED;
 }
 

@@ -252,7 +252,8 @@ static void log_settings(const srv_config *cfg, const srv_log *log, const api_li
             SRV_INT("cores", sysconf(_SC_NPROCESSORS_ONLN)),
             SRV_INT("batch_window_us", cfg->batch_window_us),
             SRV_INT("max_batch_tokens", cfg->max_batch_tokens),
-            SRV_INT("inline_max_flops", cfg->inline_max_flops)};
+            SRV_INT("inline_max_flops", cfg->inline_max_flops),
+            SRV_STR("share_jobs", cfg->share_jobs ? "on" : "off")};
         srv_log_write(log, "info", "threads", kv, sizeof kv / sizeof kv[0]);
     }
     {

@@ -208,6 +208,11 @@ void srv_metrics_reject(srv_metrics *m, srv_reject why) {
     changed(m);
 }
 
+void srv_metrics_shared(srv_metrics *m) {
+    atomic_fetch_add_explicit(&m->shared, 1, memory_order_relaxed);
+    changed(m);
+}
+
 static api_v2_duration hist_duration(const histogram *h) {
     api_v2_duration d = {0, load(&h->sum_ns)};
     for (size_t i = 0; i <= NBUCKETS; i++)

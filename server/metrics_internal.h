@@ -69,8 +69,9 @@ struct srv_metrics {
     atomic_uint_fast64_t bytes_in[SRV_ROUTE_COUNT];
     atomic_uint_fast64_t bytes_out[SRV_ROUTE_COUNT];
     atomic_uint_fast64_t rejects[SRV_REJECT_COUNT];
-    count_histogram batch_jobs; /* buckets BATCH_JOBS */
-    count_histogram batch_rows; /* buckets BATCH_ROWS */
+    atomic_uint_fast64_t shared; /* job requests answered with a copy (--share-jobs) */
+    count_histogram batch_jobs;  /* buckets BATCH_JOBS */
+    count_histogram batch_rows;  /* buckets BATCH_ROWS */
     /* Set by srv_metrics_set_models before the server takes jobs (ready is stored after it
      * with release, and read with acquire before any job): slots has nmodels + 3 records, the
      * last two always there (the slots of no model, before any model is known). */

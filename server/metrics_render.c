@@ -302,6 +302,11 @@ void srv_metrics_render(const srv_metrics *m, const srv_gauges *g, api_buf *b) {
         out(b, "attnd_jobs_rejected_total{reason=\"%s\"} %" PRIu64 "\n", REJECT_NAMES[i],
             load(&m->rejects[i]));
 
+    header(b, "attnd_jobs_shared_total", "counter",
+           "Job requests answered with a copy of the result of an identical request in flight, "
+           "not computed again (--share-jobs).");
+    out(b, "attnd_jobs_shared_total %" PRIu64 "\n", load(&m->shared));
+
     /* Per model: requests by outcome (every model, from 0), their durations, the job steps. */
     size_t nslots = m->slots ? m->nmodels + 3 : 0;
     char labels[400];

@@ -130,6 +130,7 @@ typedef struct srv_config {
     size_t batch_window_us;  /* how long a batch waits for more jobs; 0 = no batching */
     size_t max_batch_tokens; /* query rows (N*L) one batch takes at most */
     size_t inline_max_flops; /* jobs up to this run on their HTTP thread; 0 = never */
+    bool share_jobs;         /* identical job requests in flight share one computation */
     size_t max_depth;        /* deepest nesting of arrays and objects in a body (400 beyond) */
     double read_timeout;     /* seconds one request may take to arrive, headers and body, from
                                 its first byte; 0 = no limit */
@@ -395,6 +396,9 @@ void srv_metrics_v2_stats(const srv_metrics *m, api_v2_model_stats *out);
 
 /* One job refused or dropped with 503. */
 void srv_metrics_reject(srv_metrics *m, srv_reject why);
+
+/* A job request answered with a copy of an identical request's result (--share-jobs). */
+void srv_metrics_shared(srv_metrics *m);
 
 /* Point-in-time values the exposition also shows. */
 /* How often attnd has shut connections down, by why (srv_conns_stats). */

@@ -323,6 +323,10 @@ size_t api_job_bytes(const api_job *job) {
     return job ? job->arena_bytes : 0;
 }
 
+bool api_job_stateful(const api_job *job) {
+    return job && job->session;
+}
+
 void api_job_destroy(api_job *job) {
     if (job && job->session) /* the session is free for its next append (or ends) */
         apip_session_give(job->session, job->ran, job->session_end);

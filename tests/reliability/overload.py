@@ -13,7 +13,9 @@ them), so the queue is exercised by a second, compute-bound variant. Steps:
   3. W1 far above capacity: wrk with 256 connections (daemon: 2 workers, --max-queue 8, and
      --inline-max-flops 0 so that W1 goes through the queue: on its HTTP thread, the default,
      a job that small never waits in the queue, and 256 connections were held with p99 36 ms
-     and no 503 at all, so the queue's refusals would go untested), a
+     and no 503 at all, so the queue's refusals would go untested; and --share-jobs off,
+     since wrk sends one body again and again and its copies would wait beside one job instead
+     of in the queue), a
      probe sending one request every 20 ms, VmRSS sampled every 50 ms. Checked: only 200 and
      503, every 503 with Retry-After, no socket error or timeout, every 10th 200 right, the
      RSS under its value at rest + RSS_BOUND_MB, every answer within OVER_P99_BOUND_MS (p99: no
@@ -22,6 +24,7 @@ them), so the queue is exercised by a second, compute-bound variant. Steps:
      within RECOVER_BOUND_MS and /readyz 200;
   4. compute-bound: SDPA at L = S = 2048, D = 8, Dv = 1 (base64 in, JSON out; about 8 ms of
      compute per job, small bodies and replies) against 1 worker, --max-queue 4, no batching,
+     no shared jobs,
      64 connections: most of it refused, and a 503 reaches the probe within BUSY_P99_BOUND_MS
      (p99); the same checks of answers, RSS and recovery;
   5. the connection limit under load: wrk with 64 connections on W1 against --max-connections
@@ -261,7 +264,8 @@ def main():
     check(code == 0, f"exit status after SIGTERM: {code}")
 
     d = Daemon(a.attnd, os.path.join(a.work, "overload.log"),
-               ["--threads", "2", "--max-queue", str(MAX_QUEUE), "--inline-max-flops", "0"])
+               ["--threads", "2", "--max-queue", str(MAX_QUEUE), "--inline-max-flops", "0",
+                "--share-jobs", "off"])
     try:
         for _ in range(200):  # warm-up
             d.request("POST", "/v1/attention", body)
@@ -303,7 +307,7 @@ def main():
     open(body_l_path, "w").write(body_l)
     dl = Daemon(a.attnd, os.path.join(a.work, "overload-sdpa.log"),
                 ["--threads", "1", "--pool-threads", "0", "--max-queue", "4",
-                 "--batch-window-us", "0"])
+                 "--batch-window-us", "0", "--share-jobs", "off"])
     try:
         st, _, data, _ = dl.request("POST", "/v1/sdpa", body_l)
         rl = json.loads(data) if st == 200 else {}
@@ -477,8 +481,9 @@ connections (`make overload` writes both files). The sweep ({max(3, seconds // 2
 |---|---|---|---|---|---|
 """ + "".join(f"| {s['conns']} | {s['rps']:.0f} | {s['p50_ms']:.2f} | {s['p99_ms']:.2f} | "
               f"{s['ok']} | {s['busy']} |\n" for s in sweep) + f"""
-**W1 far above capacity** (`attnd --threads 2 --max-queue {MAX_QUEUE} --inline-max-flops 0`,
-so that W1 goes through the queue; 256 connections,
+**W1 far above capacity** (`attnd --threads 2 --max-queue {MAX_QUEUE} --inline-max-flops 0
+--share-jobs off`, so that W1 goes through the queue and wrk's copies of one body are not
+answered from one job; 256 connections,
 {seconds} s): {o['rps']:.0f} answers/s, {o['ok']}
 of them 200 and {o['busy']} 503 with `Retry-After` (no other status, no socket error, no
 timeout); wrk's p50 {o['p50_ms']:.0f} ms, p99 {o['p99_ms']:.0f} ms, the time 256 connections take
@@ -492,7 +497,7 @@ the probe beside wrk saw 503s in p50 {pb[len(pb) // 2] if pb else 0:.0f} ms. VmR
 
 **Compute-bound** (`/v1/sdpa` at L = S = 2048, D = 8, Dv = 1, base64 in and JSON out;
 `--threads 1 --pool-threads 0 --max-queue 4
---batch-window-us 0`, 64 connections, {seconds} s): {c['rps']:.0f} answers/s, {c['ok']} of them
+--batch-window-us 0 --share-jobs off`, 64 connections, {seconds} s): {c['rps']:.0f} answers/s, {c['ok']} of them
 200 and {c['busy']} 503; the probe got its 503s in p99 {cb['busy_p99']:.2f} ms; VmRSS peaked at
 {cb['peak']:.1f} MiB (at rest {cb['rss_rest']:.1f} MiB); the first request after: 200 in
 {cb['rec_ms']:.1f} ms.

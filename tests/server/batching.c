@@ -69,6 +69,8 @@ void test_batching(const char *tokens, size_t slow_l) {
                           "256",
                           "--inline-max-flops", /* tiny jobs queue behind the slow one */
                           "0",
+                          "--share-jobs", /* each request sent twice is its own job */
+                          "off",
                           SLOW_FLOPS,
                           NULL};
     char name[64];
@@ -358,7 +360,7 @@ void test_batch_places(size_t slow_l) {
     const char *args[] = {"--threads",         "1",    "--pool-threads",     "0",
                           "--batch-window-us", "1000", "--max-batch-tokens", "65536",
                           "--max-queue",       "3",    "--inline-max-flops", "0",
-                          SLOW_FLOPS,          NULL};
+                          "--share-jobs",      "off",  SLOW_FLOPS,           NULL};
     if (!attnd_start(&d, "batch-places", args, NULL))
         return;
     size_t l = slow_l / 2, shape[2] = {l, 64};

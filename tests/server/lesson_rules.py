@@ -43,7 +43,8 @@ from harness import Checks, start_attnd
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "api", "lesson"))
-from make_lesson import ATTR_SETS, KINDS, KINDS_EN, PAIRS, entries, load_twins  # noqa: E402
+from make_lesson import ATTR_SETS, KINDS, KINDS_EN, PAIRS, entries  # noqa: E402
+from lesson_check import load_twins  # noqa: E402
 # (the word lists and the twins only)
 
 check = Checks()

@@ -125,6 +125,8 @@ int main(int argc, char **argv) {
         test_batch_places(slow_l ? slow_l : 8192);
         test_v2_batching(slow_l ? slow_l : 8192);
     }
+    if (want("share"))
+        test_share(slow_l); /* 0: calibrated there */
 
     curl_global_cleanup();
     return harness_summary("test_server", t0);

@@ -169,6 +169,8 @@ void test_inline(size_t slow_l);
 void test_inline_off(size_t slow_l);
 void test_batch_places(size_t slow_l);
 void test_v2_batching(size_t slow_l);
+/* share.c */
+void test_share(size_t slow_l);
 
 /* v2.c */
 void test_v2_routes(int port);
