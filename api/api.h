@@ -396,7 +396,7 @@ api_op api_job_op(const api_job *job); /* attention or SDPA (API_OP_ATTENTION fo
  * a v2 infer with sequence parameters). Such a job is never shared with an identical request,
  * nor repeated. False for NULL. */
 bool api_job_stateful(const api_job *job);
-void api_job_destroy(api_job *job);    /* NULL does nothing */
+void api_job_destroy(api_job *job); /* NULL does nothing */
 
 /* ---- Decode sessions (api/session/, and API v1's session routes) ----------------------------- */
 

@@ -20,7 +20,7 @@
  * Usage: test_server --attnd build/attnd --data build/tests/server [--openapi api/openapi.yaml]
  *                    [--promtool promtool] [--only NAME]
  *   NAME: one of body, conns, startup, main, auth, v2-budget, queue, drain, shutdown,
- *   batching (default all).
+ *   batching, share, sessions (default all).
  * Prints one line per failed check and a closing "N passed, N failed" line; exits 1 on any
  * failure. Every wait is bounded.
  */
@@ -127,6 +127,8 @@ int main(int argc, char **argv) {
     }
     if (want("share"))
         test_share(slow_l); /* 0: calibrated there */
+    if (want("sessions"))
+        test_sessions();
 
     curl_global_cleanup();
     return harness_summary("test_server", t0);
