@@ -1,7 +1,7 @@
 /* main.c - test_server: integration tests of the attnd daemon over HTTP, with libcurl. This
  * file holds main and the --only dispatch; each group of tests lives in a file of its own beside
  * it (startup.c, v1.c, http.c, lesson.c, parallel.c, metrics.c, queue.c, shutdown.c, batching.c,
- * v2.c), on
+ * share.c, sessions.c, v2.c), on
  * helpers that server_test.h declares (util.c, reference.c, slow_jobs.c, v2_util.c).
  *
  * Starts build/attnd itself (fork/exec, with tests/harness.c) on 127.0.0.1:0 for each scenario,
@@ -15,7 +15,9 @@
  * documented rule on the chapter's sentences and on new ones, sent as text, and the causal mask's
  * "no peeking" (实验三). The Open Inference Protocol (/v2) is checked route by route, with JSON,
  * binary and mixed tensors, compressed bodies and replies, bad framing, its error form, and its
- * answers against v1's bit for bit (also in one batch with v1 jobs).
+ * answers against v1's bit for bit (also in one batch with v1 jobs). Shared jobs (share.c) and
+ * decode sessions (sessions.c: appends against the whole causal call, every error, owners, ends
+ * by each reason, SIGTERM, v2 sequences, never shared) have groups of their own.
  *
  * Usage: test_server --attnd build/attnd --data build/tests/server [--openapi api/openapi.yaml]
  *                    [--promtool promtool] [--only NAME]

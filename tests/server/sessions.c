@@ -2,11 +2,11 @@
  * /v1/sessions/{id}, and Triton's sequence parameters on /v2/models/{m}/infer), against a live
  * attnd: appends a row at a time and in chunks against one causal POST /v1/attention on the
  * whole sequence (outputs and per-head weights, on a few shapes); expected_length (409, nothing
- * appended); every error status; another API key's 404 byte for byte an unknown id's; ends by
- * each reason (lru, deleted, ttl, budget) in attnd_session_evictions_total; a client that opens
- * sessions and vanishes gets its memory back within the time-out; SIGTERM with sessions open
- * exits 0; v2 sequences as tritonclient sends them (numeric and string ids); and an append is
- * never shared with an identical one (--share-jobs).
+ * appended); every error status (400, 401, 404, 405, 409, 413, 503); another API key's 404 byte for
+ * byte an unknown id's; ends by each reason (lru, deleted, ttl, budget) in
+ * attnd_session_evictions_total; a client that opens sessions and vanishes gets its memory back
+ * within the time-out; SIGTERM with sessions open exits 0; v2 sequences as tritonclient sends them
+ * (numeric and string ids); and an append is never shared with an identical one (--share-jobs).
  *
  * Legend: T the sequence's rows, E embedding width, H heads, kd/vd key and value widths, n an
  * append's rows, t the session's length. */
@@ -249,11 +249,13 @@ static void errors_and_owners(int port) {
         const char *body;
         long status;
         const char *code, *field;
-    } opens[] = {{"{\"model\": \"demo\"", 400, "invalid_json", NULL},
-                 {"{\"model\": \"demo\", \"causal\": false}", 400, "invalid_field", "causal"},
-                 {"{\"model\": \"demo\", \"max_length\": 0}", 400, "invalid_field", "max_length"},
-                 {"{\"model\": \"demo\", \"colour\": 1}", 400, "invalid_field", "colour"},
-                 {"{\"model\": \"no-such-model\"}", 404, "unknown_model", "model"}};
+    } opens[] = {
+        {"{\"model\": \"demo\"", 400, "invalid_json", NULL},
+        {"{\"model\": \"demo\", \"causal\": false}", 400, "invalid_field", "causal"},
+        {"{\"model\": \"demo\", \"max_length\": 0}", 400, "invalid_field", "max_length"},
+        {"{\"model\": \"demo\", \"colour\": 1}", 400, "invalid_field", "colour"},
+        {"{\"model\": \"no-such-model\"}", 404, "unknown_model", "model"},
+        {"{\"model\": \"demo\", \"max_length\": 65536}", 413, "job_too_large", "max_length"}};
     for (size_t i = 0; i < sizeof opens / sizeof opens[0]; i++) {
         call(port, "POST", "/v1/sessions", opens[i].body, AUTH_A, &r);
         check_error(&r, opens[i].status, opens[i].code, opens[i].field, opens[i].body);
@@ -532,7 +534,8 @@ static void never_shared(void) {
     attnd d;
     const char *args[] = {"--threads",         "1",  "--pool-threads",     "0",
                           "--batch-window-us", "0",  "--inline-max-flops", "0",
-                          "--share-jobs",      "on", SLOW_FLOPS,           NULL};
+                          "--share-jobs",      "on", "--max-sessions",     "2",
+                          SLOW_FLOPS,          NULL};
     if (!attnd_start(&d, "sessions-share", args, NULL))
         return;
     int runs = 0;
@@ -568,6 +571,13 @@ static void never_shared(void) {
     pthread_join(b[1].th, NULL);
     check_error(&a[1].r, 409, "session_busy", NULL, "the second identical append");
     check_v2_error(&b[1].r, 409, "another append", "the second identical v2 sequence request");
+    reply full; /* --max-sessions 2, both appending: no idle one to end */
+    call(d.port, "POST", "/v1/sessions", "{\"model\": \"demo\"}", NULL, &full);
+    check_error(&full, 503, "session_limit", NULL, "an open while every session appends");
+    char *retry = header(&full, "Retry-After");
+    CHECK(retry != NULL, "503 session_limit without Retry-After");
+    free(retry);
+    reply_free(&full);
     pthread_join(slow.th, NULL);
     pthread_join(a[0].th, NULL);
     pthread_join(b[0].th, NULL);
@@ -611,7 +621,9 @@ void test_sessions(void) {
     fputs(KEY_A "\n" KEY_B "\n", f);
     fclose(f);
     attnd d;
-    const char *args[] = {"--threads", "2", "--max-sessions", "3", "--api-key-file", keyfile, NULL};
+    const char *args[] = {
+        "--threads", "2", "--max-sessions", "3", "--api-key-file", keyfile, "--max-job-bytes",
+        "16M",       NULL};
     if (attnd_start(&d, "sessions", args, NULL)) {
         exact_case(d.port, 7, 8, 2, 8, 8, true, true, 4100);
         exact_case(d.port, 6, 12, 3, 5, 7, false, false, 4200);
