@@ -82,6 +82,8 @@ typedef struct http_req {
     struct http_share_entry *share_lead; /* the entry this request leads, until settled */
     struct http_req *share_next;         /* the next follower of the same leader */
     bool shared;                         /* a follower: its answer is a copy of the leader's */
+    bool share_hashed;                   /* share_hash holds the key's hash (http_share.c) */
+    uint64_t share_hash;
 } http_req;
 
 /* ---- Shared by the HTTP files ------------------------------------------------------------- */
