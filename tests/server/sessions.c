@@ -411,7 +411,7 @@ static void v2_sequences(int port) {
         if (ok) {
             double *d = malloc(T * E * sizeof *d);
             for (size_t i = 0; i < T * E; i++)
-                d[i] = got[i];
+                d[i] = (double)got[i];
             double rd = rel_diff(d, wo.v, T * E, max_abs(&wo));
             free(d);
             worst_rel = fmax(worst_rel, rd);
@@ -434,7 +434,7 @@ static void v2_sequences(int port) {
     if (have) {
         double d[2 * 64];
         for (size_t i = 0; i < 2 * E; i++)
-            d[i] = got[i];
+            d[i] = (double)got[i];
         CHECK(rel_diff(d, wo.v, 2 * E, max_abs(&wo)) <= EXACT,
               "A's sequence 7 saw B's rows (or lost its own)");
     }
