@@ -10,17 +10,18 @@ WARN     := -std=c11 -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmis
             -Wvla -Wdouble-promotion $(if $(WERROR),-Werror)
 CPPFLAGS += -D_GNU_SOURCE
 # Each layer sees its own headers and those below it, never those above: attention/ compiles with
-# -Iattention alone; api/ is rooms (api/README.md), base < codec < models < job < v1 < v2, each
-# compiling with -Iattention, its own folder and the folders of the rooms below it (a room
-# reaches api.h as "../api.h"); the server, tests and benchmarks compile with all of them. A file
-# that includes a header from above is a compile error (make check-layers). The flags of a source
-# are those of its folder: INC_api_v1 for api/v1/*.c, INC_ALL where a folder has none.
-API_ROOMS      := base codec models job v1 v2
+# -Iattention alone; api/ is rooms (api/README.md), base < codec < models < session < job < v1 <
+# v2, each compiling with -Iattention, its own folder and the folders of the rooms below it (a
+# room reaches api.h as "../api.h"); the server, tests and benchmarks compile with all of them. A
+# file that includes a header from above is a compile error (make check-layers). The flags of a
+# source are those of its folder: INC_api_v1 for api/v1/*.c, INC_ALL where a folder has none.
+API_ROOMS      := base codec models session job v1 v2
 INC_attention  := -Iattention
 INC_api_base   := $(INC_attention) -Iapi/base
 INC_api_codec  := $(INC_api_base) -Iapi/codec
 INC_api_models := $(INC_api_codec) -Iapi/models
-INC_api_job    := $(INC_api_models) -Iapi/job
+INC_api_session := $(INC_api_models) -Iapi/session
+INC_api_job    := $(INC_api_session) -Iapi/job
 INC_api_v1     := $(INC_api_job) -Iapi/v1
 INC_api_v2     := $(INC_api_v1) -Iapi/v2
 INC_ALL        := -Iattention -Iapi $(API_ROOMS:%=-Iapi/%) -Iserver
@@ -167,6 +168,10 @@ check-layers:
 # the icon comes once.
 test-web: $(BUILD)/attnd tests/web/node_modules/playwright-core
 	timeout 300 node tests/web/visualizer.test.mjs $(BUILD)/attnd $(BUILD)/web-test
+	timeout 300 node tests/web/lesson.test.mjs $(BUILD)/attnd $(BUILD)/web-lesson
+	timeout 600 node tests/web/english.test.mjs $(BUILD)/attnd $(BUILD)/web-english
+	timeout 300 node tests/web/chapter.test.mjs $(BUILD)/attnd $(BUILD)/web-chapter
+	timeout 600 node tests/web/contrast.test.mjs $(BUILD)/attnd $(BUILD)/web-contrast
 	timeout 300 node tests/web/screens.test.mjs $(BUILD)/attnd $(BUILD)/web-test
 	timeout 300 node tests/web/path.test.mjs $(BUILD)/attnd $(BUILD)/web-path
 	timeout 300 node tests/web/layout.test.mjs $(BUILD)/attnd $(BUILD)/web-layout
@@ -227,8 +232,16 @@ FORMATTED := $(wildcard attention/*.[ch] api/*.[ch] api/*/*.[ch] server/*.[ch] t
                bench/*.[ch] tests/fuzz/*.[ch] tests/reliability/*.[ch] tests/server/*.[ch] \
                tests/api/*.[ch] tests/attention/*.[ch])
 
+# The house keeps every source file under 750 lines (split along the seams the code has).
+LINE_CHECKED := $(shell find attention api server web tests bench clients deploy -type f \
+    \( -name '*.c' -o -name '*.h' -o -name '*.py' -o -name '*.js' -o -name '*.mjs' -o \
+       -name '*.sh' -o -name '*.lua' -o -name '*.mk' -o -name '*.css' -o -name '*.html' \) \
+    -not -path '*/node_modules/*' 2>/dev/null) Makefile
+
 check-format:
 	clang-format --dry-run -Werror $(FORMATTED)
+	@long=$$(awk 'FNR == 751 { print FILENAME }' $(LINE_CHECKED)); \
+	if [ -n "$$long" ]; then echo "over 750 lines:" $$long; exit 1; fi
 
 format:
 	clang-format -i $(FORMATTED)

@@ -36,22 +36,58 @@ struct http_share_entry {
     http_req *followers; /* linked through share_next, newest first */
 };
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n) {
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * 0x100000001b3ull;
-    return h;
+/* A multiply-rotate hash of n bytes in four lanes of 8 (the lanes' multiplies run side by side:
+ * about 0.2 cycles per byte, where a byte at a time took 4 and cost W1 a fifth of its CPU). Not
+ * a cryptographic hash: the table's salt keeps a client from choosing a bucket, and equal keys
+ * are compared whole. */
+#define MIX_K 0x9e3779b97f4a7c15ull
+
+static uint64_t rotl(uint64_t x, int r) {
+    return (x << r) | (x >> (64 - r));
 }
 
-static uint64_t key_hash(const srv_http *h, const http_req *r, const char *text, size_t len) {
-    uint64_t x = fnv(0xcbf29ce484222325ull ^ h->id_salt, &r->route, sizeof r->route);
-    x = fnv(x, &r->reply_coding, sizeof r->reply_coding);
-    x = fnv(x, &r->v2_header_len, sizeof r->v2_header_len);
+static uint64_t fmix(uint64_t x) { /* MurmurHash3's finaliser */
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    return x ^ (x >> 33);
+}
+
+static uint64_t mix(uint64_t h, const void *p, size_t n) {
+    const unsigned char *b = p;
+    uint64_t l[4] = {h, h ^ 0x5851f42d4c957f2dull, h + MIX_K, rotl(h, 29)};
+    for (; n >= 32; b += 32, n -= 32)
+        for (int i = 0; i < 4; i++) {
+            uint64_t w;
+            memcpy(&w, b + 8 * i, 8);
+            l[i] = rotl((l[i] ^ w) * MIX_K, 31);
+        }
+    for (int i = 0; n > 0; i = (i + 1) & 3) {
+        uint64_t w = 0;
+        size_t k = n < 8 ? n : 8;
+        memcpy(&w, b, k);
+        l[i] = rotl((l[i] ^ w ^ ((uint64_t)k << 56)) * MIX_K, 31);
+        b += k;
+        n -= k;
+    }
+    return fmix(l[0] ^ rotl(l[1], 16) ^ rotl(l[2], 32) ^ rotl(l[3], 48));
+}
+
+/* The key's hash, computed once per request (join, then lead, ask for it). */
+static uint64_t key_hash(const srv_http *h, http_req *r, const char *text, size_t len) {
+    if (r->share_hashed)
+        return r->share_hash;
+    uint64_t x = mix(h->id_salt, &r->route, sizeof r->route);
+    x = mix(x, &r->reply_coding, sizeof r->reply_coding);
+    x = mix(x, &r->v2_header_len, sizeof r->v2_header_len);
     if (r->model)
-        x = fnv(x, r->model, strlen(r->model) + 1);
+        x = mix(x, r->model, strlen(r->model) + 1);
     if (r->version)
-        x = fnv(x, r->version, strlen(r->version) + 1);
-    return fnv(x, text, len);
+        x = mix(x, r->version, strlen(r->version) + 1);
+    r->share_hash = mix(x ^ len, text, len);
+    r->share_hashed = true;
+    return r->share_hash;
 }
 
 static bool same_str(const char *a, const char *b) {

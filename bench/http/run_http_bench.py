@@ -203,12 +203,12 @@ def pinned(cpus):
     return None if cpus is None else (lambda: os.sched_setaffinity(0, cpus))
 
 
-def start_attnd(binary, extra, log, cpus=None):
+def start_attnd(binary, extra, log, cpus=None, share="off"):
     f = open(log, "wb")
     # wrk sends one body again and again; with shared jobs on (the default) its copies would be
     # answered from one job, and the figures would be of copying replies, not of serving jobs.
     # The environment, not the flag, so that a build from before the flag starts as well.
-    env = dict(os.environ, ATTND_SHARE_JOBS="off")
+    env = dict(os.environ, ATTND_SHARE_JOBS=share)
     p = subprocess.Popen([binary, "--listen", "127.0.0.1:0", "--max-queue", "1024"] + extra,
                          stdout=f, stderr=subprocess.STDOUT, preexec_fn=pinned(cpus), env=env)
     f.close()
