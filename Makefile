@@ -10,17 +10,18 @@ WARN     := -std=c11 -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmis
             -Wvla -Wdouble-promotion $(if $(WERROR),-Werror)
 CPPFLAGS += -D_GNU_SOURCE
 # Each layer sees its own headers and those below it, never those above: attention/ compiles with
-# -Iattention alone; api/ is rooms (api/README.md), base < codec < models < job < v1 < v2, each
-# compiling with -Iattention, its own folder and the folders of the rooms below it (a room
-# reaches api.h as "../api.h"); the server, tests and benchmarks compile with all of them. A file
-# that includes a header from above is a compile error (make check-layers). The flags of a source
-# are those of its folder: INC_api_v1 for api/v1/*.c, INC_ALL where a folder has none.
-API_ROOMS      := base codec models job v1 v2
+# -Iattention alone; api/ is rooms (api/README.md), base < codec < models < session < job < v1 <
+# v2, each compiling with -Iattention, its own folder and the folders of the rooms below it (a
+# room reaches api.h as "../api.h"); the server, tests and benchmarks compile with all of them. A
+# file that includes a header from above is a compile error (make check-layers). The flags of a
+# source are those of its folder: INC_api_v1 for api/v1/*.c, INC_ALL where a folder has none.
+API_ROOMS      := base codec models session job v1 v2
 INC_attention  := -Iattention
 INC_api_base   := $(INC_attention) -Iapi/base
 INC_api_codec  := $(INC_api_base) -Iapi/codec
 INC_api_models := $(INC_api_codec) -Iapi/models
-INC_api_job    := $(INC_api_models) -Iapi/job
+INC_api_session := $(INC_api_models) -Iapi/session
+INC_api_job    := $(INC_api_session) -Iapi/job
 INC_api_v1     := $(INC_api_job) -Iapi/v1
 INC_api_v2     := $(INC_api_v1) -Iapi/v2
 INC_ALL        := -Iattention -Iapi $(API_ROOMS:%=-Iapi/%) -Iserver

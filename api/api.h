@@ -113,11 +113,23 @@ void *api_mem_alloc(api_mem *m, size_t bytes, size_t most, size_t *cap);
 void api_mem_set_budget(api_mem *m, size_t budget);
 
 /* As api_mem_alloc, but the block counts in the budget (api_mem_set_budget) at its capacity,
- * whatever its size (small blocks too), until it is freed; when it would pass the budget it is
- * refused: NULL, with *over_budget (may be NULL) set true, and counted in the stats' refused. For
- * what clients make a server hold: request bodies, jobs' arenas, batch workspaces. m NULL: as
- * api_mem_alloc(NULL, ...). */
+ * whatever its size (small blocks too), until it is freed; when it would pass the budget the
+ * reclaimer (api_mem_set_reclaim) is asked to make room first, and if it still does not fit it
+ * is refused: NULL, with *over_budget (may be NULL) set true, and counted in the stats' refused.
+ * For what clients make a server hold: request bodies, jobs' arenas, batch workspaces, decode
+ * sessions. m NULL: as api_mem_alloc(NULL, ...). */
 void *api_mem_alloc_bounded(api_mem *m, size_t bytes, size_t most, size_t *cap, bool *over_budget);
+
+/* Memory its holder can give back on demand (attnd's idle decode sessions): when a bounded
+ * block would pass the budget, the cache calls fn(ctx, shortfall), without its lock and on the
+ * asking thread, with the bytes that would make room; fn may free blocks (api_mem_free, never
+ * api_mem_alloc_bounded) and returns the bytes it freed; when that is not 0 the block is asked
+ * for once more. */
+typedef size_t (*api_mem_reclaim_fn)(void *ctx, size_t shortfall);
+
+/* Sets the reclaimer (fn NULL: none, the default). Call before blocks are asked for, and with
+ * NULL before ctx goes. NULL m does nothing. */
+void api_mem_set_reclaim(api_mem *m, api_mem_reclaim_fn fn, void *ctx);
 
 /* Gives a block of api_mem_alloc back to its cache (or to the system). NULL does nothing. Its
  * signature fits libmicrohttpd's MHD_ContentReaderFreeCallback, with the block as the cls. */
@@ -390,7 +402,106 @@ double api_job_timeout(const api_job *job);
 #define API_NO_MODEL ((size_t)-1)
 size_t api_job_model_index(const api_job *job, const api_registry *models);
 api_op api_job_op(const api_job *job); /* attention or SDPA (API_OP_ATTENTION for NULL) */
-void api_job_destroy(api_job *job);    /* NULL does nothing */
+/* Whether running the job changes state: a decode session's append (POST /v1/sessions/{id}, or
+ * a v2 infer with sequence parameters). Such a job is never shared with an identical request,
+ * nor repeated. False for NULL. */
+bool api_job_stateful(const api_job *job);
+void api_job_destroy(api_job *job); /* NULL does nothing */
+
+/* ---- Decode sessions (api/session/, and API v1's session routes) ----------------------------- */
+
+/* Generation a token at a time: a session keeps the keys and values of every row appended so
+ * far (a key/value cache, attention.h's "Decode sessions"), so that an append computes only its
+ * new rows' outputs, over every key so far, as one causal POST /v1/attention on the whole
+ * sequence would give them (within 1e-6 of each tensor's largest magnitude, not bit for bit).
+ *
+ *     api_sessions *ss = api_sessions_create(256, 300.0, mem, &err);  // --max-sessions, -ttl
+ *     api_session_open(ss, key, body, len, models, &lim, &buf, &err);  // POST /v1/sessions: 201
+ *     api_job *job = api_session_append(ss, key, id, body, len, models, &lim, &err);
+ *     api_job_run(job, pool, &err);                                    // on a worker
+ *     api_job_respond(job, queue_ms, compute_ms, &buf, &err);          // the new rows' outputs
+ *     api_job_destroy(job);                                            // the session is free
+ *     api_sessions_destroy(ss);                                        // every session ends
+ *
+ * A session belongs to the API key that opened it (its index, owner; 0 without keys): another
+ * key finds it exactly as an unknown id is found, through the same comparisons of every record
+ * in constant time, and gets the same 404 session_unknown. One append at a time per session: a
+ * second gets 409 session_busy until the first's job ends. A session's bytes (its cache and
+ * inline parameters) are a bounded block of the job memory (api_mem_alloc_bounded); idle
+ * sessions give way to whatever the budget cannot otherwise fit (the memory's reclaimer), least
+ * recently used first. */
+typedef struct api_sessions api_sessions;
+
+/* Why a session ended (its counts in api_sessions_stats). */
+typedef enum api_session_end {
+    API_SESSION_END_TTL = 0, /* idle for the time-out */
+    API_SESSION_END_LRU,     /* the least recently used idle one, for a new one at the limit */
+    API_SESSION_END_BUDGET,  /* idle, its memory taken for a block the budget could not fit */
+    API_SESSION_END_DELETED, /* DELETE, or a v2 sequence's end or restart */
+    API_SESSION_END_COUNT
+} api_session_end;
+
+/* The names of the reasons, by api_session_end: "ttl", "lru", "budget", "deleted". */
+extern const char *const api_session_end_names[API_SESSION_END_COUNT];
+
+/* A store of at most max_sessions sessions (0: none may open) that end after ttl_s seconds
+ * without an append (ttl_s <= 0: never; a thread of the store ends them), whose blocks come
+ * from mem (the store becomes mem's reclaimer: see api_mem_set_reclaim; mem NULL: malloc'd,
+ * no budget). NULL with err (500) when out of memory or the thread cannot start. */
+api_sessions *api_sessions_create(size_t max_sessions, double ttl_s, api_mem *mem, api_error *err);
+
+/* Ends every session (their blocks go back to mem) and frees the store. Call when no job holds
+ * a session (after the workers are idle). NULL does nothing. */
+void api_sessions_destroy(api_sessions *s);
+
+typedef struct api_sessions_stats {
+    size_t open;      /* sessions now (idle or busy) */
+    size_t max;       /* max_sessions */
+    size_t bytes;     /* their blocks' capacities: what they hold of the job memory */
+    double ttl_s;     /* the time-out (0: none) */
+    uint64_t opened;  /* sessions opened */
+    uint64_t appends; /* appends computed */
+    uint64_t ended[API_SESSION_END_COUNT]; /* sessions ended, by reason */
+} api_sessions_stats;
+
+/* The store's counts now (zeros for NULL). */
+api_sessions_stats api_sessions_stats_get(api_sessions *s);
+
+/* The bytes of the store's records for max_sessions sessions, beside their blocks (the memory
+ * plan's fixed share). */
+size_t api_sessions_record_bytes(size_t max_sessions);
+
+/* POST /v1/sessions: opens a session for owner from the body (len bytes: model or params with
+ * num_heads, max_length; see api/openapi.yaml), and appends the 201 body (apip_session_json's:
+ * id, length 0, max_length, bytes, model, widths, ttl_s, expires_in_s) to out. 0, or -1 with
+ * err: 400 (invalid_json, invalid_field), 404 unknown_model, 413 job_too_large (the session's
+ * bytes over lim->max_job_bytes), 503 session_limit, 503 memory_budget, 500 out_of_memory. */
+int api_session_open(api_sessions *s, uint32_t owner, const char *body, size_t len,
+                     const api_registry *models, const api_limits *lim, api_buf *out,
+                     api_error *err);
+
+/* POST /v1/sessions/{id}: the append of the body (query rows, or tokens / text for a model with
+ * a vocabulary; need_weights, heads, weights_top_k, trace, encoding, outputs; expected_length)
+ * to owner's session id (a NUL-terminated string), as a job that holds the session until
+ * api_job_destroy: api_job_run appends the rows, api_job_respond writes their outputs (as
+ * POST /v1/attention's body, and "length", the session's rows after it). NULL with err: as
+ * api_job_parse, and 404 session_unknown, 409 session_busy, 409 length_mismatch (expected_length
+ * is not the length), 409 session_full (the rows do not fit max_length). */
+api_job *api_session_append(api_sessions *s, uint32_t owner, const char *id, const char *body,
+                            size_t len, const api_registry *models, const api_limits *lim,
+                            api_error *err);
+
+/* GET /v1/sessions/{id}: appends owner's session id's JSON (as api_session_open's) to out. 0,
+ * or -1 with err: 404 session_unknown. */
+int api_session_get(api_sessions *s, uint32_t owner, const char *id, api_buf *out, api_error *err);
+
+/* DELETE /v1/sessions/{id}: ends owner's session id, its block given back at once (when an
+ * append holds it, when that append's job ends). 0, or -1 with err: 404 session_unknown. */
+int api_session_delete(api_sessions *s, uint32_t owner, const char *id, api_error *err);
+
+/* The 404 every unknown, ended or other key's session gets (its code, session_unknown, and its
+ * one message), for v1 and v2 alike. Returns -1. */
+int api_session_unknown(api_error *err);
 
 /* ---- The Open Inference Protocol (KServe v2: v2.c, v2_reply.c) ---------------------------- */
 
@@ -403,7 +514,7 @@ void api_job_destroy(api_job *job);    /* NULL does nothing */
  * batching, so the answers are the same bits; only the response's form differs.
  *
  *     // POST /v2/models/demo/infer, Inference-Header-Content-Length: hlen
- *     api_job *job = api_v2_parse(body, len, hlen, "demo", NULL, models, &lim, &err);
+ *     api_job *job = api_v2_parse(body, len, hlen, "demo", NULL, models, &lim, NULL, 0, &err);
  *     if (!job) { api_v2_error_body(&err, &buf); reply(err.status, buf); }
  *     api_job_run(job, pool, &err);
  *     api_job_respond(job, queue_ms, compute_ms, &buf, &err);  // the v2 response
@@ -419,7 +530,9 @@ void api_v2_error_body(const api_error *err, api_buf *out);
 
 /* Appends the server metadata (GET /v2): {"name": "attnd", "version": version, "extensions":
  * [...]}, the extensions attnd serves: binary_tensor_data, parameters, schedule_policy (the
- * priority and timeout parameters), model_configuration and statistics. */
+ * priority and timeout parameters), model_configuration, statistics, and sequence and
+ * sequence(string_id) (sequence_id, a uint64 or a string, sequence_start and sequence_end, on
+ * the decode sessions). */
 void api_v2_server_json(const char *version, api_buf *out);
 
 /* How the server runs jobs, as a model's configuration reports it (Triton's instance_group and
@@ -492,12 +605,16 @@ void api_v2_index_json(const api_registry *r, api_buf *out);
  * by the raw bytes of the inputs that declare "binary_data_size", in the order of "inputs".
  * Every input, parameter and output is checked (datatype, shape against the data, sizes of
  * binary data against the bytes after the JSON, which must be used up exactly), then the job
- * is made as api_job_parse makes the equivalent v1 job. NULL with err: 400 (the message says
- * what is wrong), 404 unknown model or version, 413 job_too_large, 503 memory_budget,
- * 500 out_of_memory. */
+ * is made as api_job_parse makes the equivalent v1 job. With Triton's sequence parameters
+ * (sequence_id other than 0 or "", sequence_start, sequence_end) the request is an append to
+ * the sequence's session in sessions, owner's (api_session_append's job: its rows' outputs;
+ * sequence_start opens it, sequence_end ends it after the job); sessions NULL refuses them. NULL
+ * with err: 400 (the message says what is wrong), 404 unknown model or version, 404
+ * session_unknown (a sequence not running), 409 session_busy, 413 job_too_large, 503
+ * memory_budget or session_limit, 500 out_of_memory. */
 api_job *api_v2_parse(const char *body, size_t len, size_t header_len, const char *name,
                       const char *version, const api_registry *models, const api_limits *lim,
-                      api_error *err);
+                      api_sessions *sessions, uint32_t owner, api_error *err);
 
 /* The raw tensor bytes at the end of job's response (the binary tensor data extension): its
  * JSON part is the response's length less these. 0 for NULL, a v1 job, or a v2 job whose

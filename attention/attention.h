@@ -421,7 +421,8 @@ int attn_mha_batch_forward(const attn_batch_plan *bp, void *workspace, attn_mha_
  * kernels sum in another order). The outputs, the weights and the cached keys and values agree
  * with the whole call, and with the same computed in double, within 1e-6 of each tensor's
  * largest magnitude (tests/attention/decode.c, for several E, H, kdim and vdim, with and
- * without biases, a row at a time and in chunks). What is bit for bit: a step never writes a
+ * without biases, a row at a time and in chunks; decode_topk.c for top-k and the trace). What
+ * is bit for bit: a step never writes a
  * cached row (rows below len), so no earlier output changes; and the same plan, cache and
  * appends give the same bits with or without a pool.
  *
@@ -454,7 +455,9 @@ typedef struct attn_decode_plan {
     size_t workspace_bytes; /* scratch of a step; give it 64-byte aligned */
     size_t cache_bytes;     /* attn_kv_cache.k and .v at cap rows: 2 cap E floats, half each */
     size_t out_elems;       /* floats of out at max_rows: max_rows E (a step writes l E) */
-    size_t weights_elems;   /* floats of the weights at max_rows rows over cap keys; 0: none */
+    size_t weights_elems;   /* floats of the weights at max_rows rows over cap keys (or top_k);
+                               0: none */
+    size_t index_elems;     /* int32 of the top-k indices (weights_elems); 0 without top_k */
     size_t job_bytes;       /* workspace + cache + outputs at their largest: what max_bytes caps */
     /* private */
     attn_decode_dims d;
@@ -466,22 +469,24 @@ typedef struct attn_decode_plan {
 
 /* Plans a decode session's steps for up to nslots threads (attn_pool_slots of the pool to be
  * used; 1 without one). opts may be NULL; of attn_opts a step takes weights (NONE, PER_HEAD
- * with or without a subset of heads, whose indices must be given, or MEAN), the scale,
- * block_q (query rows per task, 64 by default) and max_bytes (caps job_bytes); path must be
- * AUTO or DIRECT, and block_k is not used. The plan borrows opts->heads. Returns ATTN_OK and
+ * with or without a subset of heads, whose indices must be given, or MEAN), top_k (with
+ * weights, at most cap: each row's K largest weights, as attn_mha_forward gives them), the
+ * scale, block_q (query rows per task, 64 by default) and max_bytes (caps job_bytes); path must
+ * be AUTO or DIRECT, and block_k is not used. The plan borrows opts->heads. Returns ATTN_OK and
  * fills *plan; ATTN_ERR_SHAPE for a zero dimension, E % H != 0 or max_rows > cap;
- * ATTN_ERR_ARG for top_k, a tiled path or another bad option; ATTN_ERR_OVERFLOW;
- * ATTN_ERR_LIMIT over max_bytes. Allocates nothing. */
+ * ATTN_ERR_ARG for top_k without weights or over cap, a tiled path or another bad option;
+ * ATTN_ERR_OVERFLOW; ATTN_ERR_LIMIT over max_bytes. Allocates nothing. */
 int attn_mha_decode_plan(attn_decode_plan *plan, const attn_decode_dims *dims,
                          const attn_opts *opts, size_t nslots, attn_error *err);
 
 /* Runs one step: appends l rows, query (l, E), key (l, kdim), value (l, vdim), to the cache and
  * writes out (l, E) and, when the plan asks, the weights: dense (maps, l, S) with S = len + l
- * (len before the step) and maps = H, the subset's size, or 1 for the mean; row i is zero past
- * key len + i. workspace holds plan->workspace_bytes; pool may be NULL and must have at most
+ * (len before the step) and maps = H, the subset's size, or 1 for the mean, row i zero past key
+ * len + i; or with top_k, values and indices (maps, l, K), as attn_weights_out says (K must be
+ * at most S). workspace holds plan->workspace_bytes; pool may be NULL and must have at most
  * plan->nslots slots. params as attn_mha_forward's. Returns ATTN_OK and adds l to cache->len;
- * ATTN_ERR_ARG for missing buffers or parameters, or a cache that does not fit the plan;
- * ATTN_ERR_SHAPE for l of 0 or over max_rows; ATTN_ERR_LIMIT when l rows do not fit
+ * ATTN_ERR_ARG for missing buffers or parameters, a cache that does not fit the plan, or top_k
+ * over S; ATTN_ERR_SHAPE for l of 0 or over max_rows; ATTN_ERR_LIMIT when l rows do not fit
  * (len + l > cap); ATTN_ERR_NUMERIC when float32 overflowed (a projected key or value, a
  * logit, or the output). On error cache->len and rows below it are unchanged (rows from len
  * up may have been written), so the step may be retried; out and weights are unspecified. */
@@ -489,6 +494,17 @@ int attn_mha_decode_step(const attn_decode_plan *plan, void *workspace, attn_kv_
                          float *out, attn_weights_out *weights, const float *query,
                          const float *key, const float *value, size_t l,
                          const attn_mha_params *params, attn_pool *pool, attn_error *err);
+
+/* attn_mha_decode_step, and then the trace of the step into *trace (NULL: none), as
+ * attn_mha_forward_traced gives the whole call's, for the step's l rows over its S = len + l
+ * keys: q and head_outputs (H, l, Dh); k and v (H, S, Dh), every cached row; scores, masked
+ * and weights (H, l, S), masked -inf past each row's causal limit (key len + i for row i). They
+ * are the rows len .. len + l - 1 of the whole call's trace, its first S columns (its k and v,
+ * rows 0 .. S - 1). On the calling thread; same returns; on error the trace is unspecified. */
+int attn_mha_decode_step_traced(const attn_decode_plan *plan, void *workspace, attn_kv_cache *cache,
+                                float *out, attn_weights_out *weights, attn_trace *trace,
+                                const float *query, const float *key, const float *value, size_t l,
+                                const attn_mha_params *params, attn_pool *pool, attn_error *err);
 
 /* The FLOPs (2 x multiply-adds) of a step of l rows on a cache of len rows: the projections of
  * the l rows and the attention over len + i + 1 keys for row i. Pure; 0 for NULL dims. */

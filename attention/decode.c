@@ -48,9 +48,10 @@ static size_t decode_maps(const attn_decode_plan *p) {
     return p->opts.weights == ATTN_WEIGHTS_MEAN ? 1 : 0;
 }
 
-/* Checks the options a decode step takes: dense weights (per head, a subset, or the mean), the
- * scale, the query block; not top-k, the tiled paths or shape-only heads. */
-static int decode_check_opts(const attn_opts *o, size_t h, attn_error *err) {
+/* Checks the options a decode step takes: weights (per head, a subset, or the mean; dense, or
+ * the top_k of each row, top_k at most the cache's cap rows), the scale, the query block; not
+ * the tiled paths or shape-only heads. */
+static int decode_check_opts(const attn_opts *o, const attn_decode_dims *d, attn_error *err) {
     if ((unsigned)o->weights > ATTN_WEIGHTS_MEAN)
         return attn_fail(err, ATTN_ERR_ARG, "unknown weights mode %d", (int)o->weights);
     if (o->n_heads && o->weights != ATTN_WEIGHTS_PER_HEAD)
@@ -58,12 +59,15 @@ static int decode_check_opts(const attn_opts *o, size_t h, attn_error *err) {
     if (o->n_heads && !o->heads)
         return attn_fail(err, ATTN_ERR_ARG, "a decode plan needs the head subset's indices");
     for (size_t i = 0; i < o->n_heads; i++)
-        if (o->heads[i] >= h)
+        if (o->heads[i] >= d->h)
             return attn_fail(err, ATTN_ERR_ARG, "heads[%zu] is %u; heads run from 0 to %zu", i,
-                             (unsigned)o->heads[i], h - 1);
-    if (o->top_k)
+                             (unsigned)o->heads[i], d->h - 1);
+    if (o->top_k && o->weights == ATTN_WEIGHTS_NONE)
+        return attn_fail(err, ATTN_ERR_ARG, "top_k needs weights (per head or the mean)");
+    if (o->top_k > d->cap)
         return attn_fail(err, ATTN_ERR_ARG,
-                         "a decode step returns dense weights; top_k is not supported");
+                         "top_k=%zu is more than the cache's cap=%zu keys a step can attend",
+                         o->top_k, d->cap);
     if (o->path != ATTN_PATH_AUTO && o->path != ATTN_PATH_DIRECT)
         return attn_fail(err, ATTN_ERR_ARG,
                          "a decode step runs its own row blocks: path must be AUTO or DIRECT");
@@ -104,7 +108,7 @@ int attn_mha_decode_plan(attn_decode_plan *plan, const attn_decode_dims *dims,
         !attn_fits_int(d.kdim) || !attn_fits_int(d.vdim) || !attn_mul(d.cap, d.e, &capd))
         return attn_fail(err, ATTN_ERR_OVERFLOW,
                          "the session's dimensions exceed the BLAS limit %d", INT_MAX);
-    int rc = decode_check_opts(&plan->opts, d.h, err);
+    int rc = decode_check_opts(&plan->opts, &d, err);
     if (rc != ATTN_OK)
         return rc;
     plan->scale =
@@ -113,23 +117,29 @@ int attn_mha_decode_plan(attn_decode_plan *plan, const attn_decode_dims *dims,
     if (plan->bq > d.max_rows)
         plan->bq = d.max_rows;
 
-    /* The slots hold (bq, cap) logit rows; the cache (H, cap, Dh) twice; out (R, E); the
-     * weights (maps, R, cap) at their largest. */
+    /* The slots hold (bq, cap) logit rows, and with mean top-k weights a (bq, cap) mean after
+     * them; the cache (H, cap, Dh) twice; out (R, E); the weights (maps, R, K or cap) at their
+     * largest, and with top-k as many indices. */
     decode_layout l = {.ok = false};
-    size_t w = 0, outs = 0, bytes = 0;
+    const size_t K = plan->opts.top_k, width = K ? K : d.cap;
+    size_t w = 0, outs = 0, bytes = 0, idx = 0;
     bool ok = attn_mul(plan->bq, d.cap, &plan->slot_floats) && attn_fits_int(plan->bq);
     if (ok) {
         plan->slot_floats = attn_align_up(plan->slot_floats);
+        if (K && plan->opts.weights == ATTN_WEIGHTS_MEAN)
+            ok = attn_mul(plan->slot_floats, 2, &plan->slot_floats);
         l = decode_layout_of(plan);
     }
     ok = ok && l.ok && attn_mul(l.total, sizeof(float), &plan->workspace_bytes) &&
          attn_mul(capd, 2 * sizeof(float), &plan->cache_bytes) &&
          attn_mul(d.max_rows, d.e, &plan->out_elems) &&
-         attn_mul(decode_maps(plan), d.max_rows, &w) && attn_mul(w, d.cap, &plan->weights_elems) &&
+         attn_mul(decode_maps(plan), d.max_rows, &w) && attn_mul(w, width, &plan->weights_elems) &&
          attn_add(plan->out_elems, plan->weights_elems, &outs) &&
          attn_mul(outs, sizeof(float), &outs) &&
-         attn_add(plan->workspace_bytes, plan->cache_bytes, &bytes) &&
+         attn_mul(K ? plan->weights_elems : 0, sizeof(int32_t), &idx) &&
+         attn_add(outs, idx, &outs) && attn_add(plan->workspace_bytes, plan->cache_bytes, &bytes) &&
          attn_add(bytes, outs, &plan->job_bytes);
+    plan->index_elems = K ? plan->weights_elems : 0;
     if (!ok)
         return attn_fail(err, ATTN_ERR_OVERFLOW, "the session's memory size overflows");
     if (plan->opts.max_bytes && plan->job_bytes > plan->opts.max_bytes)
@@ -216,14 +226,24 @@ static void decode_block(decode_run *r, float *P, size_t h, size_t i0, size_t ro
                     P, (int)S, v, (int)Dh, 0.0f, o, (int)E);
 }
 
-/* Where map m, row i of the step's weights (maps, l, S) starts. */
-static float *decode_weights_row(const decode_run *r, size_t m, size_t i) {
-    return r->wout.values + (m * r->l + i) * r->s;
+/* Where map m, row i of the step's weights starts: dense (maps, l, S), or top-k (maps, l, K). */
+static size_t decode_weights_at(const decode_run *r, size_t m, size_t i) {
+    return (m * r->l + i) * (r->p->opts.top_k ? r->p->opts.top_k : r->s);
+}
+
+/* Writes rows [i0, i0 + rows) of P (rows S apart) as map m of the top-k weights. */
+static void decode_store_topk(const decode_run *r, const float *P, size_t m, size_t i0,
+                              size_t rows) {
+    const size_t K = r->p->opts.top_k;
+    for (size_t ri = 0; ri < rows; ri++) {
+        size_t at = decode_weights_at(r, m, i0 + ri);
+        attn_topk_row(P + ri * r->s, r->s, K, r->wout.values + at, r->wout.indices + at);
+    }
 }
 
 /* Task without mean weights: head h, query block qb. Dense per-head maps are computed in place
  * in the weights, at the head's first map, and copied to its later ones (a subset may repeat
- * a head). */
+ * a head); top-k maps are computed in the slot and selected into each of the head's maps. */
 static void decode_task(void *ctx, size_t task, size_t slot) {
     decode_run *r = ctx;
     const attn_decode_plan *p = r->p;
@@ -231,34 +251,43 @@ static void decode_task(void *ctx, size_t task, size_t slot) {
     size_t i0 = qb * p->bq, rows = p->bq < r->l - i0 ? p->bq : r->l - i0;
     const size_t maps =
         p->opts.weights == ATTN_WEIGHTS_PER_HEAD ? (p->opts.n_heads ? p->opts.n_heads : p->d.h) : 0;
+    const bool topk = p->opts.top_k != 0;
     float *P = r->slots + slot * p->slot_floats;
     size_t first = SIZE_MAX;
     for (size_t m = 0; m < maps && first == SIZE_MAX; m++)
         if ((p->opts.n_heads ? p->opts.heads[m] : m) == h)
             first = m;
-    if (first != SIZE_MAX)
-        P = decode_weights_row(r, first, i0);
+    if (first != SIZE_MAX && !topk)
+        P = r->wout.values + decode_weights_at(r, first, i0);
     decode_block(r, P, h, i0, rows);
-    for (size_t m = first + 1; first != SIZE_MAX && m < maps; m++)
-        if ((p->opts.n_heads ? p->opts.heads[m] : m) == h)
-            memcpy(decode_weights_row(r, m, i0), P, rows * r->s * sizeof *P);
+    for (size_t m = topk ? first : first + 1; first != SIZE_MAX && m < maps; m++) {
+        if ((p->opts.n_heads ? p->opts.heads[m] : m) != h)
+            continue;
+        if (topk)
+            decode_store_topk(r, P, m, i0, rows);
+        else
+            memcpy(r->wout.values + decode_weights_at(r, m, i0), P, rows * r->s * sizeof *P);
+    }
 }
 
-/* Task with mean weights: query block qb, every head in turn, so the mean rows have one
- * owner. */
+/* Task with mean weights: query block qb, every head in turn, so the mean rows have one owner.
+ * Dense: the mean is summed in the weights; top-k: in the slot's second half, then selected. */
 static void decode_mean_task(void *ctx, size_t task, size_t slot) {
     decode_run *r = ctx;
     const attn_decode_plan *p = r->p;
     const size_t H = p->d.h, S = r->s;
     size_t i0 = task * p->bq, rows = p->bq < r->l - i0 ? p->bq : r->l - i0;
     float *P = r->slots + slot * p->slot_floats;
-    float *mean = decode_weights_row(r, 0, i0);
+    float *mean =
+        p->opts.top_k ? P + p->slot_floats / 2 : r->wout.values + decode_weights_at(r, 0, i0);
     const float inv_h = 1.0f / (float)H;
     for (size_t h = 0; h < H; h++) {
         decode_block(r, P, h, i0, rows);
         for (size_t j = 0; j < rows * S; j++)
             mean[j] = h == 0 ? P[j] * inv_h : mean[j] + P[j] * inv_h;
     }
+    if (p->opts.top_k)
+        decode_store_topk(r, mean, 0, i0, rows);
 }
 
 /* Checks a step's arguments against plan p; ATTN_OK, or the error with err filled. */
@@ -274,7 +303,7 @@ static int decode_check_step(const attn_decode_plan *p, void *ws, const attn_kv_
                          "NULL");
     if ((uintptr_t)ws % 64 != 0)
         return attn_fail(err, ATTN_ERR_ARG, "the workspace must be 64-byte aligned");
-    if (p->weights_elems && (!w || !w->values))
+    if (p->weights_elems && (!w || !w->values || (p->index_elems && !w->indices)))
         return attn_fail(err, ATTN_ERR_ARG, "the plan requests weights but no buffer was given");
     if (attn_pool_slots(pool) > p->nslots)
         return attn_fail(err, ATTN_ERR_ARG, "the pool has %zu slots but the plan allows %zu",
@@ -296,6 +325,11 @@ static int decode_check_step(const attn_decode_plan *p, void *ws, const attn_kv_
     if (l == 0 || l > p->d.max_rows)
         return attn_fail(err, ATTN_ERR_SHAPE, "a step appends 1 to max_rows=%zu rows, not %zu",
                          p->d.max_rows, l);
+    if (p->opts.top_k > c->len + l)
+        return attn_fail(
+            err, ATTN_ERR_ARG,
+            "top_k=%zu is more than the %zu keys the step attends (len %zu + %zu rows)",
+            p->opts.top_k, c->len + l, c->len, l);
     if (l > c->cap - c->len)
         return attn_fail(err, ATTN_ERR_LIMIT,
                          "the cache holds %zu of its %zu rows: %zu more do not fit; start a new "
@@ -351,10 +385,64 @@ static bool decode_append(attn_kv_cache *c, const attn_view *v, size_t l, size_t
     return true;
 }
 
+/* The trace of a step that has run (rows len .. len + l - 1, S = len + l keys): q and the heads'
+ * outputs copied from the step's buffers (q rows ldq apart, ob (l, E)), k and v from the cache,
+ * and the scores, masked scores and weights computed again, as trace.c does for a forward: the
+ * scores by sgemm (scale folded into it), -inf past each row's causal limit, the softmax with
+ * the row kernels. */
+static void decode_trace(const attn_decode_plan *p, const attn_kv_cache *c, const float *q,
+                         size_t ldq, const float *ob, size_t len, size_t l, attn_trace *t) {
+    const size_t E = p->d.e, H = p->d.h, Dh = E / H, S = len + l;
+    const attnk_set *ks = attnk_get();
+    t->scale = p->scale;
+    for (size_t h = 0; h < H; h++) {
+        for (size_t i = 0; i < l; i++) {
+            if (t->q)
+                memcpy(t->q + (h * l + i) * Dh, q + i * ldq + h * Dh, Dh * sizeof *q);
+            if (t->heads)
+                memcpy(t->heads + (h * l + i) * Dh, ob + i * E + h * Dh, Dh * sizeof *ob);
+        }
+        if (t->k)
+            memcpy(t->k + h * S * Dh, c->k + h * c->cap * Dh, S * Dh * sizeof *t->k);
+        if (t->v)
+            memcpy(t->v + h * S * Dh, c->v + h * c->cap * Dh, S * Dh * sizeof *t->v);
+        if (!t->scores && !t->masked && !t->weights)
+            continue;
+        const size_t at = h * l * S;
+        float *sc = t->scores ? t->scores + at : t->masked ? t->masked + at : t->weights + at;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)l, (int)S, (int)Dh, p->scale,
+                    q + h * Dh, (int)ldq, c->k + h * c->cap * Dh, (int)Dh, 0.0f, sc, (int)S);
+        for (size_t i = 0; i < l && (t->masked || t->weights); i++) {
+            const size_t lim = len + i + 1; /* row i sees keys 0 .. len + i */
+            float *xm = t->masked ? t->masked + at + i * S : t->weights + at + i * S;
+            if (xm != sc + i * S)
+                memcpy(xm, sc + i * S, S * sizeof *xm);
+            for (size_t j = lim; j < S; j++)
+                xm[j] = -INFINITY;
+            if (!t->weights)
+                continue;
+            float *w = t->weights + at + i * S;
+            if (w != xm)
+                memcpy(w, xm, S * sizeof *w);
+            float sum = ks->exp_sum(w, lim, ks->row_max(w, lim));
+            ks->scale(w, lim, 1.0f / sum);
+            memset(w + lim, 0, (S - lim) * sizeof *w);
+        }
+    }
+}
+
 int attn_mha_decode_step(const attn_decode_plan *plan, void *workspace, attn_kv_cache *cache,
                          float *out, attn_weights_out *weights, const float *query,
                          const float *key, const float *value, size_t l,
                          const attn_mha_params *params, attn_pool *pool, attn_error *err) {
+    return attn_mha_decode_step_traced(plan, workspace, cache, out, weights, NULL, query, key,
+                                       value, l, params, pool, err);
+}
+
+int attn_mha_decode_step_traced(const attn_decode_plan *plan, void *workspace, attn_kv_cache *cache,
+                                float *out, attn_weights_out *weights, attn_trace *trace,
+                                const float *query, const float *key, const float *value, size_t l,
+                                const attn_mha_params *params, attn_pool *pool, attn_error *err) {
     int rc = decode_check_step(plan, workspace, cache, out, weights, query, key, value, l, params,
                                pool, err);
     if (rc != ATTN_OK)
@@ -422,6 +510,8 @@ int attn_mha_decode_step(const attn_decode_plan *plan, void *workspace, attn_kv_
         attn_out_proj_run(out, ws + lay.ob, l, E, params, plan->nslots, pool);
     if (!ks->all_finite(out, l * E))
         return attn_fail(err, ATTN_ERR_NUMERIC, "the output is not finite: float32 overflowed");
+    if (trace)
+        decode_trace(plan, cache, view.q, view.ldq, ws + lay.ob, cache->len, l, trace);
     cache->len += l;
     return ATTN_OK;
 }

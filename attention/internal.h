@@ -193,6 +193,10 @@ attn_row_masks attn_masks_for_row(const attn_plan *p, size_t n, size_t h, size_t
 float attn_row_mask_max(attn_run *r, float *x, size_t cols, size_t lim, attn_row_masks rm,
                         size_t j0);
 
+/* (sdpa.c) The k largest of w[0..s) into vals and idx (k each), largest first, ties by lower
+ * key index. k <= s. */
+void attn_topk_row(const float *w, size_t s, size_t k, float *vals, int32_t *idx);
+
 /* Moves the appended keys of rows rows of weights (ld apart, s wide) from first to last: row
  * j becomes row (j + x) mod s. */
 void attn_rows_rotate(float *w, size_t ld, size_t rows, size_t s, size_t x);

@@ -142,8 +142,7 @@ static void heap_down(float *v, int32_t *ix, size_t n, size_t i) {
     }
 }
 
-/* The k largest of w[0..s) into vals/idx, largest first, ties by lower index. k <= s. */
-static void topk_row(const float *w, size_t s, size_t k, float *vals, int32_t *idx) {
+void attn_topk_row(const float *w, size_t s, size_t k, float *vals, int32_t *idx) {
     for (size_t j = 0; j < k; j++) {
         vals[j] = w[j];
         idx[j] = (int32_t)j;
@@ -229,7 +228,7 @@ static void store_weights(attn_run *r, const float *P, size_t maps, size_t n, si
     for (size_t ri = 0; ri < rows; ri++) {
         size_t at = weights_row(p, maps, n, m, i0 + ri);
         if (K)
-            topk_row(P + ri * S, S, K, r->wout.values + at, r->wout.indices + at);
+            attn_topk_row(P + ri * S, S, K, r->wout.values + at, r->wout.indices + at);
         else if (r->wout.values + at != P + ri * S)
             memcpy(r->wout.values + at, P + ri * S, S * sizeof *P);
     }

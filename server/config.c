@@ -48,6 +48,8 @@ void srv_config_init(srv_config *cfg) {
     cfg->batch_window_us = 200; /* bench/RESULTS.md: the measurements behind both */
     cfg->max_batch_tokens = 4096;
     cfg->inline_max_flops = 2000000; /* libattn's ATTN_INLINE_FLOPS; workers.c says why */
+    cfg->max_sessions = 256;
+    cfg->session_ttl = 300;
     cfg->share_jobs = true;
 }
 
@@ -185,9 +187,16 @@ static const opt OPTS[] = {
      "KiB) share one computation: the first is computed, the others get a copy of its reply"},
     {"--max-batch-tokens", "ATTND_MAX_BATCH_TOKENS", "N", OPT_COUNT, FIELD(max_batch_tokens), 1,
      1 << 24, "4096", "query rows (N*L) one batch takes at most"},
+    {"--max-sessions", "ATTND_MAX_SESSIONS", "N", OPT_COUNT, FIELD(max_sessions), 0, 1000000, "256",
+     "decode sessions held at once (POST /v1/sessions, v2 sequences); a new one past it ends the "
+     "least recently used idle one, else gets 503 session_limit (0 = none)"},
+    {"--session-ttl", "ATTND_SESSION_TTL", "SEC", OPT_SECONDS, FIELD(session_ttl), 0, 86400 * 7,
+     "300",
+     "a session without an append for SEC ends and its memory goes back (0 = never; they still "
+     "end for room: --max-sessions, the memory budget)"},
     {"--api-key-file", "ATTND_API_KEY_FILE", "PATH", OPT_KEY_FILE, 0, 0, 0, "none",
-     "require Authorization: Bearer <the key in PATH> (/healthz, /readyz and /v2/health/* stay "
-     "open)"},
+     "require Authorization: Bearer <a key in PATH>, one key per line (/healthz, /readyz and "
+     "/v2/health/* stay open); a session belongs to the key that opened it"},
     {NULL, "ATTND_API_KEY", "KEY", OPT_KEY, 0, 0, 0, "none",
      "the API key itself, when no key file is given"},
     {"--cors-origins", "ATTND_CORS_ORIGINS", "LIST", OPT_CORS, 0, 0, 0, "none",
@@ -338,12 +347,13 @@ static int set_listen(srv_config *cfg, const char *name, const char *v, srv_erro
     return SRV_OK;
 }
 
-/* A key: printable ASCII without spaces, as an HTTP token68-ish credential. */
+/* Appends one key (n bytes) to the keys: printable ASCII without spaces, as an HTTP
+ * token68-ish credential; the keys are one buffer, each but the last followed by '\n'. */
 static int set_key(srv_config *cfg, const char *name, const char *key, size_t n, srv_error *err) {
     if (n == 0)
         return srv_fail(err, "%s: the API key is empty", name);
-    if (n >= sizeof cfg->api_key)
-        return srv_fail(err, "%s: the API key is longer than %zu bytes", name,
+    if (cfg->api_key_len + (cfg->api_key_len ? 1 : 0) + n >= sizeof cfg->api_key)
+        return srv_fail(err, "%s: the API keys are longer than %zu bytes", name,
                         sizeof cfg->api_key - 1);
     for (size_t i = 0; i < n; i++)
         if (key[i] <= ' ' || key[i] > '~')
@@ -351,12 +361,16 @@ static int set_key(srv_config *cfg, const char *name, const char *key, size_t n,
                             "%s: the API key holds a space or a byte outside printable ASCII "
                             "(at offset %zu)",
                             name, i);
-    memcpy(cfg->api_key, key, n);
-    cfg->api_key[n] = '\0';
-    cfg->api_key_len = n;
+    if (cfg->api_key_len)
+        cfg->api_key[cfg->api_key_len++] = '\n';
+    memcpy(cfg->api_key + cfg->api_key_len, key, n);
+    cfg->api_key_len += n;
+    cfg->api_key[cfg->api_key_len] = '\0';
+    cfg->api_keys++;
     return SRV_OK;
 }
 
+/* The keys of a key file: one per line, whitespace around each dropped, blank lines skipped. */
 static int set_key_file(srv_config *cfg, const char *name, const char *path, srv_error *err) {
     FILE *f = fopen(path, "rb");
     if (!f)
@@ -368,16 +382,27 @@ static int set_key_file(srv_config *cfg, const char *name, const char *path, srv
     if (bad)
         return srv_fail(err, "%s: cannot read %s", name, path);
     if (n > KEY_FILE_MAX)
-        return srv_fail(err, "%s: %s is larger than %d bytes; it should hold only the key", name,
+        return srv_fail(err, "%s: %s is larger than %d bytes; it should hold only the keys", name,
                         path, KEY_FILE_MAX);
-    while (n > 0 && isspace((unsigned char)buf[n - 1]))
-        n--;
-    size_t start = 0;
-    while (start < n && isspace((unsigned char)buf[start]))
-        start++;
     char what[160];
     snprintf(what, sizeof what, "%s (%s)", name, path);
-    int rc = set_key(cfg, what, buf + start, n - start, err);
+    cfg->api_key_len = cfg->api_keys = 0;
+    int rc = SRV_OK;
+    for (size_t at = 0; at < n && rc == SRV_OK;) {
+        size_t end = at;
+        while (end < n && buf[end] != '\n')
+            end++;
+        size_t a = at, b = end;
+        while (a < b && isspace((unsigned char)buf[a]))
+            a++;
+        while (b > a && isspace((unsigned char)buf[b - 1]))
+            b--;
+        if (b > a)
+            rc = set_key(cfg, what, buf + a, b - a, err);
+        at = end + 1;
+    }
+    if (rc == SRV_OK && cfg->api_keys == 0)
+        rc = srv_fail(err, "%s: the API key is empty", what);
     memset(buf, 0, sizeof buf);
     return rc;
 }

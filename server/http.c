@@ -98,6 +98,7 @@ static http_req *req_create(srv_http *h, struct MHD_Connection *conn, const char
     r->is_get = !strcmp(method, MHD_HTTP_METHOD_GET) || !strcmp(method, MHD_HTTP_METHOD_HEAD);
     r->is_post = !strcmp(method, MHD_HTTP_METHOD_POST);
     r->is_options = !strcmp(method, MHD_HTTP_METHOD_OPTIONS);
+    r->is_delete = !strcmp(method, MHD_HTTP_METHOD_DELETE);
     r->v2_header_len = API_V2_NO_HEADER;
     r->sj.owner = r;
     r->sj.model = API_NO_MODEL;
@@ -555,6 +556,10 @@ void srv_http_set_ready(srv_http *h, const api_registry *models, const api_limit
     h->limits = *limits;
     h->workers = workers;
     atomic_store_explicit(&h->ready, true, memory_order_release);
+}
+
+void srv_http_set_sessions(srv_http *h, api_sessions *sessions) {
+    h->sessions = sessions;
 }
 
 void srv_http_set_leaving(srv_http *h) {

@@ -30,8 +30,9 @@ struct srv_http {
     atomic_uint_fast64_t next_id;
     uint64_t id_salt;
     double start_wall;
-    srv_conns *conns;   /* the connections, as the read timeout sees them */
-    srv_tasks *parsers; /* the parse threads: large and coded bodies */
+    api_sessions *sessions; /* the decode sessions (srv_http_set_sessions), or NULL */
+    srv_conns *conns;       /* the connections, as the read timeout sees them */
+    srv_tasks *parsers;     /* the parse threads: large and coded bodies */
     /* Jobs in flight that identical requests may share (http_share.c) */
     pthread_mutex_t share_mu;
     struct http_share_entry *share[HTTP_SHARE_BUCKETS];
@@ -48,7 +49,10 @@ typedef struct http_req {
     atomic_int refs;    /* the connection's, and the worker's while the job is out */
     req_state state;
     srv_route route;
-    bool is_get, is_post, is_options;
+    bool is_get, is_post, is_options, is_delete;
+    uint32_t key;           /* the index of the API key it carries (0 without keys) */
+    const char *session_id; /* /v1/sessions/{id}: the id, in path */
+    char location[64];      /* a 201's Location header, or "" */
     char method[16];
     char *path;
     char id[ID_MAX + 1];

@@ -82,6 +82,10 @@ typedef enum admit_rc {
     ADMIT_QUEUED,       /* a worker has the job; its done() resumes the connection */
 } admit_rc;
 
+/* POST /v1/sessions: the session opened here (no worker computes anything: the body's
+ * parameters are decoded into the session's block), answered 201 with its Location. */
+static admit_rc session_open(srv_http *h, http_req *r, const char *text, size_t len);
+
 /* The body has arrived whole: decodes it (srv_body_finish), parses it into a job, reserves its
  * reply's room, and runs it here when it is tiny, else queues it for the workers. Runs on the
  * HTTP thread for a small plain body, else on a parse thread. The caller holds a reference for
@@ -143,10 +147,15 @@ static admit_rc job_admit(srv_http *h, http_req *r, bool suspend) {
     api_op op = r->route == SRV_ROUTE_SDPA ? API_OP_SDPA : API_OP_ATTENTION;
     size_t len;
     const char *text = srv_body_data(r->body, &len);
+    if (r->route == SRV_ROUTE_SESSIONS)
+        return session_open(h, r, text, len);
     double t0 = srv_now();
     api_job *job = r->route == SRV_ROUTE_V2_INFER
                        ? api_v2_parse(text, len, r->v2_header_len, r->model, r->version, h->models,
-                                      &h->limits, &e)
+                                      &h->limits, h->sessions, r->key, &e)
+                   : r->route == SRV_ROUTE_SESSION
+                       ? api_session_append(h->sessions, r->key, r->session_id, text, len,
+                                            h->models, &h->limits, &e)
                        : api_job_parse(op, text, len, h->models, &h->limits, &e);
     r->parse_ms = (srv_now() - t0) * 1e3;
     op = api_job_op(job);
@@ -209,8 +218,10 @@ static admit_rc job_admit(srv_http *h, http_req *r, bool suspend) {
         job_settle(r);
         return ADMIT_ANSWERED;
     }
-    /* Queued: identical requests that arrive until it is settled share it (http_share.c). */
-    if (!http_share_lead(h, r, body, reply_max))
+    /* Queued: identical requests that arrive until it is settled share it (http_share.c); never
+     * a session's append, which changes the session: each identical one appends its own rows
+     * (and as none leads, none can be joined either: a follower's body equals its leader's). */
+    if (api_job_stateful(job) || !http_share_lead(h, r, body, reply_max))
         srv_body_destroy(body);
     if (suspend)
         pthread_mutex_lock(&r->mu);
@@ -240,6 +251,26 @@ static admit_rc job_admit(srv_http *h, http_req *r, bool suspend) {
     }
     job_answer_error(r, &e);
     http_share_settle(h, r); /* the requests that joined it get the same answer */
+    return ADMIT_ANSWERED;
+}
+
+static admit_rc session_open(srv_http *h, http_req *r, const char *text, size_t len) {
+    api_error e = {0};
+    srv_job *sj = &r->sj;
+    double t0 = srv_now();
+    int rc = api_session_open(h->sessions, r->key, text, len, h->models, &h->limits, &sj->body, &e);
+    r->parse_ms = (srv_now() - t0) * 1e3;
+    srv_body_destroy(r->body);
+    r->body = NULL;
+    if (rc != 0) {
+        if (!strcmp(e.code, "memory_budget"))
+            srv_metrics_reject(h->metrics, SRV_REJECT_MEMORY_BUDGET);
+        job_answer_error(r, &e);
+        return ADMIT_ANSWERED;
+    }
+    /* {"id":"<32 hex digits>",...: the id is at bytes 7 to 38 of the body */
+    snprintf(r->location, sizeof r->location, "/v1/sessions/%.32s", sj->body.data + 7);
+    sj->status = 201;
     return ADMIT_ANSWERED;
 }
 

@@ -196,7 +196,8 @@ typedef struct attnd {
     attn_pool *pool;
     srv_workers *workers;
     api_mem *mem;
-    api_limits limits; /* what srv_http_set_ready was given */
+    api_sessions *sessions; /* the decode sessions: they end with the process */
+    api_limits limits;      /* what srv_http_set_ready was given */
 } attnd;
 
 /* Models: the built-in demo first (the default unless --default-model says otherwise), then the
@@ -277,6 +278,9 @@ static void log_settings(const srv_config *cfg, const srv_log *log, const api_li
                        SRV_NUM("drain_timeout_s", cfg->drain_timeout),
                        SRV_NUM("shutdown_delay_s", cfg->shutdown_delay),
                        SRV_STR("auth", cfg->api_key_len ? "bearer" : "none"),
+                       SRV_INT("api_keys", cfg->api_keys),
+                       SRV_INT("max_sessions", cfg->max_sessions),
+                       SRV_NUM("session_ttl_s", cfg->session_ttl),
                        SRV_STR("cors_origins", cfg->cors_origins[0] ? cfg->cors_origins : NULL)};
         srv_log_write(log, "info", "limits", kv, sizeof kv / sizeof kv[0]);
     }
@@ -370,6 +374,12 @@ static int start(srv_config *cfg, const srv_log *log, attnd *a) {
         return 1;
     }
     api_mem_set_budget(a->mem, plan.jobs);
+    /* Decode sessions: their blocks in the job memory budget, idle ones giving way (the
+     * memory's reclaimer), ended by --session-ttl and at --max-sessions. */
+    if (!(a->sessions = api_sessions_create(cfg->max_sessions, cfg->session_ttl, a->mem, &ae))) {
+        fatal(log, ae.message);
+        return 1;
+    }
     a->limits = api_limits_default();
     a->limits.mem = a->mem;
     a->limits.max_job_bytes = cfg->max_job_bytes;
@@ -390,6 +400,7 @@ static int start(srv_config *cfg, const srv_log *log, attnd *a) {
     /* From here a signal is a shutdown, not a stop during the start: once /readyz answers 200,
      * SIGTERM drains, as it does after "ready". */
     start_over();
+    srv_http_set_sessions(a->http, a->sessions);
     srv_http_set_ready(a->http, a->models, &a->limits, a->workers);
     srv_log_write(log, "info", "ready", NULL, 0);
     return 0;
@@ -473,7 +484,8 @@ static int drain(srv_config *cfg, const srv_log *log, attnd *a, int sig) {
 static void stop_all(attnd *a) {
     srv_http_stop(a->http);
     srv_workers_destroy(a->workers);
-    api_mem_destroy(a->mem); /* every block went back with the replies and jobs */
+    api_sessions_destroy(a->sessions); /* every session ends: a client sends its prefix again */
+    api_mem_destroy(a->mem); /* every block went back with the replies, jobs and sessions */
     attn_pool_destroy(a->pool);
     api_registry_destroy(a->models);
     srv_metrics_destroy(a->metrics);

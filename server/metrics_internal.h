@@ -12,8 +12,8 @@
 #include "server.h"
 
 /* The statuses counted one by one; anything else goes to the last slot, labelled "other". */
-static const unsigned STATUSES[] = {200, 204, 304, 400, 401, 403, 404,
-                                    405, 413, 415, 500, 501, 503};
+static const unsigned STATUSES[] = {200, 201, 204, 304, 400, 401, 403, 404,
+                                    405, 409, 413, 415, 500, 501, 503};
 #define NSTATUS (sizeof STATUSES / sizeof STATUSES[0] + 1)
 
 /* Histogram bucket bounds in seconds (the +Inf bucket is implicit). */

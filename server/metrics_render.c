@@ -220,6 +220,32 @@ static void render_counts(api_buf *b, const char *name, const char *help, const 
     out(b, "%s_count %" PRIu64 "\n", name, cum);
 }
 
+/* The decode sessions: open, their bytes, appends, and ends by reason. */
+static void sessions_render(api_buf *b, const api_sessions_stats *s) {
+    header(b, "attnd_sessions", "gauge",
+           "Decode sessions open now (POST /v1/sessions and v2 sequences), of --max-sessions.");
+    out(b, "attnd_sessions %zu\n", s->open);
+    header(b, "attnd_sessions_max", "gauge", "Decode sessions held at most (--max-sessions).");
+    out(b, "attnd_sessions_max %zu\n", s->max);
+    header(b, "attnd_session_bytes", "gauge",
+           "Bytes the open sessions hold (their key/value caches and inline parameters), in the "
+           "job memory budget.");
+    out(b, "attnd_session_bytes %zu\n", s->bytes);
+    header(b, "attnd_sessions_opened_total", "counter", "Decode sessions opened.");
+    out(b, "attnd_sessions_opened_total %llu\n", (unsigned long long)s->opened);
+    header(b, "attnd_session_appends_total", "counter",
+           "Appends computed on decode sessions (POST /v1/sessions/{id}, v2 sequence requests).");
+    out(b, "attnd_session_appends_total %llu\n", (unsigned long long)s->appends);
+    header(b, "attnd_session_evictions_total", "counter",
+           "Decode sessions ended, by reason: ttl (idle for --session-ttl), lru (the least "
+           "recently used idle one, for a new one at --max-sessions), budget (idle, its memory "
+           "taken for what the memory budget could not otherwise fit), deleted (DELETE, or a v2 "
+           "sequence's end or restart).");
+    for (int r = 0; r < API_SESSION_END_COUNT; r++)
+        out(b, "attnd_session_evictions_total{reason=\"%s\"} %llu\n", api_session_end_names[r],
+            (unsigned long long)s->ended[r]);
+}
+
 void srv_metrics_render(const srv_metrics *m, const srv_gauges *g, api_buf *b) {
     header(b, "attnd_http_requests_total", "counter",
            "HTTP requests answered, by route and status code.");
@@ -400,6 +426,7 @@ void srv_metrics_render(const srv_metrics *m, const srv_gauges *g, api_buf *b) {
         (unsigned long long)g->mem.evicted);
     out(b, "attnd_job_memory_blocks_total{event=\"refused\"} %llu\n",
         (unsigned long long)g->mem.refused);
+    sessions_render(b, &g->sessions);
     header(b, "attnd_workers", "gauge", "Worker threads (--threads).");
     out(b, "attnd_workers %zu\n", g->workers);
     header(b, "attnd_pool_threads", "gauge", "Helper threads of the compute pool.");
@@ -448,6 +475,9 @@ static bool gauges_equal(const srv_gauges *a, const srv_gauges *b) {
            a->mem.misses == b->mem.misses && a->mem.trimmed == b->mem.trimmed &&
            a->mem.evicted == b->mem.evicted && a->mem.charged_bytes == b->mem.charged_bytes &&
            a->mem.budget_bytes == b->mem.budget_bytes && a->mem.refused == b->mem.refused &&
+           a->sessions.open == b->sessions.open && a->sessions.bytes == b->sessions.bytes &&
+           a->sessions.opened == b->sessions.opened && a->sessions.appends == b->sessions.appends &&
+           !memcmp(a->sessions.ended, b->sessions.ended, sizeof a->sessions.ended) &&
            !memcmp(a->conns.cuts, b->conns.cuts, sizeof a->conns.cuts) && a->ready == b->ready &&
            a->draining == b->draining && a->start_time == b->start_time;
 }

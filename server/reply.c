@@ -12,7 +12,8 @@
 
 #define CORS_HEADERS                                                                               \
     "Authorization, Content-Type, Content-Encoding, X-Request-Id, Inference-Header-Content-Length"
-#define CORS_EXPOSE "X-Request-Id, Retry-After, WWW-Authenticate, Inference-Header-Content-Length"
+#define CORS_EXPOSE                                                                                \
+    "X-Request-Id, Retry-After, WWW-Authenticate, Inference-Header-Content-Length, Location"
 #define PAGE_CSP                                                                                   \
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "              \
     "connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; "             \
@@ -56,6 +57,8 @@ static enum MHD_Result reply_resp(http_req *r, unsigned status, const char *type
     }
     if (r->allow)
         MHD_add_response_header(resp, "Allow", r->allow);
+    if (r->location[0])
+        MHD_add_response_header(resp, "Location", r->location);
     if (r->route == SRV_ROUTE_V2_INFER && status == 200) {
         char hl[24];
         if (r->binary_bytes) {

@@ -15,6 +15,8 @@
 #define BODY_FIRST_CAP ((size_t)64 << 10) /* most of a body reserved before it arrives */
 #define ALLOW_JOB      "POST, OPTIONS"
 #define ALLOW_GET      "GET, HEAD, OPTIONS"
+#define ALLOW_SESSION  "GET, HEAD, POST, DELETE, OPTIONS"
+#define SESSIONS       "/v1/sessions/"
 
 /* Constant-time in the key: the time depends only on the key's length and the token's. */
 static bool key_equal(const char *token, size_t tlen, const char *key, size_t klen) {
@@ -24,10 +26,14 @@ static bool key_equal(const char *token, size_t tlen, const char *key, size_t kl
     return d == 0;
 }
 
-/* True when no key is configured, or Authorization: Bearer carries it. *had_token tells
- * whether a Bearer token was given at all. */
+/* True when no key is configured, or Authorization: Bearer carries one of the keys; r->key is
+ * then its index (a session belongs to the key that opened it), 0 without keys. *had_token
+ * tells whether a Bearer token was given at all. Every key is compared whole, whichever
+ * matches, and the match chosen by a mask: the time depends only on the keys' lengths and the
+ * token's. */
 static bool authorized(const srv_http *h, http_req *r, bool *had_token) {
     *had_token = false;
+    r->key = 0;
     if (h->cfg->api_key_len == 0)
         return true;
     const char *a =
@@ -45,7 +51,21 @@ static bool authorized(const srv_http *h, http_req *r, bool *had_token) {
     while (n > 0 && (a[n - 1] == ' ' || a[n - 1] == '\t'))
         n--;
     *had_token = n > 0;
-    return key_equal(a, n, h->cfg->api_key, h->cfg->api_key_len);
+    const char *k = h->cfg->api_key, *end = k + h->cfg->api_key_len;
+    uint32_t index = 0, found = 0;
+    bool any = false;
+    for (;; index++) {
+        const char *nl = memchr(k, '\n', (size_t)(end - k));
+        size_t kl = nl ? (size_t)(nl - k) : (size_t)(end - k);
+        bool eq = key_equal(a, n, k, kl);
+        found |= (0u - (uint32_t)eq) & index;
+        any |= eq;
+        if (!nl)
+            break;
+        k = nl + 1;
+    }
+    r->key = found;
+    return any;
 }
 
 /* Content-Type is application/json, perhaps with parameters. */
@@ -126,6 +146,9 @@ const srv_route_info srv_routes[SRV_ROUTE_COUNT] = {
     [SRV_ROUTE_V2_CONFIG] = {.name = "/v2/models/{name}/config"},
     [SRV_ROUTE_V2_STATS] = {.name = "/v2/models/{name}/stats"}, /* and /v2/models/stats */
     [SRV_ROUTE_V2_INDEX] = {.name = "/v2/repository/index", .exact = true, .post = true},
+    [SRV_ROUTE_SESSIONS] = {.name = "/v1/sessions", .exact = true, .post = true, .job = true},
+    [SRV_ROUTE_SESSION] =
+        {.name = "/v1/sessions/{id}", .post = true, .get = true, .del = true, .job = true},
     [SRV_ROUTE_STATIC] = {.name = "static"},
     [SRV_ROUTE_UNKNOWN] = {.name = "unknown"},
 };
@@ -142,6 +165,11 @@ bool http_route_of(const char *url, http_req *r) {
     }
     if (!strncmp(url, "/v1/models/", 11)) { /* GET /v1/models/{name} */
         r->route = SRV_ROUTE_MODELS;
+        return true;
+    }
+    if (!strncmp(url, SESSIONS, sizeof SESSIONS - 1)) { /* the id: what follows, whatever it is */
+        r->route = SRV_ROUTE_SESSION;
+        r->session_id = r->path + sizeof SESSIONS - 1;
         return true;
     }
     if (!strncmp(url, V2_MODELS, sizeof V2_MODELS - 1))
@@ -163,6 +191,7 @@ static srv_gauges gauges(const srv_http *h) {
     g.unsent_budget = h->cfg->max_unsent_bytes;
     if (ready)
         g.mem = api_mem_stats_get(h->limits.mem);
+    g.sessions = api_sessions_stats_get(h->sessions);
     g.workers = h->cfg->threads;
     g.pool_threads = h->cfg->pool_threads;
     g.draining = atomic_load(&h->draining) || atomic_load(&h->leaving);
@@ -190,13 +219,18 @@ static bool method_listed(const char *list, const char *method) {
     return false;
 }
 
+/* The methods a route takes, as Allow lists them. */
+static const char *allow_of(const srv_route_info *ri) {
+    return ri->post && ri->del ? ALLOW_SESSION : ri->post ? ALLOW_JOB : ALLOW_GET;
+}
+
 /* OPTIONS: a CORS preflight (Origin and Access-Control-Request-Method given), or a plain one
  * that lists the route's methods. Needs no API key: browsers send none with a preflight. */
 static enum MHD_Result on_options(srv_http *h, http_req *r) {
     if (r->route == SRV_ROUTE_UNKNOWN)
         return http_reply_error(r, 404, "not_found", "there is no route %.200s; see /openapi.yaml",
                                 r->path);
-    const char *allow = srv_routes[r->route].post ? ALLOW_JOB : ALLOW_GET;
+    const char *allow = allow_of(&srv_routes[r->route]);
     const char *origin = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Origin");
     const char *want =
         MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Access-Control-Request-Method");
@@ -399,6 +433,25 @@ static enum MHD_Result on_v2(srv_http *h, http_req *r, bool ready, bool serving)
     return http_reply_buf(r, 200, "application/json", &b);
 }
 
+/* GET (HEAD) and DELETE /v1/sessions/{id}: the session's JSON, or its end (204). Another key's
+ * session, an ended one and an unknown id get the same 404 (api_session_get, _delete). */
+static enum MHD_Result on_session(srv_http *h, http_req *r, bool ready) {
+    if (!ready)
+        return http_reply_unavailable(r);
+    api_error e = {0};
+    if (r->is_delete) {
+        if (api_session_delete(h->sessions, r->key, r->session_id, &e) != 0)
+            return http_reply_api_error(r, &e);
+        return http_reply(r, 204, NULL, (void *)"", 0, MHD_RESPMEM_PERSISTENT);
+    }
+    api_buf b = {0};
+    if (api_session_get(h->sessions, r->key, r->session_id, &b, &e) != 0) {
+        api_buf_free(&b);
+        return http_reply_api_error(r, &e);
+    }
+    return http_reply_buf(r, 200, "application/json", &b);
+}
+
 enum MHD_Result http_on_new(srv_http *h, http_req *r) {
     if (r->is_options)
         return on_options(h, r);
@@ -414,11 +467,15 @@ enum MHD_Result http_on_new(srv_http *h, http_req *r) {
     if (r->route == SRV_ROUTE_UNKNOWN)
         return http_reply_error(r, 404, "not_found", "there is no route %.200s; see /openapi.yaml",
                                 r->path);
-    bool post = srv_routes[r->route].post;
-    if ((post && !r->is_post) || (!post && !r->is_get)) {
-        r->allow = post ? ALLOW_JOB : ALLOW_GET;
+    const srv_route_info *ri = &srv_routes[r->route];
+    if (!(r->is_post && ri->post) && !(r->is_get && (!ri->post || ri->get)) &&
+        !(r->is_delete && ri->del)) {
+        r->allow = allow_of(ri);
         return http_reply_error(r, 405, "method_not_allowed", "%s takes %s, not %s", r->path,
-                                post ? "POST" : "GET", r->method);
+                                ri->del    ? "GET, POST and DELETE"
+                                : ri->post ? "POST"
+                                           : "GET",
+                                r->method);
     }
     bool ready = atomic_load_explicit(&h->ready, memory_order_acquire);
     bool serving = ready && !atomic_load(&h->draining) && !atomic_load(&h->leaving);
@@ -426,7 +483,10 @@ enum MHD_Result http_on_new(srv_http *h, http_req *r) {
     case SRV_ROUTE_ATTENTION:
     case SRV_ROUTE_SDPA:
     case SRV_ROUTE_V2_INFER:
+    case SRV_ROUTE_SESSIONS:
         return on_job_headers(h, r);
+    case SRV_ROUTE_SESSION:
+        return r->is_post ? on_job_headers(h, r) : on_session(h, r, ready);
     case SRV_ROUTE_V2_SERVER:
     case SRV_ROUTE_V2_LIVE:
     case SRV_ROUTE_V2_READY:

@@ -121,8 +121,10 @@ typedef struct srv_config {
     double drain_timeout;     /* seconds SIGTERM waits for queued and running jobs */
     double shutdown_delay;    /* seconds after SIGTERM that jobs are still taken, /readyz 503 */
     size_t idle_timeout;      /* seconds before an idle connection is closed; 0 = never */
-    char api_key[512];        /* "" = no auth; never logged */
-    size_t api_key_len;
+    char api_key[4096];      /* the API keys, each followed by one '\n' but the last ("" = no auth);
+                                never logged */
+    size_t api_key_len;      /* bytes of api_key: 0 = no auth */
+    size_t api_keys;         /* how many keys (a session belongs to the key that opened it) */
     char cors_origins[1024]; /* comma-separated allow-list; "*" allows any; "" = none */
     srv_log_format log_format;
     size_t batch_window_us;  /* how long a batch waits for more jobs; 0 = no batching */
@@ -139,6 +141,8 @@ typedef struct srv_config {
                                 (it must be taken at its length / this when that is faster
                                 than min_send_rate); 0 = no limit */
     size_t max_job_flops;    /* largest api_job_flops of one job (413 beyond); 0 = no limit */
+    size_t max_sessions;     /* decode sessions held at once (api_sessions); 0 = none */
+    double session_ttl;      /* seconds a session may stay idle before it ends; 0 = never */
 } srv_config;
 
 /* The sizes whose defaults follow the memory limit when they are not given (srv_config.given). */
@@ -233,10 +237,12 @@ typedef struct srv_memory_plan {
     bool auto_budget; /* budget is the default, not --max-memory */
     size_t heap_trim; /* the free memory glibc may keep atop each malloc heap (M_TRIM_THRESHOLD) */
     size_t fixed;     /* connection places (SRV_CONN_BYTES each), zlib states, /metrics,
-                         metadata replies being written, free memory atop the malloc heaps */
+                         metadata replies being written, free memory atop the malloc heaps, the
+                         decode sessions' records */
     size_t replies;   /* --max-unsent-bytes: job replies reserved or held, coded copies included */
     size_t jobs;      /* the rest: the job memory cache's budget for bodies, arenas, batch
-                         workspaces and large replies other than jobs' (0 when nothing is left) */
+                         workspaces, large replies other than jobs' and the decode sessions'
+                         blocks (0 when nothing is left) */
     char unfit[256];  /* the flags whose bound cannot fit, comma-separated; "" when all fit */
 } srv_memory_plan;
 
@@ -316,6 +322,8 @@ typedef enum srv_route {
     SRV_ROUTE_V2_CONFIG,      /* GET /v2/models/{name}[/versions/{v}]/config */
     SRV_ROUTE_V2_STATS,       /* GET /v2/models/stats, /v2/models/{name}[/versions/{v}]/stats */
     SRV_ROUTE_V2_INDEX,       /* POST /v2/repository/index */
+    SRV_ROUTE_SESSIONS,       /* POST /v1/sessions: open a decode session */
+    SRV_ROUTE_SESSION,        /* /v1/sessions/{id}: POST appends, GET (HEAD) says, DELETE ends */
     SRV_ROUTE_STATIC,         /* GET / and the other built-in files */
     SRV_ROUTE_UNKNOWN,        /* anything else (404) */
     SRV_ROUTE_COUNT
@@ -327,7 +335,9 @@ typedef struct srv_route_info {
                          paths ("/v2/models/{name}/infer"), "static" or "unknown" */
     bool exact;       /* the path name selects the route (others are found by routes.c) */
     bool post;        /* takes POST (and OPTIONS); the others take GET and HEAD (and OPTIONS) */
-    bool job;         /* a POST is a job for the workers */
+    bool get, del;    /* a POST route that also takes GET and HEAD, and DELETE */
+    bool job;         /* a POST carries a body the job path parses: a job for the workers (or a
+                         session's open, answered at once) */
     bool open;        /* answered without the API key (the probes) */
 } srv_route_info;
 
@@ -413,6 +423,7 @@ typedef struct srv_gauges {
     srv_conn_stats conns;               /* the connections */
     size_t unsent_bytes, unsent_budget; /* replies reserved or held and not yet sent; the budget */
     api_mem_stats mem;                  /* the job memory cache */
+    api_sessions_stats sessions;        /* the decode sessions */
     bool ready, draining; /* draining: from SIGTERM on (the --shutdown-delay included) */
     double start_time;    /* wall-clock seconds since the epoch */
 } srv_gauges;
@@ -566,6 +577,10 @@ srv_http *srv_http_start(const srv_config *cfg, const srv_log *log, int listen_f
  * alive and unchanged until srv_http_stop). */
 void srv_http_set_ready(srv_http *h, const api_registry *models, const api_limits *limits,
                         srv_workers *workers);
+
+/* The decode sessions the session routes and v2's sequences use (borrowed; NULL, the default:
+ * none). Call before srv_http_set_ready. */
+void srv_http_set_sessions(srv_http *h, api_sessions *sessions);
 
 /* Says the server is going (the --shutdown-delay after SIGTERM): /readyz and the v2 readiness
  * routes answer 503 draining, so that load balancers stop sending new requests, while jobs are

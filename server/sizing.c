@@ -12,13 +12,15 @@
  * limit leaves beside attnd at rest, is all that clients can make attnd hold. It is shared out as
  *   fixed:   each connection place's buffers (SRV_CONN_BYTES), the zlib state of each thread that
  *            codes (SRV_CODING_BYTES), the /metrics renderings alive at once, per HTTP thread
- *            a metadata reply being written (64 KiB and 1 KiB a model), and the free memory
+ *            a metadata reply being written (64 KiB and 1 KiB a model), the free memory
  *            glibc may keep atop the malloc heap of each thread that allocates for requests
- *            (SRV_HEAP_TRIM_BYTES);
+ *            (SRV_HEAP_TRIM_BYTES), and the records of --max-sessions decode sessions;
  *   replies: --max-unsent-bytes, the job replies reserved or held (with their coded copies);
  *   jobs:    the rest, the job memory cache's budget (api_mem_set_budget): request bodies as they
- *            arrive and decode, jobs' arenas, batch workspaces, and other large replies (model
- *            listings). A request that finds it full gets 503 memory_budget at once.
+ *            arrive and decode, jobs' arenas, batch workspaces, other large replies (model
+ *            listings), and the decode sessions' caches and parameters, which give way: a block
+ *            that does not fit ends idle sessions first, least recently used first. A request
+ *            that still finds it full gets 503 memory_budget at once.
  * A flag whose bound cannot fit is named at start. */
 #include <math.h>
 #include <sched.h>
@@ -333,6 +335,7 @@ void srv_memory_plan_make(srv_config *cfg, size_t models, const srv_memory_limit
                         sat_mul(coders, SRV_CODING_BYTES)),
                 sat_add(sat_add(srv_metrics_held_max(models), sat_mul(cfg->http_threads, listing)),
                         sat_mul(heaps, p->heap_trim)));
+    p->fixed = sat_add(p->fixed, api_sessions_record_bytes(cfg->max_sessions));
     p->replies = cfg->max_unsent_bytes;
     size_t taken = sat_add(p->fixed, p->replies);
     p->jobs = p->budget > taken ? p->budget - taken : 0;

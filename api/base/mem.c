@@ -100,9 +100,11 @@ struct api_mem {
     size_t charged;     /* bytes of bounded blocks in use, of every size */
     size_t heap_blocks; /* charged blocks from aligned_alloc in use (they name the cache too) */
     uint64_t refused;   /* bounded requests refused for the budget */
-    bool closing;       /* api_mem_destroy was called: blocks are unmapped as they come back */
-    bool stop;          /* the trimmer ends */
-    bool has_thread;    /* the trimmer runs */
+    api_mem_reclaim_fn reclaim; /* asked to give memory back before a refusal (or NULL) */
+    void *reclaim_ctx;
+    bool closing;    /* api_mem_destroy was called: blocks are unmapped as they come back */
+    bool stop;       /* the trimmer ends */
+    bool has_thread; /* the trimmer runs */
     pthread_t thread;
 };
 
@@ -303,13 +305,11 @@ void api_mem_set_budget(api_mem *m, size_t budget) {
     pthread_mutex_unlock(&m->mu);
 }
 
-/* With the lock held: counts n bytes of a bounded block in the budget; false (nothing counted,
- * the refusal counted) when they do not fit. */
+/* With the lock held: counts n bytes of a bounded block in the budget; false (nothing counted)
+ * when they do not fit. */
 static bool charge_locked(api_mem *m, size_t n) {
-    if (m->charged > m->budget || n > m->budget - m->charged) {
-        m->refused++;
+    if (m->charged > m->budget || n > m->budget - m->charged)
         return false;
-    }
     m->charged += n;
     return true;
 }
@@ -442,8 +442,44 @@ void *api_mem_alloc(api_mem *m, size_t bytes, size_t most, size_t *cap) {
     return mem_alloc(m, bytes, most, cap, false, NULL);
 }
 
+void api_mem_set_reclaim(api_mem *m, api_mem_reclaim_fn fn, void *ctx) {
+    if (!m)
+        return;
+    pthread_mutex_lock(&m->mu);
+    m->reclaim = fn;
+    m->reclaim_ctx = ctx;
+    pthread_mutex_unlock(&m->mu);
+}
+
+/* A bounded block that did not fit: what would make room (the bytes of a new block of its size
+ * class, less the room left), and the reclaimer is asked for it, without the lock; then the
+ * block is asked for once more. Only a final refusal is counted. */
 void *api_mem_alloc_bounded(api_mem *m, size_t bytes, size_t most, size_t *cap, bool *over_budget) {
-    return mem_alloc(m, bytes, most, cap, true, over_budget);
+    bool over = false;
+    void *p = mem_alloc(m, bytes, most, cap, true, &over);
+    if (p || !over || !m) {
+        if (over_budget)
+            *over_budget = over;
+        return p;
+    }
+    pthread_mutex_lock(&m->mu);
+    api_mem_reclaim_fn fn = m->reclaim;
+    void *ctx = m->reclaim_ctx;
+    size_t want = bytes < MEM_MIN_CACHED ? bytes : size_class(bytes),
+           lim = most < bytes ? bytes : most;
+    want = want > lim ? lim : want;
+    size_t room = m->budget > m->charged ? m->budget - m->charged : 0;
+    pthread_mutex_unlock(&m->mu);
+    if (fn && want > room && fn(ctx, want - room) > 0)
+        p = mem_alloc(m, bytes, most, cap, true, &over);
+    if (!p && over) {
+        pthread_mutex_lock(&m->mu);
+        m->refused++;
+        pthread_mutex_unlock(&m->mu);
+    }
+    if (over_budget)
+        *over_budget = !p && over;
+    return p;
 }
 
 void api_mem_free(void *block) {

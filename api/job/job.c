@@ -124,6 +124,8 @@ static void inputs_make(api_job *job) {
 }
 
 bool api_job_params_cheap(const api_job *job) {
+    if (job && job->session) /* a session's params.init weights are made by its first append */
+        return job->session->params_ready;
     return job && (job->init == APIP_INIT_NONE || cacheable(job));
 }
 
@@ -209,11 +211,38 @@ static int stack_run(api_job *job, attn_pool *pool, api_error *err) {
     return 0;
 }
 
+/* A session's append: its params.init weights made in its block when it has none yet (its
+ * first append), then the step on its cache. */
+static int append_run(api_job *job, attn_pool *pool, api_error *err) {
+    apip_session *s = job->session;
+    inputs_make(job);
+    if (!s->params_ready) {
+        float *in = s->param_block, *out = in + 3 * s->e * s->e;
+        if (s->init == APIP_INIT_RANDOM)
+            apip_init_random(in, out, s->e, s->seed);
+        else
+            apip_init_identity(in, out, s->e);
+        s->params = (attn_mha_params){.in_proj_weight = in, .out_proj_weight = out};
+        s->params_ready = true;
+    }
+    attn_error ae = {0};
+    attn_weights_out *wo = job->plan.weights_elems ? &job->wout : NULL;
+    attn_trace *tr = job->traced ? &job->trace : NULL;
+    int rc = attn_mha_decode_step_traced(job->dplan, job->workspace, &s->cache, job->out, wo, tr,
+                                         job->q, job->k, job->v, job->l, &s->params, pool, &ae);
+    if (rc != ATTN_OK)
+        return run_fail(err, rc, &ae);
+    job->ran = true;
+    return 0;
+}
+
 int api_job_run(api_job *job, attn_pool *pool, api_error *err) {
     if (!job)
         return api_fail(err, 500, "internal", NULL, "no job to run");
     if (job->ran)
         return api_fail(err, 500, "internal", NULL, "the job has already run");
+    if (job->session)
+        return append_run(job, pool, err);
     inputs_make(job);
     if (job->sj)
         return stack_run(job, pool, err);
@@ -257,11 +286,11 @@ size_t api_job_model_index(const api_job *job, const api_registry *models) {
 }
 
 /* True when job may join a batch at all: attention, not run, no trace (a batch has none), no
- * keys appended after the projections (libattn runs those alone), and not on a model of
- * layers. */
+ * keys appended after the projections (libattn runs those alone), not on a model of layers,
+ * and not a session's append (a step on its own cache). */
 static bool batch_member(const api_job *job) {
     return job && job->op == API_OP_ATTENTION && !job->ran && !job->traced &&
-           job->plan.kv_extra == 0 && !job->sj;
+           job->plan.kv_extra == 0 && !job->sj && !job->session;
 }
 
 bool api_jobs_batchable(const api_job *a, const api_job *b) {
@@ -377,6 +406,12 @@ size_t api_job_bytes(const api_job *job) {
     return job ? job->arena_bytes : 0;
 }
 
+bool api_job_stateful(const api_job *job) {
+    return job && job->session;
+}
+
 void api_job_destroy(api_job *job) {
+    if (job && job->session) /* the session is free for its next append (or ends) */
+        apip_session_give(job->session, job->ran, job->session_end);
     api_mem_free(job); /* the job is the start of its arena */
 }

@@ -1,11 +1,12 @@
 /* job.h - api/job/, the job: the record of a parsed job (struct api_job, laid out in its own
  * arena by the protocol that parsed it), running jobs on libattn one at a time or as batches on
- * the same parameters (job.c), and what a protocol tells the job about its response: the shape
- * the response's size depends on, and the form of a protocol above API v1's.
+ * the same parameters (job.c), a decode session's append on the session it has taken, and what
+ * a protocol tells the job about its response: the shape the response's size depends on, and
+ * the form of a protocol above API v1's.
  *
- * Owns: job.c. May include: models.h (api/models/), codec.h (api/codec/), base.h (api/base/),
- * api.h and attention.h, nothing above. The protocol rooms (v1, v2) include this header.
- * Nothing here is part of api.h's contract.
+ * Owns: job.c. May include: session.h (api/session/), models.h (api/models/), codec.h
+ * (api/codec/), base.h (api/base/), api.h and attention.h, nothing above. The protocol rooms (v1,
+ * v2) include this header. Nothing here is part of api.h's contract.
  *
  * Legend (shapes outermost first, row-major): N batch, L query length, S key length,
  * E embedding width, H heads, D/Dv query-key and value widths (SDPA), K top-k count. */
@@ -16,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "models.h"
+#include "session.h"
 
 #define APIP_MAX_RANK     4 /* the most dimensions of a tensor of a job's input */
 #define APIP_MAX_OUT_RANK 5 /* ... and of its reply: a model of layers' (Ls, N, H, L, S) */
@@ -59,6 +60,7 @@ typedef struct apip_resp_shape {
     size_t num_layers, nkeep;
     size_t tr_res_rank, tr_res[APIP_MAX_OUT_RANK];
     size_t pred_rank, pred_dims[3], pred_token;
+    bool session; /* a session's append: "length" after the shape */
 } apip_resp_shape;
 
 /* ---- Another protocol's response ------------------------------------------------------------- */
@@ -175,6 +177,14 @@ struct api_job {
     const apip_reply_ops *reply_ops;
     /* The request's own queue deadline, seconds from its arrival (v2's "timeout"); 0 = none. */
     double timeout_s;
+    /* A decode session's append: the session it has taken (api_job_destroy gives it back, and
+     * ends it with session_end: v2's sequence_end; until then its cache.len is the rows after
+     * the append once it has run) and the step's plan (in the arena, bound to opts.heads).
+     * plan then holds the step's sizes and FLOPs only (workspace_bytes, out_elems,
+     * weights_elems, index_elems, flops). NULL for every other job. */
+    apip_session *session;
+    attn_decode_plan *dplan;
+    bool session_end;
 };
 
 /* The dims of job's weights (its w_rank of them): a model of layers' are in its sj. */

@@ -227,6 +227,14 @@ int apip_words_count(const api_model *m, const char *tokens_val, const char *tex
 void apip_words_embed(const api_model *m, const char *tokens_val, const char *text_val, bool start,
                       uint32_t *ids, float *x);
 
+/* The same for words that follow from rows already held (a decode session's append): their
+ * positions are from, from + 1, ... (the model's table must hold them: counting refuses more
+ * words than the positions left, p - from), word i's embedding with position_embeddings row
+ * from + i. from 0 is apip_words_count and apip_words_embed. */
+int apip_words_count_at(const api_model *m, const char *tokens_val, const char *text_val,
+                        bool start, size_t from, size_t max_words, size_t *count, api_error *err);
+void apip_words_embed_at(const api_model *m, const char *tokens_val, const char *text_val,
+                         bool start, size_t from, uint32_t *ids, float *x);
 /* ---- Models of layers (models.c, layers.c) --------------------------------------------------- */
 
 #define APIP_MAX_LAYERS       64 /* the most layers a model file may have */

@@ -189,11 +189,19 @@ static void rd_unknown(text_rd *r, const apip_strlist *v, char *out, size_t cap)
 
 int apip_words_count(const api_model *m, const char *tokens_val, const char *text_val, bool start,
                      size_t max_words, size_t *count, api_error *err) {
+    return apip_words_count_at(m, tokens_val, text_val, start, 0, max_words, count, err);
+}
+
+int apip_words_count_at(const api_model *m, const char *tokens_val, const char *text_val,
+                        bool start, size_t from, size_t max_words, size_t *count, api_error *err) {
     const apip_strlist *v = apip_model_vocab(m);
     const char *name = apip_model_name(m);
     const char *field = tokens_val ? "tokens" : "text";
     size_t p = 0;
     apip_model_position_embeddings(m, &p);
+    /* the positions from row from on: p - from of them (none left: the caller refuses the
+     * words for its own reason, a session being full) */
+    p = p > from ? p - from : 0;
     char shown[80];
     /* n counts the words with the start token; first is 1 when it leads them. */
     size_t first = start && apip_model_start_token(m, NULL) ? 1 : 0, n = first;
@@ -250,6 +258,11 @@ int apip_words_count(const api_model *m, const char *tokens_val, const char *tex
     }
     if (n == first)
         return api_fail(err, 400, "invalid_field", field, "%s holds no words", field);
+    if (p && n > p && from)
+        return api_fail(err, 400, "invalid_field", field,
+                        "%s has more than %zu words, the most model %s has positions for after "
+                        "the %zu rows before them (position_embeddings)",
+                        field, p - first, name, from);
     if (p && n > p)
         return api_fail(err, 400, "invalid_field", field,
                         "%s has more than %zu words, the most model %s has positions for "
@@ -267,6 +280,11 @@ int apip_words_count(const api_model *m, const char *tokens_val, const char *tex
 
 void apip_words_embed(const api_model *m, const char *tokens_val, const char *text_val, bool start,
                       uint32_t *ids, float *x) {
+    apip_words_embed_at(m, tokens_val, text_val, start, 0, ids, x);
+}
+
+void apip_words_embed_at(const api_model *m, const char *tokens_val, const char *text_val,
+                         bool start, size_t from, uint32_t *ids, float *x) {
     const apip_strlist *v = apip_model_vocab(m);
     const float *tok = apip_model_token_embeddings(m);
     size_t p = 0, e = api_model_describe(m).embed_dim, n = 0;
@@ -286,11 +304,11 @@ void apip_words_embed(const api_model *m, const char *tokens_val, const char *te
         while (rd_next(&rd, v, &ids[n]) == 1)
             n++;
     }
-    /* x is (n, E): row i = token_embeddings[ids[i]] + position_embeddings[i]. */
+    /* x is (n, E): row i = token_embeddings[ids[i]] + position_embeddings[from + i]. */
     for (size_t i = 0; i < n; i++) {
         const float *t = tok + (size_t)ids[i] * e;
         float *row = x + i * e;
         for (size_t c = 0; c < e; c++)
-            row[c] = pos ? t[c] + pos[i * e + c] : t[c];
+            row[c] = pos ? t[c] + pos[(from + i) * e + c] : t[c];
     }
 }

@@ -70,10 +70,40 @@ static const char *const sdpa_fields[APIP_F_COUNT] = {
     [APIP_F_ENABLE_GQA] = "enable_gqa",
 };
 
+/* A decode session's append (POST /v1/sessions/{id}): its new rows and the options of their
+ * reply; causal is accepted (true only: a session is causal). */
+static const char *const append_fields[APIP_F_COUNT] = {
+    [APIP_F_QUERY] = "query",
+    [APIP_F_KEY] = "key",
+    [APIP_F_VALUE] = "value",
+    [APIP_F_CAUSAL] = "causal",
+    [APIP_F_NEED_WEIGHTS] = "need_weights",
+    [APIP_F_HEADS] = "heads",
+    [APIP_F_TOP_K] = "weights_top_k",
+    [APIP_F_ENCODING] = "encoding",
+    [APIP_F_TOKENS] = "tokens",
+    [APIP_F_TEXT] = "text",
+    [APIP_F_ADD_SPECIAL] = "add_special_tokens",
+    [APIP_F_TRACE] = "trace",
+    [APIP_F_OUTPUTS] = "outputs",
+    [APIP_F_EXPECTED_LENGTH] = "expected_length",
+};
+
+/* A decode session's open (POST /v1/sessions). */
+static const char *const open_fields[APIP_F_COUNT] = {
+    [APIP_F_MODEL] = "model",         [APIP_F_PARAMS] = "params",
+    [APIP_F_CAUSAL] = "causal",       [APIP_F_MAX_LENGTH] = "max_length",
+    [APIP_F_EMBED_DIM] = "embed_dim",
+};
+
 /* 400 invalid_field naming field, with a printf-style message; returns -1 (api_fail). */
 #define bad(r, field, ...) api_fail((r)->err, 400, "invalid_field", (field), __VA_ARGS__)
 
 static const char *endpoint(const apip_req *r) {
+    if (r->opening)
+        return "POST /v1/sessions";
+    if (r->given && r->given->session)
+        return "an append (POST /v1/sessions/{id})";
     return r->op == API_OP_SDPA ? "POST /v1/sdpa" : "POST /v1/attention";
 }
 
@@ -251,9 +281,17 @@ static int one_name_each(apip_req *r) {
 }
 
 int apip_req_read(apip_req *r, const apip_json_root *root, const api_registry *models) {
-    r->names = r->op == API_OP_SDPA ? sdpa_fields : attention_fields;
+    const bool append = r->given && r->given->session;
+    r->names = r->opening             ? open_fields
+               : append               ? append_fields
+               : r->op == API_OP_SDPA ? sdpa_fields
+                                      : attention_fields;
     if (map_fields(r, root) || one_name_each(r))
         return -1;
+    if (r->opening)
+        return apip_fields_open(r, models);
+    if (append)
+        return apip_fields_append(r) || apip_fields_masks_and_options(r) ? -1 : 0;
     if (r->op == API_OP_SDPA) {
         if (apip_fields_sdpa_inputs(r))
             return -1;

@@ -94,6 +94,34 @@ static int plan_shapes(const apip_req *r, attn_plan *p, attn_stack_plan *sp) {
     return rc == ATTN_OK ? 0 : plan_failed(rc, &ae, r->err);
 }
 
+/* A decode session's append (r->given->session): the step's plan from the session's widths and
+ * cap and the rows it brings, without the head subset's indices (its sizes do not depend on
+ * them; bind_job plans it again with them), into *dp; and into *p the sizes of the step's
+ * workspace and outputs, as a job's plan has them for lay_out, and its FLOPs. 0, or -1 with
+ * r->err as plan_failed says. */
+static int plan_append(const apip_req *r, attn_plan *p, attn_decode_plan *dp) {
+    const apip_session *s = r->given->session;
+    attn_decode_dims d = {.e = s->e,
+                          .h = s->h,
+                          .kdim = s->kdim,
+                          .vdim = s->vdim,
+                          .cap = s->cache.cap,
+                          .max_rows = r->l};
+    attn_opts o = req_opts(r);
+    o.n_heads = 0;
+    attn_error ae = {0};
+    int rc = attn_mha_decode_plan(dp, &d, &o, r->lim->nslots, &ae);
+    if (rc != ATTN_OK)
+        return plan_failed(rc, &ae, r->err);
+    size_t maps = r->weights == ATTN_WEIGHTS_MEAN ? 1 : r->n_heads ? r->n_heads : r->h;
+    *p = (attn_plan){.workspace_bytes = dp->workspace_bytes,
+                     .out_elems = r->l * s->e,
+                     .weights_elems = r->weights ? maps * r->l * (r->top_k ? r->top_k : r->s) : 0,
+                     .flops = attn_mha_decode_flops(&d, r->at, r->l)};
+    p->index_elems = r->top_k ? p->weights_elems : 0;
+    return 0;
+}
+
 /* ---- Output shapes ------------------------------------------------------------------------ */
 
 /* What a model of layers adds to the shapes of rs (out_shapes made them for one layer): the
@@ -212,6 +240,7 @@ typedef struct layout {
     size_t reply;             /* another protocol's reply form (reply_ops->place's bytes) */
     size_t tq, tk, tv, th;    /* trace, attention: q and heads (N*L*E), k and v (N*S*E) */
     size_t seq;               /* batch_first false: the largest input, or the output (floats) */
+    size_t dplan;             /* a session's append: its step's plan */
     size_t ts, tm, tw;        /* trace: scores, masked scores, weights (N*H*L*S each) */
     /* A model of layers: the kept layers' indices (Ls) uint32, the logits (N*L*V), the
      * predictions' ids, probabilities and logits (N*L*K each), the trace's residual and
@@ -238,6 +267,8 @@ static size_t take(layout *a, size_t count, size_t size) {
 static void lay_out(const apip_req *r, const attn_plan *p, const attn_stack_plan *sp, layout *a) {
     const size_t ls = r->stack ? r->n_keep : 1; /* the layers whose weights and trace are kept */
     take(a, 1, sizeof(api_job));
+    if (r->given && r->given->session)
+        a->dplan = take(a, 1, sizeof(attn_decode_plan));
     for (int i = 0; i < 3; i++)
         a->x[i] = i == 0 || (i == 1 && r->has_k) || (i == 2 && r->has_v)
                       ? take(a, r->x[i].count, sizeof(float))
@@ -343,8 +374,8 @@ static int decode_inputs(const apip_req *r, const layout *a, api_job *job, char 
         x[i] = (float *)(void *)(arena + a->x[i]);
         if (i == 0 && r->words) {
             uint32_t *ids = (uint32_t *)(void *)(arena + a->ids);
-            apip_words_embed(r->model, r->f[APIP_F_TOKENS], r->f[APIP_F_TEXT], r->add_special, ids,
-                             x[0]);
+            apip_words_embed_at(r->model, r->f[APIP_F_TOKENS], r->f[APIP_F_TEXT], r->add_special,
+                                r->at, ids, x[0]);
             job->tokens = ids;
             continue;
         }
@@ -517,8 +548,15 @@ static void bind_stack(const apip_req *r, const apip_resp_shape *rs, const layou
 static int bind_job(const apip_req *r, const apip_resp_shape *rs, const layout *a, api_job *job,
                     char *arena) {
     attn_error ae = {0};
-    int rc = job->sj ? attn_mha_stack_bind(&job->sj->plan, &job->opts, &job->masks, &ae)
-                     : attn_plan_bind(&job->plan, &job->opts, &job->masks, &ae);
+    int rc = ATTN_OK;
+    if (r->given && r->given->session) { /* the step planned again, with the subset's indices */
+        attn_decode_dims d = job->dplan->d;
+        rc = attn_mha_decode_plan(job->dplan, &d, &job->opts, r->lim->nslots, &ae);
+    } else if (job->sj) {
+        rc = attn_mha_stack_bind(&job->sj->plan, &job->opts, &job->masks, &ae);
+    } else {
+        rc = attn_plan_bind(&job->plan, &job->opts, &job->masks, &ae);
+    }
     if (rc != ATTN_OK)
         return plan_failed(rc, &ae, r->err);
     if (job->sj) {
@@ -592,12 +630,17 @@ api_job *apip_job_parse_given(api_op op, const apip_json_root *root, apip_job_gi
         return NULL;
 
     /* The plan from the shapes, the arena laid out with its sizes, the response's shapes and
-     * bound, all of it checked against the limit before anything is allocated. */
+     * bound, all of it checked against the limit before anything is allocated. A session's
+     * append plans its step instead; its first append makes a params.init session's weights. */
     attn_plan plan;
     attn_stack_plan splan = {0};
-    if (plan_shapes(r, &plan, &splan))
+    attn_decode_plan dplan = {0};
+    apip_session *session = given ? given->session : NULL;
+    if (session ? plan_append(r, &plan, &dplan) : plan_shapes(r, &plan, &splan))
         return NULL;
     double init_flops = apip_init_flops(r->init, r->e), seeded_flops = 0;
+    if (session && !session->params_ready)
+        init_flops = apip_init_flops(session->init, session->e);
     for (int i = 0; i < 3; i++)
         seeded_flops += r->x[i].seeded ? (double)r->x[i].count * APIP_SEEDED_FLOP : 0.0;
     double flops = (r->stack ? splan.flops : plan.flops) + init_flops + seeded_flops;
@@ -615,6 +658,7 @@ api_job *apip_job_parse_given(api_op op, const apip_json_root *root, apip_job_gi
     lay_out(r, &plan, &splan, &a);
     apip_resp_shape rs;
     bool words_fit = out_shapes(r, maps, &rs);
+    rs.session = session != NULL;
     if (fit_limit(r, &rs, words_fit, &a, &resp))
         return NULL;
 
@@ -655,12 +699,18 @@ api_job *apip_job_parse_given(api_op op, const apip_json_root *root, apip_job_gi
         job->reply = given->reply_ops->place(given->reply, arena + a.reply);
         job->reply_ops = given->reply_ops;
     }
+    if (session) { /* the job holds the session from here on (bind_job plans its step) */
+        job->dplan = (attn_decode_plan *)(void *)(arena + a.dplan);
+        *job->dplan = dplan;
+        job->session_end = given->session_end;
+    }
 
     /* The tensors decoded into the arena, then the job's plan bound to its masks. */
     if (decode_inputs(r, &a, job, arena) || decode_params(r, &a, job, arena) ||
         decode_masks(r, &a, job, arena) || bind_job(r, &rs, &a, job, arena)) {
-        api_mem_free(job);
+        api_mem_free(job); /* not api_job_destroy: the caller gives a session back */
         return NULL;
     }
+    job->session = session;
     return job;
 }

@@ -45,6 +45,10 @@ enum {
     /* A model of layers (fields_stack.c): */
     APIP_F_LAYERS,        /* "layers": the layers whose weights and trace the reply carries */
     APIP_F_PREDICT_TOP_K, /* "predict_top_k": next-token predictions per row (an unembedding) */
+    /* A decode session's (fields_session.c): */
+    APIP_F_EXPECTED_LENGTH, /* an append's "expected_length": the session's rows before it */
+    APIP_F_MAX_LENGTH,      /* an open's "max_length": the most rows the session holds */
+    APIP_F_EMBED_DIM,       /* an open's "embed_dim": E of params "init" (no tensor says it) */
     APIP_F_COUNT
 };
 
@@ -100,6 +104,11 @@ typedef struct apip_req {
     bool words;            /* "tokens" or "text": query is made from them (L words, N = 1) */
     bool add_special;      /* words: the model's start token (if any) leads them; default true */
     apip_job_given *given; /* what another codec adds (apip_job_parse_given); NULL for v1 */
+    /* Decode sessions (fields_session.c): the body is an open's (POST /v1/sessions), or with
+     * given->session an append's; at is the session's rows before the append. */
+    bool opening;
+    size_t at;
+    size_t max_length; /* an open's: the rows the session holds at most */
 } apip_req;
 
 /* Reads every field of the request whose root object is root into r (r->op, lim, err and given
@@ -156,5 +165,12 @@ int apip_fields_sdpa_inputs(apip_req *r);
 
 /* The masks and options, against the shapes learnt (fields_masks.c). */
 int apip_fields_masks_and_options(apip_req *r);
+
+/* A decode session's (fields_session.c): an append's inputs (query rows, or the words of a
+ * model with a vocabulary, from the session's length on) against the session given, its
+ * causal (true only) and expected_length; an open's model or params (E from the tensors, or
+ * embed_dim with init), its causal and max_length. */
+int apip_fields_append(apip_req *r);
+int apip_fields_open(apip_req *r, const api_registry *models);
 
 #endif

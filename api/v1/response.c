@@ -39,6 +39,7 @@
 #define T_SHAPE_L    ",\"L\":"
 #define T_SHAPE_S    ",\"S\":"
 #define T_SHAPE_E    ",\"E\":"
+#define T_LENGTH     ",\"length\":"
 #define T_TRACE      ",\"trace\":{\"scale\":"
 #define T_TR_Q       ",\"q\":"
 #define T_TR_K       ",\"k\":"
@@ -384,7 +385,8 @@ bool apip_response_bound(const apip_resp_shape *rs, size_t *bytes) {
             !apip_add(n,
                       LIT(T_MODEL T_NUM_HEADS T_SHAPE_N T_SHAPE_L T_SHAPE_S T_SHAPE_E "}") +
                           5 * U64_MAX_DIGITS,
-                      &n))
+                      &n) ||
+            (rs->session && !apip_add(n, LIT(T_LENGTH) + U64_MAX_DIGITS, &n)))
             return false;
     }
     *bytes = n;
@@ -505,6 +507,10 @@ int api_job_respond(const api_job *job, double queue_ms, double compute_ms, api_
         apip_buf_puts(out, T_SHAPE_E);
         apip_buf_put_u64(out, job->e);
         apip_buf_puts(out, "}");
+        if (job->session) { /* the session's rows after this append (it still holds it) */
+            apip_buf_puts(out, T_LENGTH);
+            apip_buf_put_u64(out, job->session->cache.len);
+        }
     }
     if (job->traced && !(job->omit & APIP_OMIT_TRACE))
         put_trace(out, job, &first);

@@ -3,16 +3,18 @@
  * every field into the request record of request.h: the inputs and parameters in
  * fields_inputs.c, the masks and options in fields_masks.c, a model of layers' own in
  * fields_stack.c), their tensor fields decoded (tensor.c) or seeded (seeded.c), the tensors the
- * reply carries ("outputs", outputs.c), and the 200 body of a job that has run (response.c).
- * Its contract is api/openapi.yaml.
+ * reply carries ("outputs", outputs.c), the 200 body of a job that has run (response.c), and
+ * the decode sessions' opens and appends (session.c, with fields_session.c reading their
+ * fields). Its contract is api/openapi.yaml.
  *
  * Owns: request.c, request.h (private to request.c and the fields files), fields.c,
- * fields_inputs.c, fields_masks.c, fields_stack.c, tensor.c, seeded.c, outputs.c, response.c.
- * May include: job.h (api/job/), models.h (api/models/), codec.h (api/codec/), base.h
- * (api/base/), api.h and attention.h, nothing above. Inside the room the calls go one way:
- * tensor.c < seeded.c < fields_inputs.c, fields_masks.c, fields_stack.c < fields.c < request.c,
- * outputs.c < fields.c, and response.c beside them (the fields files call fields.c's helpers,
- * and fields.c calls them). A protocol above (v2)
+ * fields_inputs.c, fields_masks.c, fields_stack.c, fields_session.c, tensor.c, seeded.c,
+ * outputs.c, response.c, session.c. May include: job.h (api/job/), session.h (api/session/),
+ * models.h (api/models/), codec.h (api/codec/), base.h (api/base/), api.h and attention.h,
+ * nothing above. Inside the room the calls go one way: tensor.c < seeded.c < fields_inputs.c,
+ * fields_masks.c, fields_stack.c, fields_session.c < fields.c < request.c < session.c,
+ * outputs.c < fields.c, and response.c beside them (the fields_*.c files call fields.c's
+ * helpers, and fields.c calls them). A protocol above (v2)
  * enters at apip_job_parse_given and may include this header. Nothing here is part of api.h's
  * contract.
  *
@@ -149,6 +151,11 @@ typedef struct apip_job_given {
     bool heads_csv;                  /* heads is a string of comma-separated indices ("0,2") */
     void *reply;                     /* the response's form; reply_ops->plan settles it */
     const apip_reply_ops *reply_ops; /* the protocol that answers with it (job.h): set with reply */
+    /* A decode session's append: the session the caller has taken (the job holds it from its
+     * parse on; the caller gives it back when the parse fails), and whether the session ends
+     * with the job (v2's sequence_end). */
+    apip_session *session;
+    bool session_end;
 } apip_job_given;
 
 /* api_job_parse from a root object already checked (its values point into text that

@@ -45,7 +45,8 @@ void api_v2_server_json(const char *version, api_buf *out) {
     apip_buf_puts(out, "{\"name\":\"attnd\",\"version\":");
     api_buf_json_string(out, version, strlen(version));
     apip_buf_puts(out, ",\"extensions\":[\"binary_tensor_data\",\"parameters\","
-                       "\"schedule_policy\",\"model_configuration\",\"statistics\"]}");
+                       "\"schedule_policy\",\"model_configuration\",\"statistics\",\"sequence\","
+                       "\"sequence(string_id)\"]}");
 }
 
 /* The registry model of name, or NULL for "sdpa" (*sdpa true); -1 with err when neither. */

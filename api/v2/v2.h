@@ -3,12 +3,13 @@
  * answered in the protocol's form (v2_reply.c). Its public functions are api_v2_* in api.h.
  *
  * Owns: v2.c (the models' inputs, metadata, readiness), v2_config.c (Triton's configuration and
- * statistics), v2_parse.c (infer requests), v2_reply.c (their responses). May include: v1.h
- * (api/v1/), job.h (api/job/), models.h (api/models/), codec.h (api/codec/), base.h (api/base/),
+ * statistics), v2_parse.c (infer requests), v2_seq.c (Triton's sequence parameters on the decode
+ * sessions), v2_reply.c (their responses). May include: v1.h (api/v1/), job.h (api/job/),
+ * session.h (api/session/), models.h (api/models/), codec.h (api/codec/), base.h (api/base/),
  * api.h and attention.h: it is the top room. Inside the room the calls go one way: v2_reply.c <
- * v2.c < v2_config.c, v2_parse.c. API v1 and api_job_respond reach v2_reply.c only through
- * apip_v2_reply_ops (job.h's apip_reply_ops), which v2_parse.c hands them with the form. Nothing
- * here is part of api.h's contract.
+ * v2.c < v2_config.c, v2_seq.c < v2_parse.c. API v1 and api_job_respond reach v2_reply.c only
+ * through apip_v2_reply_ops (job.h's apip_reply_ops), which v2_parse.c hands them with the form.
+ * Nothing here is part of api.h's contract.
  *
  * Legend (shapes outermost first, row-major): N batch, L query length, S key length,
  * E embedding width, H heads, K top-k count. */
@@ -95,5 +96,23 @@ void apip_v2_put_dims(api_buf *out, const long long *dims, size_t rank);
  * rank. */
 size_t apip_v2_tensor_dims(const api_model *m, bool out, size_t i, const char **dt,
                            long long dims[APIP_MAX_OUT_RANK]);
+
+/* ---- Triton's sequence parameters (v2_seq.c) ------------------------------------------------ */
+
+/* An infer request's sequence parameters: their JSON values, NULL when absent. */
+typedef struct apip_v2_seq {
+    const char *id, *start, *end; /* sequence_id, sequence_start, sequence_end */
+} apip_v2_seq;
+
+/* The session of the sequence q names, for an infer request on model (NULL: sdpa) by owner:
+ * with sequence_start, opened (a running one of that id ends first: the client starts over);
+ * without, found; either way taken by the caller (into given->session, with given->session_end
+ * from sequence_end). 0 when the request is not of a sequence (sequence_id absent, 0 or ""), 1
+ * with given set, or -1 with err: 400 for a parameter's type, a flag without a sequence_id, a
+ * string id over 128 bytes, sdpa, or a model that appends keys; 404 session_unknown (no such
+ * sequence running: the message says to start it again); 409 session_busy; as
+ * apip_session_open for the open (413, 503). */
+int apip_v2_sequence(const apip_v2_seq *q, const api_model *model, api_sessions *st, uint32_t owner,
+                     const api_limits *lim, apip_job_given *given, api_error *err);
 
 #endif

@@ -48,6 +48,7 @@ typedef struct v2p {
     bool binary_output;                   /* binary_data_output */
     uint64_t timeout_us;                  /* timeout (the schedule policy extension); 0 = none */
     bool seen_sched[2];                   /* priority, timeout */
+    apip_v2_seq seq;                      /* the sequence extension's parameters (v2_seq.c) */
     apip_job_given given;
     apip_v2_reply reply;
 } v2p;
@@ -368,6 +369,16 @@ static int read_params(v2p *c, const char *params) {
                 return -1;
             continue;
         }
+        const char **sq = apip_jv_streq(key, "sequence_id")      ? &c->seq.id
+                          : apip_jv_streq(key, "sequence_start") ? &c->seq.start
+                          : apip_jv_streq(key, "sequence_end")   ? &c->seq.end
+                                                                 : NULL;
+        if (sq) { /* Triton's sequence extension: read by apip_v2_sequence */
+            if (*sq)
+                return bad(c, "parameters has %s twice", k);
+            *sq = val;
+            continue;
+        }
         int which = -1;
         for (int i = 0; i < P_COUNT && which < 0; i++)
             if (apip_jv_streq(key, PARAM_NAMES[i]))
@@ -375,7 +386,7 @@ static int read_params(v2p *c, const char *params) {
         if (which < 0 || (which == P_SCALE && !c->sdpa) || (which == P_HEADS && c->sdpa))
             return bad(c,
                        "the parameter \"%s\" is not one %s takes: %s, and binary_data_output, "
-                       "priority and timeout",
+                       "priority, timeout, sequence_id, sequence_start and sequence_end",
                        k, c->sdpa ? "sdpa" : "a model",
                        c->sdpa ? "causal, need_weights, weights_top_k, scale"
                                : "causal, need_weights, heads, weights_top_k");
@@ -494,7 +505,7 @@ static void v1_root(const v2p *c, apip_json_root *root) {
 
 api_job *api_v2_parse(const char *body, size_t len, size_t header_len, const char *name,
                       const char *version, const api_registry *models, const api_limits *lim,
-                      api_error *err) {
+                      api_sessions *sessions, uint32_t owner, api_error *err) {
     api_limits dflt = api_limits_default();
     if (!lim)
         lim = &dflt;
@@ -580,9 +591,14 @@ api_job *api_v2_parse(const char *body, size_t len, size_t header_len, const cha
     c->given.reply = &c->reply;
     c->given.reply_ops = &apip_v2_reply_ops;
     v1_root(c, &root);
+    /* A request of a sequence appends to its session, taken here until its job ends. */
+    if (apip_v2_sequence(&c->seq, model, sessions, owner, lim, &c->given, err) < 0)
+        return NULL;
     api_job *job = apip_job_parse_given(c->sdpa ? API_OP_SDPA : API_OP_ATTENTION, &root, &c->given,
                                         models, lim, err);
     if (job)
         job->timeout_s = (double)c->timeout_us * 1e-6;
+    else if (c->given.session) /* the sequence as it was */
+        apip_session_give(c->given.session, false, false);
     return job;
 }

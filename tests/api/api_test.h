@@ -66,13 +66,18 @@ bool same_bits(const float *a, const float *b, size_t n, size_t *at);
 /* A registry holding demo; one holding demo and lesson. The caller destroys it. */
 api_registry *demo_registry(void);
 api_registry *builtin_registry(void);
-/* Runs the request cases of tests/api_cases/requests/SUB (v1_cases.c); returns their count. */
-size_t run_case_dir(const char *sub, api_op op, const api_registry *models);
 /* qsort's comparison of two char * by strcmp. */
 int cmp_str(const void *a, const void *b);
 bool same_strings(const json_t *a, const json_t *b);
 char *answer_of(api_job *job);
 double answers_diff(const char *a, const char *b);
+
+/* v1_cases.c: runs every .case file of requests/sub (cases_dir) through fn, which answers a body
+ * of len bytes under lim with the JSON of a 200 reply, or NULL and err; checks the status, code,
+ * field and phrase each file's first line gives. Returns how many files it ran. */
+typedef json_t *(*case_fn)(const char *body, size_t len, const api_limits *lim, api_error *err,
+                           void *ctx);
+size_t run_case_dir(const char *sub, case_fn fn, void *ctx);
 
 /* ---- The groups of tests, in the order main runs them ------------------------------------- */
 
@@ -124,6 +129,7 @@ void test_safetensors(void);
 void test_batches(void);
 void test_mem_cache(void);
 void test_mem_budget(void);
+void test_mem_reclaim(void);
 void test_mem_jobs(void);
 /* v2.c */
 void test_v2(void);
@@ -133,5 +139,11 @@ void test_seeded_inputs(void);
 void test_outputs(void);
 /* v1_stack.c */
 void test_stack_cases(void);
+
+/* sessions.c */
+void test_siphash(void);
+void test_session_cases(void);
+void test_sessions_exact(void);
+void test_sessions_store(void);
 
 #endif

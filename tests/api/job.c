@@ -299,6 +299,58 @@ void test_mem_budget(void) {
     api_mem_free(n);
 }
 
+/* A reclaimer (what attnd's idle decode sessions are): a bounded block that does not fit asks it
+ * for the shortfall, once, and is served when it frees enough; refused (and counted once) when
+ * it frees nothing; never asked while the block fits. */
+typedef struct reclaimer {
+    char *held[4]; /* blocks it may give back */
+    size_t calls, asked;
+} reclaimer;
+
+static size_t give_back(void *ctx, size_t shortfall) {
+    reclaimer *r = ctx;
+    r->calls++;
+    r->asked = shortfall;
+    size_t freed = 0;
+    for (int i = 0; i < 4 && freed < shortfall; i++)
+        if (r->held[i]) {
+            freed += apip_mem_capacity(r->held[i]);
+            api_mem_free(r->held[i]);
+            r->held[i] = NULL;
+        }
+    return freed;
+}
+
+void test_mem_reclaim(void) {
+    const size_t MiB = (size_t)1 << 20;
+    api_mem *m = api_mem_create(SIZE_MAX, 0, NULL);
+    api_mem_set_budget(m, 4 * MiB);
+    reclaimer r = {0};
+    api_mem_set_reclaim(m, give_back, &r);
+    bool over = true;
+    for (int i = 0; i < 3; i++)
+        r.held[i] = api_mem_alloc_bounded(m, MiB, MiB, NULL, &over);
+    CHECK(r.held[2] && !over && r.calls == 0, "blocks within the budget never ask the reclaimer");
+    char *a = api_mem_alloc_bounded(m, 2 * MiB, 2 * MiB, NULL, &over);
+    api_mem_stats st = api_mem_stats_get(m);
+    CHECK(a && !over && r.calls == 1 && r.asked == MiB && st.charged_bytes == 4 * MiB &&
+              st.refused == 0 && !r.held[0] && r.held[1],
+          "2 MiB past a budget with 1 MiB left: the reclaimer asked for %zu (calls %zu), the "
+          "block %p, charged %zu, refused %llu",
+          r.asked, r.calls, (void *)a, st.charged_bytes, (unsigned long long)st.refused);
+    api_mem_free(r.held[1]);
+    api_mem_free(r.held[2]);
+    r.held[1] = r.held[2] = NULL;
+    char *b = api_mem_alloc_bounded(m, 3 * MiB, 3 * MiB, NULL, &over);
+    st = api_mem_stats_get(m);
+    CHECK(!b && over && r.calls == 2 && st.refused == 1,
+          "nothing left to give back: refused once (calls %zu, refused %llu)", r.calls,
+          (unsigned long long)st.refused);
+    api_mem_set_reclaim(m, NULL, NULL);
+    api_mem_free(a);
+    api_mem_destroy(m);
+}
+
 /* Jobs with a memory cache: the arena, the response buffer and the batch workspace come from it
  * and are reused; the results are those of jobs without it; the arena's capacity never passes
  * what max_job_bytes leaves beside the response. */

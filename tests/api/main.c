@@ -62,11 +62,16 @@ int main(int argc, char **argv) {
     test_integer_rule();
     test_mem_cache();
     test_mem_budget();
+    test_mem_reclaim();
     test_mem_jobs();
     test_v2();
     test_seeded_inputs();
     test_outputs();
     test_stack_cases();
+    test_siphash();
+    test_session_cases();
+    test_sessions_exact();
+    test_sessions_store();
     printf("%d passed, %d failed\n", checks - failures, failures);
     return failures ? 1 : 0;
 }

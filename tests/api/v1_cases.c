@@ -15,8 +15,8 @@
 /* ---- Request cases from data files -------------------------------------------------------- */
 
 /* Each .case file: the first line "STATUS [CODE FIELD] [limit=value ...]" (FIELD "-" for
- * null), then the body. */
-size_t run_case_dir(const char *sub, api_op op, const api_registry *models) {
+ * null), then the body, answered by fn. */
+size_t run_case_dir(const char *sub, case_fn fn, void *ctx) {
     char dir[512];
     snprintf(dir, sizeof dir, "%s/requests/%s", cases_dir, sub);
     DIR *d = opendir(dir);
@@ -76,7 +76,7 @@ size_t run_case_dir(const char *sub, api_op op, const api_registry *models) {
         /* A copy of exactly blen bytes, so a read past the body is caught under ASan. */
         char *exact = malloc(blen ? blen : 1);
         memcpy(exact, body, blen);
-        json_t *j = request(op, exact, blen, models, &lim, &e);
+        json_t *j = fn(exact, blen, &lim, &e, ctx);
         int got = j ? 200 : e.status;
         CHECK(got == status, "%s: status %d, want %d (%s %s: %s)", path, got, status, e.code,
               e.field, e.message);
@@ -97,10 +97,20 @@ size_t run_case_dir(const char *sub, api_op op, const api_registry *models) {
     return count;
 }
 
+static json_t *attention_case(const char *body, size_t len, const api_limits *lim, api_error *e,
+                              void *ctx) {
+    return request(API_OP_ATTENTION, body, len, ctx, lim, e);
+}
+
+static json_t *sdpa_case(const char *body, size_t len, const api_limits *lim, api_error *e,
+                         void *ctx) {
+    return request(API_OP_SDPA, body, len, ctx, lim, e);
+}
+
 void test_request_cases(void) {
     api_registry *models = builtin_registry();
-    size_t n = run_case_dir("attention", API_OP_ATTENTION, models);
-    n += run_case_dir("sdpa", API_OP_SDPA, models);
+    size_t n = run_case_dir("attention", attention_case, models);
+    n += run_case_dir("sdpa", sdpa_case, models);
     CHECK(n >= 250, "only %zu request cases found", n);
     printf("request cases: %zu\n", n);
     api_registry_destroy(models);

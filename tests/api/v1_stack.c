@@ -18,9 +18,15 @@ static api_registry *stack_registry(void) {
     return r;
 }
 
+/* A request case of requests/stack, on the registry ctx. */
+static json_t *stack_case(const char *body, size_t len, const api_limits *lim, api_error *e,
+                          void *ctx) {
+    return request(API_OP_ATTENTION, body, len, ctx, lim, e);
+}
+
 void test_stack_cases(void) {
     api_registry *models = stack_registry();
-    size_t n = run_case_dir("stack", API_OP_ATTENTION, models);
+    size_t n = run_case_dir("stack", stack_case, models);
     CHECK(n >= 20, "only %zu stack request cases found", n);
     printf("stack request cases: %zu\n", n);
 

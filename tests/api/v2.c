@@ -50,7 +50,7 @@ static bool v2_request(const char *body, size_t len, size_t header, const char *
     api_error e = {0};
     api_buf out = {0};
     memset(a, 0, sizeof *a);
-    api_job *job = api_v2_parse(body, len, header, model, version, models, lim, &e);
+    api_job *job = api_v2_parse(body, len, header, model, version, models, lim, NULL, 0, &e);
     size_t binary = api_job_binary_bytes(job);
     if (job && api_job_run(job, NULL, &e) == 0) {
         api_job_respond(job, 1.5, 2.25, &out, &e);

@@ -265,8 +265,8 @@ case("causal-bad", "400 invalid_field | bottom_right",
      body([inp("query", q2)], params={"causal": "yes"}))
 case("top-k-over-s", "400 invalid_field | weights_top_k",
      body([inp("query", q2)], params={"need_weights": "mean", "weights_top_k": 6}))
-case("unknown-parameter", "400 invalid_field | \"sequence_id\"",
-     body([inp("query", q2)], params={"sequence_id": 3}))
+case("unknown-parameter", "400 invalid_field | \"sequence_flags\"",
+     body([inp("query", q2)], params={"sequence_flags": 3}))
 # Triton's schedule policy parameters: integers of at least 0 (priority changes nothing).
 case("priority-and-timeout-ok", "200",
      body([inp("query", q2)], params={"priority": 2, "timeout": 30000000}))
@@ -308,6 +308,34 @@ case("model-unknown", "404 unknown_model | no model named \"nope\"", body([inp("
      model="nope")
 case("model-version-2", "404 unknown_model | no version \"2\"", body([inp("query", q2)]),
      version="2")
+
+# ---- Triton's sequence parameters (v2_seq.c) -----------------------------------------------
+# test_api parses without decode sessions: a request of a sequence is refused after its
+# parameters are checked; 0 and "" are no sequence, as tritonclient's default.
+case("sequence-no-sessions", "400 invalid_field | needs decode sessions",
+     body([inp("query", q2)], params={"sequence_id": 3, "sequence_start": True,
+                                      "sequence_end": False}))
+case("sequence-id-zero-ok", "200",
+     body([inp("query", q2)], params={"sequence_id": 0, "sequence_start": False,
+                                      "sequence_end": False}))
+case("sequence-id-empty-ok", "200", body([inp("query", q2)], params={"sequence_id": ""}))
+case("sequence-start-without-id", "400 invalid_field | need a sequence_id",
+     body([inp("query", q2)], params={"sequence_id": 0, "sequence_start": True}))
+case("sequence-end-without-id", "400 invalid_field | need a sequence_id",
+     body([inp("query", q2)], params={"sequence_end": True}))
+case("sequence-start-number", "400 invalid_field | sequence_start must be true or false",
+     body([inp("query", q2)], params={"sequence_id": 3, "sequence_start": 1}))
+case("sequence-id-negative", "400 invalid_field | uint64 or a string",
+     body([inp("query", q2)], params={"sequence_id": -3}))
+case("sequence-id-fraction", "400 invalid_field | uint64 or a string",
+     body([inp("query", q2)], params={"sequence_id": 2.5}))
+case("sequence-id-long-string", "400 invalid_field | more than 128 bytes",
+     body([inp("query", q2)], params={"sequence_id": "s" * 129}))
+case("sequence-on-sdpa", "400 invalid_field | not on sdpa",
+     body([inp("q", D), inp("k", D), inp("v", D)], params={"sequence_id": "a"}),
+     model="sdpa")
+case("sequence-id-twice", "400 invalid_field | sequence_id twice",
+     (b'{"parameters": {"sequence_id": 1, "sequence_id": 2}, "inputs": []}', None))
 
 
 def main():

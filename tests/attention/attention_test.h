@@ -94,5 +94,7 @@ void test_mha_appended(attn_pool *pool);
 /* decode.c */
 void test_decode(attn_pool *pool);
 void test_decode_errors(attn_pool *pool);
+/* decode_topk.c */
+void test_decode_topk_trace(attn_pool *pool);
 
 #endif

@@ -468,7 +468,7 @@ void test_decode_errors(attn_pool *pool) {
     attn_opts all = {.weights = ATTN_WEIGHTS_PER_HEAD};
     plan_fails(&bad, &all, 1, ATTN_ERR_OVERFLOW, "weights (H, max_rows, cap) beyond size_t");
     const uint32_t five = 5;
-    attn_opts o[] = {{.weights = ATTN_WEIGHTS_PER_HEAD, .top_k = 2},
+    attn_opts o[] = {{.top_k = 2},
                      {.path = ATTN_PATH_TILED},
                      {.weights = ATTN_WEIGHTS_PER_HEAD, .n_heads = 1},
                      {.weights = ATTN_WEIGHTS_PER_HEAD, .heads = &five, .n_heads = 1},

@@ -70,6 +70,7 @@ int main(int argc, char **argv) {
         test_decode(p);
         test_decode_errors(p);
         test_stack(p);
+        test_decode_topk_trace(p);
     }
     test_stack_errors();
     test_flops_closed_form();

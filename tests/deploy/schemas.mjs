@@ -2,7 +2,7 @@
 // schema, and each schema shown able to refuse a manifest broken on purpose.
 //
 // - The Kubernetes kinds (ConfigMap, Deployment, Service, HorizontalPodAutoscaler,
-//   PodDisruptionBudget): the validators of the npm package kubernetes-models, generated from
+//   PodDisruptionBudget, Ingress): the validators of the npm package kubernetes-models, generated from
 //   Kubernetes' published OpenAPI definitions (types, required fields, enums). Like the API
 //   server without strict field validation, they let unknown fields through.
 // - ServiceMonitor: @kubernetes-models/prometheus-operator, generated from the Prometheus
@@ -40,6 +40,7 @@ const MODELS = {
   'apps/v1/Deployment': 'kubernetes-models/apps/v1/Deployment',
   'autoscaling/v2/HorizontalPodAutoscaler': 'kubernetes-models/autoscaling/v2/HorizontalPodAutoscaler',
   'policy/v1/PodDisruptionBudget': 'kubernetes-models/policy/v1/PodDisruptionBudget',
+  'networking.k8s.io/v1/Ingress': 'kubernetes-models/networking.k8s.io/v1/Ingress',
   'monitoring.coreos.com/v1/ServiceMonitor':
     '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/ServiceMonitor',
 };
@@ -123,7 +124,8 @@ for (const { file, i, doc } of all) {
     console.log(`ok: ${what} (${doc.apiVersion})`);
 }
 for (const kind of ['ConfigMap', 'Deployment', 'Service', 'HorizontalPodAutoscaler',
-  'PodDisruptionBudget', 'ServiceMonitor', 'ServingRuntime', 'InferenceService', 'Kustomization'])
+  'PodDisruptionBudget', 'Ingress', 'ServiceMonitor', 'ServingRuntime', 'InferenceService',
+  'Kustomization'])
   check(seen.has(kind), `deploy/k8s has a ${kind}`);
 
 // The Kustomization: its resources exist here and hold the core kinds; its image is the
@@ -150,6 +152,7 @@ const broken = {
   HorizontalPodAutoscaler: (d) => { delete d.spec.scaleTargetRef; },
   PodDisruptionBudget: (d) => { d.spec.selector.matchLabels = ['attnd']; },
   ConfigMap: (d) => { d.data = { ATTND_THREADS: 2 }; },
+  Ingress: (d) => { d.spec.rules[0].http.paths[0].pathType = 7; },
   ServiceMonitor: (d) => { d.spec.endpoints = 'http'; },
   ServingRuntime: (d) => { d.spec.containers[0].imagePullPolice = 'Always'; }, // misspelt
   InferenceService: (d) => { d.spec.predictor.model.storageURI = d.spec.predictor.model.storageUri; },

@@ -10,7 +10,8 @@
 #                      reply.c, routes.c) that each target's corpus (after make fuzz) reaches,
 #                      with clang's source-based coverage
 #
-# Targets: request (api_job_parse, run and respond, both endpoints), v2 (api_v2_parse, run and
+# Targets: request (api_job_parse, run and respond, both endpoints; and decode sessions: an open
+# and an append), v2 (api_v2_parse, run and
 # respond: the Open Inference Protocol's JSON and raw tensor bytes), base64 (the codec),
 # safetensors (api_model_from_safetensors), http (raw bytes into server/http.c on
 # libmicrohttpd, in-process). Seeds are written by make_seeds.py from tests/api_cases; the

@@ -47,10 +47,13 @@ static inline void fuzz_api_setup(api_model *tiny, api_registry **models, api_li
 }
 
 /* The error record of a refusal is complete, and the error body that write_body makes of it
- * (api_error_body for API v1, api_v2_error_body for the Open Inference Protocol) is JSON. */
-static inline void fuzz_check_refusal(const api_error *e,
-                                      void (*write_body)(const api_error *, api_buf *)) {
-    FUZZ_CHECK(e->status == 400 || e->status == 404 || e->status == 413,
+ * (api_error_body for API v1, api_v2_error_body for the Open Inference Protocol) is JSON. A
+ * session's request (conflicts) may also get 409 (length_mismatch, session_full). */
+static inline void fuzz_check_refusal_of(const api_error *e,
+                                         void (*write_body)(const api_error *, api_buf *),
+                                         bool conflicts) {
+    FUZZ_CHECK(e->status == 400 || e->status == 404 || e->status == 413 ||
+                   (conflicts && e->status == 409),
                "refused with status %d (%s: %s)", e->status, e->code, e->message);
     FUZZ_CHECK(e->code[0] && e->message[0], "refusal without code or message (status %d)",
                e->status);
@@ -60,6 +63,11 @@ static inline void fuzz_check_refusal(const api_error *e,
     FUZZ_CHECK(!b.failed && apip_json_check(b.data, b.len, "the error body", NULL, &je) == 0,
                "error body is not JSON: %s", je.message);
     api_buf_free(&b);
+}
+
+static inline void fuzz_check_refusal(const api_error *e,
+                                      void (*write_body)(const api_error *, api_buf *)) {
+    fuzz_check_refusal_of(e, write_body, false);
 }
 
 #endif

@@ -12,7 +12,9 @@
  * Input: one byte picking the daemon (bit 0: the one with API key "fuzz-key" and CORS origin
  * http://allowed.example; else none), then the bytes to send. Both daemons have small limits
  * (64 KiB bodies, 1 MiB jobs, max_dim 4096) so nothing big is allocated, and share one worker
- * with batching on, as attnd runs by default.
+ * with batching on, as attnd runs by default, and one store of decode sessions (at most 4, so
+ * that opens past it end the least recently used one), so that POST /v1/sessions opens and the
+ * routes of /v1/sessions/{id} (POST, GET, HEAD, DELETE) answer as attnd's do.
  *
  * Properties: the connection ends within ANSWER_SECS of the client's FIN (the server never
  * waits for a client that has stopped sending: the daemons' idle and read timeouts are far
@@ -48,6 +50,7 @@ static srv_metrics *metrics;
 static api_registry *models;
 static api_limits limits;
 static srv_workers *workers;
+static api_sessions *sessions;
 
 static void start(fuzz_daemon *d, bool locked) {
     srv_config_init(&d->cfg);
@@ -78,6 +81,7 @@ static void start(fuzz_daemon *d, bool locked) {
     const char *colon = strrchr(bound, ':');
     d->port = colon ? atoi(colon + 1) : 0;
     FUZZ_CHECK(d->port > 0, "no port in %s", bound);
+    srv_http_set_sessions(d->http, sessions);
     srv_http_set_ready(d->http, models, &limits, workers);
 }
 
@@ -101,6 +105,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     workers = srv_workers_create(1, 8, NULL, metrics, &err);
     FUZZ_CHECK(workers != NULL, "workers: %s", err.msg);
     srv_workers_set_batching(workers, 200e-6, 4096, limits.max_job_bytes); /* as attnd does */
+    sessions = api_sessions_create(4, 0, limits.mem, &ae);
+    FUZZ_CHECK(sessions != NULL, "sessions: %s", ae.message);
     start(&daemons[0], false);
     start(&daemons[1], true);
     return 0;

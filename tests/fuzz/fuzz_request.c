@@ -7,7 +7,10 @@
  * max_heads 2, max_depth 5), so that every limit is reached; bit 2 (over bit 1) the wide ones:
  * attnd's max_dim 65536 and max_heads 256 with 1 MiB of job memory, where a small body can
  * declare a huge shape (N = L = 65536 in 0.5 MB: the regression inputs keep such bodies, which
- * must be refused in time bounded by their size).
+ * must be refused in time bounded by their size). Bit 3: a decode session instead (POST
+ * /v1/sessions and POST /v1/sessions/{id}): the body up to its first newline opens a session
+ * (api_session_open), the rest is appended to it (api_session_append), and the session is
+ * deleted; an append's refusal may then be 409 (length_mismatch, session_full).
  *
  * Properties checked on every input:
  *   - a refusal has status 400, 404 or 413, a code and a message, and its error body is valid
@@ -37,6 +40,36 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     return 0;
 }
 
+/* Bit 3's input: the session opened by the first line of body (n bytes) for the job appending
+ * the rest, or NULL (the open refused, or none). *st and *append are the caller's to free. */
+static api_job *session_job(const char *data, size_t n, const api_limits *lim, api_sessions **st,
+                            char **append, api_error *e) {
+    const char *nl = memchr(data, '\n', n);
+    size_t open_len = nl ? (size_t)(nl - data) : n, rest = nl ? n - open_len - 1 : 0;
+    char *open_body = fuzz_copy((const uint8_t *)data, open_len);
+    *append = fuzz_copy((const uint8_t *)data + n - rest, rest);
+    *st = api_sessions_create(1, 0, NULL, e);
+    FUZZ_CHECK(*st != NULL, "sessions: %s", e->message);
+    api_buf out = {0};
+    api_job *job = NULL;
+    if (api_session_open(*st, 1, open_body, open_len, models, lim, &out, e) != 0) {
+        FUZZ_CHECK(e->status != 409, "an open refused with 409 (%s)", e->code);
+        fuzz_check_refusal_of(e, api_error_body, false);
+    } else {
+        FUZZ_CHECK(out.len > 40 && !memcmp(out.data, "{\"id\":\"", 7), "the 201 body: %.60s",
+                   out.data);
+        char id[33];
+        memcpy(id, out.data + 7, 32);
+        id[32] = 0;
+        job = api_session_append(*st, 1, id, *append, rest, models, lim, e);
+        if (!job)
+            fuzz_check_refusal_of(e, api_error_body, true);
+    }
+    api_buf_free(&out);
+    free(open_body);
+    return job;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1)
         return 0;
@@ -44,9 +77,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const api_limits *lim = (data[0] & 4) ? &wide : (data[0] & 2) ? &tight : &roomy;
     char *body = fuzz_copy(data + 1, size - 1);
     api_error e = {0};
-    api_job *job = api_job_parse(op, body, size - 1, models, lim, &e);
+    api_sessions *st = NULL;
+    char *append = NULL;
+    api_job *job = (data[0] & 8) ? session_job(body, size - 1, lim, &st, &append, &e)
+                                 : api_job_parse(op, body, size - 1, models, lim, &e);
     if (!job) {
-        fuzz_check_refusal(&e, api_error_body);
+        if (!st)
+            fuzz_check_refusal(&e, api_error_body);
+        api_sessions_destroy(st);
+        free(append);
         free(body);
         return 0;
     }
@@ -70,6 +109,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         api_buf_free(&out);
     }
     api_job_destroy(job);
+    api_sessions_destroy(st); /* its session ends */
+    free(append);
     free(body);
     return 0;
 }

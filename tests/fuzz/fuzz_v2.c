@@ -7,7 +7,9 @@
  * bytes after it). Bits 0-1 of the options pick the model: demo, lesson, tiny (E = 4, H = 2,
  * kdim 3, vdim 2, with biases) or sdpa; bit 2 the limits: roomy (1 MiB of job memory) or tight
  * (8 KiB, max_dim 8, max_heads 2, max_depth 5); bit 3 a version "1" in the path, bit 4 a
- * version "2" (404).
+ * version "2" (404); bit 5 a store of decode sessions of the input's own, so that Triton's
+ * sequence parameters (sequence_id, sequence_start, sequence_end) reach v2_seq.c (a refusal may
+ * then be a 409 too).
  *
  * Properties checked on every input:
  *   - a refusal has status 400, 404 or 413, a code and a message, and its {"error": message}
@@ -43,9 +45,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         hl = API_V2_NO_HEADER;
     char *body = fuzz_copy(data + 3, size - 3);
     api_error e = {0};
-    api_job *job = api_v2_parse(body, size - 3, hl, model, version, models, lim, &e);
+    /* Bit 5: decode sessions for Triton's sequence parameters (a store of the input's own). */
+    api_sessions *st = (data[0] & 32) ? api_sessions_create(2, 0, NULL, &e) : NULL;
+    api_job *job = api_v2_parse(body, size - 3, hl, model, version, models, lim, st, 0, &e);
     if (!job) {
-        fuzz_check_refusal(&e, api_v2_error_body);
+        fuzz_check_refusal_of(&e, api_v2_error_body, st != NULL);
+        api_sessions_destroy(st);
         free(body);
         return 0;
     }
@@ -71,6 +76,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         api_buf_free(&out);
     }
     api_job_destroy(job);
+    api_sessions_destroy(st);
     free(body);
     return 0;
 }

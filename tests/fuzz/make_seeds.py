@@ -84,6 +84,22 @@ def main():
                           b"\x01" + http_post(path, body, key=b"fuzz-key",
                                               extra=b"Origin: http://allowed.example\r\n"))
             n += 1
+    # Decode sessions (the request target's bit 3): the open's body, a newline, the append's.
+    open_bodies = []
+    for kind in ("session_open", "session_append"):
+        cdir = os.path.join(a.cases, "requests", kind)
+        for name in sorted(os.listdir(cdir)):
+            if not name.endswith(".case"):
+                continue
+            head, body = read_case(os.path.join(cdir, name))
+            if kind == "session_open":
+                open_bodies.append(body)
+                body = body + b"\n" + b'{"query": {"init": "uniform", "seed": 1, "shape": [1, 64]}}'
+            write(dirs["request"], f"{kind}-{name[:-5]}", bytes([8]) + body)
+            if kind == "session_open" and len(body) <= 64 << 10:
+                write(dirs["http"], f"{kind}-{name[:-5]}-cl",
+                      b"\x00" + http_post(b"/v1/sessions", body.split(b"\n")[0]))
+            n += 1
     vdir = os.path.join(a.cases, "requests", "v2")
     model_bits = {"demo": 0, "lesson": 1, "tiny": 2, "sdpa": 3}
     for name in sorted(os.listdir(vdir)):
@@ -93,6 +109,8 @@ def main():
         words = dict(w.split("=", 1) for w in head.split(" | ")[0].split() if "=" in w)
         opt = model_bits.get(words.get("model"), 0) | (8 if words.get("version") == "1" else 0)
         hl = int(words.get("header", 0xFFFF))
+        if "sequence" in name:
+            opt |= 32  # a store of decode sessions for the sequence parameters
         write(dirs["v2"], f"v2-{name[:-5]}", bytes([opt]) + struct.pack("<H", min(hl, 0xFFFE))
               + body)
         if len(body) <= 64 << 10:
@@ -144,6 +162,18 @@ def main():
         "options-preflight-bad": b"\x01" + b"OPTIONS /v1/sdpa HTTP/1.1\r\nHost: x\r\nOrigin: "
                                  b"http://evil.example\r\nAccess-Control-Request-Method: PUT\r\n\r\n",
         "delete": b"\x00" + b"DELETE /v1/models HTTP/1.1\r\nHost: x\r\n\r\n",
+        "session-open": b"\x00" + http_post(b"/v1/sessions", b'{"model": "demo"}'),
+        "session-open-key": b"\x01" + http_post(b"/v1/sessions", b'{"model": "demo"}',
+                                                 key=b"fuzz-key"),
+        "session-get": b"\x00" + get % (b"/v1/sessions/00112233445566778899aabbccddeeff", b""),
+        "session-head": b"\x00" + b"HEAD /v1/sessions/0 HTTP/1.1\r\nHost: x\r\n\r\n",
+        "session-delete": b"\x00" + b"DELETE /v1/sessions/00112233445566778899aabbccddeeff "
+                          b"HTTP/1.1\r\nHost: x\r\n\r\n",
+        "session-append": b"\x00" + http_post(b"/v1/sessions/00112233445566778899aabbccddeeff",
+                                              b'{"query": [[1]], "expected_length": 0}'),
+        "session-options": b"\x01" + b"OPTIONS /v1/sessions/x HTTP/1.1\r\nHost: x\r\nOrigin: "
+                           b"http://allowed.example\r\nAccess-Control-Request-Method: DELETE"
+                           b"\r\n\r\n",
         "post-empty": b"\x00" + http_post(b"/v1/sdpa", b""),
         "post-cl-zero-chunked": b"\x00" + http_post(b"/v1/sdpa", b"", chunks=1),
         "post-text": b"\x00" + b"POST /v1/sdpa HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain"

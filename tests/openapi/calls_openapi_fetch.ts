@@ -113,6 +113,37 @@ let v1Output: number[] = [];
   }
 }
 
+// A decode session, the README's: open (201), two appends of one row (their outputs equal the
+// rows of the demo call, which is causal), GET, DELETE (204), then the typed 404.
+{
+  const opened = await client.POST('/v1/sessions', { body: { model: 'demo', max_length: 8 } });
+  const id = opened.data?.id ?? '';
+  if (check(opened.response.status === 201 && id.length === 32 && opened.data?.length === 0,
+            `POST /v1/sessions: ${opened.response.status} ${JSON.stringify(opened.error)}`)) {
+    const path = { params: { path: { id } } };
+    const rows: number[] = [];
+    for (let t = 0; t < 2; t++) {
+      const { data, error, response } = await client.POST('/v1/sessions/{id}', {
+        ...path, body: { query: [demoQuery[t]], need_weights: 'per_head', expected_length: t },
+      });
+      if (check(data !== undefined, `append ${t}: ${response.status} ${JSON.stringify(error)}`) && data) {
+        check(data.length === t + 1 && sameShape(weightsShape(data.weights), [4, 1, t + 1]),
+              `append ${t}: length ${data.length}, weights ${weightsShape(data.weights)}`);
+        rows.push(...flatNumbers(data.output));
+      }
+    }
+    const worst = Math.max(...rows.map((x, i) => Math.abs(x - (v1Output[i] ?? NaN))));
+    check(rows.length === 128 && worst <= 1e-6, `the appends' rows against the demo call's: ${worst}`);
+    const got = await client.GET('/v1/sessions/{id}', path);
+    check(got.data?.length === 2 && got.data.model === 'demo', `GET the session: ${JSON.stringify(got.data)}`);
+    const del = await client.DELETE('/v1/sessions/{id}', path);
+    check(del.response.status === 204, `DELETE the session: ${del.response.status}`);
+    const gone = await client.GET('/v1/sessions/{id}', path);
+    check(gone.response.status === 404 && gone.error?.error.code === 'session_unknown',
+          `GET an ended session: ${gone.response.status} ${JSON.stringify(gone.error)}`);
+  }
+}
+
 // An error, typed as the spec's Error: a query of width 3 for the demo model (E = 64).
 {
   const { data, error, response } = await client.POST('/v1/attention', { body: { query: [[1, 2, 3]] } });

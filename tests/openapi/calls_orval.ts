@@ -4,7 +4,7 @@
 //   node calls_orval.js BASE_URL
 // Exits 1 on any failure.
 import {
-  attention, listModels, sdpa, v2Infer,
+  appendSession, attention, deleteSession, getSession, listModels, openSession, sdpa, v2Infer,
   type AttentionRequest, type Bias, type InputTensor, type Mask, type Scores, type Tensor, type TopK,
   type V2InferInput, type Weights,
 } from './attnd.js';
@@ -105,6 +105,35 @@ let v1Output: number[] = [];
     const demoModel = r.data.models.find((m) => m.name === 'demo');
     check(r.data.default === 'demo', `default model ${r.data.default}`);
     check(demoModel?.embed_dim === 64 && demoModel.num_heads === 4, `demo model ${JSON.stringify(demoModel)}`);
+  }
+}
+
+// A decode session, the README's: open (201), two appends of one row (their outputs equal the
+// rows of the demo call, which is causal), GET, DELETE (204), then the typed 404.
+{
+  const opened = await openSession({ model: 'demo', max_length: 8 });
+  if (check(opened.status === 201, `POST /v1/sessions: ${opened.status} ${JSON.stringify(opened.data)}`) &&
+      opened.status === 201) {
+    const id = opened.data.id;
+    const rows: number[] = [];
+    for (let t = 0; t < 2; t++) {
+      const r = await appendSession(id, { query: [demoQuery[t] ?? []], need_weights: 'per_head', expected_length: t });
+      if (check(r.status === 200, `append ${t}: ${r.status} ${JSON.stringify(r.data)}`) && r.status === 200) {
+        check(r.data.length === t + 1 && sameShape(weightsShape(r.data.weights), [4, 1, t + 1]),
+              `append ${t}: length ${r.data.length}, weights ${weightsShape(r.data.weights)}`);
+        rows.push(...flatNumbers(r.data.output));
+      }
+    }
+    const worst = Math.max(...rows.map((x, i) => Math.abs(x - (v1Output[i] ?? NaN))));
+    check(rows.length === 128 && worst <= 1e-6, `the appends' rows against the demo call's: ${worst}`);
+    const got = await getSession(id);
+    check(got.status === 200 && got.data.length === 2 && got.data.model === 'demo',
+          `GET the session: ${got.status} ${JSON.stringify(got.data)}`);
+    const del = await deleteSession(id);
+    check(del.status === 204, `DELETE the session: ${del.status}`);
+    const gone = await getSession(id);
+    check(gone.status === 404 && gone.data.error.code === 'session_unknown',
+          `GET an ended session: ${gone.status} ${JSON.stringify(gone.data)}`);
   }
 }
 

@@ -7,7 +7,8 @@
 //     (calls_openapi_fetch.ts, calls_orval.ts, both with calls_common.ts), compiled by tsc
 //     --strict to JavaScript beside the generated code, makes the README's calls through it
 //     (POST /v1/attention on the demo model, in JSON and base64; POST /v1/sdpa; POST
-//     /v2/models/demo/infer in JSON; GET /v1/models; an invalid request's typed error) against
+//     /v2/models/demo/infer in JSON; GET /v1/models; a decode session opened, appended to, read
+//     and deleted; an invalid request's typed error) against
 //     attnd on an ephemeral loopback port and checks the answers' shapes; its compilation also
 //     checks the types (no tensor is `any`, no request field with a default is required).
 // Everything is written under OUT_DIR (e.g. build/openapi-clients), nothing in the repository.

@@ -4,7 +4,9 @@
 // Sends every 200 case of tests/api_cases/requests/{attention,sdpa,stack} to POST /v1/attention
 // (stack: on the built-in model of layers, induction) or /v1/sdpa, each once as written and once with "trace": true added where the case allows one
 // (the trace's members are the schema's hardest: "-inf" strings among numbers), and validates
-// each answer against AttentionResponse or SdpaResponse. Then, so that the check can fail, a few
+// each answer against AttentionResponse or SdpaResponse; every 200 case of
+// tests/api_cases/requests/session_{open,append} through POST /v1/sessions (and
+// /v1/sessions/{id}), against Session and SessionAppendResponse. Then, so that the check can fail, a few
 // answers altered by hand must be refused. Exits 1 on any failure.
 //
 // Usage: node tests/openapi/responses.mjs ATTND_BINARY [CASES_DIR]
@@ -27,6 +29,7 @@ let failures = 0, checks = 0;
 function check(ok, what) {
   checks++;
   if (!ok) { failures++; console.error(`FAIL: ${what}`); }
+  return ok;
 }
 
 const spec = yaml.load(readFileSync(new URL('../../api/openapi.yaml', import.meta.url), 'utf8'));
@@ -35,6 +38,8 @@ ajv.addSchema({ $id: 'spec', components: spec.components });
 const schemas = {
   attention: ajv.getSchema('spec#/components/schemas/AttentionResponse'),
   sdpa: ajv.getSchema('spec#/components/schemas/SdpaResponse'),
+  session: ajv.getSchema('spec#/components/schemas/Session'),
+  append: ajv.getSchema('spec#/components/schemas/SessionAppendResponse'),
 };
 
 
@@ -44,7 +49,7 @@ function errorsOf(validate) {
 
 const { proc, base } = await startAttnd(bin);
 const timeout = setTimeout(() => { console.error('FAIL: responses.mjs took over 120 s'); proc.kill(); process.exit(1); }, 120000);
-let answers = 0, traced = 0;
+let answers = 0, traced = 0, sessions = 0;
 const kept = {};
 try {
   for (const sub of ['attention', 'sdpa', 'stack']) {
@@ -78,6 +83,37 @@ try {
       }
     }
   }
+  // Decode sessions: every 200 open case (its 201 and GET's answer against Session) and
+  // append case (its first line opens, the rest appends: against SessionAppendResponse).
+  for (const kind of ['session_open', 'session_append']) {
+    const dir = join(casesDir, kind);
+    for (const f of readdirSync(dir).filter((n) => n.endsWith('.case')).sort()) {
+      const raw = readFileSync(join(dir, f)).toString();
+      const lines = raw.split('\n');
+      if (!/^200\b/.test(lines[0])) continue;
+      const open = await fetch(`${base}/v1/sessions`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: lines[1] });
+      const opened = await open.text();
+      if (!check(open.status === 201, `${kind}/${f}: open HTTP ${open.status} ${opened.slice(0, 200)}`)) continue;
+      const doc = JSON.parse(opened);
+      check(schemas.session(doc), `${kind}/${f}: the open's answer does not match Session: ${errorsOf(schemas.session)}`);
+      sessions++;
+      if (kind === 'session_append') {
+        const r = await fetch(`${base}/v1/sessions/${doc.id}`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: lines.slice(2).join('\n') });
+        const text = await r.text();
+        if (check(r.status === 200, `${kind}/${f}: append HTTP ${r.status} ${text.slice(0, 200)}`)) {
+          const a = JSON.parse(text);
+          check(schemas.append(a), `${kind}/${f}: the answer does not match SessionAppendResponse: ${errorsOf(schemas.append)}`);
+          kept.append = a;
+          sessions++;
+        }
+        const g = await fetch(`${base}/v1/sessions/${doc.id}`);
+        const gd = await g.json();
+        check(g.status === 200 && schemas.session(gd), `${kind}/${f}: GET's answer does not match Session: ${errorsOf(schemas.session)}`);
+        kept.session = gd;
+      }
+      await fetch(`${base}/v1/sessions/${doc.id}`, { method: 'DELETE' });
+    }
+  }
 } finally {
   clearTimeout(timeout);
   proc.kill('SIGTERM');
@@ -89,13 +125,15 @@ const alter = [
   ['attention', 'a trace without head_outputs', (d) => { delete d.trace.head_outputs; }],
   ['sdpa', 'masked scores holding "minus infinity"', (d) => { let x = d.trace.masked_scores; while (Array.isArray(x[0])) x = x[0]; x[0] = 'minus infinity'; }],
   ['sdpa', 'an answer without usage', (d) => { delete d.usage; }],
+  ['append', 'an append without its length', (d) => { delete d.length; }],
+  ['session', 'an id of 31 digits', (d) => { d.id = d.id.slice(1); }],
 ];
 for (const [ep, what, f] of alter) {
-  if (!kept[ep]) { check(false, `no ${ep} answer with a trace to alter`); continue; }
+  if (!kept[ep]) { check(false, `no ${ep} answer to alter`); continue; }
   const d = structuredClone(kept[ep]);
   f(d);
   check(!schemas[ep](d), `${ep}: ${what} is refused by the schema`);
 }
-check(answers >= 100 && traced >= 40, `validated ${answers} answers, ${traced} with a trace (want at least 100 and 40)`);
-console.log(`openapi responses: ${answers} answers validated (${traced} with a trace) against api/openapi.yaml with ajv; ${checks - failures} passed, ${failures} failed`);
+check(answers >= 100 && traced >= 40 && sessions >= 20, `validated ${answers} answers, ${traced} with a trace, ${sessions} of sessions (want at least 100, 40 and 20)`);
+console.log(`openapi responses: ${answers} answers validated (${traced} with a trace) and ${sessions} of decode sessions against api/openapi.yaml with ajv; ${checks - failures} passed, ${failures} failed`);
 process.exit(failures ? 1 : 0);

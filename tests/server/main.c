@@ -1,7 +1,7 @@
 /* main.c - test_server: integration tests of the attnd daemon over HTTP, with libcurl. This
  * file holds main and the --only dispatch; each group of tests lives in a file of its own beside
  * it (startup.c, v1.c, http.c, lesson.c, parallel.c, metrics.c, queue.c, shutdown.c, batching.c,
- * v2.c), on
+ * share.c, sessions.c, v2.c), on
  * helpers that server_test.h declares (util.c, reference.c, slow_jobs.c, v2_util.c).
  *
  * Starts build/attnd itself (fork/exec, with tests/harness.c) on 127.0.0.1:0 for each scenario,
@@ -15,12 +15,14 @@
  * documented rule on the chapter's sentences and on new ones, sent as text, and the causal mask's
  * "no peeking" (实验三). The Open Inference Protocol (/v2) is checked route by route, with JSON,
  * binary and mixed tensors, compressed bodies and replies, bad framing, its error form, and its
- * answers against v1's bit for bit (also in one batch with v1 jobs).
+ * answers against v1's bit for bit (also in one batch with v1 jobs). Shared jobs (share.c) and
+ * decode sessions (sessions.c: appends against the whole causal call, every error, owners, ends
+ * by each reason, SIGTERM, v2 sequences, never shared) have groups of their own.
  *
  * Usage: test_server --attnd build/attnd --data build/tests/server [--openapi api/openapi.yaml]
  *                    [--promtool promtool] [--only NAME]
  *   NAME: one of body, conns, startup, main, auth, v2-budget, queue, drain, shutdown,
- *   batching (default all).
+ *   batching, share, sessions (default all).
  * Prints one line per failed check and a closing "N passed, N failed" line; exits 1 on any
  * failure. Every wait is bounded.
  */
@@ -127,6 +129,8 @@ int main(int argc, char **argv) {
     }
     if (want("share"))
         test_share(slow_l); /* 0: calibrated there */
+    if (want("sessions"))
+        test_sessions();
 
     curl_global_cleanup();
     return harness_summary("test_server", t0);

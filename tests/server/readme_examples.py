@@ -5,7 +5,8 @@ needs, the JavaScript one saved under the file name its paragraph gives and run 
 the Open Inference Protocol's tritonclient example with tritonclient.http, or where that is not
 installed (no PyPI here) with tests/server/v2client, the stand-in that sends what it sends; the
 port of an nn.MultiheadAttention call (masks section) after the Python client it uses, its two
-printed differences from torch each at most 1e-5; and the safetensors example in a fresh empty
+printed differences from torch each at most 1e-5; the decode session's word by word
+example; and the safetensors example in a fresh empty
 directory, then attnd --models models answering its closing comment's request. Each must exit 0
 (the Python ones' arrays are checked for the shapes their comments state).
 
@@ -47,6 +48,9 @@ def main():
     tc = section(readme, "Python, tritonclient")
     port = section(readme, "Masks: PyTorch's conventions and ours")
     st = section(readme, "Models with a vocabulary")
+    ss = section(readme, "Decode sessions: generation one token at a time")
+    ss_code = re.search(r"```python\n(.*?)```", ss, re.S)
+    check(ss_code is not None, "the decode sessions section has its Python example")
     port_code = re.search(r"```python\n(.*?)```", port, re.S)
     st_code = re.search(r"```python\n(.*?)```", st, re.S)
     check(port_code is not None and "nn.MultiheadAttention" in port_code.group(1),
@@ -123,6 +127,18 @@ def main():
                       f"the nn.MultiheadAttention port: exit {r.returncode}, printed "
                       f"{r.stdout[-200:]!r} (want two differences of at most 1e-5): "
                       f"{r.stderr[-500:]}")
+            # The decode session, word by word: each step attends one key more (the first
+            # has the start token too), and the ended session's GET is a 404.
+            if ss_code:
+                code = ss_code.group(1).replace("http://127.0.0.1:8080", url)
+                r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                   timeout=60)
+                lines = r.stdout.strip().splitlines()
+                keys = [int(m.group(1)) for m in
+                        (re.search(r"attends (\d+) keys", x) for x in lines) if m]
+                check(r.returncode == 0 and keys == [2, 3, 4, 5, 6] and lines[-1] ==
+                      "404 session_unknown", f"the decode session example: exit {r.returncode}, "
+                      f"printed {r.stdout[-400:]!r}: {r.stderr[-500:]}")
             node = shutil.which("node")
             check(node is not None, "node is installed")
             if node and name:

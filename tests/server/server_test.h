@@ -172,6 +172,9 @@ void test_v2_batching(size_t slow_l);
 /* share.c */
 void test_share(size_t slow_l);
 
+/* sessions.c */
+void test_sessions(void);
+
 /* v2.c */
 void test_v2_routes(int port);
 void test_v2_infer(int port, const char *log_path);

@@ -11,7 +11,9 @@ metadata gives, and runs inference in binary mode (raw tensor bytes both ways) a
 API v1 gives for the same job (sent as base64), whatever the mode. It reads each model's
 configuration (get_model_config: the inputs and outputs the metadata gives, in Triton's form)
 and its inference statistics (get_inference_statistics: the requests it made, counted exactly),
-and a timeout too short to be met gets 503.
+and a timeout too short to be met gets 503. Sequences (Triton's sequence extension: sequence_id
+numeric and string, sequence_start, sequence_end) run a row at a time on decode sessions, their
+outputs within 1e-6 of v1's one causal call on the whole sequence.
 
 Usage: v2_client.py --attnd build/attnd [--models DIR]
 Prints one line per failed check and "N passed, N failed"; exits 1 on any failure.
@@ -204,6 +206,36 @@ def main():
             except httpclient.InferenceServerException as ex:
                 check(ex.status() == "400" and "embed_dim 64" in ex.message(),
                       f"the error of a wrong width: {ex.status()} {ex.message()}")
+            # Triton's sequence extension, as infer(sequence_id=..., sequence_start=...,
+            # sequence_end=...) sends it: a sequence a row at a time, with a numeric id and a
+            # string one, against v1's one causal call on the whole sequence (within 1e-6 of its
+            # largest value); once ended, a request without sequence_start gets 404.
+            for ext in ("sequence", "sequence(string_id)"):
+                check(ext in meta.get("extensions", []), f"server metadata lists {ext}: {meta}")
+            x = rng.standard_normal((6, 64), dtype=np.float32)
+            whole = v1(port, "demo", {"query": x}, {"causal": True})["output"]
+            for sid in (1001, "chat-1001"):
+                rows = []
+                for t in range(len(x)):
+                    i = httpclient.InferInput("query", [1, 64], "FP32")
+                    i.set_data_from_numpy(x[t:t + 1])
+                    try:
+                        r = client.infer("demo", [i], sequence_id=sid, sequence_start=t == 0,
+                                         sequence_end=t == len(x) - 1)
+                        rows.append(r.as_numpy("output"))
+                    except httpclient.InferenceServerException as ex:
+                        check(False, f"sequence {sid!r} step {t}: {ex}")
+                        break
+                got = np.concatenate(rows) if rows else np.zeros(0, np.float32)
+                ok = got.shape == whole.shape and \
+                    np.abs(got - whole).max() <= 1e-6 * np.abs(whole).max()
+                check(ok, f"sequence {sid!r}: its rows against v1's whole causal call")
+                try:
+                    client.infer("demo", [i], sequence_id=sid)
+                    check(False, f"sequence {sid!r} answered after its end")
+                except httpclient.InferenceServerException as ex:
+                    check(ex.status() == "404" and "sequence_start" in ex.message(),
+                          f"sequence {sid!r} after its end: {ex.status()} {ex.message()}")
             client.close()
         finally:
             proc.send_signal(signal.SIGTERM)

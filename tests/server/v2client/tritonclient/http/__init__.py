@@ -25,7 +25,8 @@ What it sends is what tritonclient.http sends for the same calls:
   extension); get_inference_statistics: GET v2/models/NAME[/versions/V]/stats, or
   v2/models/stats when no model is named (the statistics extension); each returns the JSON.
 
-Not here: async calls, shared memory, BYTES and BF16 tensors, sequences, SSL, plugins.
+Not here: async calls, shared memory, BYTES and BF16 tensors, SSL, plugins (sequences are only
+the three parameters above: Triton's client keeps no state of its own for them).
 """
 import gzip
 import http.client
