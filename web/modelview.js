@@ -13,6 +13,7 @@ import { patternCells } from './headscores.js';
 const f2 = (x) => (x === null || x === undefined ? '–' : x.toFixed(2));
 const SAME = '#c2185b';   // the same word earlier: the diagonal's copy (dotted)
 const TARGET = '#e08a00'; // one step right of it: the induction head's stripe (solid)
+const STRIPE_MIN = 0.5;   // an induction score from which the head's stripe is there to see
 
 // The open map: {layer, head} (indices into d.layers and the heads) or null.
 export const sameHead = (a, b) => !!a && !!b && a.layer === b.layer && a.head === b.head;
@@ -96,7 +97,9 @@ function drawOpen(d, open, onPick) {
   const stripe = $('learned-stripe');
   stripe.hidden = !isInd || !same.length;
   if (!stripe.hidden) {
-    stripe.textContent = t('learned.stripe', { l: layer, h: open.head, i: f2(s.induction) });
+    // A head that does not look there (an untrained model's best) is said to, not claimed to.
+    const key = s.induction >= STRIPE_MIN ? 'learned.stripe' : 'learned.stripe.weak';
+    stripe.textContent = t(key, { l: layer, h: open.head, i: f2(s.induction) });
   }
   $('learned-legend').hidden = stripe.hidden;
 }

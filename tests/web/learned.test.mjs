@@ -152,8 +152,9 @@ async function main() {
     const sameWant = Array.from({ length: n }, (_, k) => [n + 1 + k, k + 1]);
     check(JSON.stringify(v.shown.same) === JSON.stringify(sameWant) && JSON.stringify(v.shown.stripe) === JSON.stringify(stripeWant),
       'on the induction head the page outlines the same word\'s earlier place (i, i − 10) and, one step right of it, (i, i − 9): the stripe');
-    check(v.shown.sentence === tr('en', 'learned.stripe', { l: 1, h: v.ih, i: f2(v.mine[v.last][v.ih].i) }),
-      `a sentence points at the stripe, one step right of the copy of the diagonal (${(v.shown.sentence || '').slice(0, 80)}…)`);
+    const strong = v.mine[v.last][v.ih].i >= 0.5; // the page claims the stripe from 0.5, else says it is missing
+    check(v.shown.sentence === tr('en', strong ? 'learned.stripe' : 'learned.stripe.weak', { l: 1, h: v.ih, i: f2(v.mine[v.last][v.ih].i) }),
+      `a sentence points at the stripe, one step right of the copy of the diagonal, ${strong ? 'where the head looks' : 'where this model\'s best head does not look'} (${(v.shown.sentence || '').slice(0, 80)}…)`);
     const indW = v.maps[v.last][v.ih], L = v.toks.length;
     const onStripe = stripeWant.reduce((s, [i, j]) => s + indW[i * L + j], 0) / n;
     const trained = model.head_scores && Math.max(...model.head_scores[1].map((s) => s.induction)) >= 0.8;
