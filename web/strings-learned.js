@@ -1,7 +1,7 @@
 // The strings of the guided path's step on a model that learned (learned.js, modelview.js): the
 // built-in induction model's previous-token and induction heads, in English and Chinese; i18n.js
 // merges them into its STRINGS, and they follow its rules. The facts of learned.trained are the
-// training script's (api/induction/train_induction.py: 5,000 steps of 64 sequences of 64 tokens).
+// training script's (api/induction/train_induction.py: 3,000 steps of 64 sequences of 64 tokens).
 
 export const LEARNED_STRINGS = {
   en: {
@@ -12,7 +12,7 @@ export const LEARNED_STRINGS = {
     // The section (index.html, learned.js).
     'learned.title': 'A model that learned: previous-token and induction heads',
     'learned.intro': 'The built-in model "induction" is 2 attention layers of 4 heads and nothing else. Each map below is one head of one layer on the sequence, from the weights attnd returned; a click opens it large, and another click (or Clear) lets it go.',
-    'learned.trained': 'It was trained in this repository (api/induction/train_induction.py) for 5,000 steps of 64 sequences of 64 tokens, random words of its vocabulary in which a stretch repeats, so it learned copying, not meaning: it predicts a word well only when the word before it appeared earlier in the sequence, and anywhere else it guesses.',
+    'learned.trained': 'It was trained in this repository (api/induction/train_induction.py) for 3,000 steps of 64 sequences of 64 tokens, random words of its vocabulary in which a stretch repeats, so it learned copying, not meaning: it predicts a word well only when the word before it appeared earlier in the sequence, and anywhere else it guesses.',
     'learned.new': 'New random sequence',
     'learned.own': 'Your own words (separated by spaces):',
     'learned.try': 'Run',
@@ -29,6 +29,7 @@ export const LEARNED_STRINGS = {
     'learned.open': 'Layer {l}, head {h}: previous token {p}, induction {i}',
     'learned.clear': 'Clear',
     'learned.stripe': 'Look at the repeated half: the dotted cells are where the same word stood before (a copy of the diagonal, shifted back), and layer {l}\'s head {h} puts its weight one step to their right, on the solid cells: the word that came next last time, which the model then predicts. Its induction score here: {i}.',
+    'learned.stripe.weak': 'Look at the repeated half: the dotted cells are where the same word stood before (a copy of the diagonal, shifted back), and an induction head would put its weight one step to their right, on the solid cells. Layer {l}\'s head {h} scores highest here, but only {i}: this model has not learned it.',
     'learned.legend.same': 'the same word earlier',
     'learned.legend.target': 'one step right: where an induction head looks',
     'learned.preds': 'The predicted next word',
@@ -45,7 +46,7 @@ export const LEARNED_STRINGS = {
 
     'learned.title': '一个学出来的模型：前一个词头与归纳头',
     'learned.intro': '内置模型 "induction" 只有 2 层注意力，每层 4 个头，别的什么都没有。下面每张小图是某一层的一个头在这段序列上的注意力权重，来自 attnd 返回的结果；点一下放大，再点一下（或点“收起”）就收回。',
-    'learned.trained': '它在本仓库里训练（api/induction/train_induction.py），共 5000 步，每步 64 条序列、每条 64 个 token，内容是它词表里的随机词，其中有一段会重复，所以它学会的是复制，而不是词义：只有当前一个词在序列里出现过时，它才能预测好下一个词，其他地方它只能猜。',
+    'learned.trained': '它在本仓库里训练（api/induction/train_induction.py），共 3000 步，每步 64 条序列、每条 64 个 token，内容是它词表里的随机词，其中有一段会重复，所以它学会的是复制，而不是词义：只有当前一个词在序列里出现过时，它才能预测好下一个词，其他地方它只能猜。',
     'learned.new': '换一段随机序列',
     'learned.own': '你自己的词（用空格隔开）：',
     'learned.try': '运行',
@@ -62,6 +63,7 @@ export const LEARNED_STRINGS = {
     'learned.open': '第 {l} 层，头 {h}：前一个词 {p}，归纳 {i}',
     'learned.clear': '收起',
     'learned.stripe': '看重复的后半段：虚线格是同一个词上次出现的位置（对角线的一份拷贝，往回平移），第 {l} 层的头 {h} 把权重放在它们右边一格，也就是实线格：上次紧跟在后面的那个词，模型接着就预测它。它在这里的归纳分数：{i}。',
+    'learned.stripe.weak': '看重复的后半段：虚线格是同一个词上次出现的位置（对角线的一份拷贝，往回平移），归纳头会把权重放在它们右边一格，也就是实线格。这里第 {l} 层的头 {h} 得分最高，但只有 {i}：这个模型还没有学会。',
     'learned.legend.same': '同一个词上次出现的位置',
     'learned.legend.target': '右边一格：归纳头看的位置',
     'learned.preds': '预测的下一个词',
