@@ -118,7 +118,7 @@ export const SHOTS = [
   // too, which INPUTS hashes.
   {
     file: 'learned-induction.png',
-    what: 'the guided path, step 5 of 11, a model that learned, in English at 1024x1250: the built-in induction model on a seeded random sequence of its English words that repeats, its 2 layers × 4 heads as small maps with their scores, and the layer-1 head with the highest induction score open large: in the repeated half its weight one step right of the dotted cells where the same word stood before',
+    what: 'the guided path, step 5 of 11, a model that learned, in English at 1024x1250: the built-in induction model on a seeded random sequence of its English words that repeats, its 2 layers × 4 heads as small maps with their scores, and the layer-1 head with the highest induction score open large: the dotted cells where the same word stood before, the solid cells one step to their right where an induction head looks, and the sentence that says whether this head does',
     url: '?lang=en&step=5',
     viewport: { width: 1024, height: 1250 },
     fullPage: false,
