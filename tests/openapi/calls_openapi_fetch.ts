@@ -30,7 +30,7 @@ export const notIndices: Schemas['TopK']['indices'] = [['x']];
 // @ts-expect-error nor v2 data
 export const notData: Schemas['V2InferInput']['data'] = [[{}]];
 
-function shapeOf(t: Schemas['Tensor'] | undefined): number[] {
+function shapeOf(t: Schemas['OutTensor'] | undefined): number[] {
   if (t === undefined) return [];
   return Array.isArray(t) ? nestedShape(t) : t.shape;
 }

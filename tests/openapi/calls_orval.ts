@@ -5,7 +5,7 @@
 // Exits 1 on any failure.
 import {
   appendSession, attention, deleteSession, getSession, listModels, openSession, sdpa, v2Infer,
-  type AttentionRequest, type Bias, type InputTensor, type Mask, type Scores, type Tensor, type TopK,
+  type AttentionRequest, type Bias, type InputTensor, type Mask, type OutTensor, type Scores, type Tensor, type TopK,
   type V2InferInput, type Weights,
 } from './attnd.js';
 import {
@@ -32,7 +32,7 @@ export const notData: V2InferInput['data'] = [[{}]];
 // orval's client calls the global fetch with paths alone: this one sends them to attnd.
 Object.assign(globalThis, { fetch: recordingFetch });
 
-function shapeOf(t: Tensor | undefined): number[] {
+function shapeOf(t: OutTensor | undefined): number[] {
   if (t === undefined) return [];
   return Array.isArray(t) ? nestedShape(t) : t.shape;
 }
