@@ -4,7 +4,8 @@
  * Properties: a refusal is 400 invalid_model (or 500 out_of_memory) and its message starts with
  * the model's name; a model that loads has E >= 1, H >= 1 and E % H == 0, and answers a
  * self-attention job on a (2, E) query (when kdim = vdim = E) or a cross-attention job with key
- * (2, kdim) and value (2, vdim), through the same path as a request, with a valid JSON response.
+ * (2, kdim) and value (2, vdim), through the same path as a request, with a valid JSON response;
+ * a model of layers, a job on a (2, E) query alone.
  * The file is given in a buffer of exactly its length. */
 #include <stdio.h>
 #include <string.h>
@@ -37,10 +38,12 @@ static void run_model(api_model *m) {
     api_buf body = {0};
     apip_buf_puts(&body, "{\"model\": \"fuzz\", \"need_weights\": \"per_head\", \"query\": ");
     matrix(&body, 2, info.embed_dim);
-    apip_buf_puts(&body, ", \"key\": ");
-    matrix(&body, 2, info.kdim);
-    apip_buf_puts(&body, ", \"value\": ");
-    matrix(&body, 2, info.vdim);
+    if (info.num_layers == 0) { /* a model of layers attends its stream to itself: no key */
+        apip_buf_puts(&body, ", \"key\": ");
+        matrix(&body, 2, info.kdim);
+        apip_buf_puts(&body, ", \"value\": ");
+        matrix(&body, 2, info.vdim);
+    }
     apip_buf_puts(&body, "}");
     FUZZ_CHECK(!body.failed, "out of memory");
     api_limits lim = api_limits_default();
