@@ -168,6 +168,10 @@ check-layers:
 # the icon comes once.
 test-web: $(BUILD)/attnd tests/web/node_modules/playwright-core
 	timeout 300 node tests/web/visualizer.test.mjs $(BUILD)/attnd $(BUILD)/web-test
+	timeout 300 node tests/web/lesson.test.mjs $(BUILD)/attnd $(BUILD)/web-lesson
+	timeout 600 node tests/web/english.test.mjs $(BUILD)/attnd $(BUILD)/web-english
+	timeout 300 node tests/web/chapter.test.mjs $(BUILD)/attnd $(BUILD)/web-chapter
+	timeout 600 node tests/web/contrast.test.mjs $(BUILD)/attnd $(BUILD)/web-contrast
 	timeout 300 node tests/web/screens.test.mjs $(BUILD)/attnd $(BUILD)/web-test
 	timeout 300 node tests/web/path.test.mjs $(BUILD)/attnd $(BUILD)/web-path
 	timeout 300 node tests/web/layout.test.mjs $(BUILD)/attnd $(BUILD)/web-layout
@@ -228,8 +232,16 @@ FORMATTED := $(wildcard attention/*.[ch] api/*.[ch] api/*/*.[ch] server/*.[ch] t
                bench/*.[ch] tests/fuzz/*.[ch] tests/reliability/*.[ch] tests/server/*.[ch] \
                tests/api/*.[ch] tests/attention/*.[ch])
 
+# The house keeps every source file under 750 lines (split along the seams the code has).
+LINE_CHECKED := $(shell find attention api server web tests bench clients deploy -type f \
+    \( -name '*.c' -o -name '*.h' -o -name '*.py' -o -name '*.js' -o -name '*.mjs' -o \
+       -name '*.sh' -o -name '*.lua' -o -name '*.mk' -o -name '*.css' -o -name '*.html' \) \
+    -not -path '*/node_modules/*' 2>/dev/null) Makefile
+
 check-format:
 	clang-format --dry-run -Werror $(FORMATTED)
+	@long=$$(awk 'FNR == 751 { print FILENAME }' $(LINE_CHECKED)); \
+	if [ -n "$$long" ]; then echo "over 750 lines:" $$long; exit 1; fi
 
 format:
 	clang-format -i $(FORMATTED)

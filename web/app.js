@@ -8,12 +8,16 @@
 //   strings-lesson.js  the guided path's, 实验二's and the 思考题's strings (i18n.js merges them)
 //   strings-class.js  the busy server's line, the error lines, the controls' fold (i18n.js
 //                merges them)
+//   strings-chapter.js  √d_k, concat → W^O, the ending, the gloss, the experiments' calls
+//                (i18n.js merges them)
 //   i18n.js      every string a person reads, in Chinese and English [i18n-screens
-//                strings-lesson strings-class]
+//                strings-lesson strings-class strings-chapter]
+//   twins.js     the lesson's sentences in Chinese and English, the experiments' words, the
+//                chapter's table of 它's row (data)
 //   numbers.js   deterministic numbers (splitmix64) for the random presets
 //   tensors.js   tensors as the API sends and takes them (nested arrays, base64)
 //   dom.js       elements by id, canvases at the pixel ratio, selects and bars
-//   state.js     the state and the URL, the server's models, the last result [i18n]
+//   state.js     the state and the URL, the server's models, the last result [i18n twins]
 //   busy.js      the line shown while a request waits to retry a busy server [state dom]
 //   api.js       the API client, a 503 retried after its Retry-After, and its errors
 //                [state busy]
@@ -31,34 +35,47 @@
 //   trace.js     a run's trace, and the value vectors of a vocabulary [state api]
 //   received.js  what a word received: the keys that added most, the nearest word
 //                [state dom api heads trace errors]
+//   tables.js    the step tables' numeric table, number format and ÷ √d_k notation [state]
+//   rowsteps.js  one row step by step: with and without ÷ √d_k, the mask after the softmax,
+//                the chapter's own table [state dom heads trace tables twins]
 //   steps.js     the step tables of a row and of a head, and the output table
-//                [state dom heads trace received errors]
+//                [state dom trace received errors tables rowsteps]
+//   concat.js    concat → W^O for the selected word, checked against the output
+//                [state dom heads trace]
+//   recap.js     the ending: 本章小结 and the six 自测题 [state dom]
+//   calls.js     a request as curl, Python (requests) and JavaScript (fetch), one or several
+//   callbox.js   the call as code at each experiment [state calls]
 //   status.js    the status line and the error line [state dom api errors]
 //   vocab.js     the vocabulary window [state dom api status]
-//   exp1.js      实验一, guess then compare [state dom maps heads]
-//   exp3.js      实验三, no peeking at the future [state dom api tensors status maps heatmap heads]
-//   exp2.js      实验二, Q/K/V as a search system over /v1/sdpa [state dom api tensors errors]
+//   exp1.js      实验一, guess then compare [state twins dom maps heads callbox]
+//   exp3map.js   实验三 on the heatmap [state dom maps heatmap heads]
+//   exp3.js      实验三, no peeking at the future
+//                [state twins dom api tensors status exp3map callbox]
+//   exp2.js      实验二, Q/K/V as a search system over /v1/sdpa
+//                [state dom api tensors errors callbox]
 //   minimap.js   small matrices on a canvas, weights or scores [dom heatmap]
 //   wordvec.js   a sentence's words as seeded vectors, for the 思考题 [state numbers]
-//   tied.js      思考题 1, W^Q = W^K [state dom api errors wordvec minimap]
+//   tied.js      思考题 1, W^Q = W^K [state dom api errors wordvec minimap callbox]
 //   multihead.js 思考题 2, H = 1, 2, 4, 8 on the same E
-//                [state dom api errors tensors wordvec minimap]
-//   cost.js      思考题 3, the cost of n², measured, on seeded inputs [state dom api errors]
+//                [state dom api errors tensors wordvec minimap callbox]
+//   cost.js      思考题 3, the cost of n², measured, on seeded inputs
+//                [state dom api errors callbox]
 //   think.js     the 思考题's section [dom tied multihead cost]
-//   views.js     a result in every view, and the grid of heads
-//                [state dom heatmap heads large lines steps exp1 exp2 exp3 think]
+//   views.js     a result in every view, the grid of heads, and a head's click (the heatmap
+//                first, the rest after that frame)
+//                [state dom heatmap maps heads large lines steps exp1 exp2 exp3 think concat
+//                recap]
 //   controls.js  the controls, presets, the models' list and the language
 //                [i18n state dom api status vocab fold]
 //   svg.js       the current view as an SVG document, and an SVG as a PNG
 //                [state dom maps heatmap heads large]
-//   calls.js     a request as curl, Python (requests) and JavaScript (fetch)
 //   export.js    the exports and the call, a failed run's greyed-out result, the colour scale's
 //                switch [state dom svg calls]
-//   path.js      the guided path: nine steps, the URL's step, the first visit's offer
+//   path.js      the guided path: ten steps, the URL's step, the first visit's offer, Finish
 //                [state dom controls fold]
 //   app.js       this module: a run, the sentence box, the language switch and the listeners
 //                [state dom api busy errors fold compute status vocab large lines exp1 exp3
-//                views steps controls export path think]
+//                views steps controls export path think concat recap callbox]
 //
 // Legend: L query tokens, S key tokens, E embedding width, H heads, Dh = E / H the head width.
 // Weight maps are kept per head as Float32Array(L * S) (dense) or as the top-k of every row
@@ -69,7 +86,7 @@
 
 'use strict';
 
-import { nextRun, readUrl, runSeq, setView, state, view, writeUrl } from './state.js';
+import { nextRun, readUrl, runSeq, sentenceOf, setView, state, t, view, writeUrl } from './state.js';
 import { $, markPunct } from './dom.js';
 import { ApiError, unknownWord } from './api.js';
 import { buildInput, compute } from './compute.js';
@@ -83,11 +100,14 @@ import { drawViews } from './views.js';
 import { drawSteps } from './steps.js';
 import { applyLanguage, applyPreset, loadModels, readControls, syncControls } from './controls.js';
 import { drawCall, initExport, setStale, syncScale } from './export.js';
-import { afterRun, drawPath, initPath } from './path.js';
+import { STEPS, afterRun, drawPath, goStep, initPath } from './path.js';
 import { initThink } from './think.js';
 import { renderBusy } from './busy.js';
 import { redrawErrors } from './errors.js';
 import { initFold } from './fold.js';
+import { drawConcat } from './concat.js';
+import { initRecap } from './recap.js';
+import { redrawCalls } from './callbox.js';
 
 // ---- Running ------------------------------------------------------------------------------
 
@@ -167,8 +187,16 @@ function setLanguage(lang) {
   drawPath();
   renderBusy();
   redrawErrors();
-  // The seed presets name their tokens (查询, 键 0) in the page's language: build them again.
-  if (view && (state.preset === 'a' || state.preset === 'b')) run();
+  redrawCalls();
+  if ($('vocab').open) openVocab(insertWord); // the word list in the page's language
+  // A sentence preset is the same sentence in the page's language (its twin, twins.js): run it
+  // with the experiments' words back to their defaults, but what was run or compared stays. The
+  // seed presets name their tokens (查询, 键 0) in the page's language: build them again.
+  if (sentenceOf(state.preset)) {
+    Object.assign(state, { text: sentenceOf(state.preset), row: -1, e1q: -1, e1g: '', e3t: -1, e3w: '' });
+    syncControls();
+    run();
+  } else if (view && (state.preset === 'a' || state.preset === 'b')) run();
   else if (view) drawViews(view);
 }
 
@@ -181,6 +209,7 @@ async function main() {
   initFold();
   initPath(run); // a step in the URL sets the page before the first run
   initThink();
+  initRecap(goStep, (n) => t(`path.${STEPS[n - 1].key}.title`));
   $('preset').addEventListener('change', () => { readControls(); applyPreset($('preset').value); syncControls(); run(); });
   for (const id of ['causal', 'key-length', 'weights-mode', 'params-kind', 'num-heads', 'init-seed', 'rand-l', 'rand-e', 'rand-seed']) {
     $(id).addEventListener('change', run);
@@ -222,8 +251,9 @@ async function main() {
   $('row-pick').addEventListener('change', () => {
     state.row = Number($('row-pick').value);
     writeUrl();
-    if (view) drawSteps(view);
+    if (view) { drawSteps(view); drawConcat(view); }
   });
+  $('gloss').addEventListener('change', () => { state.gloss = $('gloss').checked; writeUrl(); syncControls(); });
   $('nostart').addEventListener('change', () => {
     state.nostart = $('nostart').checked;
     writeUrl();

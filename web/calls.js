@@ -47,3 +47,22 @@ export function jsCall(url, body) {
 }
 
 export const CALLS = { curl: curlCall, python: pythonCall, js: jsCall };
+
+// Several requests as one program: curl commands one after another; in Python and JavaScript a
+// list of (url, body) sent in turn, each answer printed on a line of its own. calls: [{url, body}];
+// one request is the single form above.
+export function callsCode(lang, calls) {
+  if (calls.length === 1) return CALLS[lang](calls[0].url, calls[0].body);
+  if (lang === 'curl') return calls.map((c, i) => `# ${i + 1} of ${calls.length}\n${curlCall(c.url, c.body)}`).join('\n');
+  if (lang === 'python') {
+    const lit = { true: 'True', false: 'False', null: 'None' };
+    return `import json\n\nimport requests\n\ncalls = [\n${calls.map((c) => `    (${JSON.stringify(c.url)}, ${source(c.body, lit, '    ')}),`).join('\n')}\n]\n\n`
+      + 'for url, body in calls:\n    r = requests.post(url, json=body, timeout=60)\n    r.raise_for_status()\n'
+      + '    print(json.dumps(r.json(), ensure_ascii=False))\n';
+  }
+  const lit = { true: 'true', false: 'false', null: 'null' };
+  return `const calls = [\n${calls.map((c) => `    [${JSON.stringify(c.url)}, ${source(c.body, lit, '    ')}],`).join('\n')}\n];\n\n`
+    + 'for (const [url, body] of calls) {\n    const res = await fetch(url, {\n        method: \'POST\',\n'
+    + '        headers: { \'Content-Type\': \'application/json\' },\n        body: JSON.stringify(body),\n    });\n'
+    + '    if (!res.ok) throw new Error(`${res.status} ${await res.text()}`);\n    console.log(JSON.stringify(await res.json()));\n}\n';
+}

@@ -2,7 +2,7 @@
 // API, and the view model, what every view draws, from the response.
 
 import { isSentence, models, paramsChoice, state, t, vocabModel } from './state.js';
-import { randomMatrix } from './numbers.js';
+import { gaussianMatrix, randomMatrix } from './numbers.js';
 import { f32Tensor, readTensor } from './tensors.js';
 import { PageError, post } from './api.js';
 import { meanOf } from './maps.js';
@@ -45,6 +45,12 @@ export function buildInput() {
       mode: 'sdpa', qTokens: [t('tok.query')], tokens: [t('tok.key', { i: 0 }), t('tok.key', { i: 1 }), '<pad>', '<pad>'], scale: 1,
       q: [[1]], k: [[3.0], [0.5], [-1.0], [2.0]], v: [[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]],
     };
+  case 'dk': {
+    // d_k = 64 with q, k and v of variance 1, the chapter's assumption for √d_k (第 5 章 2.3):
+    // q·k then has variance 64, and without ÷ √d_k the softmax is nearly one-hot.
+    const [q, k, v] = [1, 2, 3].map((seed) => gaussianMatrix(8, 64, seed));
+    return { mode: 'sdpa', tokens: Array.from({ length: 8 }, (_, i) => `token ${i}`), q, k, v };
+  }
   case 'd': {
     const e = 96;
     return { mode: 'mha', tokens: Array.from({ length: 512 }, (_, i) => `t${i}`), x: randomMatrix(512, e, 512), seed: 512 };

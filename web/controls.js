@@ -3,7 +3,7 @@
 
 import { LANG_NAMES } from './i18n.js';
 import {
-  EXP_DEFAULTS, SENTENCES, isSdpa, isSentence, models, presetOfText, setModels, state, t, vocabModel,
+  EXP_DEFAULTS, glossOf, isSdpa, isSentence, models, presetOfText, sentenceOf, setModels, state, t, vocabModel,
 } from './state.js';
 import { $ } from './dom.js';
 import { PageError, fetchModels } from './api.js';
@@ -34,6 +34,12 @@ export function syncControls() {
   document.documentElement.classList.toggle('large', state.large);
   setFold('large', state.large);
   $('text-opts').hidden = !isSentence(state.preset);
+  // The sentence's twin in the other language, as a gloss line under the box (a preset's only).
+  const gloss = glossOf(state.text);
+  $('gloss-opt').hidden = !gloss;
+  $('gloss').checked = state.gloss;
+  $('gloss-line').hidden = !(gloss && state.gloss);
+  $('gloss-text').textContent = gloss;
   $('random-opts').hidden = state.preset !== 'random';
   $('custom-opts').hidden = state.preset !== 'custom';
   $('filter-value-label').hidden = state.filter === 'none';
@@ -71,12 +77,12 @@ export function applyPreset(p) {
   state.preset = p;
   state.head = 0;
   state.row = -1;
-  if (p === 'a') Object.assign(state, { causal: 'off', keyLength: '' });
+  if (p === 'a' || p === 'dk') Object.assign(state, { causal: 'off', keyLength: '' });
   if (p === 'b') Object.assign(state, { causal: 'off', keyLength: '2' });
   if (isSentence(p)) {
     // A preset's sentence; "your own sentence" starts from the sentence shown, if any.
-    if (p in SENTENCES) state.text = SENTENCES[p];
-    else if (!state.text) state.text = $('text').value || SENTENCES.c1;
+    if (sentenceOf(p)) state.text = sentenceOf(p);
+    else if (!state.text) state.text = $('text').value || sentenceOf('c1');
     const m = vocabModel();
     Object.assign(state, { causal: 'off', keyLength: '' }, m ? { params: `model:${m}` } : {}, EXP_DEFAULTS);
   } else if (isSentence(from) && models && models.default) {

@@ -12,6 +12,7 @@ import { t } from './state.js';
 import { $ } from './dom.js';
 import { ApiError, post } from './api.js';
 import { hideError, showError } from './errors.js';
+import { setCalls } from './callbox.js';
 
 export const COST_NS = [2048, 8192];
 export const COST_D = 64; // d_k of the chapter's heads (d = 512, H = 8)
@@ -54,6 +55,7 @@ export async function runCost() {
       out.push({ n, plain, weights: withW });
     }
     rows = out;
+    setCalls('cost', COST_NS.flatMap((n) => [false, true].map((w) => ({ path: 'v1/sdpa', body: costBody(n, w) }))));
     hideError($('cost-error'));
   } catch (e) {
     rows = null;

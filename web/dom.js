@@ -10,13 +10,20 @@ export const rootPx = () => parseFloat(getComputedStyle(document.documentElement
 // A canvas font in the page's own font family, so that canvases follow the page's fonts.
 export const canvasFont = (px) => `${px}px ${getComputedStyle(document.body).fontFamily}`;
 
-// Sizes cv to w x h CSS px at the device pixel ratio; returns its context in CSS px.
+// Sizes cv to w x h CSS px at the device pixel ratio; returns its context in CSS px, cleared.
+// A size that stays the same is not set again, so that redrawing a canvas (a head's click) does
+// not make the browser lay the page out again.
 export function setupCanvas(cv, w, h) {
   const dpr = window.devicePixelRatio || 1;
   w = Math.ceil(w); h = Math.ceil(h);
-  cv.width = Math.round(w * dpr); cv.height = Math.round(h * dpr);
-  cv.style.width = `${w}px`; cv.style.height = `${h}px`;
+  const pw = Math.round(w * dpr), ph = Math.round(h * dpr);
+  if (cv.width !== pw) cv.width = pw;
+  if (cv.height !== ph) cv.height = ph;
+  if (cv.style.width !== `${w}px`) cv.style.width = `${w}px`;
+  if (cv.style.height !== `${h}px`) cv.style.height = `${h}px`;
   const ctx = cv.getContext('2d');
+  ctx.setTransform(1, 0, 0, 1, 0, 0);
+  ctx.clearRect(0, 0, pw, ph);
   ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
   return ctx;
 }

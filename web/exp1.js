@@ -2,6 +2,8 @@
 // candidate words, and sees the guess beside every head's weights, one picture per head.
 
 import { PRONOUNS, isStart, isWordToken, state, t, writeUrl } from './state.js';
+import { EXP1_CANDIDATES } from './twins.js';
+import { setCalls } from './callbox.js';
 import { $, fillSelect, tokenItems } from './dom.js';
 import { rowOf } from './maps.js';
 import { headName, headNameEl } from './heads.js';
@@ -12,9 +14,8 @@ import { headName, headNameEl } from './heads.js';
 // compared with the query's row in every head, all S keys of it, by the L1 distance
 // Σ_j |guess_j − w_j| (0: the same row; 2: no overlap). The start token stays in the row: a head
 // that rests on it shows no relation for this word, and the guess, which gives it 0, does not
-// match that. The chapter's sentence (第 6 章, 实验一) has the chapter's four candidates.
-
-const CHAPTER = ['张工', '配置文件', '测试同学', '新的开关'];
+// match that. The chapter's sentence (第 6 章, 实验一) has the chapter's four candidates, and its
+// English twin the same four in English (twins.js).
 
 // The query word of 实验一: the chosen one, else the first pronoun, else the last word.
 function exp1Query(v) {
@@ -35,8 +36,10 @@ function exp1Guess(v, q) {
     if (m && Number(m[1]) < v.s) g.set(Number(m[1]), m[2] === undefined ? NaN : Number(m[2]));
   }
   if (g.size || state.e1g) return g;
-  const four = CHAPTER.map((w) => v.kTokens.indexOf(w));
-  if (four.every((j) => j >= 0)) { for (const j of four) g.set(j, NaN); return g; }
+  for (const words of [EXP1_CANDIDATES.zh, EXP1_CANDIDATES.en]) {
+    const four = words.map((w) => v.kTokens.indexOf(w));
+    if (four.every((j) => j >= 0)) { for (const j of four) g.set(j, NaN); return g; }
+  }
   for (let j = 0; j < q; j++) if (isWordToken(v.kTokens[j]) && !isStart(v, j)) g.set(j, NaN);
   if (!g.size) g.set(q, NaN);
   return g;
@@ -131,6 +134,8 @@ export function drawExp1(v) {
   why.hidden = later === null;
   if (later !== null) why.textContent = t('exp1.unread.why', { k: v.kTokens[later], q: v.qTokens[q] });
   $('exp1-start').hidden = v.start !== 0;
+  // The experiment compares the guess with the sentence's own run: its request is the call.
+  setCalls('exp1', [{ path: v.request.path, body: v.request.body }]);
   drawShares(v);
   drawExp1Result(v);
 }

@@ -7,6 +7,7 @@ import { $ } from './dom.js';
 import { post } from './api.js';
 import { readTensor } from './tensors.js';
 import { hideError, showError } from './errors.js';
+import { setCalls } from './callbox.js';
 
 // ---- The documents --------------------------------------------------------------------------
 //
@@ -22,6 +23,7 @@ const DOCS = [
   { name: 'people', key: [0, 0, 2], value: [0, 0, 1] },
 ];
 const QUERY = [2, 0, 0];
+const TIE = 1e-6; // weights within this share of the largest are a tie
 
 const docs = DOCS.map((d) => ({ name: d.name, key: d.key.slice(), value: d.value.slice() }));
 const query = QUERY.slice();
@@ -99,6 +101,7 @@ export async function search() {
     const r = await post('v1/sdpa', body);
     if (mine !== seq) return;
     last = { weights: Array.from(readTensor(r.weights).data), output: Array.from(readTensor(r.output).data), body };
+    setCalls('exp2', [{ path: 'v1/sdpa', body }]);
     hideError($('exp2-error'));
   } catch (e) {
     if (mine !== seq) return;
@@ -115,8 +118,11 @@ function drawAnswer() {
   res.hidden = !last;
   if (!last) return;
   res.dataset.n = String(seq);
-  let best = 0;
-  last.weights.forEach((w, r) => { if (w > last.weights[best]) best = r; });
+  // The largest weight, and every document that ties with it (the same score gives the same
+  // weight; float32 may differ in the last bit).
+  const top = Math.max(...last.weights);
+  const ties = last.weights.map((w, r) => (top - w <= TIE * top ? r : -1)).filter((r) => r >= 0);
+  const best = ties[0];
   last.weights.forEach((w, r) => {
     const td = document.querySelector(`[data-testid=exp2-w-${r}]`);
     if (!td) return;
@@ -124,7 +130,7 @@ function drawAnswer() {
     td.dataset.w = String(w);
     td.dataset.i18nData = '';
     td.style.setProperty('--w', String(w));
-    td.classList.toggle('top', r === best);
+    td.classList.toggle('top', ties.includes(r));
   });
   const out = $('exp2-out');
   out.textContent = '';
@@ -143,9 +149,18 @@ function drawAnswer() {
     row.append(cell('span', t(`exp2.vf.${VALUE_FEATURES[i]}`), 'e2-out-name'), bar);
     out.append(row);
   });
-  $('exp2-verdict').textContent = t('exp2.verdict', {
-    doc: t(`exp2.doc.${docs[best].name}`), w: last.weights[best].toFixed(2), rest: (1 - last.weights[best]).toFixed(2),
-  });
+  const verdict = $('exp2-verdict');
+  verdict.dataset.ties = ties.join(',');
+  if (ties.length > 1) { // named as ties: none of them is "the largest"
+    const names = ties.map((r) => t('quote', { w: t(`exp2.doc.${docs[r].name}`) }));
+    const list = `${names.slice(0, -1).join(t('list.sep'))}${t('list.and')}${names[names.length - 1]}`;
+    const rest = 1 - ties.reduce((a, r) => a + last.weights[r], 0);
+    verdict.textContent = t('exp2.verdict.tie', { docs: list, w: top.toFixed(2), rest: Math.max(0, rest).toFixed(2) });
+  } else {
+    verdict.textContent = t('exp2.verdict', {
+      doc: t(`exp2.doc.${docs[best].name}`), w: last.weights[best].toFixed(2), rest: (1 - last.weights[best]).toFixed(2),
+    });
+  }
   $('exp2-request').textContent = `POST /v1/sdpa\n${JSON.stringify(last.body)}`;
 }
 

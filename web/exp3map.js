@@ -1,6 +1,8 @@
 // 实验三 on the heatmap: the original sentence's weights of the selected head, with the causal
-// mask on and off, each with the rows whose output changed marked by a red bar at their right,
-// and word t's column outlined.
+// mask on and off, each with the rows whose output changed (beyond float rounding: isChanged)
+// marked by a red bar at their right, and word t's column outlined.
+//
+// isChanged is passed in by exp3.js (drawExp3Maps' caller), which imports this module.
 
 import { state, t } from './state.js';
 import { $, canvasFont, rootPx, setupCanvas, tokenFont } from './dom.js';
@@ -11,7 +13,7 @@ import { headName } from './heads.js';
 export const CHANGED = '#c62828'; // the mark of a changed row (tests read it)
 
 // One map: rows labelled with the words, columns with their positions, a mark column at the right.
-function drawOne(v, map, causal, rows, t3, label) {
+function drawOne(v, map, causal, rows, t3, label, isChanged) {
   const fig = document.createElement('figure');
   fig.className = 'exp3-map';
   fig.dataset.testid = `exp3-map-${causal === 'off' ? 'off' : 'on'}`;
@@ -49,7 +51,7 @@ function drawOne(v, map, causal, rows, t3, label) {
   const markX = labW + v.s * cell + gap, marked = [];
   ctx.fillStyle = CHANGED;
   rows.forEach((r, i) => {
-    if (r.same) return;
+    if (!isChanged(r)) return; // a change beyond float rounding (exp3.js)
     marked.push(i);
     ctx.fillRect(markX, labH + i * cell + 2, mw, cell - 4);
   });
@@ -61,7 +63,7 @@ function drawOne(v, map, causal, rows, t3, label) {
 }
 
 // The maps of the runs done so far (cur: exp3.js's state of the settings shown).
-export function drawExp3Maps(v, cur, t3) {
+export function drawExp3Maps(v, cur, t3, isChanged) {
   const box = $('exp3-maps');
   box.textContent = '';
   if (!cur || !cur.wOn) return;
@@ -72,7 +74,7 @@ export function drawExp3Maps(v, cur, t3) {
   p.textContent = t('exp3.map.title', { name: headName(v, key) });
   const row = document.createElement('div');
   row.className = 'exp3-map-row';
-  row.append(drawOne(v, pick(cur.wOn), 'top_left', cur.on, t3, t('exp3.map.on')));
-  if (cur.wOff && cur.off) row.append(drawOne(v, pick(cur.wOff), 'off', cur.off, t3, t('exp3.map.off')));
+  row.append(drawOne(v, pick(cur.wOn), 'top_left', cur.on, t3, t('exp3.map.on'), isChanged));
+  if (cur.wOff && cur.off) row.append(drawOne(v, pick(cur.wOff), 'off', cur.off, t3, t('exp3.map.off'), isChanged));
   box.append(p, row);
 }

@@ -29,13 +29,16 @@ function download(blob, name) {
 const json = (x) => new Blob([`${JSON.stringify(x, null, 2)}\n`], { type: 'application/json' });
 const svgBlob = (s) => new Blob([s], { type: 'image/svg+xml' });
 
+// The heatmap's options: its numbers in the cells (the switch beside its buttons).
+const opts = () => ({ numbers: $('export-numbers').checked });
+
 // The file of export kind for run v: [Blob, name].
 async function exportFile(kind, v) {
   const base = v.words ? `attnd-${v.model}` : `attnd-${state.preset}`;
   const head = state.head === 'mean' || !v.heads ? 'mean' : `head${state.head}`;
   switch (kind) {
-  case 'heat-svg': return [svgBlob(heatmapSvg(v)), `${base}-${head}-heatmap.svg`];
-  case 'heat-png': return [await svgToPng(heatmapSvg(v)), `${base}-${head}-heatmap.png`];
+  case 'heat-svg': return [svgBlob(heatmapSvg(v, opts())), `${base}-${head}-heatmap.svg`];
+  case 'heat-png': return [await svgToPng(heatmapSvg(v, opts())), `${base}-${head}-heatmap.png`];
   case 'lines-svg': return [svgBlob(linesSvg(v)), `${base}-${head}-lines.svg`];
   case 'lines-png': return [await svgToPng(linesSvg(v)), `${base}-${head}-lines.png`];
   case 'request': return [json(v.request.body), `${base}-request.json`];

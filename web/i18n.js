@@ -16,12 +16,14 @@
 // lesson.*, exp1.* and exp3.*; the guided path, 实验二 and the 思考题 have theirs under path.*,
 // exp2.*, think.*, tied.*, multi.* and cost.*, in strings-lesson.js; the busy server's line, the
 // error lines and the controls' fold theirs under busy.*, err.* and controls.*, in
-// strings-class.js.
+// strings-class.js; the chapters' last pieces (√d_k, concat → W^O, the ending, the gloss, the
+// experiments' calls) theirs in strings-chapter.js.
 
 import { LESSON_STRINGS } from './strings-lesson.js';
 
 import { SCREEN_STRINGS } from './i18n-screens.js';
 import { CLASS_STRINGS } from './strings-class.js';
+import { CHAPTER_STRINGS } from './strings-chapter.js';
 
 export const LANGS = ['zh', 'en'];
 
@@ -45,11 +47,11 @@ export const STRINGS = {
     'preset': 'Preset',
     'preset.a': '(a) seed: 4 tokens, SDPA, d_k = 2',
     'preset.b': '(b) seed: padding mask',
-    'preset.c1': 'sentence: 程序员把服务器日志发给同事…',
-    'preset.c2': 'sentence: 小李把笔记本放进背包…',
-    'preset.c3': 'sentence: 小王昨天提交了补丁…',
-    'preset.c4': 'sentence: 张工把配置文件发给测试同学…',
-    'preset.c5': 'sentence: Redis 是一个内存数据库。',
+    'preset.c1': 'sentence: The programmer sent the server log…',
+    'preset.c2': 'sentence: Xiao Li put the laptop in the backpack…',
+    'preset.c3': 'sentence: Xiao Wang submitted a patch yesterday…',
+    'preset.c4': 'sentence: Engineer Zhang sent the config file…',
+    'preset.c5': 'sentence: Redis is an in-memory database.',
     'preset.text': 'your own sentence',
     'preset.d': '(d) long random, L = 512, H = 12',
     'preset.random': 'seeded random embeddings',
@@ -97,8 +99,8 @@ export const STRINGS = {
     'large.max': 'max {max}',
     'large.topk': 'top-{k} per row from the API',
     'large.renorm': 'start token hidden: each row renormalised over the real words',
-    'tok.start': '〈s〉',
-    'start.note': '〈s〉 is the start token the model puts before every sentence. It is an attention sink: where a head puts its weight when it has no relation to show, as trained models do with [CLS], [SEP] or the first token.',
+    'tok.start': '<s>',
+    'start.note': '<s> is the start token the model puts before every sentence. It is an attention sink: where a head puts its weight when it has no relation to show, as trained models do with [CLS], [SEP] or the first token.',
     'start.hide': 'hide the start token (renormalise each row over the real words)',
     'large.aria': 'heatmap of {name}: {l} queries (rows) × {s} keys (columns)',
     'lines.title': 'Lines',
@@ -115,7 +117,7 @@ export const STRINGS = {
     'row.pick': 'Row (query word)',
     'row.title': 'The row of {q} in {name}, step by step',
     'row.col.key': 'key',
-    'row.col.score': 'score = {s} · q·k',
+    'row.col.score': 'score = q·k {div}',
     'row.col.masked': 'after the mask',
     'row.col.weight': 'softmax weight',
     'row.col.vnorm': '|v|',
@@ -134,8 +136,6 @@ export const STRINGS = {
     'tbl.k': 'key K ({n}×{d})',
     'tbl.v': 'value V ({n}×{d})',
     'step.1': 'Step 1: QK^T',
-    'step.2.sqrt': 'Step 2: scale, ÷ √d_k = ÷ √{dk} ≈ ÷ {root}',
-    'step.2.scale': 'Step 2: scale, × {s}',
     'step.3': 'Step 3: mask (−∞ where blocked)',
     'step.4': 'Step 4: softmax per row = attention weights (from attnd)',
     'step.5.out': 'Step 5: × V = output (from attnd)',
@@ -194,7 +194,6 @@ export const STRINGS = {
     'exp3.after': 'from t on',
     'exp3.on.ok': 'Causal mask on: all {n} rows before t are the same, bit for bit; from t on, {m} of {k} rows changed.',
     'exp3.on.bad': 'Causal mask on: {c} of the {n} rows before t changed. The mask should have prevented that.',
-    'exp3.off.leak': 'Causal mask off: {c} of the {n} rows before t changed too (the largest change of a row is {rel} of its length). Without the mask the earlier words see the later one: the leak the mask prevents.',
     'exp3.off.none': 'Causal mask off: no row before t changed in this sentence.',
     'exp3.map.on': 'causal mask on',
     'exp3.map.off': 'causal mask off',
@@ -204,7 +203,7 @@ export const STRINGS = {
     // 实验一 (exp1.js), as reworked for the guided path: typed weights, one picture per head.
     'exp1.unread': 'not yet read',
     'exp1.placeholder': '?',
-    'exp1.unread.why': '{k} comes after {q}: reading in order, the model has not read it yet when it reads {q}, and a language model\'s causal mask (Experiment 3) keeps it out of reach.',
+    'exp1.unread.why': '“{k}” comes after “{q}”: reading in order, the model has not yet read it when it reads “{q}”, and a language model\'s causal mask (Experiment 3) keeps it out of reach.',
     'exp1.pic.l1': 'L1 distance {d}',
     'exp1.pic.start': '{s} (rests here)',
     'exp1.pic.other': 'other words',
@@ -322,7 +321,7 @@ export const STRINGS = {
     'row.pick': '行（查询词）',
     'row.title': '{name} 里「{q}」这一行，逐步计算',
     'row.col.key': '键',
-    'row.col.score': '分数 = {s} · q·k',
+    'row.col.score': '分数 = q·k {div}',
     'row.col.masked': '掩码之后',
     'row.col.weight': 'softmax 权重',
     'row.col.vnorm': '|v|',
@@ -341,8 +340,6 @@ export const STRINGS = {
     'tbl.k': '键 K（{n}×{d}）',
     'tbl.v': '值 V（{n}×{d}）',
     'step.1': '第 1 步：QK^T',
-    'step.2.sqrt': '第 2 步：缩放，÷ √d_k = ÷ √{dk} ≈ ÷ {root}',
-    'step.2.scale': '第 2 步：缩放，× {s}',
     'step.3': '第 3 步：掩码（不可看的位置填 −∞）',
     'step.4': '第 4 步：逐行 softmax，得到注意力权重（attnd 算出）',
     'step.5.out': '第 5 步：× V = 输出（attnd 算出）',
@@ -396,7 +393,6 @@ export const STRINGS = {
     'exp3.after': 't 及之后',
     'exp3.on.ok': '因果掩码开：t 之前的 {n} 行每一位都相同；从 t 开始，{k} 行中有 {m} 行变了。',
     'exp3.on.bad': '因果掩码开：t 之前的 {n} 行中有 {c} 行变了。掩码本应挡住这种变化。',
-    'exp3.off.leak': '因果掩码关：t 之前的 {n} 行中也有 {c} 行变了（变化最大的一行，变化量是该行长度的 {rel}）。没有掩码，前面的词就看得到后面的词：这正是掩码要堵住的泄漏。',
     'exp3.off.none': '因果掩码关：这句话里 t 之前没有一行变化。',
     'exp3.map.on': '因果掩码开',
     'exp3.map.off': '因果掩码关',
@@ -443,6 +439,9 @@ for (const lang of LANGS) Object.assign(STRINGS[lang], LESSON_STRINGS[lang]);
 // A class on one server: the busy server's retry line, the error lines, the controls' fold
 // (strings-class.js).
 for (const lang of LANGS) Object.assign(STRINGS[lang], CLASS_STRINGS[lang]);
+
+// The chapters' last pieces: √d_k, concat → W^O, the ending, honest numbers (strings-chapter.js).
+for (const lang of LANGS) Object.assign(STRINGS[lang], CHAPTER_STRINGS[lang]);
 
 // The language to show: the URL's lang when it names one, else the first of the browser's
 // languages (navigator.languages) that the table has, else English.

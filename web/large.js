@@ -33,8 +33,12 @@ function largeLayout(v, ctx) {
   const labW = Math.ceil(Math.max(...rowW)) + 2 * pad;
   const maxColW = Math.max(...colW);
 
-  const wrap = $('large-wrap');
-  const availW = wrap.clientWidth;
+  // The width the heatmap may take: the whole row of its pair (the lines go below it when they
+  // no longer fit beside), not the panel's width of the moment, which depends on the canvas drawn
+  // last and on the lines beside it.
+  const wrap = $('large-wrap'), panel = $('large-panel'), ps = getComputedStyle(panel);
+  const frame = ['paddingLeft', 'paddingRight', 'borderLeftWidth', 'borderRightWidth'].reduce((a, k) => a + parseFloat(ps[k]), 0);
+  const availW = Math.max(wrap.clientWidth, panel.parentElement.clientWidth - frame - $('axis-query').offsetWidth);
   let top = wrap.getBoundingClientRect().top + window.scrollY;
   // On the guided path the heads' section is scrolled to just under its panel (path.js, whose
   // height is --path-h): the heatmap and its legend fit the screen from there.
@@ -109,6 +113,7 @@ export function drawLarge(run, hoverRow = -1) {
   const g = largeLayout(v, cv.getContext('2d'));
   const { labW, labH, cell, font, pad } = g;
   const w = labW + v.s * cell + g.right + 2, h = labH + v.l * cell + 2;
+  const aqW = $('axis-query').offsetWidth; // read before anything is resized (no forced layout)
   const ctx = setupCanvas(cv, w, h);
   ctx.fillStyle = '#fff';
   ctx.fillRect(0, 0, w, h);
@@ -153,22 +158,28 @@ export function drawLarge(run, hoverRow = -1) {
   largeGeom = { labW, labH, cell };
   // The axis titles (index.html): 键 / key centred over the columns, 查询 / query beside the rows.
   const ak = $('axis-key'), aq = $('axis-query');
-  ak.style.marginLeft = `${aq.offsetWidth + labW}px`;
-  ak.style.width = `${v.s * cell}px`;
-  aq.style.paddingTop = `${labH}px`;
-  aq.style.height = `${h}px`;
+  const set = (el, k, x) => { if (el.style[k] !== x) el.style[k] = x; };
+  set(ak, 'marginLeft', `${aqW + labW}px`);
+  set(ak, 'width', `${v.s * cell}px`);
+  set(aq, 'paddingTop', `${labH}px`);
+  set(aq, 'height', `${h}px`);
   // The drawing's own numbers, for the tests and for anyone inspecting the page.
   cv.dataset.geom = JSON.stringify({
     labW, labH, cell, width: w, height: h, dpr: window.devicePixelRatio || 1, font,
     angle: Math.round(g.ang * 180 / Math.PI), rowStride: g.rowStride, colStride: g.colStride, start: st, l: v.l, s: v.s,
   });
+  cv.dataset.head = key; // the head drawn (tests time a head's click to it)
   cv.setAttribute('aria-label', t('large.aria', { name, l: v.l, s: v.s }));
 }
 
 // The legend: the colour scale from 0 to its top (1, or the map's maximum: unitScale), and the
 // masked cells' stripes.
+let scaleKey = '';
 function drawScale(top) {
   const el = $('scale');
+  const key = [unitScale() ? 1 : top, state.lang, rootPx()].join('|');
+  if (key === scaleKey && el.firstChild) return; // the same legend: a head's click keeps it
+  scaleKey = key;
   el.textContent = '';
   const c = document.createElement('canvas');
   c.width = 200; c.height = 1;

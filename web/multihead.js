@@ -9,6 +9,7 @@ import { hideError, showError } from './errors.js';
 import { readTensor } from './tensors.js';
 import { DEMO_E, seededWeight, sentenceVectors } from './wordvec.js';
 import { drawMatrix } from './minimap.js';
+import { setCalls } from './callbox.js';
 
 export const HS = [1, 2, 4, 8];
 
@@ -33,8 +34,10 @@ export async function runMulti() {
   const { words, x } = sentenceVectors(v);
   $('multi-run').disabled = true;
   try {
-    const rs = await Promise.all(HS.map((h) => post('v1/attention', multiBody(x, h))));
+    const bodies = HS.map((h) => multiBody(x, h));
+    const rs = await Promise.all(bodies.map((b) => post('v1/attention', b)));
     if (mine !== seq) return;
+    setCalls('multi', bodies.map((body) => ({ path: 'v1/attention', body })));
     const n = words.length;
     result = {
       key: JSON.stringify(words),

@@ -27,3 +27,15 @@ export function randomMatrix(rows, cols, seed) {
   const u = uniformStream(BigInt(seed));
   return Array.from({ length: rows }, () => Array.from({ length: cols }, () => u(1)));
 }
+
+// Normal numbers (mean 0, variance 1) by Box–Muller from the same stream, rounded to 2 decimals
+// (short on the wire, and what the tables show): the seeded d_k = 64 example, whose q and k
+// follow the chapter's assumption for √d_k (第 5 章 2.3).
+export function gaussianMatrix(rows, cols, seed) {
+  const u = uniformStream(BigInt(seed));
+  const unit = () => (u(1) + 1) / 2; // [0, 1)
+  return Array.from({ length: rows }, () => Array.from({ length: cols }, () => {
+    const r = Math.sqrt(-2 * Math.log(1 - unit())), a = 2 * Math.PI * unit();
+    return Math.round(r * Math.cos(a) * 100) / 100;
+  }));
+}

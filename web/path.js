@@ -1,6 +1,6 @@
-// The guided path: the lesson as nine ordered steps, each setting the page (preset, head, row,
+// The guided path: the lesson as ten ordered steps, each setting the page (preset, head, row,
 // masks, experiment) and saying in one or two sentences what to look at and why, in the
-// chapters' terms. The URL holds the step (step=4), so that a link opens that step for a class;
+// chapters' terms; the last is the ending (recap.js), whose Finish leaves the path. The URL holds the step (step=4), so that a link opens that step for a class;
 // the path can be left at any step, and a first visitor is offered it once (the choice is kept
 // in localStorage).
 
@@ -21,6 +21,7 @@ export const STEPS = [
   { key: 'padding', set: { preset: 'b' }, target: 'steps' },
   { key: 'cost', set: { preset: 'c1', head: 3 }, target: 'cost', auto: 'cost-run' },
   { key: 'think', set: { preset: 'c1', head: 3 }, target: 'think', auto: ['tied-run', 'multi-run'] },
+  { key: 'recap', set: { preset: 'c1', head: 3 }, target: 'recap' },
 ];
 
 const STORE = 'attnd.path'; // localStorage: 'started' or 'declined', once a visitor chose
@@ -89,7 +90,8 @@ export function initPath(run) {
     offer = true;
   }
   $('path-prev').addEventListener('click', () => goStep(step - 1));
-  $('path-next').addEventListener('click', () => goStep(step + 1));
+  // Next, and at the last step Finish, which leaves the path with the page as it is.
+  $('path-next').addEventListener('click', () => (step === STEPS.length ? leavePath() : goStep(step + 1)));
   $('path-leave').addEventListener('click', leavePath);
   $('path-yes').addEventListener('click', () => goStep(1));
   $('path-no').addEventListener('click', () => { remember('declined'); offer = false; drawPath(); });
@@ -112,8 +114,10 @@ export function drawPath() {
     $('path-count').textContent = t('path.count', { n: step, m: STEPS.length });
     $('path-title').textContent = t(`path.${key}.title`);
     $('path-text').textContent = t(`path.${key}.text`);
+    const last = step === STEPS.length;
     $('path-prev').disabled = step === 1;
-    $('path-next').disabled = step === STEPS.length;
+    $('path-next').textContent = t(last ? 'path.finish' : 'path.next');
+    $('path-next').classList.toggle('finish', last);
     const dots = $('path-dots');
     dots.textContent = '';
     STEPS.forEach((s, i) => {

@@ -2,21 +2,25 @@
 // and the lesson's sentences and the model a sentence goes to.
 
 import { pickLang, tr } from './i18n.js';
+import { TWINS } from './twins.js';
 
 // The seed chapters' sentences (第 6 章), sent as text to a model with a vocabulary (the built-in
-// lesson model), which splits them into its words.
-export const SENTENCES = {
-  c1: '程序员把服务器日志发给同事，因为它记录了错误原因。',
-  c2: '小李把笔记本放进背包，因为它太重了。',
-  c3: '小王昨天提交了补丁，因为他发现缓存模块在高并发下会返回旧数据。',
-  c4: '张工把配置文件发给测试同学，因为它包含新的开关。',
-  c5: 'Redis 是一个内存数据库。',
-};
+// lesson model), which splits them into its words: a preset's sentence in the page's language,
+// the Chinese one or its English twin (twins.js).
+export const sentenceOf = (p, lang = state.lang) => (TWINS[p] ? TWINS[p][lang] : '');
 export const LESSON_MODEL = 'lesson';
-export const PRONOUNS = ['它', '他', '她', '它们', '他们', '她们'];
-export const isSentence = (p) => p in SENTENCES || p === 'text';
+export const PRONOUNS = ['它', '他', '她', '它们', '他们', '她们', 'it', 'he', 'she', 'they'];
+export const isSentence = (p) => p in TWINS || p === 'text';
 // A word with a letter or a digit in it; the others are punctuation.
 export const isWordToken = (s) => /[\p{L}\p{N}]/u.test(s);
+// A character of Chinese text: a Han character, CJK punctuation (，。「」〈〉) or a full-width form.
+export const CJK = /[\u3000-\u303f\u3400-\u9fff\uf900-\ufaff\uff00-\uffef]/;
+// The words of a vocabulary the page offers (the word list, 实验三's replacement): in English,
+// those without a Chinese character (the lesson model's vocabulary holds both languages); never
+// the model's start token, which attnd puts in itself.
+export function pageWords(vocab, startToken) {
+  return vocab.filter((w) => w !== startToken && (state.lang !== 'en' || !CJK.test(w)));
+}
 // Whether key (or query) j of view v is the model's start token (v.start: its index, or -1).
 export const isStart = (v, j) => v.start === j;
 // The selected row of the step tables: the URL's, else a sentence's first pronoun, else 0.
@@ -37,7 +41,7 @@ export const EXP_DEFAULTS = { e1q: -1, e1g: '', e1: false, e3t: -1, e3w: '', e3:
 export const state = {
   preset: 'a', causal: 'off', keyLength: '', weights: 'per_head', filter: 'none', filterValue: 0.1,
   params: 'model:demo', heads: 4, seed: 7, randL: 8, randE: 16, randSeed: 1, custom: '', head: 0,
-  large: false, lang: 'en', text: '', row: -1, nostart: false, cs: '', ...EXP_DEFAULTS,
+  large: false, lang: 'en', text: '', row: -1, nostart: false, cs: '', gloss: false, nosqrt: false, ...EXP_DEFAULTS,
 };
 export let models = null;   // GET /v1/models
 export let view = null;     // the last result: what every view draws
@@ -51,7 +55,8 @@ export const nextRun = () => ++runSeq;
 const URL_KEYS = {
   preset: 'p', causal: 'causal', keyLength: 'klen', weights: 'w', filter: 'f', filterValue: 'fv',
   params: 'params', heads: 'h', seed: 'seed', randL: 'L', randE: 'E', randSeed: 'rseed', custom: 'json',
-  head: 'head', large: 'large', lang: 'lang', text: 'text', row: 'row', nostart: 'ns', cs: 'cs',
+  head: 'head', large: 'large', lang: 'lang', text: 'text', row: 'row', nostart: 'ns', cs: 'cs', gloss: 'gl',
+  nosqrt: 'nosqrt',
   e1q: 'e1q', e1g: 'e1g', e1: 'e1', e3t: 'e3t', e3w: 'e3w', e3: 'e3',
 };
 const SENTENCE_KEYS = ['text', ...Object.keys(EXP_DEFAULTS)];
@@ -71,15 +76,22 @@ export function readUrl() {
     else state[k] = v;
   }
   if (isSentence(state.preset)) {
-    if (!q.has(URL_KEYS.text)) state.text = SENTENCES[state.preset] || '';
+    if (!q.has(URL_KEYS.text)) state.text = sentenceOf(state.preset);
     state.preset = presetOfText(state.text);
   }
   return q.has('p');
 }
 
-// The preset whose sentence text is, else 'text' (a sentence of one's own).
+// The preset whose sentence text is, in either language, else 'text' (a sentence of one's own).
 export function presetOfText(text) {
-  return Object.keys(SENTENCES).find((k) => SENTENCES[k] === text) || 'text';
+  return Object.keys(TWINS).find((k) => TWINS[k].zh === text || TWINS[k].en === text) || 'text';
+}
+
+// The same sentence in the other language (its twin), or '' for a sentence of one's own.
+export function glossOf(text) {
+  const p = presetOfText(text);
+  if (p === 'text') return '';
+  return TWINS[p].zh === text ? TWINS[p].en : TWINS[p].zh;
 }
 
 export function writeUrl() {
@@ -89,7 +101,7 @@ export function writeUrl() {
     if (k === 'custom' && state.preset !== 'custom') { q.delete(u); continue; }
     if (['randL', 'randE', 'randSeed'].includes(k) && state.preset !== 'random') { q.delete(u); continue; }
     // A sentence's text and experiments; an experiment's setting only once it is not the default.
-    if ((k === 'row' && v === -1) || (k === 'nostart' && !v) || (k === 'cs' && !v)) { q.delete(u); continue; }
+    if ((k === 'row' && v === -1) || (['nostart', 'cs', 'gloss', 'nosqrt'].includes(k) && !v)) { q.delete(u); continue; }
     if (SENTENCE_KEYS.includes(k) && (!isSentence(state.preset) || (k in EXP_DEFAULTS && v === EXP_DEFAULTS[k]))) {
       q.delete(u);
       continue;
@@ -107,7 +119,7 @@ export function apiBase() {
 // ---- Choices the state implies ------------------------------------------------------------
 
 export function isSdpa() {
-  if (state.preset === 'a' || state.preset === 'b') return true;
+  if (['a', 'b', 'dk'].includes(state.preset)) return true;
   if (state.preset !== 'custom') return false;
   try { return 'q' in JSON.parse(state.custom); } catch { return false; }
 }
@@ -128,7 +140,7 @@ export function vocabModel() {
 // other inputs (random, pasted, L = 512, whose weights may all be small) on their maximum.
 export function unitScale() {
   if (state.cs) return state.cs === 'unit';
-  return state.preset === 'a' || state.preset === 'b' || (isSentence(state.preset) && vocabModel() === LESSON_MODEL);
+  return ['a', 'b', 'dk'].includes(state.preset) || (isSentence(state.preset) && vocabModel() === LESSON_MODEL);
 }
 
 export function paramsChoice() {

@@ -1,74 +1,17 @@
 // The step tables of one head, from the run's trace (trace.js): the selected row through
-// scale·q·kᵀ, the mask, softmax and × V (as 第 6 章 shows 它's row), and for small runs the whole
-// matrices Q, K, V, QKᵀ, scaled, masked, softmax and × V; and the output table.
+// q·kᵀ ÷ √d_k, the mask, softmax and × V (rowsteps.js, as 第 6 章 shows 它's row), and for small
+// runs the whole matrices Q, K, V, QKᵀ, scaled, masked, softmax and × V; and the output table.
 
-import { isStart, selectedRow, state, t } from './state.js';
-import { $, barCell, fillSelect, tokenItems } from './dom.js';
-import { headName } from './heads.js';
-import { norm, rowAt } from './trace.js';
+import { selectedRow, state, t } from './state.js';
+import { $, fillSelect, tokenItems } from './dom.js';
+import { rowAt } from './trace.js';
 import { drawReceived } from './received.js';
 import { errorBox } from './errors.js';
+import { f2, note, scaleText, table } from './tables.js';
+import { rowTables } from './rowsteps.js';
 
-const MATRIX_LIMIT = 20; // the whole matrices for L, S <= 20 (a sentence of the lesson: at most 17)
+const MATRIX_LIMIT = 20; // the whole matrices for L, S <= 20 (a sentence of the lesson: at most 19)
 const DIM_LIMIT = 16; // Q, K and V tables for a head width up to 16; rows cut to 16 dims
-
-// A number as the tables show it: two decimals; in large font (a projector) at most three
-// significant digits beyond them (38.4, −512), so that a row of 17 scores fits the width.
-const f2 = (x) => {
-  if (x === -Infinity) return '−∞';
-  if (!state.large) return x.toFixed(2);
-  const a = Math.abs(x);
-  return x.toFixed(a < 9.995 ? 2 : a < 99.95 ? 1 : 0);
-};
-
-// A numeric table: the caption is the page's text, the cells and their labels are data (marked
-// data-i18n-data: token text, dimension names, numbers).
-export function table(caption, rows, rowLabels, colLabels, fmt, opts = {}) {
-  const tbl = document.createElement('table');
-  tbl.className = 'num';
-  if (opts.testid) tbl.dataset.testid = opts.testid;
-  const cap = document.createElement('caption');
-  cap.textContent = caption;
-  tbl.append(cap);
-  const head = document.createElement('tr');
-  head.dataset.i18nData = '';
-  head.append(document.createElement('th'));
-  colLabels.forEach((c, j) => {
-    const th = document.createElement('th');
-    th.textContent = c;
-    if (opts.startCol === j) th.className = 'start';
-    head.append(th);
-  });
-  tbl.append(head);
-  rows.forEach((r, i) => {
-    const tRow = document.createElement('tr');
-    tRow.dataset.i18nData = '';
-    if (opts.hlRow === i) tRow.className = 'hl';
-    const th = document.createElement('th');
-    th.textContent = rowLabels[i];
-    if (opts.startCol === i && opts.startRow) th.className = 'start';
-    tRow.append(th);
-    r.forEach((x, j) => {
-      const td = document.createElement('td');
-      const masked = opts.masked && opts.masked(i, j);
-      td.textContent = masked && opts.maskText ? opts.maskText : fmt(x);
-      if (masked) td.className = 'masked';
-      if (opts.startCol === j) td.classList.add('start');
-      td.dataset.i = i; td.dataset.j = j;
-      td.dataset.x = String(x);
-      tRow.append(td);
-    });
-    tbl.append(tRow);
-  });
-  return tbl;
-}
-
-const note = (text) => {
-  const p = document.createElement('p');
-  p.className = 'note';
-  p.textContent = text;
-  return p;
-};
 
 // The trace's tensors of head h as rows: {q, k, vv, scores, masked, weights, out}.
 function headRows(v, h) {
@@ -82,78 +25,6 @@ function headRows(v, h) {
     Object.assign(r, { q: rows(tr.q, v.l), k: rows(tr.k, v.s), vv: rows(tr.v, v.s), out: rows(tr.out, v.l) });
   }
   return r;
-}
-
-// One row, as the chapter shows 它's: per key its score, the score after the mask, its softmax
-// weight and the length of what its value adds; then × V, the head's output row.
-function rowTables(v, h, i, r) {
-  const wrap = document.createElement('div');
-  wrap.className = 'row-steps';
-  const name = headName(v, String(h)), q = v.qTokens[i];
-  const tbl = document.createElement('table');
-  tbl.className = 'num rowtable';
-  tbl.dataset.testid = 'row-steps';
-  tbl.dataset.row = String(i);
-  tbl.dataset.head = String(h);
-  const cap = document.createElement('caption');
-  cap.textContent = t('row.title', { q, name });
-  tbl.append(cap);
-  const head = document.createElement('tr');
-  for (const key of ['row.col.key', 'row.col.score', 'row.col.masked', 'row.col.weight', 'row.col.vnorm', 'row.col.contrib']) {
-    const th = document.createElement('th');
-    th.textContent = t(key, { s: (Math.round(r.scale * 1e4) / 1e4).toString() });
-    head.append(th);
-  }
-  tbl.append(head);
-  const vn = r.vv.map(norm);
-  let sum = 0;
-  for (let j = 0; j < v.s; j++) {
-    const tr = document.createElement('tr');
-    tr.dataset.j = j;
-    if (isStart(v, j)) tr.className = 'start';
-    const k = document.createElement('th');
-    k.textContent = v.kTokens[j];
-    k.dataset.i18nData = '';
-    tr.append(k);
-    const w = r.weights[i][j];
-    sum += w;
-    const cells = [['score', r.scores[i][j], f2], ['masked', r.masked[i][j], f2], ['weight', w, f2],
-      ['vnorm', vn[j], f2], ['contrib', w * vn[j], f2]];
-    for (const [col, x, fmt] of cells) {
-      const td = document.createElement('td');
-      td.dataset.col = col;
-      td.dataset.x = String(x);
-      td.dataset.i18nData = '';
-      td.textContent = fmt(x);
-      if (col === 'masked' && x === -Infinity) td.classList.add('masked');
-      if (col === 'weight') barCell(td, w);
-      tr.append(td);
-    }
-    tbl.append(tr);
-  }
-  const foot = document.createElement('tr');
-  foot.className = 'sum';
-  const fth = document.createElement('th');
-  fth.textContent = t('row.sum');
-  foot.append(fth, document.createElement('td'), document.createElement('td'));
-  const ftd = document.createElement('td');
-  ftd.textContent = sum.toFixed(2);
-  ftd.dataset.i18nData = '';
-  foot.append(ftd);
-  tbl.append(foot);
-  const sc = document.createElement('div');
-  sc.className = 'canvas-wrap';
-  sc.append(tbl);
-  wrap.append(sc);
-  // × V: the head's output row (its first DIM_LIMIT dims).
-  const out = r.out[i], shown = Math.min(out.length, DIM_LIMIT);
-  const ot = table(t(shown < out.length ? 'row.out.cut' : 'row.out', { q, name, d: out.length, shown, n: norm(out).toFixed(2) }),
-    [out.slice(0, shown)], [q], Array.from({ length: shown }, (_, c) => `d${c}`), f2, { testid: 'row-out' });
-  const ow = document.createElement('div');
-  ow.className = 'canvas-wrap';
-  ow.append(ot);
-  wrap.append(ow);
-  return wrap;
 }
 
 // The whole matrices of head h (small runs).
@@ -176,13 +47,14 @@ function matrices(v, h, i, r) {
   const steps = document.createElement('div');
   steps.className = 'tables';
   const logits = r.scores.map((row) => row.map((x) => x / r.scale));
-  const sc = r.scale === 1 / Math.sqrt(dk) ? t('step.2.sqrt', { dk, root: Math.sqrt(dk).toFixed(2) })
-    : t('step.2.scale', { s: Math.round(r.scale * 1e4) / 1e4 });
   const o = { hlRow: i, startCol: st };
+  // Step 3 only when the run has a mask: without one it would repeat step 2.
+  const anyMask = r.masked.some((row, a) => row.some((x, b) => x !== r.scores[a][b]));
   steps.append(
     table(t('step.1'), logits, ql, kl, f2, { ...o, testid: 'table-qk' }),
-    table(sc, r.scores, ql, kl, f2, { ...o, testid: 'table-scaled' }),
-    table(t('step.3'), r.masked, ql, kl, f2, { ...o, masked, maskText: '−∞', testid: 'table-masked' }),
+    table(t('step.2', { div: scaleText(r.scale, dk) }), r.scores, ql, kl, f2, { ...o, testid: 'table-scaled' }),
+    anyMask ? table(t('step.3'), r.masked, ql, kl, f2, { ...o, masked, maskText: '−∞', testid: 'table-masked' })
+      : Object.assign(note(t('step.3.none')), { className: 'note step-none' }),
     table(t('step.4'), r.weights, ql, kl, f2, { ...o, masked, maskText: '0', testid: 'table-softmax' }),
     table(v.mode === 'sdpa' ? t('step.5.out') : t(dv > DIM_LIMIT ? 'step.5.head.cut' : 'step.5.head', { h, d: dv, shown: DIM_LIMIT }),
       cut(r.out), ql, dims(dv), f2, { hlRow: i, testid: 'table-headout' }));
@@ -204,7 +76,7 @@ export function drawSteps(v) {
   pick.parentElement.hidden = false;
   fillSelect(pick, tokenItems(v.qTokens), i);
   const r = Object.assign(headRows(v, h), { scale: v.trace.scale });
-  body.append(rowTables(v, h, i, r));
+  body.append(rowTables(v, h, i, r, () => drawSteps(v)));
   const recv = document.createElement('div');
   recv.id = 'received';
   recv.dataset.testid = 'received';

@@ -1,6 +1,7 @@
 // The current view as a picture of its own, for the exports: the selected head's heatmap or its
-// lines as an SVG document, with the head's name, the token labels, the axis titles and the
-// colour scale, drawn from the same weights and colours as the page; and an SVG as a PNG.
+// lines as an SVG document, with the head's name, the token labels, the axis titles (horizontal)
+// and the colour scale, drawn from the same weights and colours as the page, the heatmap's
+// numbers in its cells when asked; and an SVG as a PNG.
 //
 // Sizes are in CSS px at a fixed label font (FONT), whatever the window: an export looks the
 // same from a phone and from a projector. Up to LABEL_LIMIT tokens each cell is a rect and each
@@ -73,25 +74,39 @@ function ticks(n) {
   return Array.from({ length: Math.ceil(n / step) }, (_, k) => k * step);
 }
 
-// The selected head's heatmap of the run as an SVG document (a string).
-export function heatmapSvg(run) {
+// The colour a number is written in on a cell of colour rgb: the page's ink or white, whichever
+// stands out more (WCAG's contrast ratio).
+function inkOn(rgb3) {
+  const lum = (c) => c.map((v) => { v /= 255; return v <= 0.04045 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; })
+    .reduce((a, v, k) => a + v * [0.2126, 0.7152, 0.0722][k], 0);
+  const bg = lum(rgb3), ink = lum([29, 35, 48]);
+  return (bg + 0.05) / (ink + 0.05) >= 1.05 / (bg + 0.05) ? INK : '#fff';
+}
+
+// The selected head's heatmap of the run as an SVG document (a string); numbers: each cell's
+// weight written in it (two decimals), the cells then at least NUMBER_CELL px.
+const NUMBER_CELL = 30;
+export function heatmapSvg(run, { numbers = false } = {}) {
   const v = shownView(run), map = selectedMap(v);
   const { canvas, max, top } = paintMap(map, v);
   const tokens = v.l <= LABEL_LIMIT && v.s <= LABEL_LIMIT;
   const rows = tokens ? v.qTokens.map((s, i) => [i, s]) : ticks(v.l).map((i) => [i, String(i)]);
   const cols = tokens ? v.kTokens.map((s, j) => [j, s]) : ticks(v.s).map((j) => [j, String(j)]);
-  const cell = tokens ? Math.max(16, Math.min(40, Math.floor(560 / Math.max(v.l, v.s)))) : 560 / Math.max(v.l, v.s);
+  const fit = Math.min(40, Math.floor(560 / Math.max(v.l, v.s)));
+  const cell = tokens ? Math.max(numbers ? NUMBER_CELL : 16, fit) : 560 / Math.max(v.l, v.s);
   const colW = Math.max(...cols.map(([, s]) => textWidth(s)));
   const slant = tokens && colW > cell - 4; // angled key labels when they do not fit their column
-  const pad = 6, axisW = FONT * 1.6, titleH = FONT * 2.2, axisH = FONT * 1.6;
-  const labW = Math.ceil(Math.max(...rows.map(([, s]) => textWidth(s)))) + 2 * pad;
+  // The axis titles are horizontal, on one line above the map: 查询 / query ↓ over the rows'
+  // labels, 键 / key → over the columns.
+  const pad = 6, axisW = 0, titleH = FONT * 2.2, axisH = FONT * 1.6;
+  const qTitle = `${t('axis.query')} ↓`, kTitle = `${t('axis.key')} →`;
+  const labW = Math.ceil(Math.max(...rows.map(([, s]) => textWidth(s)), textWidth(qTitle))) + 2 * pad;
   const labH = Math.ceil(slant ? colW * Math.SQRT1_2 + FONT + 2 * pad : FONT + 2 * pad);
   const x0 = axisW + labW, y0 = titleH + axisH + labH;
   const W = Math.max(x0 + v.s * cell + (slant ? colW * Math.SQRT1_2 : 0) + pad, 420), H = y0 + v.l * cell + 44;
   const out = [DEFS, text(titleOf(v, max), pad, titleH / 2, { weight: '600' })];
-  // The axis titles: 键 / key over the columns, 查询 / query beside the rows.
-  out.push(text(t('axis.key'), x0 + v.s * cell / 2, titleH + axisH / 2, { fill: MUTED, weight: '600', anchor: 'middle' }));
-  out.push(text(t('axis.query'), axisW / 2, y0 + v.l * cell / 2, { fill: MUTED, weight: '600', anchor: 'middle', rotate: -90 }));
+  out.push(text(kTitle, x0 + v.s * cell / 2, titleH + axisH / 2, { fill: MUTED, weight: '600', anchor: 'middle' }));
+  out.push(text(qTitle, x0 - pad, titleH + axisH / 2, { fill: MUTED, weight: '600', anchor: 'end' }));
   if (tokens) { // a rect per cell, in the colours the page painted
     const px = canvas.getContext('2d').getImageData(0, 0, v.s, v.l).data, cells = [];
     for (let i = 0; i < v.l; i++) {
@@ -102,6 +117,19 @@ export function heatmapSvg(run) {
       }
     }
     out.push(`<g shape-rendering="crispEdges">${cells.join('')}</g>`);
+    if (numbers) { // each weight in its cell, in the ink that stands out on its colour
+      const row = new Float32Array(v.s), nums = [], size = Math.min(FONT * 0.85, cell * 0.34);
+      for (let i = 0; i < v.l; i++) {
+        rowOf(map, v, i, row);
+        for (let j = 0; j < v.s; j++) {
+          if (isMasked(v, i, j)) continue;
+          const o = (i * v.s + j) * 4;
+          nums.push(`<text x="${n2(x0 + (j + 0.5) * cell)}" y="${n2(y0 + (i + 0.5) * cell)}" font-size="${n2(size)}" fill="${inkOn([px[o], px[o + 1], px[o + 2]])}" `
+            + `text-anchor="middle" dominant-baseline="central" data-i="${i}" data-j="${j}">${row[j].toFixed(2)}</text>`);
+        }
+      }
+      out.push(`<g class="numbers">${nums.join('')}</g>`);
+    }
   } else { // the painted map as one image, the masked runs striped on top
     out.push(`<image x="${x0}" y="${y0}" width="${n2(v.s * cell)}" height="${n2(v.l * cell)}" preserveAspectRatio="none" `
       + `style="image-rendering:pixelated" href="${canvas.toDataURL('image/png')}"/>`);

@@ -8,6 +8,7 @@ import { post } from './api.js';
 import { hideError, showError } from './errors.js';
 import { DEMO_E, seededWeight, sentenceVectors } from './wordvec.js';
 import { drawMatrix } from './minimap.js';
+import { setCalls } from './callbox.js';
 
 // ---- The request ----------------------------------------------------------------------------
 //
@@ -41,8 +42,10 @@ export async function runTied() {
   const { words, x } = sentenceVectors(v);
   $('tied-run').disabled = true;
   try {
-    const r = await post('v1/attention', tiedBody(x, tied));
+    const body = tiedBody(x, tied);
+    const r = await post('v1/attention', body);
     if (mine !== seq) return;
+    setCalls('tied', [{ path: 'v1/attention', body }]);
     const n = words.length, scores = flat(r.trace.scores), weights = flat(r.weights);
     let asym = 0, diag = 0;
     for (let i = 0; i < n; i++) {

@@ -1,7 +1,7 @@
 // A result drawn in every view: the grid of heads (a click selects one), the large heatmap, the
 // lines, the lesson's note, experiments and 思考题, and the tables.
 
-import { LESSON_MODEL, state, t, writeUrl } from './state.js';
+import { LESSON_MODEL, state, t, view, writeUrl } from './state.js';
 import { $, setupCanvas } from './dom.js';
 import { drawHeat } from './heatmap.js';
 import { shownView } from './maps.js';
@@ -13,6 +13,8 @@ import { drawExp1 } from './exp1.js';
 import { drawExp3 } from './exp3.js';
 import { drawExp2 } from './exp2.js';
 import { drawThink } from './think.js';
+import { drawConcat } from './concat.js';
+import { drawRecap } from './recap.js';
 
 function drawGrid(run) {
   const v = shownView(run);
@@ -34,7 +36,7 @@ function drawGrid(run) {
     const cap = document.createElement('div');
     cap.append(headNameEl(v, key, true));
     div.append(cv, cap);
-    div.addEventListener('click', () => { state.head = key; writeUrl(); drawViews(run); });
+    div.addEventListener('click', () => selectHead(run, key));
     grid.append(div);
   }
 }
@@ -48,6 +50,7 @@ function drawNote(v) {
 }
 
 export function drawViews(v) {
+  headSeq++; // a selection's remaining views, if pending, are drawn here
   drawGrid(v);
   drawLarge(v);
   drawLines(v);
@@ -58,4 +61,25 @@ export function drawViews(v) {
   drawThink(v);
   drawSteps(v);
   drawOutput(v);
+  drawConcat(v);
+  drawRecap(v);
+}
+
+// A head selected: its tile outlined and the large heatmap drawn at once, in the frame after the
+// click; what else shows the selected head (the lines, 实验三's maps, the step tables) once that
+// frame is on the screen. Nothing else depends on the head: the tiles, the experiments'
+// pictures, the concat and the tables of the output stay as they are.
+let headSeq = 0;
+function selectHead(run, key) {
+  state.head = key;
+  for (const c of $('head-grid').children) c.classList.toggle('selected', c.dataset.head === key);
+  drawLarge(run);
+  const mine = ++headSeq;
+  requestAnimationFrame(() => setTimeout(() => {
+    writeUrl();
+    if (mine !== headSeq || view !== run) return;
+    drawLines(run);
+    drawExp3(run);
+    drawSteps(run);
+  }, 0));
 }

@@ -6,7 +6,9 @@ list, with 405 and an Allow header; an error's JSON body has the shape documente
 (v1's error object, or under /v2 the protocol's {"error": "..."}, a refused CORS preflight
 included); HEAD answers carry no body; and the body of GET /openapi.yaml,
 parsed as YAML (as a client that reads the description's media type does), matches the schema
-the description gives it (its type and required members).
+the description gives it (its type and required members); and the examples of GET /v1/models and
+GET /v1/models/{name} give the built-in models as the server does (every member an example shows
+equal to the live answer's, an example's vocabulary ending in '...' as a prefix of the live one).
 
 Usage: openapi_methods.py --attnd build/attnd --openapi api/openapi.yaml
 Prints one line per failed check and "N passed, N failed"; exits 1 on any failure.
@@ -111,6 +113,34 @@ def check_path(spec, port, path, item):
                   f"schema does not accept")
 
 
+def check_model_examples(spec, port):
+    """The built-in models in the examples of GET /v1/models and GET /v1/models/lesson against the
+    live answers: each member an example gives equals the server's (a vocabulary ending in '...'
+    is a prefix of the server's)."""
+    def same(where, example, live):
+        for k, want in example.items():
+            got = live.get(k)
+            if k == "vocab" and isinstance(want, list) and want and want[-1] == "...":
+                ok = isinstance(got, list) and got[:len(want) - 1] == want[:-1]
+            else:
+                ok = got == want
+            check(ok, f"{where}: the example's {k} is {want!r}, the server answers {got!r}")
+
+    status, _, data = request(port, "GET", "/v1/models")
+    live = {m["name"]: m for m in json.loads(data)["models"]} if status == 200 else {}
+    example = spec["paths"]["/v1/models"]["get"]["responses"]["200"]["content"][
+        "application/json"]["example"]
+    check(example["default"] == (json.loads(data).get("default") if status == 200 else None),
+          "GET /v1/models: the example's default is not the server's")
+    for m in example["models"]:
+        check(m["name"] in live, f"GET /v1/models: the example's {m['name']} is not served")
+        same(f"GET /v1/models, {m['name']}", m, live.get(m["name"], {}))
+    status, _, data = request(port, "GET", "/v1/models/lesson")
+    example = spec["paths"]["/v1/models/{name}"]["get"]["responses"]["200"]["content"][
+        "application/json"]["example"]
+    same("GET /v1/models/lesson", example, json.loads(data) if status == 200 else {})
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--attnd", required=True)
@@ -130,6 +160,7 @@ def main():
                                                                                   "1")]
                              if "{name}" in template else [template]):
                     check_path(spec, port, path, item)
+            check_model_examples(spec, port)
             # /openapi.yaml, read as its media type says: YAML, parsed.
             status, hdrs, data = request(port, "GET", "/openapi.yaml")
             media = spec["paths"]["/openapi.yaml"]["get"]["responses"]["200"]["content"]

@@ -137,9 +137,16 @@ async function main() {
           const before = await p.getAttribute('[data-testid=tied-result]', 'data-n');
           await p.click('[data-testid=tied-switch]');
           await p.waitForFunction((x) => document.querySelector('[data-testid=tied-result]').dataset.n !== x, before);
+          await settle();
+          m = await ready(p);
+          step = 10; // the ending: 本章小结 and the 自测题
+          await p.click('[data-testid=path-next]');
+          await waitNext(p, m);
+          await p.waitForFunction(() => document.body.dataset.pathStep === '10', null, { timeout: 30000 });
+          await settle();
           m = await ready(p);
           step = 8;
-          await p.click('[data-testid=path-prev]'); // back to step 8: the n² jobs again
+          await p.click('[data-testid=path-dots] button:nth-child(8)'); // back to step 8: the n² jobs again
           await waitNext(p, m);
           await p.waitForFunction(() => !document.querySelector('[data-testid=cost-result]').dataset.busy, null, { timeout: 60000 });
           // The vocabulary, from a sentence's box (the controls open).
@@ -167,7 +174,7 @@ async function main() {
     console.log(`requests: ${calls.length} (${api.length} to the API), ${calls.reduce((s, c) => s + c.sent, 0)} B sent, ${calls.reduce((s, c) => s + c.received, 0)} B received`);
     console.log(`largest sent:     ${line(bySent[0])}`);
     console.log(`largest received: ${line(byReceived[0])}`);
-    for (let n = 1; n <= 9; n++) {
+    for (let n = 1; n <= 10; n++) {
       const s = api.filter((c) => c.step === n);
       console.log(`  step ${n}: ${s.length} API requests, largest sent ${Math.max(0, ...s.map((c) => c.sent))} B, received ${Math.max(0, ...s.map((c) => c.received))} B`);
     }

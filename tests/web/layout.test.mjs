@@ -2,7 +2,7 @@
 // sees them: playwright-core drives Debian's chromium against a live attnd on an ephemeral
 // loopback port, and every number is read with getBoundingClientRect.
 //
-// - 1024x768 in large font, every step of the guided path in Chinese and English: the controls
+// - 1024x768 in large font, every step of the guided path (ten) in Chinese and English: the controls
 //   folded away behind the header's button (which opens and closes them), the main column at
 //   least 90% of the window's width, the document no wider than the window, no table in a card
 //   wider than its card, the path's panel compact (its buttons and dots on one line), and step
@@ -102,7 +102,7 @@ async function main() {
     for (const lang of ['zh', 'en']) {
       const p = await newPage({ width: 1024, height: 768 });
       await open(p, `?lang=${lang}&large=1&step=1`);
-      for (let n = 1; n <= 9; n++) {
+      for (let n = 1; n <= 10; n++) {
         await next(p, n);
         const l = await p.evaluate(measure);
         const tag = `1024x768 large, ${lang}, step ${n}`;
@@ -185,7 +185,7 @@ async function main() {
     for (const lang of ['zh', 'en']) {
       const p = await newPage({ width: 390, height: 844 }, { hasTouch: true, isMobile: true });
       await open(p, `?lang=${lang}&step=1`);
-      for (let n = 1; n <= 9; n++) {
+      for (let n = 1; n <= 10; n++) {
         await next(p, n);
         const l = await p.evaluate(measure);
         const tag = `390x844, ${lang}, step ${n}`;

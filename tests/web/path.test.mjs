@@ -26,9 +26,15 @@ function check(ok, what) {
 }
 
 const C4 = '张工把配置文件发给测试同学，因为它包含新的开关。';
-const STEP_PRESETS = ['a', 'c1', 'c3', 'c4', 'c1', 'c5', 'b', 'c1', 'c1'];
-const STEP_KEYS = ['formula', 'row', 'heads', 'exp1', 'exp2', 'exp3', 'padding', 'cost', 'think'];
-const STEP_TARGETS = ['steps', 'steps', 'heads-section', 'exp1', 'exp2', 'exp3', 'steps', 'cost', 'think'];
+const STEP_PRESETS = ['a', 'c1', 'c3', 'c4', 'c1', 'c5', 'b', 'c1', 'c1', 'c1'];
+const STEP_KEYS = ['formula', 'row', 'heads', 'exp1', 'exp2', 'exp3', 'padding', 'cost', 'think', 'recap'];
+const STEP_TARGETS = ['steps', 'steps', 'heads-section', 'exp1', 'exp2', 'exp3', 'steps', 'cost', 'think', 'recap'];
+const N = STEP_KEYS.length;
+const key = (x) => JSON.stringify(x);
+// The bodies of an experiment's "call as code" (callbox.js) as curl shows them: each request's
+// JSON in its here-document.
+const callsIn = (page, id) => page.$eval(`[data-testid=callbox-${id}] pre`, (x) => x.textContent)
+  .then((code) => [...code.matchAll(/<<'(JSON_*)'\n(.*)\n\1\n/g)].map((m) => JSON.parse(m[2])));
 
 async function main() {
   const { proc, base } = await startAttnd(attndBin);
@@ -83,26 +89,28 @@ async function main() {
     let mark = await ready(page);
     await page.click('[data-testid=path-yes]');
     await waitNext(page, mark);
-    for (let n = 1; n <= 9; n++) {
+    for (let n = 1; n <= N; n++) {
       const k = STEP_KEYS[n - 1];
       const got = {
         step: await stepOf(page), preset: await page.inputValue('[data-testid=preset]'),
         count: await page.textContent('[data-testid=path-count]'), title: await page.textContent('[data-testid=path-title]'),
         text: await page.textContent('[data-testid=path-text]'), prev: await page.isDisabled('[data-testid=path-prev]'),
-        next: await page.isDisabled('[data-testid=path-next]'), view: await inView(page, STEP_TARGETS[n - 1]),
+        next: await page.isDisabled('[data-testid=path-next]'), nextText: await page.textContent('[data-testid=path-next]'),
+        view: await inView(page, STEP_TARGETS[n - 1]),
       };
-      check(got.step === n && got.preset === STEP_PRESETS[n - 1] && got.count === tr('en', 'path.count', { n, m: 9 })
+      // Next is never greyed out: at the last step it reads Finish.
+      check(got.step === n && got.preset === STEP_PRESETS[n - 1] && got.count === tr('en', 'path.count', { n, m: N })
         && got.title === tr('en', `path.${k}.title`) && got.text === tr('en', `path.${k}.text`)
-        && got.prev === (n === 1) && got.next === (n === 9) && got.view,
+        && got.prev === (n === 1) && !got.next && got.nextText === tr('en', n === N ? 'path.finish' : 'path.next') && got.view,
       `step ${n}: the URL holds step=${n}, the preset is ${STEP_PRESETS[n - 1]}, its title and text are shown, ${STEP_TARGETS[n - 1]} is scrolled to under the panel (${JSON.stringify({ ...got, text: got.text.slice(0, 30) })})`);
       if (n === 1) {
         const w0 = await page.$$eval('[data-testid=table-softmax] td[data-i="0"]', (tds) => tds.map((td) => td.textContent).join(' '));
         check(w0 === '0.40 0.20 0.20 0.20', `step 1 shows the chapter's row 0.40 0.20 0.20 0.20 (${w0})`);
       }
-      if (n === 2) {
+      if (n === 2) { // in English, the English twin's "it" (word 11)
         const row = await page.inputValue('[data-testid=row-pick]');
         const title = await page.textContent('[data-testid=large-title]');
-        check(row === String(7 + S0) && title.includes('coreference'), `step 2 shows the row of 它 (${row}) in the coreference head (${title})`);
+        check(row === String(10 + S0) && title.includes('coreference'), `step 2 shows the row of "it" (${row}) in the coreference head (${title})`);
       }
       if (n === 6) {
         await page.waitForSelector('[data-testid=exp3-verdict-off]:not([hidden])', { timeout: 20000 });
@@ -120,12 +128,23 @@ async function main() {
         await page.waitForSelector('[data-testid=tied-result]:not([hidden])', { timeout: 20000 });
         await page.waitForSelector('[data-testid=multi-result]:not([hidden])', { timeout: 20000 });
         check(true, 'step 9 computes the W^Q = W^K and H demos by itself');
+      }
+      if (n === N) {
+        const quiz = await page.$$eval('[data-testid=quiz] li', (ls) => ls.length);
+        check(await page.isVisible('[data-testid=recap]') && quiz === 6, `step ${N} is the ending: 本章小结 and the ${quiz} 自测题`);
+        await page.click('[data-testid=path-next]');
+        check(!(await page.isVisible('[data-testid=path]')) && await stepOf(page) === 0 && await page.isVisible('[data-testid=recap]'),
+          'Finish leaves the path, the page and its ending as they are');
         break;
       }
       mark = await ready(page);
       await page.click('[data-testid=path-next]');
       await waitNext(page, mark);
     }
+    mark = await ready(page);
+    await page.click('[data-testid=path-open]'); // the path again, from the controls' button
+    await waitNext(page, mark);
+    check(await stepOf(page) === 1, 'the controls\' button starts the path again');
     mark = await ready(page);
     await page.click('[data-testid=path-dots] button:nth-child(3)');
     await waitNext(page, mark);
@@ -149,7 +168,7 @@ async function main() {
 
     // ---- 2. 实验一: typed guesses, one picture per head ----------------------------------------
     page = await newPage();
-    await open(page, '?lang=en&p=c4');
+    await open(page, '?lang=zh&p=c4');
     const cand = [0, 2, 4, 9].map((j) => j + S0);
     const shares = () => page.$$eval('[data-testid=exp1-guess] output', (os) => os.map((o) => o.textContent).join(' '));
     check((await shares()) === '– – – –', `before a guess no share is shown (${await shares()})`);
@@ -159,7 +178,7 @@ async function main() {
     check((await shares()) === norm.map((x) => x.toFixed(2)).join(' '), `typed weights 1, 6, 1, 0 are shown normalised (${await shares()})`);
     const unread = await page.$$eval('[data-testid=exp1-guess] .unread', (us) => us.map((u) => u.closest('label').querySelector('[data-i18n-data]').textContent));
     const why = await page.textContent('[data-testid=exp1-unread]');
-    check(unread.join() === '新的开关' && why === tr('en', 'exp1.unread.why', { k: '新的开关', q: '它' }),
+    check(unread.join() === '新的开关' && why === tr('zh', 'exp1.unread.why', { k: '新的开关', q: '它' }),
       `新的开关, after 它, is marked not yet read, with one line of why (${unread.join()}: ${why})`);
     await page.click('[data-testid=exp1-compare]');
     const api = (await post('v1/attention', { model: 'lesson', text: C4, need_weights: 'per_head' })).json;
@@ -186,6 +205,10 @@ async function main() {
     });
     check(picsOk, `one picture per head: the guess beside the API's weights for each candidate, 〈始〉 and the other words apart, the L1 distance and the closest head (${pics.map((f) => `${f.h}: ${f.d.toFixed(2)}`).join(', ')}; closest ${api.head_names[best]})`);
     check(api.head_names[best] === 'coreference', `the guess on 配置文件 is closest to coreference (${api.head_names[best]})`);
+    const run1 = JSON.parse((await page.textContent('[data-testid=request-json]')).split('\n').slice(1).join('\n'));
+    const calls1 = await callsIn(page, 'exp1');
+    check(calls1.length === 1 && key(calls1[0]) === key(run1) && run1.text === C4,
+      `实验一's call as code is the run it compares with (${calls1.length} request, its text ${calls1[0] && calls1[0].text})`);
     const link = page.url();
     for (let k = 0; k < 4; k++) await page.fill(`[data-testid=exp1-weight-${cand[k]}]`, k === 0 ? '5' : '0');
     const far = await page.$$eval('[data-testid=exp1-pics] figure', (fs) => fs.map((f) => Number(f.dataset.d)));
@@ -231,7 +254,7 @@ async function main() {
     await wait2(s2.n);
     s2 = await exp2Ok('with the config file\'s key edited');
     const diffs = await page.$$eval('#exp2 .exp2-diff li', (ls) => ls.map((l) => l.textContent));
-    check(diffs.join('|') === ['exp2.diff.1', 'exp2.diff.2', 'exp2.diff.3'].map((k) => tr('en', k)).join('|') && await page.isVisible('#exp2 .exp2-diff'),
+    check(diffs.join('|') === ['exp2.diff.1', 'exp2.diff.2', 'exp2.diff.3'].map((k) => tr('zh', k)).join('|') && await page.isVisible('#exp2 .exp2-diff'),
       'the chapter\'s three differences from a real search engine stand beside it');
 
     // ---- 4. W^Q = W^K: the scores symmetric ------------------------------------------------
@@ -267,6 +290,8 @@ async function main() {
       `W^Q = W^K: the request ties the projections and the API's scores are symmetric (largest |s_ij − s_ji| ${on.asym})`);
     check(Number(on.shown.diag) === on.diag && on.diag > off.diag && on.diag === on.n,
       `W^Q = W^K: every row puts its largest weight on the diagonal (${on.diag} of ${on.n}; apart: ${off.diag})`);
+    const callsT = await callsIn(page, 'tied');
+    check(callsT.length === 1 && key(callsT[0]) === key(on.body), `思考题 1's call as code is its own request, the inline projections tied (${callsT.length})`);
 
     // ---- 5. H = 1, 2, 4, 8 on the same E ---------------------------------------------------
     bodies.length = 0;
@@ -282,6 +307,8 @@ async function main() {
       `the same words, the same E and the same projections with H = 1, 2, 4, 8 side by side, one map per head (${cols.map((c) => `H ${c.h}: ${c.maps}`).join(', ')})`);
     check(cols.every((c, k) => c.flops === flops[k]) && new Set(flops).size === 1,
       `each H's FLOPs are the API's, the same for every H (${flops.join(', ')})`);
+    const callsM = await callsIn(page, 'multi');
+    check(callsM.length === 4 && callsM.every((b, k) => key(b) === key(mb[k])), `思考题 2's call as code is its own ${callsM.length} requests, H = 1, 2, 4, 8`);
 
     // ---- 6. The cost of n²: the page's figures against the API's usage -------------------
     // The page sends small jobs: seeded q, k and v that attnd makes, and a reply of usage alone.
@@ -299,6 +326,8 @@ async function main() {
       && sent.every((b, k) => seeded(b.q, [2048, 8192][k >> 1]) && seeded(b.k, [2048, 8192][k >> 1]) && seeded(b.v, [2048, 8192][k >> 1])
         && Array.isArray(b.outputs) && b.outputs.length === 0 && b.need_weights === (k % 2 === 1)),
     `the n² jobs are seeded q, k and v of (n, 64) with "outputs": [], each under 1 KiB (${costBodies.map((x) => x.length).join(', ')} bytes)`);
+    const callsC = await callsIn(page, 'cost');
+    check(callsC.length === 4 && callsC.every((b, k) => key(b) === key(sent[k])), `the n² step's call as code is its own ${callsC.length} jobs`);
     const ref = [];
     for (const [k, n] of [2048, 8192].entries()) {
       const plain = await post('v1/sdpa', sent[2 * k]);

@@ -145,13 +145,14 @@ async function main() {
       let decodes = true;
       try { await img.decode(); } catch { decodes = false; }
       return { error: !!doc.querySelector('parsererror'), root: doc.documentElement.nodeName, texts: [...doc.querySelectorAll('text')].map((x) => x.textContent),
+        rotatedTitles: [...doc.querySelectorAll('text')].filter((x) => /^(query|key) /.test(x.textContent) && x.getAttribute('transform')).length,
         title: doc.querySelector('title').textContent, cells: cells.length, bad, decodes, w: img.width, h: img.height };
     }, [svgFile.bytes.toString('utf8'), apiAnswer.weights[3]]);
     check(!svg.error && svg.root === 'svg' && svg.decodes && svg.w > 200 && svg.h > 200,
       `the heatmap's SVG (${svgFile.name}) parses and draws as an image (${svg.w}x${svg.h})`);
-    check(svg.title.startsWith('coreference') && svg.texts.includes('query') && svg.texts.includes('key')
+    check(svg.title.startsWith('coreference') && svg.texts.includes('query ↓') && svg.texts.includes('key →') && svg.rotatedTitles === 0
       && tokens.every((x) => svg.texts.filter((s) => s === x).length >= 2),
-    `the SVG carries the head's name, the axis titles and every token on both axes (${svg.title})`);
+    `the SVG carries the head's name, the axis titles (horizontal) and every token on both axes (${svg.title})`);
     check(svg.cells === tokens.length ** 2 && svg.bad.length === 0,
       `the SVG's ${svg.cells} cells have the colours of the API's weights on 0 to 1 (${svg.bad.slice(0, 3).join('; ') || 'all do'})`);
     // The PNGs decode, are not blank, and are the SVGs' size at twice the pixels.

@@ -68,15 +68,23 @@ export const SHOTS = [
   // under the path's panel, which the page does itself (no scrollTo).
   {
     file: 'path-step2.png',
-    what: 'the guided path, step 2 of 9, in Chinese at 1024x768: the row of 它 in the coreference head of 程序员把服务器日志发给同事，因为它记录了错误原因。, step by step, under the panel that says what to look at and why',
+    what: 'the guided path, step 2 of 10, in Chinese at 1024x768: the row of 它 in the coreference head of 程序员把服务器日志发给同事，因为它记录了错误原因。, step by step, under the panel that says what to look at and why',
     url: '?lang=zh&step=2',
     viewport: { width: 1024, height: 768 },
     fullPage: false,
     waitFor: 'body[data-path-step="2"] [data-testid=recv-nearest][data-word]',
   },
   {
+    file: 'path-step2-en.png',
+    what: 'the guided path, step 2 of 10, in English at 1024x768: the row of "it" in the coreference head of the English twin, The programmer sent the server log to a colleague, because it recorded the cause of the error., step by step, no Chinese on the page',
+    url: '?lang=en&step=2',
+    viewport: { width: 1024, height: 768 },
+    fullPage: false,
+    waitFor: 'body[data-path-step="2"] [data-testid=recv-nearest][data-word]',
+  },
+  {
     file: 'path-step2-projector.png',
-    what: 'the guided path, step 2 of 9, on a projector (1024x768, large font) in Chinese: the controls folded behind 设置, the compact panel (its buttons and dots on one line, the text under them), and the row of 它 in the coreference head across the width',
+    what: 'the guided path, step 2 of 10, on a projector (1024x768, large font) in Chinese: the controls folded behind 设置, the compact panel (its buttons and dots on one line, the text under them), and the row of 它 in the coreference head across the width',
     url: '?lang=zh&step=2&large=1',
     viewport: { width: 1024, height: 768 },
     fullPage: false,
@@ -84,7 +92,7 @@ export const SHOTS = [
   },
   {
     file: 'path-step4.png',
-    what: 'the guided path, step 4 of 9 (实验一), in Chinese at 1024x768: 张工把配置文件发给测试同学，因为它包含新的开关。 with the chapter\'s four candidates, a typed guess (1, 6, 1, 0), 新的开关 marked not yet read, and the guess beside each head\'s weights, one picture per head',
+    what: 'the guided path, step 4 of 10 (实验一), in Chinese at 1024x768: 张工把配置文件发给测试同学，因为它包含新的开关。 with the chapter\'s four candidates, a typed guess (1, 6, 1, 0), 新的开关 marked not yet read, and the guess beside each head\'s weights, one picture per head',
     url: '?lang=zh&step=4&p=c4&head=3&e1g=1:1,3:6,5:1,10:0&e1=1',
     viewport: { width: 1024, height: 768 },
     fullPage: false,
@@ -92,11 +100,19 @@ export const SHOTS = [
   },
   {
     file: 'path-step6.png',
-    what: 'the guided path, step 6 of 9 (实验三), in Chinese at 1024x768: Redis 是一个内存数据库。 with 数据库 replaced by 缓存, run with the causal mask on and off',
+    what: 'the guided path, step 6 of 10 (实验三), in Chinese at 1024x768: Redis 是一个内存数据库。 with 数据库 replaced by 缓存, run with the causal mask on and off',
     url: '?lang=zh&step=6',
     viewport: { width: 1024, height: 768 },
     fullPage: false,
     waitFor: 'body[data-path-step="6"] [data-testid=exp3-map-off]',
+  },
+  {
+    file: 'path-step10.png',
+    what: 'the guided path, step 10 of 10, the ending, in Chinese at 1024x768: 本章小结 in a few lines and the six 自测题 of 第 6 章, each with its link to the step that shows its answer and a box to answer in before the answer opens; Next reads 学完了',
+    url: '?lang=zh&step=10',
+    viewport: { width: 1024, height: 768 },
+    fullPage: false,
+    waitFor: 'body[data-path-step="10"] [data-testid=quiz] li',
   },
 ];
 export const DEVICE_SCALE_FACTOR = 1;
