@@ -17,13 +17,15 @@
 // exp2.*, think.*, tied.*, multi.* and cost.*, in strings-lesson.js; the busy server's line, the
 // error lines and the controls' fold theirs under busy.*, err.* and controls.*, in
 // strings-class.js; the chapters' last pieces (√d_k, concat → W^O, the ending, the gloss, the
-// experiments' calls) theirs in strings-chapter.js.
+// experiments' calls) theirs in strings-chapter.js; generation on a decode session theirs under
+// gen.*, in strings-gen.js.
 
 import { LESSON_STRINGS } from './strings-lesson.js';
 
 import { SCREEN_STRINGS } from './i18n-screens.js';
 import { CLASS_STRINGS } from './strings-class.js';
 import { CHAPTER_STRINGS } from './strings-chapter.js';
+import { GEN_STRINGS } from './strings-gen.js';
 
 export const LANGS = ['zh', 'en'];
 
@@ -442,6 +444,9 @@ for (const lang of LANGS) Object.assign(STRINGS[lang], CLASS_STRINGS[lang]);
 
 // The chapters' last pieces: √d_k, concat → W^O, the ending, honest numbers (strings-chapter.js).
 for (const lang of LANGS) Object.assign(STRINGS[lang], CHAPTER_STRINGS[lang]);
+
+// Generation on a decode session, one token at a time (strings-gen.js).
+for (const lang of LANGS) Object.assign(STRINGS[lang], GEN_STRINGS[lang]);
 
 // The language to show: the URL's lang when it names one, else the first of the browser's
 // languages (navigator.languages) that the table has, else English.

@@ -5,8 +5,8 @@
 
 export const LESSON_STRINGS = {
   en: {
-    // The guided path (path.js): ten steps through 第 5 章 and 第 6 章.
-    'path.open': 'Guided path: the lesson in 10 steps',
+    // The guided path (path.js): eleven steps through 第 5 章 and 第 6 章.
+    'path.open': 'Guided path: the lesson in 11 steps',
     'path.offer': 'New here? Follow the lesson in 10 short steps, from the formula to 思考题 (questions to think about) and 自测题 (self-test).',
     'path.yes': 'Start the lesson',
     'path.no': 'No thanks, let me explore',
@@ -102,7 +102,7 @@ export const LESSON_STRINGS = {
   },
 
   zh: {
-    'path.open': '学习路线：10 步走完这一课',
+    'path.open': '学习路线：11 步走完这一课',
     'path.offer': '第一次来？跟着学习路线走 10 小步，从公式一直到思考题和自测题。',
     'path.yes': '开始学习',
     'path.no': '不用了，我自己看看',

@@ -1,5 +1,5 @@
 // A result drawn in every view: the grid of heads (a click selects one), the large heatmap, the
-// lines, the lesson's note, experiments and 思考题, and the tables.
+// lines, the lesson's note, experiments, generation and 思考题, and the tables.
 
 import { LESSON_MODEL, state, t, view, writeUrl } from './state.js';
 import { $, setupCanvas } from './dom.js';
@@ -15,6 +15,7 @@ import { drawExp2 } from './exp2.js';
 import { drawThink } from './think.js';
 import { drawConcat } from './concat.js';
 import { drawRecap } from './recap.js';
+import { drawGen } from './gen.js';
 
 function drawGrid(run) {
   const v = shownView(run);
@@ -58,6 +59,7 @@ export function drawViews(v) {
   drawExp1(v);
   drawExp2(v);
   drawExp3(v);
+  drawGen(v);
   drawThink(v);
   drawSteps(v);
   drawOutput(v);
@@ -80,6 +82,7 @@ function selectHead(run, key) {
     if (mine !== headSeq || view !== run) return;
     drawLines(run);
     drawExp3(run);
+    drawGen(run);
     drawSteps(run);
   }, 0));
 }
