@@ -8,7 +8,7 @@
 //   one is not, and the entropy falls; the one notation ÷ √d_k with its value everywhere.
 // - Concat → W^O: the selected word's head outputs side by side are the trace's head_outputs,
 //   and concat × W^O equals the API's output within 1e-5.
-// - Step 7: the row zeroed after the softmax sums to what the test computes, less than 1.
+// - Step 8: the row zeroed after the softmax sums to what the test computes, less than 1.
 // - Step 2: the chapter's own table beside the model's row, the model's numbers the trace's; the
 //   line where scores lie far below the largest.
 // - 实验三's threshold: a change of 1e-7 of a row's length is not counted, 2e-5 is; no "× 10⁰".
@@ -138,14 +138,14 @@ async function main() {
     check(await page.isVisible('[data-testid=concat]') && (await page.textContent('[data-testid=path-text]')).includes('concat'),
       'step 3 of the path shows concat → W^O after the four heads');
 
-    // ---- 3. Step 7: the mask after the softmax breaks the row's sum ------------------------------
-    await openAt(page, base, '?lang=en&step=7');
+    // ---- 3. Step 8: the mask after the softmax breaks the row's sum ------------------------------
+    await openAt(page, base, '?lang=en&step=8');
     const av = await verdictData(page, 'after-verdict');
     const first = softmax([3.0, 0.5, -1.0, 2.0]), wantAfter = first[0] + first[1];
     const after = await col(page, 'after'), sumAfter = Number(await page.getAttribute('[data-testid=row-steps] td[data-sum=after]', 'data-x'));
     check(Math.abs(Number(av.before) - 1) < 1e-6 && Math.abs(Number(av.after) - wantAfter) < 1e-6 && Math.abs(sumAfter - wantAfter) < 1e-6
       && after.every((x, j) => Math.abs(x - (j < 2 ? first[j] : 0)) < 1e-6) && av.text.includes(wantAfter.toFixed(2)),
-    `step 7: masked before the softmax the row sums to 1; zeroed after it, to ${wantAfter.toFixed(4)} (${av.text})`);
+    `step 8: masked before the softmax the row sums to 1; zeroed after it, to ${wantAfter.toFixed(4)} (${av.text})`);
 
     // ---- 4. Step 2: the chapter's table beside the model's row -----------------------------------
     for (const lang of ['zh', 'en']) {

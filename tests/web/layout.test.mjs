@@ -2,7 +2,7 @@
 // sees them: playwright-core drives Debian's chromium against a live attnd on an ephemeral
 // loopback port, and every number is read with getBoundingClientRect.
 //
-// - 1024x768 in large font, every step of the guided path (ten) in Chinese and English: the controls
+// - 1024x768 in large font, every step of the guided path (eleven) in Chinese and English: the controls
 //   folded away behind the header's button (which opens and closes them), the main column at
 //   least 90% of the window's width, the document no wider than the window, no table in a card
 //   wider than its card, the path's panel compact (its buttons and dots on one line), and step
@@ -40,8 +40,9 @@ const STEP_DONE = {
   2: '[data-testid=recv-nearest][data-word]',
   5: '[data-testid=exp2-result]:not([hidden])',
   6: '[data-testid=exp3-verdict-off]:not([hidden])',
-  8: '[data-testid=cost-result][data-done], [data-testid=cost-error]:not([hidden])',
-  9: '[data-testid=multi-result]:not([hidden])',
+  7: '[data-testid=gen][data-t="1"]',
+  9: '[data-testid=cost-result][data-done], [data-testid=cost-error]:not([hidden])',
+  10: '[data-testid=multi-result]:not([hidden])',
 };
 
 // The page's layout, measured: the window, the document, the main column, the controls and their
@@ -102,7 +103,7 @@ async function main() {
     for (const lang of ['zh', 'en']) {
       const p = await newPage({ width: 1024, height: 768 });
       await open(p, `?lang=${lang}&large=1&step=1`);
-      for (let n = 1; n <= 10; n++) {
+      for (let n = 1; n <= 11; n++) {
         await next(p, n);
         const l = await p.evaluate(measure);
         const tag = `1024x768 large, ${lang}, step ${n}`;
@@ -185,7 +186,7 @@ async function main() {
     for (const lang of ['zh', 'en']) {
       const p = await newPage({ width: 390, height: 844 }, { hasTouch: true, isMobile: true });
       await open(p, `?lang=${lang}&step=1`);
-      for (let n = 1; n <= 10; n++) {
+      for (let n = 1; n <= 11; n++) {
         await next(p, n);
         const l = await p.evaluate(measure);
         const tag = `390x844, ${lang}, step ${n}`;
