@@ -151,6 +151,14 @@ export function initGen() {
 
 // ---- Drawing ------------------------------------------------------------------------------
 
+// Whether a cell of colour c takes white numbers, else black: white is the more legible when
+// its relative luminance (WCAG's formula) is below 0.179, and either then contrasts 4.5:1 at
+// least, on every colour of the scale.
+function darkCell(c) {
+  const [r, g, b] = c.map((v) => { v /= 255; return v <= 0.04045 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; });
+  return 0.2126 * r + 0.7152 * g + 0.0722 * b < 0.179;
+}
+
 // The weights of head k at step tt as a table: row i the query of step i + 1, column j the key
 // and value of token j + 1; the cells after the diagonal masked, the newest row and column marked.
 function mapTable(v, k, tt) {
@@ -194,8 +202,9 @@ function mapTable(v, k, tt) {
         const x = m[i * tt + j];
         td.textContent = f2(x);
         td.dataset.x = String(x);
-        td.style.background = rgb(colour(x));
-        if (x > 0.55) td.classList.add('dark');
+        const c = colour(x);
+        td.style.background = rgb(c);
+        if (darkCell(c)) td.classList.add('dark');
       }
       tr.append(td);
     }
