@@ -34,6 +34,8 @@ let busy = false;  // a request of the session under way
 const usable = (v) => !!(v && v.words && v.model === LESSON_MODEL && v.start === 0);
 const genKey = (v) => JSON.stringify([v.model, v.tokens]);
 const sessionPath = (id) => `v1/sessions/${encodeURIComponent(id)}`;
+// Token j's label (0-based): the start token as the page writes it (〈始〉 / <s>), else itself.
+const label = (j) => (j === 0 ? t('tok.start') : gen.tokens[j]);
 
 // The maps of steps 1 … t as float32 bits, (H, t, t) flat per head: row i holds step i + 1's
 // weights over keys 0 … i and zeros over the keys after it, which it never saw.
@@ -179,7 +181,7 @@ function mapTable(v, k, tt) {
     const kv = document.createElement('span');
     kv.className = 'kv';
     kv.textContent = `k_${j + 1} v_${j + 1}`;
-    th.append(gen.tokens[j], document.createElement('br'), kv);
+    th.append(label(j), document.createElement('br'), kv);
     head.append(th);
   }
   tbl.append(head);
@@ -190,7 +192,7 @@ function mapTable(v, k, tt) {
     tr.dataset.t = String(i + 1);
     if (i === tt - 1) tr.className = 'new';
     const th = document.createElement('th');
-    th.textContent = t('gen.row', { t: i + 1, w: gen.tokens[i] });
+    th.textContent = t('gen.row', { t: i + 1, w: label(i) });
     tr.append(th);
     for (let j = 0; j < tt; j++) {
       const td = document.createElement('td');
@@ -233,7 +235,7 @@ export function drawGen(v) {
     delete sec.dataset.check;
     return;
   }
-  now.textContent = t('gen.now', { t: tt, n, w: gen.tokens[tt - 1] });
+  now.textContent = t('gen.now', { t: tt, n, w: label(tt - 1) });
   if (tt === n) { // the last token: a sentence of its own
     const done = document.createElement('span');
     done.dataset.testid = 'gen-done';

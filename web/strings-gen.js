@@ -6,7 +6,7 @@
 export const GEN_STRINGS = {
   en: {
     'path.gen.title': 'Generation, one token at a time',
-    'path.gen.text': 'A model that writes appends one token at a time. Because of the causal mask the rows above never change, so attnd keeps their keys and values in a session (a key/value cache) and computes only the new row: the query of step t is the token at t, and it meets t keys and t values. Press Next token and watch the rows above stay as they were, and the chart: the cache grows linearly, recomputing the prefix quadratically.',
+    'path.gen.text': 'Generating text appends one token at a time. The causal mask keeps the rows above from changing, so attnd caches their keys and values in a session and computes only the new row: the query of step t is token t, meeting t keys and t values. Press Next token: the rows above stay; the cache grows linearly, recomputing the prefix quadratically.',
 
     'gen.title': 'Generation on a key/value cache',
     'gen.intro': 'The sentence goes to a decode session of the lesson model (POST /v1/sessions), one token per request (POST /v1/sessions/{id}), each time with the length it expects the session to have, so that a request sent twice never appends twice. The lesson model does not choose words: the page feeds the sentence\'s next token, as a generating model feeds back the token it picked. attnd answers only the new row; it keeps the keys and values of the rows before it.',
@@ -40,7 +40,7 @@ export const GEN_STRINGS = {
   },
   zh: {
     'path.gen.title': '生成：一次一个 token',
-    'path.gen.text': '生成文本的模型一次只追加一个 token。因为有因果掩码，上面的行永远不会变，所以 attnd 把它们的键和值存在一个会话里（键值缓存），每一步只算新的一行：第 t 步的查询就是位置 t 上的 token，它和 t 个键、t 个值相遇。点“下一个词”，看上面的行保持原样；再看图：缓存线性增长，重算整个前缀则按平方增长。',
+    'path.gen.text': '生成文本时一次只追加一个 token。因果掩码让上面的行不再改变，所以 attnd 把它们的键和值缓存在会话里，每步只算新的一行：第 t 步的查询是第 t 个 token，它和 t 个键、t 个值相遇。点“下一个词”：上面的行保持原样；缓存线性增长，重算前缀则按平方增长。',
 
     'gen.title': '在键值缓存上生成',
     'gen.intro': '本页把句子送进课程模型的一个解码会话（POST /v1/sessions），每个请求追加一个 token（POST /v1/sessions/{id}），并且每次都带上它期望会话已有的长度，这样同一个请求发了两次也不会追加两次。课程模型不会自己选词：本页按句子喂下一个 token，就像生成模型把自己选出的 token 再喂回去一样。attnd 只回答新的一行，并把它之前各行的键和值留在会话里。',

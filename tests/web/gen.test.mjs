@@ -61,7 +61,11 @@ async function main() {
       check((await page.textContent('[data-testid=path-title]')) === tr('path.gen.title')
         && (await page.textContent('[data-testid=path-count]')) === tr('path.count', { n: 7, m: 11 }),
       `${lang}: step 7 of 11 is generation (${await page.textContent('[data-testid=path-title]')})`);
-      const tokens = await page.evaluate(async () => (await import(new URL('state.js', location.href).href)).view.tokens);
+      // The tokens sent, and their labels (the start token as the page writes it).
+      const [tokens, labels] = await page.evaluate(async () => {
+        const v = (await import(new URL('state.js', location.href).href)).view;
+        return [v.tokens, v.qTokens];
+      });
       check(tokens[0] === lesson.start_token && tokens.length > STEPS, `${lang}: the sentence of the step has ${tokens.length} tokens, the start token first`);
       let prev = null;
       for (let t = 1; t <= STEPS; t++) {
@@ -72,10 +76,10 @@ async function main() {
         const m = await readMap(page);
         const last = m.rows[m.rows.length - 1];
         // Labels: the query of step t is token t; t keys and values, k_j v_j over token j.
-        const keysOk = m.keys.length === t && m.keys.every((k, j) => k.j === j + 1 && k.text === `${tokens[j]}k_${j + 1} v_${j + 1}`);
-        check(m.rows.length === t && last.t === t && last.label === tr('gen.row', { t, w: tokens[t - 1] }) && keysOk
-          && (await page.textContent('[data-testid=gen-now]')) === tr('gen.now', { t, n: tokens.length, w: tokens[t - 1] }),
-        `${lang}, step ${t}: the query is labelled q_${t} · ${tokens[t - 1]}, and there are ${m.keys.length} keys and values k_j v_j over tokens 1 … ${t}`);
+        const keysOk = m.keys.length === t && m.keys.every((k, j) => k.j === j + 1 && k.text === `${labels[j]}k_${j + 1} v_${j + 1}`);
+        check(m.rows.length === t && last.t === t && last.label === tr('gen.row', { t, w: labels[t - 1] }) && keysOk
+          && (await page.textContent('[data-testid=gen-now]')) === tr('gen.now', { t, n: tokens.length, w: labels[t - 1] }),
+        `${lang}, step ${t}: the query is labelled q_${t} · ${labels[t - 1]}, and there are ${m.keys.length} keys and values k_j v_j over tokens 1 … ${t}`);
         // The new row: t weights over the keys so far, summing to 1; the rows masked after the diagonal.
         const w = last.cells.map(Number), sum = w.reduce((a, b) => a + b, 0);
         const masksOk = m.rows.every((r, i) => r.cells.every((c, j) => (j > i) === (c === 'masked')));
