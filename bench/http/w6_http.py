@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 """w6_http.py - W6 over HTTP (issue 37, section 6): generation a row at a time against attnd's
-API. Today it measures the side a client without a session has, recomputing the prefix at every
-step through POST /v1/attention (causal, inline params); the side with a session (the decode
-session API of issue 37, section 1) is measured only when the server's own /openapi.yaml has
-/v1/sessions, and is otherwise reported as not measured.
+API. It measures the side a client without a session has, recomputing the prefix at every step
+through POST /v1/attention (causal, inline params), and the side with a decode session (POST
+/v1/sessions); the latter only when the server's own /openapi.yaml has /v1/sessions (a build from
+before sessions is reported as not measured).
 
 Usage: /usr/bin/python3 bench/http/w6_http.py --attnd build/attnd
            [--url http://127.0.0.1:PORT] [--out build/bench/w6_http.md] [--work DIR]
@@ -25,14 +25,13 @@ total over t = 1..T is the sum of the piecewise-linear interpolation of the meas
 Each request's time runs from sending the body to reading the whole answer (the body is made
 before, the answer decoded after); usage.compute_ms and queue_ms come from the answer.
 
-The session side (WAITING for the session API). When the server's /openapi.yaml lists
+The session side. When the server's /openapi.yaml lists
 /v1/sessions, SessionClient below opens a session with the same params (POST /v1/sessions
 {"params", "max_length": T} -> 201 {"id", ...}), appends the T rows one at a time (POST
 /v1/sessions/{id} {"query": x[t - 1] (1, E), "expected_length": t - 1, "encoding": "base64"}
 -> the new row's output), each step timed, and deletes it (DELETE /v1/sessions/{id}); every
 step's output is checked against torch's row, so a server whose API differs fails the check
-rather than giving a number. Those calls follow issue 37's description of the API and have not
-run against a server yet: when the API is merged, check them against api/openapi.yaml.
+rather than giving a number.
 
 Writes a markdown report (--out) and the measurements as JSON (WORK/w6_http.json). Exits
 non-zero when the server fails to start or an answer disagrees with torch.
@@ -158,9 +157,9 @@ def recompute_round(srv, x, params_json, ref, ts, reverse):
 
 
 class SessionClient:
-    """WAITING for the session API (issue 37, section 1): the three calls as the issue describes
-    them, run only when the server's spec lists /v1/sessions (has_sessions), never yet against a
-    server. Each raises RuntimeError on an answer other than the one described."""
+    """A decode session's three calls as api/openapi.yaml describes them, run only when the
+    server's spec lists /v1/sessions (has_sessions). Each raises RuntimeError on an answer other
+    than the one described."""
 
     def __init__(self, srv, params):
         self.srv, self.params, self.id = srv, params, None
@@ -264,9 +263,7 @@ def report(args, ctx):
                  f"{max(s['err'] for s in ses):.1e}.")
     else:
         L.append("**The session side is not measured**: this server's /openapi.yaml has no "
-                 "/v1/sessions (the decode session API of issue 37, section 1, is being built on "
-                 "another branch). When it is there, this script measures it as described in "
-                 "its docstring. For the goal (the session at least 10x faster in total than "
+                 "/v1/sessions (a build from before decode sessions). For the goal (the session at least 10x faster in total than "
                  f"recomputing) the {T:,} appends over HTTP would have to take at most "
                  f"{fmt(median(totals) / 10 if totals else None, '.1f')} s in all, "
                  f"{fmt(median(totals) / 10 / T * 1e3 if totals else None, '.2f')} ms a step on "
