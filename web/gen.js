@@ -217,9 +217,10 @@ function mapTable(v, k, tt) {
 
 export function drawGen(v) {
   const sec = $('gen');
+  // Another sentence, or none of the lesson model: the session of the last one ends.
+  if (gen && gen.key && (!usable(v) || gen.key !== genKey(v))) { endGen(); return; }
   sec.hidden = !usable(v);
   if (sec.hidden) return;
-  if (gen && gen.key && gen.key !== genKey(v)) { endGen(); return; } // another sentence
   const live = !!(gen && gen.id), tt = live ? gen.rows.length : 0, n = live ? gen.tokens.length : v.tokens.length;
   sec.dataset.t = String(tt);
   sec.dataset.busy = busy ? '1' : '0';

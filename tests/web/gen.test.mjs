@@ -186,6 +186,15 @@ async function main() {
       const m = await readMap(page), n = await page.evaluate(async () => (await import(new URL('state.js', location.href).href)).view.tokens.length);
       check(m.rows.length === n && (await page.getAttribute('[data-testid=gen]', 'data-check')) === 'same',
         `${lang}: "to the end" generates the whole sentence, ${m.rows.length} of ${n} tokens, the rows above unchanged at every step`);
+      // Another input (the seed example, no sentence): the section goes, and its session ends.
+      await page.waitForTimeout(100);
+      const id4 = calls.filter((c) => c.method === 'POST' && c.path.startsWith('/v1/sessions/')).pop().path.split('/').pop();
+      const mark = await page.evaluate(() => document.body.dataset.ready);
+      await page.selectOption('[data-testid=preset]', 'a');
+      await page.waitForFunction((x) => document.body.dataset.ready !== x, mark, { timeout: 20000 });
+      await page.waitForTimeout(300);
+      const after = (await fetch(new URL(`v1/sessions/${id4}`, base))).status;
+      check(await page.isHidden('[data-testid=gen]') && after === 404, `${lang}: another input hides the section and deletes its session (GET then ${after})`);
       await ctx.close();
     }
     check(foreign.length === 0, `the page fetched nothing but attnd (${foreign.join(', ') || 'none'})`);
