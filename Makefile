@@ -38,7 +38,7 @@ PKG_CONTAINER := buildah podman runc debootstrap curl python3 python3-yaml
 
 ATTN_SRC := attention/error.c attention/plan.c attention/sdpa.c attention/trace.c attention/mha.c \
             attention/batch.c attention/kernels.c attention/tiles.c attention/pool.c attention/blas.c \
-            attention/decode.c
+            attention/decode.c attention/stack.c
 ATTN_OBJ := $(ATTN_SRC:%.c=$(BUILD)/%.o)
 
 .PHONY: all run test test-core check-layers check-readme-deps test-web screenshots test-deploy \

@@ -187,6 +187,14 @@ api_model *api_model_init_identity(const char *name, size_t e, size_t h, api_err
  * failure. */
 api_model *api_model_lesson(api_error *err);
 
+/* The built-in model "induction": a 2-layer attention-only transformer (4 heads a layer,
+ * E = 64) trained on random sequences of words in which a stretch repeats, with the lesson
+ * model's kind of vocabulary (Chinese and English words), 64 positions, an unembedding and the
+ * causal mask by default. It is api/induction/induction.safetensors (written by
+ * api/induction/train_induction.py, explained with its measured heads in
+ * api/induction/README.md), built into the library. NULL with err on allocation failure. */
+api_model *api_model_induction(api_error *err);
+
 /* Loads a safetensors file: the name is the file's stem, the tensors PyTorch state_dict names,
  * num_heads in __metadata__, dtypes F32, F16 or BF16 (converted to F32). A module made with
  * add_bias_kv has the tensors bias_k and bias_v (1, 1, E), both or neither; one made with
@@ -220,6 +228,8 @@ typedef struct api_model_info {
     size_t vocab_size;  /* tokens of its vocabulary; 0 when it has none */
     size_t max_tokens;  /* rows of its position table: the most words a request may send; 0 when
                            it has none (then only max_dim limits them) */
+    size_t num_layers;  /* a model of layers: how many; 0 for a model of one MHA */
+    bool unembedding;   /* a model of layers with lm_head: its replies predict the next token */
 } api_model_info;
 
 api_model_info api_model_describe(const api_model *m);

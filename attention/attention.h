@@ -510,6 +510,98 @@ int attn_mha_decode_step_traced(const attn_decode_plan *plan, void *workspace, a
  * the l rows and the attention over len + i + 1 keys for row i. Pure; 0 for NULL dims. */
 double attn_mha_decode_flops(const attn_decode_dims *dims, size_t len, size_t l);
 
+/* ---- Stacks of layers: attention-only transformers ----------------------------------------- */
+
+/* A stack runs layers of self-attention over a residual stream, as a PyTorch module of
+ * nn.MultiheadAttention layers with pre-norm (the attention block of
+ * nn.TransformerEncoderLayer(norm_first=True), without a feed-forward block) computes it:
+ *
+ *     x = input                                   // (N, L, E): token plus position embeddings
+ *     for each layer l:  x = x + MHA_l(LN_l(x))    // LN_l only when the layer has a norm
+ *     out = x;  logits = LN_f(x) W_U^T + b_U       // LN_f and b_U optional; logits with W_U
+ *
+ * LN(x) = (x - mean) / sqrt(var + eps) * weight + bias over each row's E values, var biased, as
+ * nn.LayerNorm. Every layer attends with the plan's masks and options, and on the direct path:
+ * the outputs are the same bits whichever layers keep their weights or trace.
+ *
+ *     attn_stack_dims dims = {.n = 1, .l = 33, .e = 64, .h = 4, .layers = 2, .vocab = 129};
+ *     attn_opts opts = {.weights = ATTN_WEIGHTS_PER_HEAD};
+ *     attn_masks m = {.causal = ATTN_CAUSAL_TOP_LEFT};
+ *     attn_mha_stack_plan(&plan, &dims, &opts, &m, 1, &err);
+ *     attn_stack_layer_out keep[2] = {{.weights = &w0}, {.weights = &w1}};  // (N, H, L, L) each
+ *     attn_mha_stack_forward(&plan, ws, out, logits, keep, x, &params, NULL, &err);
+ *     // out (1, 33, 64) is the stream after layer 1, logits (1, 33, 129) */
+
+/* One layer's parameters. */
+typedef struct attn_layer_params {
+    attn_mha_params mha;      /* in_proj_weight packed (kdim = vdim = E), no bias_k or bias_v */
+    const float *norm_weight; /* (E): LN_l's weight; NULL: the layer has no norm */
+    const float *norm_bias;   /* (E): LN_l's bias, or NULL (zeros) */
+} attn_layer_params;
+
+/* A stack's parameters, borrowed for the forward. */
+typedef struct attn_stack_params {
+    const attn_layer_params *layers; /* (layers) */
+    const float *norm_weight;        /* (E): LN_f's weight; NULL: no final norm */
+    const float *norm_bias;          /* (E) or NULL */
+    const float *unembed_weight;     /* (V, E): W_U, PyTorch's lm_head.weight; NULL: no logits */
+    const float *unembed_bias;       /* (V) or NULL */
+    float eps;                       /* every LayerNorm's epsilon (PyTorch's default: 1e-5) */
+} attn_stack_params;
+
+/* Dimensions of a stack: N sequences of L rows of width E, H heads per layer. */
+typedef struct attn_stack_dims {
+    size_t n, l, e, h;
+    size_t layers; /* at least 1 */
+    size_t vocab;  /* V, the rows of W_U; 0: no unembedding */
+} attn_stack_dims;
+
+/* A planned stack. The size fields are for the caller; the rest is private to libattn. */
+typedef struct attn_stack_plan {
+    size_t workspace_bytes; /* scratch of the forward; give it 64-byte aligned */
+    size_t out_elems;       /* N*L*E */
+    size_t logits_elems;    /* N*L*V; 0 without an unembedding */
+    size_t weights_elems;   /* floats of one layer's weights (as attn_plan's); 0: none asked */
+    size_t index_elems;     /* int32 of one layer's top-k indices */
+    double flops;           /* every layer's attn_plan.flops, the norms, sums and unembedding */
+    /* private */
+    attn_stack_dims d;
+    attn_plan kept;  /* a layer whose weights are kept: the options given, on the direct path */
+    attn_plan plain; /* a layer whose weights are not: no weights, on the direct path */
+} attn_stack_plan;
+
+/* What a stack's forward writes of one layer; a NULL member is not written. */
+typedef struct attn_stack_layer_out {
+    attn_weights_out *weights; /* the layer's weights, as attn_mha_forward writes them (the
+                                  plan's weights_elems and index_elems each) */
+    attn_trace *trace;         /* the layer's trace, as attn_mha_forward_traced writes it */
+    float *residual;           /* (N, L, E): the stream entering the layer */
+    float *attn_out;           /* (N, L, E): what the layer adds to it, MHA_l(LN_l(x)) */
+} attn_stack_layer_out;
+
+/* Plans a stack for up to nslots threads. opts and masks as attn_mha_plan's (every layer has
+ * them); opts->path must be AUTO or DIRECT (a stack runs on the direct path), and max_bytes caps
+ * workspace_bytes plus out and logits. Returns ATTN_OK; ATTN_ERR_SHAPE for a zero dimension or
+ * E % H != 0; ATTN_ERR_ARG for a bad option or mask; ATTN_ERR_OVERFLOW; ATTN_ERR_LIMIT. Plans
+ * from shape-only masks and head subsets as attn_mha_plan does; bind them with
+ * attn_mha_stack_bind. Allocates nothing. */
+int attn_mha_stack_plan(attn_stack_plan *plan, const attn_stack_dims *dims, const attn_opts *opts,
+                        const attn_masks *masks, size_t nslots, attn_error *err);
+
+/* attn_plan_bind for a stack's plan: both of its layer plans get the data. As attn_plan_bind. */
+int attn_mha_stack_bind(attn_stack_plan *plan, const attn_opts *opts, const attn_masks *masks,
+                        attn_error *err);
+
+/* Runs a planned stack on x (N, L, E) into out (N, L, E), and with an unembedding the logits
+ * (N, L, V) (logits may be NULL: then not computed). layers holds one record per layer (NULL:
+ * keep nothing); a layer whose weights member is set runs with the plan's weights options, the
+ * others without. out may be x. Returns ATTN_OK; ATTN_ERR_ARG for missing buffers or
+ * parameters, or a plan still waiting for its data; ATTN_ERR_NUMERIC when float32 overflowed
+ * (a layer's attention, the stream, or the logits). On error the outputs are unspecified. */
+int attn_mha_stack_forward(const attn_stack_plan *plan, void *workspace, float *out, float *logits,
+                           attn_stack_layer_out *layers, const float *x,
+                           const attn_stack_params *params, attn_pool *pool, attn_error *err);
+
 /* ---- Thread pool -------------------------------------------------------------------------- */
 
 /* A task of a parallel run: task is in [0, ntasks), slot in [0, attn_pool_slots) and no two

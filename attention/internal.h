@@ -247,6 +247,11 @@ void attn_view_strides(attn_view *v, const attn_plan *p, float *ob);
  * there (bias_k and bias_v, then zeros). The K and V buffers must have room for N*S' rows. */
 void attn_kv_append(const attn_view *v, const attn_plan *p, const attn_mha_params *prm);
 
+/* out (rows, outdim) = x (rows, in) w^T + b, with w (outdim, in) and b (outdim) or NULL, run
+ * on pool: the projections' GEMM, for a stack's unembedding. */
+void attn_linear_run(float *out, const float *x, size_t rows, size_t in, size_t outdim,
+                     const float *w, const float *b, size_t nslots, attn_pool *pool);
+
 /* out (rows, E) = ob (rows, E) W_out^T + b_out, run on pool. */
 void attn_out_proj_run(float *out, const float *ob, size_t rows, size_t e,
                        const attn_mha_params *prm, size_t nslots, attn_pool *pool);

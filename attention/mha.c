@@ -238,21 +238,26 @@ void attn_kv_append(const attn_view *v, const attn_plan *p, const attn_mha_param
     kv_spread(vv, v->ldv, E, d->n, d->s, x, bv);
 }
 
-void attn_out_proj_run(float *out, const float *ob, size_t rows, size_t e,
-                       const attn_mha_params *prm, size_t nslots, attn_pool *pool) {
+void attn_linear_run(float *out, const float *x, size_t rows, size_t in, size_t outdim,
+                     const float *w, const float *b, size_t nslots, attn_pool *pool) {
     proj_run po = {.ng = 0};
     proj_add(&po,
-             (proj_gemm){.x = ob,
-                         .w = prm->out_proj_weight,
-                         .b = prm->out_proj_bias,
+             (proj_gemm){.x = x,
+                         .w = w,
+                         .b = b,
                          .c = out,
                          .rows = rows,
-                         .in = e,
-                         .outdim = e,
-                         .ldx = e,
-                         .ldc = e},
+                         .in = in,
+                         .outdim = outdim,
+                         .ldx = in,
+                         .ldc = outdim},
              nslots);
     proj_exec(&po, pool);
+}
+
+void attn_out_proj_run(float *out, const float *ob, size_t rows, size_t e,
+                       const attn_mha_params *prm, size_t nslots, attn_pool *pool) {
+    attn_linear_run(out, ob, rows, e, e, prm->out_proj_weight, prm->out_proj_bias, nslots, pool);
 }
 
 int attn_mha_forward(const attn_plan *plan, void *workspace, float *out, attn_weights_out *weights,

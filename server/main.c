@@ -201,7 +201,8 @@ typedef struct attnd {
 } attnd;
 
 /* Models: the built-in demo first (the default unless --default-model says otherwise), then the
- * built-in lesson, then --models. Returns 0, or the exit status after logging why it failed. */
+ * built-in lesson and induction, then --models. Returns 0, or the exit status after logging why
+ * it failed. */
 static int load_models(const srv_config *cfg, const srv_log *log, attnd *a) {
     api_error ae = {0};
     srv_error err = {0};
@@ -216,6 +217,11 @@ static int load_models(const srv_config *cfg, const srv_log *log, attnd *a) {
     }
     api_model *lesson = api_model_lesson(&ae);
     if (!lesson || api_registry_add(a->models, lesson, &ae) != 0) {
+        fatal(log, ae.message);
+        return 1;
+    }
+    api_model *induction = api_model_induction(&ae);
+    if (!induction || api_registry_add(a->models, induction, &ae) != 0) {
         fatal(log, ae.message);
         return 1;
     }

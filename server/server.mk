@@ -71,7 +71,10 @@ FORCE:
 # nn.MultiheadAttention calls with PyTorch's conventions (batch_first=False, key_padding_mask,
 # torch_attn_mask, is_causal, average_attn_weights) and its remaining options (add_zero_attn,
 # add_bias_kv, a float key_padding_mask, dropout at 0, grouped-query SDPA) and compares with
-# torch; seeded_numpy.py makes
+# torch; stack_torch.py runs models of layers (the built-in induction model and random ones of 1
+# to 3 layers, with and without norms and unembeddings) against the PyTorch module they were saved
+# from, checks the reply's fields and their selection, and measures the induction model's heads
+# on sequences it makes; seeded_numpy.py makes
 # seeded input tensors in numpy from their documentation and checks the answers on them against
 # numpy (and torch) and against the same tensors sent as data; log_json.py reads
 # the JSON log (booleans as JSON booleans); readme_shell.py runs every shell block of the README
@@ -110,6 +113,7 @@ test-server: $(BUILD)/attnd $(BUILD)/tests/test_server
 	    --readme README.md
 	timeout -k 10 180 $(PY) tests/server/lesson_rules.py --attnd $(BUILD)/attnd
 	timeout -k 10 120 $(PY) tests/server/torch_port.py --attnd $(BUILD)/attnd
+	timeout -k 10 300 $(PY) tests/server/stack_torch.py --attnd $(BUILD)/attnd
 	timeout -k 10 120 $(PY) tests/server/seeded_numpy.py --attnd $(BUILD)/attnd
 	timeout -k 10 60 $(PY) tests/server/log_json.py --attnd $(BUILD)/attnd
 	timeout -k 10 300 $(PY) tests/server/readme_shell.py --attnd $(BUILD)/attnd \

@@ -1,8 +1,10 @@
-/* job.c - runs parsed jobs on libattn: one at a time (api_job_run), or as batches of jobs on the
- * same parameters (api_jobs_run), whose projections libattn computes as one GEMM; and the job's
- * accessors and release.
+/* job.c - runs parsed jobs on libattn: one at a time (api_job_run; a job on a model of layers
+ * as a stack, with its next-token predictions), or as batches of jobs on the same parameters
+ * (api_jobs_run), whose projections libattn computes as one GEMM; and the job's accessors and
+ * release.
  *
  * Legend: N batch, L query length, E embedding width. */
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,6 +137,80 @@ static int run_fail(api_error *err, int rc, const attn_error *ae) {
     return api_fail(err, 500, "internal", NULL, "the computation failed: %s", ae->msg);
 }
 
+/* ---- Models of layers ------------------------------------------------------------------- */
+
+/* The predictions of a row of V logits: the K largest (largest first, the lower token first
+ * among equals) into ids and lg, and their softmax probabilities over all V into prob
+ * (summed in double from the largest logit). */
+static void predict_row(const float *logits, size_t v, size_t k, int32_t *ids, float *prob,
+                        float *lg) {
+    size_t n = 0;
+    for (size_t j = 0; j < v; j++) {
+        float x = logits[j];
+        if (n == k && !(x > lg[k - 1]))
+            continue;
+        size_t at = n < k ? n++ : k - 1;
+        while (at > 0 && x > lg[at - 1]) {
+            lg[at] = lg[at - 1];
+            ids[at] = ids[at - 1];
+            at--;
+        }
+        lg[at] = x;
+        ids[at] = (int32_t)j;
+    }
+    double sum = 0.0, top = (double)lg[0];
+    for (size_t j = 0; j < v; j++)
+        sum += exp((double)logits[j] - top);
+    for (size_t i = 0; i < k; i++)
+        prob[i] = (float)(exp((double)lg[i] - top) / sum);
+}
+
+/* Runs a job on a model of layers: the stack's forward, keeping the weights and trace of the
+ * layers the reply carries (kept layer i's in place i of each), then the predictions. */
+static int stack_run(api_job *job, attn_pool *pool, api_error *err) {
+    const apip_stack_job *sj = job->sj;
+    attn_stack_layer_out keep[APIP_MAX_LAYERS];
+    attn_weights_out w[APIP_MAX_LAYERS];
+    attn_trace t[APIP_MAX_LAYERS];
+    memset(keep, 0, sj->stack->layers * sizeof keep[0]);
+    const size_t nle = job->n * job->l * job->e, maps = job->n * job->h * job->l * job->l;
+    for (size_t i = 0; i < sj->nkeep; i++) {
+        attn_stack_layer_out *o = &keep[sj->keep[i]];
+        if (job->plan.weights_elems) {
+            w[i] = (attn_weights_out){.values = job->wout.values + i * sj->plan.weights_elems};
+            if (job->wout.indices)
+                w[i].indices = job->wout.indices + i * sj->plan.index_elems;
+            o->weights = &w[i];
+        }
+        if (job->traced) {
+            const attn_trace *b = &job->trace;
+            t[i] = (attn_trace){.q = b->q + i * nle,
+                                .k = b->k + i * nle,
+                                .v = b->v + i * nle,
+                                .heads = b->heads + i * nle,
+                                .scores = b->scores + i * maps,
+                                .masked = b->masked + i * maps,
+                                .weights = b->weights + i * maps};
+            o->trace = &t[i];
+            o->residual = sj->residual + i * nle;
+            o->attn_out = sj->attn_out + i * nle;
+        }
+    }
+    attn_error ae = {0};
+    int rc = attn_mha_stack_forward(&sj->plan, job->workspace, job->out, sj->logits, keep, job->q,
+                                    &sj->stack->params, pool, &ae);
+    if (rc != ATTN_OK)
+        return run_fail(err, rc, &ae);
+    if (job->traced && sj->nkeep)
+        job->trace.scale = t[0].scale;
+    const size_t v = sj->stack->vocab, k = sj->top_k;
+    for (size_t r = 0; k && r < job->n * job->l; r++)
+        predict_row(sj->logits + r * v, v, k, sj->pred_ids + r * k, sj->pred_probs + r * k,
+                    sj->pred_logits + r * k);
+    job->ran = true;
+    return 0;
+}
+
 /* A session's append: its params.init weights made in its block when it has none yet (its
  * first append), then the step on its cache. */
 static int append_run(api_job *job, attn_pool *pool, api_error *err) {
@@ -168,6 +244,8 @@ int api_job_run(api_job *job, attn_pool *pool, api_error *err) {
     if (job->session)
         return append_run(job, pool, err);
     inputs_make(job);
+    if (job->sj)
+        return stack_run(job, pool, err);
     if (job->op == API_OP_ATTENTION)
         params_make(job);
     attn_error ae = {0};
@@ -208,11 +286,11 @@ size_t api_job_model_index(const api_job *job, const api_registry *models) {
 }
 
 /* True when job may join a batch at all: attention, not run, no trace (a batch has none), no
- * keys appended after the projections (libattn runs those alone), and not a session's append
- * (a step on its own cache). */
+ * keys appended after the projections (libattn runs those alone), not on a model of layers,
+ * and not a session's append (a step on its own cache). */
 static bool batch_member(const api_job *job) {
     return job && job->op == API_OP_ATTENTION && !job->ran && !job->traced &&
-           job->plan.kv_extra == 0 && !job->session;
+           job->plan.kv_extra == 0 && !job->sj && !job->session;
 }
 
 bool api_jobs_batchable(const api_job *a, const api_job *b) {
@@ -311,12 +389,17 @@ size_t api_jobs_run(api_job *const *jobs, size_t count, attn_pool *pool, size_t 
     return failed + run_jobs(chunk, chunk_errs, n, pool, max_bytes);
 }
 
+/* The FLOPs of the job's plan: its stack's, on a model of layers. */
+static double plan_flops(const api_job *job) {
+    return job->sj ? job->sj->plan.flops : job->plan.flops;
+}
+
 double api_job_flops(const api_job *job) {
-    return job ? job->plan.flops + job->seeded_flops + job->init_flops : 0.0;
+    return job ? plan_flops(job) + job->seeded_flops + job->init_flops : 0.0;
 }
 
 double api_job_plan_flops(const api_job *job) {
-    return job ? job->plan.flops + job->seeded_flops : 0.0;
+    return job ? plan_flops(job) + job->seeded_flops : 0.0;
 }
 
 size_t api_job_bytes(const api_job *job) {

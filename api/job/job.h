@@ -19,40 +19,48 @@
 
 #include "session.h"
 
-#define APIP_MAX_RANK 4 /* the most dimensions of a tensor of a job */
+#define APIP_MAX_RANK     4 /* the most dimensions of a tensor of a job's input */
+#define APIP_MAX_OUT_RANK 5 /* ... and of its reply: a model of layers' (Ls, N, H, L, S) */
 
 /* ---- Response size --------------------------------------------------------------------------- */
 
 /* What API v1's "outputs" leaves out of a reply, as a set of these bits (0: nothing left out):
  * the job still computes them. */
 enum {
-    APIP_OMIT_OUTPUT = 1u << 0,  /* "output" */
-    APIP_OMIT_WEIGHTS = 1u << 1, /* "weights" (with top-k, indices and values) */
-    APIP_OMIT_TRACE = 1u << 2,   /* "trace" */
-    APIP_OMIT_ALL = 7u
+    APIP_OMIT_OUTPUT = 1u << 0,      /* "output" */
+    APIP_OMIT_WEIGHTS = 1u << 1,     /* "weights" (with top-k, indices and values) */
+    APIP_OMIT_TRACE = 1u << 2,       /* "trace" */
+    APIP_OMIT_PREDICTIONS = 1u << 3, /* "predictions" (a model of layers with an unembedding) */
+    APIP_OMIT_ALL = 15u
 };
 
 /* What the size of a job's 200 response depends on: known from the shapes, before compute. */
 typedef struct apip_resp_shape {
     api_op op;
-    bool base64;                    /* "encoding": "base64" */
-    unsigned omit;                  /* APIP_OMIT_* bits: tensors the reply leaves out */
-    size_t out_rank;                /* the output is (out_dims) */
-    size_t out_dims[APIP_MAX_RANK]; /* (out_rank) */
-    size_t w_rank;                  /* 0 when no weights are returned */
-    size_t w_dims[APIP_MAX_RANK];   /* (w_rank) */
-    bool indices;                   /* top-k: indices (w_dims) beside the weights */
-    size_t model_len;               /* attention: bytes of the registry model's name, or 0 */
+    bool base64;                        /* "encoding": "base64" */
+    unsigned omit;                      /* APIP_OMIT_* bits: tensors the reply leaves out */
+    size_t out_rank;                    /* the output is (out_dims) */
+    size_t out_dims[APIP_MAX_OUT_RANK]; /* (out_rank) */
+    size_t w_rank;                      /* 0 when no weights are returned */
+    size_t w_dims[APIP_MAX_OUT_RANK];   /* (w_rank); a model of layers': (Ls, ..) */
+    bool indices;                       /* top-k: indices (w_dims) beside the weights */
+    size_t model_len;                   /* attention: bytes of the registry model's name, or 0 */
     size_t words_bytes; /* attention: the most bytes of "head_names" and "tokens" (words) */
     /* "trace": true. The tensors share the output's leading dimensions (lead); attention:
      * q (lead, H, L, Dh), k and v (lead, H, S, Dh), the three maps (lead, H, L, S), heads
      * (lead, H, L, Dh); sdpa: the three maps only, (lead, L, S) with lead q's leading dims. */
     bool trace;
-    size_t tr_rank;                /* the rank of every trace tensor */
-    size_t tr_q[APIP_MAX_RANK];    /* attention: q and head_outputs (tr_rank) */
-    size_t tr_kv[APIP_MAX_RANK];   /* attention: k and v (tr_rank) */
-    size_t tr_maps[APIP_MAX_RANK]; /* scores, masked_scores, weights (tr_rank) */
-    bool session;                  /* a session's append: "length" after the shape */
+    size_t tr_rank;                    /* the rank of every trace tensor */
+    size_t tr_q[APIP_MAX_OUT_RANK];    /* attention: q and head_outputs (tr_rank) */
+    size_t tr_kv[APIP_MAX_OUT_RANK];   /* attention: k and v (tr_rank) */
+    size_t tr_maps[APIP_MAX_OUT_RANK]; /* scores, masked_scores, weights (tr_rank) */
+    /* A model of layers: its layers, the Ls it keeps ("layers"), the trace's residual and
+     * attn_output (Ls, lead, L, E) (tr_res_rank), and the predictions (lead, L, K) (pred_rank;
+     * 0: none), each token at most pred_token bytes as a JSON string. */
+    size_t num_layers, nkeep;
+    size_t tr_res_rank, tr_res[APIP_MAX_OUT_RANK];
+    size_t pred_rank, pred_dims[3], pred_token;
+    bool session; /* a session's append: "length" after the shape */
 } apip_resp_shape;
 
 /* ---- Another protocol's response ------------------------------------------------------------- */
@@ -76,6 +84,28 @@ typedef struct apip_reply_ops {
 } apip_reply_ops;
 
 /* ---- Jobs ------------------------------------------------------------------------------------ */
+
+/* What a job on a model of layers adds (api_job.sj): run by api_job_run with
+ * attn_mha_stack_forward, then the predictions made from the logits. */
+typedef struct apip_stack_job {
+    const apip_stack *stack;    /* the model's layers; NULL: the job is not on one */
+    attn_stack_plan plan;       /* bound to the job's masks and head subset */
+    size_t nkeep;               /* Ls: the layers whose weights and trace the reply carries */
+    const uint32_t *keep;       /* (Ls) their indices, in the request's order */
+    float *logits;              /* (N, L, V) with an unembedding, else NULL */
+    size_t top_k;               /* K: predictions per row; 0: none */
+    int32_t *pred_ids;          /* (N, L, K): the K likeliest next tokens, likeliest first */
+    float *pred_probs;          /* (N, L, K): their softmax probabilities over the V tokens */
+    float *pred_logits;         /* (N, L, K): their logits */
+    float *residual, *attn_out; /* trace: (Ls, N, L, E) each: the stream entering each kept
+                                   layer, and what the layer adds to it */
+    /* The shapes the reply reports, each led by Ls: the weights (the job's w_rank), the
+     * trace's (the job's tr_rank), its residual and attn_output, and the predictions. */
+    size_t w_dims[APIP_MAX_OUT_RANK];
+    size_t tr_q[APIP_MAX_OUT_RANK], tr_kv[APIP_MAX_OUT_RANK], tr_maps[APIP_MAX_OUT_RANK];
+    size_t tr_res_rank, tr_res[APIP_MAX_OUT_RANK];
+    size_t pred_rank, pred_dims[3];
+} apip_stack_job;
 
 /* One of API v1's seeded inputs ({"init": "uniform", "seed", "shape"}): its values are made in
  * the job's arena by the job's first run (api_job_run, or its batch's), not while parsing, whose
@@ -116,7 +146,8 @@ struct api_job {
     float *out_seq;
     attn_weights_out wout; /* values (w_dims), indices (w_dims) with top-k */
     size_t out_rank, out_dims[APIP_MAX_RANK];
-    size_t w_rank, w_dims[APIP_MAX_RANK]; /* 0 when no weights are returned */
+    size_t w_rank, w_dims[APIP_MAX_RANK]; /* 0 when no weights are returned; a model of layers'
+                                             rank, with its dims in sj (apip_job_w_dims) */
     size_t n, l, s, e, h;                 /* attention: what "shape" and "num_heads" report */
     /* attention with params "init": the weights are made in the arena by the first run that
      * needs them (api_job_run, or once per batch by api_jobs_run), not while parsing. */
@@ -137,6 +168,9 @@ struct api_job {
     bool traced;
     attn_trace trace;
     size_t tr_rank, tr_q[APIP_MAX_RANK], tr_kv[APIP_MAX_RANK], tr_maps[APIP_MAX_RANK];
+    /* A job on a model of layers: what it adds, in the arena (plan is then the plan of a layer
+     * that keeps its weights); NULL for other jobs. */
+    apip_stack_job *sj;
     /* Another protocol's response form (its copy in the arena) and the functions that answer
      * with it; both NULL for API v1's response. */
     const void *reply;
@@ -152,5 +186,10 @@ struct api_job {
     attn_decode_plan *dplan;
     bool session_end;
 };
+
+/* The dims of job's weights (its w_rank of them): a model of layers' are in its sj. */
+static inline const size_t *apip_job_w_dims(const api_job *job) {
+    return job->sj ? job->sj->w_dims : job->w_dims;
+}
 
 #endif

@@ -1,6 +1,7 @@
 /* models.c - named MHA parameter sets (the built-in "demo" model, deterministic identity and
- * Xavier-uniform models), their vocabularies and head names, and the registry the server
- * resolves "model" names in (GET /v1/models and GET /v1/models/{name} describe it).
+ * Xavier-uniform models) and models of layers, their vocabularies and head names, and the
+ * registry the server resolves "model" names in (GET /v1/models and GET /v1/models/{name}
+ * describe it).
  *
  * Legend: E embedding width, H heads, kdim/vdim the key and value widths. */
 #include <math.h>
@@ -31,7 +32,8 @@ struct api_model {
     apip_strlist *head_names; /* (H) or NULL */
     bool has_start;           /* a start token (__metadata__.start_token): vocab->s[start] */
     uint32_t start;
-    size_t index; /* its place in the registry that holds it (api_registry_add) */
+    size_t index;      /* its place in the registry that holds it (api_registry_add) */
+    apip_stack *stack; /* a model of layers (layers.c); NULL for a model of one MHA */
 };
 
 /* Allocates a model whose tensors are zeroed: in_proj_weight (3E, E) when packed, else
@@ -127,7 +129,76 @@ void api_model_destroy(api_model *m) {
     apip_strlist_free(m->vocab);
     free(m->tables);
     apip_strlist_free(m->head_names);
+    apip_stack_free(m->stack);
     free(m);
+}
+
+/* ---- Models of layers --------------------------------------------------------------------- */
+
+apip_stack *apip_stack_alloc(size_t layers, size_t e, size_t h, size_t vocab, api_error *err) {
+    /* Per layer: norm1 (2E), in_proj (3E E + 3E), out_proj (E E + E); then norm (2E), lm_head
+     * (V E + V). */
+    size_t ee = 0, per = 0, total = 0, ve = 0, ns = 0;
+    bool ok = layers > 0 && apip_mul(e, e, &ee) && apip_mul(ee, 4, &per) &&
+              apip_add(per, 6 * e, &per) && e <= SIZE_MAX / 8 && apip_mul(per, layers, &total) &&
+              apip_add(total, 2 * e, &total) && apip_mul(vocab, e, &ve) &&
+              apip_add(total, ve, &total) && apip_add(total, vocab, &total) &&
+              apip_mul(total, sizeof(float), &total) && apip_mul(layers, h, &ns) &&
+              apip_mul(ns, APIP_MAX_MEASURES * sizeof(double), &ns);
+    if (!ok)
+        return api_fail(err, 400, "invalid_model", NULL, "the model's layers are too large"), NULL;
+    apip_stack *s = calloc(1, sizeof *s);
+    float *data = calloc(1, total);
+    attn_layer_params *layer = calloc(layers, sizeof *layer);
+    double *scores = calloc(1, ns ? ns : 1);
+    if (!s || !data || !layer || !scores) {
+        free(s);
+        free(data);
+        free(layer);
+        free(scores);
+        return api_fail(err, 500, "out_of_memory", NULL, "out of memory for a model's layers"),
+               NULL;
+    }
+    *s = (apip_stack){
+        .layers = layers, .layer = layer, .vocab = vocab, .scores = scores, .data = data};
+    float *p = data;
+    for (size_t l = 0; l < layers; l++) {
+        attn_layer_params *lp = &layer[l];
+        lp->norm_weight = p;
+        lp->norm_bias = p + e;
+        lp->mha.in_proj_weight = p + 2 * e;
+        lp->mha.in_proj_bias = p + 2 * e + 3 * ee;
+        lp->mha.out_proj_weight = p + 5 * e + 3 * ee;
+        lp->mha.out_proj_bias = p + 5 * e + 4 * ee;
+        p += per;
+    }
+    s->params = (attn_stack_params){.layers = layer,
+                                    .norm_weight = p,
+                                    .norm_bias = p + e,
+                                    .unembed_weight = vocab ? p + 2 * e : NULL,
+                                    .unembed_bias = vocab ? p + 2 * e + ve : NULL,
+                                    .eps = 1e-5f};
+    return s;
+}
+
+void apip_stack_free(apip_stack *s) {
+    if (!s)
+        return;
+    free(s->data);
+    free(s->layer);
+    free(s->scores);
+    free(s);
+}
+
+void apip_model_set_stack(api_model *m, apip_stack *s) {
+    apip_stack_free(m->stack);
+    m->stack = s;
+    if (s)
+        m->params = s->layer[0].mha;
+}
+
+const apip_stack *apip_model_stack(const api_model *m) {
+    return m ? m->stack : NULL;
 }
 
 int apip_model_set_vocab(api_model *m, apip_strlist *tokens, size_t p, float **tok, float **pos,
@@ -249,7 +320,9 @@ api_model_info api_model_describe(const api_model *m) {
                             .add_bias_kv = m->params.bias_k != NULL,
                             .add_zero_attn = m->zero_attn,
                             .vocab_size = m->vocab ? m->vocab->n : 0,
-                            .max_tokens = m->p};
+                            .max_tokens = m->p,
+                            .num_layers = m->stack ? m->stack->layers : 0,
+                            .unembedding = m->stack && m->stack->vocab > 0};
 }
 
 const attn_mha_params *apip_model_params(const api_model *m) {
@@ -367,6 +440,59 @@ const api_model *api_registry_at(const api_registry *r, size_t i) {
     return r && i < r->n ? r->m[i] : NULL;
 }
 
+/* A measure, as the shortest float32 that reads back (a file's measures have 4 decimals). */
+static void put_measure(api_buf *out, const char *name, double v) {
+    char num[32];
+    api_buf_json_string(out, name, strlen(name));
+    apip_buf_puts(out, ":");
+    float f = (float)v;
+    if (!isfinite(f)) {
+        apip_buf_puts(out, "null");
+        return;
+    }
+    size_t n = api_float_write(num, f);
+    num[n] = '\0';
+    apip_buf_puts(out, num);
+}
+
+/* A model of layers' part of its description: its layers, causal default, norms and
+ * unembedding, and what its file says was measured (head_scores, accuracy) when it says. */
+static void stack_json(const api_model *m, api_buf *out) {
+    const apip_stack *s = m->stack;
+    apip_buf_puts(out, ",\"num_layers\":");
+    apip_buf_put_u64(out, s->layers);
+    apip_buf_puts(out, s->causal ? ",\"causal\":true" : ",\"causal\":false");
+    apip_buf_puts(out, s->layer_norm ? ",\"layer_norm\":true" : ",\"layer_norm\":false");
+    apip_buf_puts(out, s->vocab ? ",\"unembedding\":true" : ",\"unembedding\":false");
+    if (s->nscores) {
+        apip_buf_puts(out, ",\"head_scores\":[");
+        for (size_t l = 0; l < s->layers; l++) {
+            apip_buf_puts(out, l ? ",[" : "[");
+            for (size_t h = 0; h < m->h; h++) {
+                apip_buf_puts(out, h ? ",{" : "{");
+                for (size_t k = 0; k < s->nscores; k++) {
+                    if (k)
+                        apip_buf_puts(out, ",");
+                    put_measure(out, s->score_names[k],
+                                s->scores[(l * m->h + h) * APIP_MAX_MEASURES + k]);
+                }
+                apip_buf_puts(out, "}");
+            }
+            apip_buf_puts(out, "]");
+        }
+        apip_buf_puts(out, "]");
+    }
+    if (s->nacc) {
+        apip_buf_puts(out, ",\"accuracy\":{");
+        for (size_t k = 0; k < s->nacc; k++) {
+            if (k)
+                apip_buf_puts(out, ",");
+            put_measure(out, s->acc_names[k], s->acc[k]);
+        }
+        apip_buf_puts(out, "}");
+    }
+}
+
 /* One model's description; with full, its vocabulary too and whether it is the default. */
 static void model_json(const api_registry *r, const api_model *m, bool full, api_buf *out) {
     apip_buf_puts(out, "{\"name\":");
@@ -404,6 +530,8 @@ static void model_json(const api_registry *r, const api_model *m, bool full, api
         api_buf_json_string(out, m->vocab->s[m->start], m->vocab->len[m->start]);
     else
         apip_buf_puts(out, "null");
+    if (m->stack)
+        stack_json(m, out);
     if (full) {
         apip_buf_puts(out, ",\"vocab\":");
         apip_strlist_json(m->vocab, out);

@@ -1,13 +1,16 @@
-/* models.h - api/models/, the models: named nn.MultiheadAttention parameter sets and the
- * registry the server resolves "model" names in (models.c), their loader from safetensors files
- * (safetensors.c), the built-in lesson model (lesson.c, whose weights and generator live in
- * api/lesson/), the string lists of a model file's metadata (strlist.c) and the words of a
- * request looked up in a model's vocabulary (vocab.c).
+/* models.h - api/models/, the models: named nn.MultiheadAttention parameter sets and models of
+ * layers (attention-only transformers), and the registry the server resolves "model" names in
+ * (models.c), the safetensors format (stfile.c), model files of one MHA (safetensors.c) and of
+ * layers (layers.c), the built-in lesson and induction models (lesson.c, induction.c, whose
+ * weights and generators live in api/lesson/ and api/induction/), the string lists of a model
+ * file's metadata (strlist.c) and the words of a request looked up in a model's vocabulary
+ * (vocab.c).
  *
- * Owns: strlist.c, models.c, vocab.c, safetensors.c, lesson.c. May include: codec.h (api/codec/),
- * base.h (api/base/) and api.h, nothing above. Inside the room the calls go one way:
- * strlist.c < models.c < vocab.c, and safetensors.c < lesson.c on top of them. The rooms above
- * (job, v1, v2) may include this header. Nothing here is part of api.h's contract.
+ * Owns: strlist.c, models.c, vocab.c, stfile.c, layers.c, safetensors.c, lesson.c, induction.c.
+ * May include: codec.h (api/codec/), base.h (api/base/) and api.h, nothing above. Inside the
+ * room the calls go one way: strlist.c < models.c < vocab.c < stfile.c < layers.c <
+ * safetensors.c < lesson.c, induction.c. The rooms above (job, v1, v2) may include this header.
+ * Nothing here is part of api.h's contract.
  *
  * Legend: E embedding width, H heads, kdim/vdim the key and value widths, V vocabulary size,
  * P positions, L words. */
@@ -232,5 +235,131 @@ int apip_words_count_at(const api_model *m, const char *tokens_val, const char *
                         bool start, size_t from, size_t max_words, size_t *count, api_error *err);
 void apip_words_embed_at(const api_model *m, const char *tokens_val, const char *text_val,
                          bool start, size_t from, uint32_t *ids, float *x);
+/* ---- Models of layers (models.c, layers.c) --------------------------------------------------- */
+
+#define APIP_MAX_LAYERS       64 /* the most layers a model file may have */
+#define APIP_MAX_MEASURES     8 /* the most names in __metadata__ head_scores' objects, or accuracy */
+#define APIP_MEASURE_NAME_MAX 32 /* the longest such name, in bytes: [a-z0-9_] */
+
+/* A model of layers (an attention-only transformer: attention.h's stacks), as a PyTorch module
+ * saved it, and what its file says was measured on it. Made zeroed by apip_stack_alloc,
+ * filled by layers.c, owned by its model (apip_model_set_stack). */
+typedef struct apip_stack {
+    size_t layers;            /* at least 1 */
+    attn_layer_params *layer; /* (layers): what params.layers points at */
+    attn_stack_params params; /* every tensor in data; a part the file lacks is NULL */
+    size_t vocab;             /* V, the rows of lm_head.weight; 0 without an unembedding */
+    bool layer_norm;          /* every layer has a norm before its attention */
+    bool causal;       /* __metadata__.causal: a request gets the causal mask unless it says not */
+    size_t token_json; /* the most bytes a token of the vocabulary takes as a JSON string */
+    /* __metadata__.head_scores: per layer and head, nscores measures named score_names; and
+     * __metadata__.accuracy, nacc measures. 0 when the file has none. */
+    size_t nscores, nacc;
+    char score_names[APIP_MAX_MEASURES][APIP_MEASURE_NAME_MAX + 1];
+    char acc_names[APIP_MAX_MEASURES][APIP_MEASURE_NAME_MAX + 1];
+    double *scores;                /* (layers, H, nscores) */
+    double acc[APIP_MAX_MEASURES]; /* (nacc) */
+    float *data;                   /* the tensors (apip_stack_alloc's layout) */
+} apip_stack;
+
+/* A stack of layers layers of width e with every part the format allows, zeroed, in one
+ * allocation of data: per layer norm1.weight and .bias (E each), in_proj_weight (3E, E),
+ * in_proj_bias (3E), out_proj.weight (E, E), out_proj.bias (E); then norm.weight and .bias (E
+ * each), lm_head.weight (V, E) and lm_head.bias (V) with V = vocab (none when 0); every pointer
+ * of params set (the caller clears those the file lacks), eps 1e-5; and scores (layers, h,
+ * APIP_MAX_MEASURES). NULL with err (500 out_of_memory; 400 invalid_model when the size
+ * overflows). */
+apip_stack *apip_stack_alloc(size_t layers, size_t e, size_t h, size_t vocab, api_error *err);
+void apip_stack_free(apip_stack *s); /* NULL does nothing */
+
+/* Gives m the stack s (taking it): m becomes a model of layers, and apip_model_params(m) is
+ * its first layer's attention. */
+void apip_model_set_stack(api_model *m, apip_stack *s);
+
+/* m's layers, borrowed; NULL for a model of one MHA. */
+const apip_stack *apip_model_stack(const api_model *m);
+
+/* ---- The safetensors format (stfile.c) ------------------------------------------------------- */
+
+/* The tensors of a model file besides the state_dict's (APIP_P_*): the vocabulary's. */
+enum { APIP_T_TOK = APIP_P_COUNT, APIP_T_POS, APIP_T_COUNT };
+/* A layer's tensors, layers.i.NAME. */
+enum {
+    APIP_L_NORM_W,
+    APIP_L_NORM_B,
+    APIP_L_IN_W,
+    APIP_L_IN_B,
+    APIP_L_OUT_W,
+    APIP_L_OUT_B,
+    APIP_L_COUNT
+};
+/* A model of layers' own: the final norm and the unembedding. */
+enum { APIP_S_NORM_W, APIP_S_NORM_B, APIP_S_HEAD_W, APIP_S_HEAD_B, APIP_S_COUNT };
+
+const char *apip_st_name(int i);       /* APIP_P_* or APIP_T_*: "in_proj_weight", ... */
+const char *apip_st_layer_name(int i); /* APIP_L_*: "self_attn.in_proj_weight", ... */
+const char *apip_st_top_name(int i);   /* APIP_S_*: "norm.weight", "lm_head.weight", ... */
+
+/* One tensor of a file's header. */
+typedef struct apip_st_tensor {
+    bool present;
+    int dtype; /* bytes per element: 4 (F32), 2 (F16 or BF16) */
+    bool bf16;
+    size_t rank, dims[3];
+    uint64_t begin, end; /* byte range within the data section */
+} apip_st_tensor;
+
+/* Where a file's messages go: "LABEL: what is wrong", 400 invalid_model, into err. */
+typedef struct apip_st_ctx {
+    const char *label; /* the file (or model) named in messages */
+    api_error *err;
+} apip_st_ctx;
+
+/* What a file's header says, and where its data is. */
+typedef struct apip_st_file {
+    apip_st_tensor t[APIP_T_COUNT];                      /* by APIP_P_* and APIP_T_* */
+    apip_st_tensor top[APIP_S_COUNT];                    /* norm.*, lm_head.* */
+    apip_st_tensor layer[APIP_MAX_LAYERS][APIP_L_COUNT]; /* layers.i.* */
+    size_t layers;  /* one more than the highest layer index named; 0: none */
+    size_t h;       /* __metadata__.num_heads */
+    bool zero_attn; /* __metadata__.add_zero_attn */
+    /* The JSON values of the other metadata keys attnd reads; NULL when absent. */
+    const char *vocab_val, *names_val, *start_val, *split_val;
+    const char *causal_val, *eps_val, *scores_val, *acc_val;
+    const uint8_t *data; /* the data section, data_len bytes */
+    size_t data_len;
+} apip_st_file;
+
+/* Fails with "c->label: message" (400 invalid_model); returns -1. */
+int apip_st_fail(apip_st_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Reads the file bytes (len) into *f (zeroed by the caller): the header length, its JSON,
+ * every tensor entry (a name attnd does not know is refused) and __metadata__ (num_heads
+ * required), then the byte ranges (inside the data, each the size of its shape, covering the
+ * data exactly). 0, or -1 with c->err. */
+int apip_st_read(apip_st_ctx *c, const uint8_t *bytes, size_t len, apip_st_file *f);
+
+/* Converts tensor t (named name in messages) from data to float32 into dst (its element
+ * count): F32 as it is, F16 and BF16 widened. 0, or -1 with c->err for a non-finite value. */
+int apip_st_convert(apip_st_ctx *c, const char *name, const apip_st_tensor *t, const uint8_t *data,
+                    float *dst);
+
+/* The lists of f's metadata: *vocab (__metadata__.vocab split as text_split says; NULL when
+ * absent), *names (head_names, f->h of them; NULL when absent) and *start (start_token's id in
+ * the vocabulary, when f->start_val). 0, or -1 with c->err and nothing allocated. */
+int apip_st_lists(apip_st_ctx *c, const apip_st_file *f, apip_strlist **vocab, apip_strlist **names,
+                  uint32_t *start);
+
+/* ---- Model files of layers (layers.c) -------------------------------------------------------- */
+
+/* The model named name of the layers f holds (f->layers > 0), with the vocabulary and head
+ * names given (taken, also on failure) and start token start when has_start: every layer's
+ * tensors present and shaped for E (from layers.0.self_attn.out_proj.weight) and num_heads,
+ * token_embeddings required, no tensor of a one-MHA model; __metadata__ causal ("true" or
+ * "false"), layer_norm_eps (a positive number), head_scores and accuracy read. m, or NULL with
+ * c->err. */
+api_model *apip_layers_model(apip_st_ctx *c, const char *name, const apip_st_file *f,
+                             apip_strlist *vocab, apip_strlist *names, bool has_start,
+                             uint32_t start);
 
 #endif

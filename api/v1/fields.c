@@ -44,6 +44,8 @@ static const char *const attention_fields[APIP_F_COUNT] = {
     [APIP_F_OUTPUTS] = "outputs",
     [APIP_F_DROPOUT] = "dropout",
     [APIP_F_ADD_ZERO_ATTN] = "add_zero_attn",
+    [APIP_F_LAYERS] = "layers",
+    [APIP_F_PREDICT_TOP_K] = "predict_top_k",
 };
 
 /* SDPA takes PyTorch's is_causal, dropout_p and enable_gqa too (F.scaled_dot_product_attention's);
@@ -297,5 +299,8 @@ int apip_req_read(apip_req *r, const apip_json_root *root, const api_registry *m
                apip_fields_attention_params(r)) {
         return -1;
     }
-    return apip_fields_masks_and_options(r);
+    if (apip_fields_masks_and_options(r) || (r->op == API_OP_ATTENTION && apip_fields_stack(r)))
+        return -1;
+    const char *v = r->f[APIP_F_OUTPUTS];
+    return v ? apip_outputs_read(v, r->weights, r->trace, r->pred_k > 0, &r->omit, r->err) : 0;
 }

@@ -157,6 +157,14 @@ int apip_fields_attention_model(apip_req *r, const api_registry *models) {
     r->h = mi.num_heads;
     r->packed = apip_model_params(r->model)->in_proj_weight != NULL;
     r->bias_kv = mi.add_bias_kv;
+    if ((r->stack = apip_model_stack(r->model))) { /* a model of layers: self-attention */
+        if (r->has_k || r->has_v)
+            return bad(r, r->has_k ? "key" : "value",
+                       "model %s is a model of layers: each layer attends the stream to itself, "
+                       "so leave key and value out",
+                       mi.name);
+        r->causal = r->stack->causal ? ATTN_CAUSAL_TOP_LEFT : ATTN_CAUSAL_NONE; /* its default */
+    }
     if (r->words) {
         r->e = r->kdim = r->vdim = mi.embed_dim;
         if (words_count(r))

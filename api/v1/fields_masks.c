@@ -301,7 +301,7 @@ static int trace_field(apip_req *r, const char *v) {
 }
 
 /* causal, key_lengths, key_mask, attn_mask, attn_bias, need_weights, heads, weights_top_k,
- * encoding, trace and outputs, checked against the shapes learnt before them. 0, or -1 with
+ * encoding and trace, checked against the shapes learnt before them. 0, or -1 with
  * r->err. */
 int apip_fields_masks_and_options(apip_req *r) {
     bool sdpa = r->op == API_OP_SDPA;
@@ -422,8 +422,5 @@ int apip_fields_masks_and_options(apip_req *r) {
         else if (!(apip_jv_kind(v) == '"' && apip_jv_streq(apip_jv_string(v), "json")))
             return bad(r, "encoding", "encoding must be \"json\" or \"base64\"");
     }
-    if ((v = r->f[APIP_F_TRACE]) && trace_field(r, v))
-        return -1;
-    return (v = r->f[APIP_F_OUTPUTS]) ? apip_outputs_read(v, r->weights, r->trace, &r->omit, r->err)
-                                      : 0;
+    return (v = r->f[APIP_F_TRACE]) ? trace_field(r, v) : 0;
 }

@@ -72,17 +72,25 @@ static int plan_failed(int rc, const attn_error *ae, api_error *err) {
 
 /* The job's plan, made once from r's shapes and options before the arena exists: its masks and
  * head subset are present by their extents and size alone, so it has the job's sizes (workspace,
- * outputs, weights); bind_job gives it their data once decoded. 0, or -1 with r->err as
- * plan_failed says. */
-static int plan_shapes(const apip_req *r, attn_plan *p) {
+ * outputs, weights); bind_job gives it their data once decoded. A job on a model of layers is
+ * planned as a stack into *sp, and *p is then its plan of a layer that keeps its weights. 0, or
+ * -1 with r->err as plan_failed says. */
+static int plan_shapes(const apip_req *r, attn_plan *p, attn_stack_plan *sp) {
     attn_mha_dims md;
     attn_sdpa_dims sd;
     fill_dims(r, &md, &sd);
     attn_opts o = req_opts(r);
     attn_masks m = req_masks(r);
     attn_error ae = {0};
-    int rc = r->op == API_OP_SDPA ? attn_sdpa_plan(p, &sd, &o, &m, r->lim->nslots, &ae)
+    int rc;
+    if (r->stack) {
+        attn_stack_dims d = {r->n, r->l, r->e, r->h, r->stack->layers, r->stack->vocab};
+        rc = attn_mha_stack_plan(sp, &d, &o, &m, r->lim->nslots, &ae);
+        *p = sp->kept;
+    } else {
+        rc = r->op == API_OP_SDPA ? attn_sdpa_plan(p, &sd, &o, &m, r->lim->nslots, &ae)
                                   : attn_mha_plan(p, &md, &o, &m, r->lim->nslots, &ae);
+    }
     return rc == ATTN_OK ? 0 : plan_failed(rc, &ae, r->err);
 }
 
@@ -115,6 +123,39 @@ static int plan_append(const apip_req *r, attn_plan *p, attn_decode_plan *dp) {
 }
 
 /* ---- Output shapes ------------------------------------------------------------------------ */
+
+/* What a model of layers adds to the shapes of rs (out_shapes made them for one layer): the
+ * kept layers Ls in front of the weights and of the trace's tensors, the trace's residual and
+ * attn_output (Ls, lead, L, E), and the predictions (lead, L, K). */
+static void stack_shapes(const apip_req *r, const size_t *lead, size_t nlead, apip_resp_shape *rs) {
+    rs->num_layers = r->stack->layers;
+    rs->nkeep = r->n_keep;
+    if (rs->w_rank) {
+        memmove(rs->w_dims + 1, rs->w_dims, rs->w_rank * sizeof rs->w_dims[0]);
+        rs->w_dims[0] = r->n_keep;
+        rs->w_rank++;
+    }
+    if (rs->trace) {
+        size_t *t[3] = {rs->tr_q, rs->tr_kv, rs->tr_maps};
+        for (int i = 0; i < 3; i++) {
+            memmove(t[i] + 1, t[i], rs->tr_rank * sizeof t[i][0]);
+            t[i][0] = r->n_keep;
+        }
+        rs->tr_rank++;
+        rs->tr_res[rs->tr_res_rank++] = r->n_keep;
+        for (size_t i = 0; i < nlead; i++)
+            rs->tr_res[rs->tr_res_rank++] = lead[i];
+        rs->tr_res[rs->tr_res_rank++] = r->l;
+        rs->tr_res[rs->tr_res_rank++] = r->e;
+    }
+    if (r->pred_k) {
+        for (size_t i = 0; i < nlead; i++)
+            rs->pred_dims[rs->pred_rank++] = lead[i];
+        rs->pred_dims[rs->pred_rank++] = r->l;
+        rs->pred_dims[rs->pred_rank++] = r->pred_k;
+        rs->pred_token = r->stack->token_json;
+    }
+}
 
 /* The shapes of a job's outputs, as its response reports them, and what else the response's
  * size depends on, into *rs: the output (.., L, E), or SDPA's (.., L, Dv), led by the query's
@@ -170,6 +211,8 @@ static bool out_shapes(const apip_req *r, size_t maps, apip_resp_shape *rs) {
         rs->tr_maps[t + 1] = sx;
         rs->tr_rank += 2;
     }
+    if (r->stack)
+        stack_shapes(r, lead, nlead, rs);
     if (r->op == API_OP_ATTENTION && r->model) {
         rs->model_len = strlen(apip_model_name(r->model));
         return apip_words_json_bound(r->model, r->words ? r->l : 0, &rs->words_bytes);
@@ -199,6 +242,10 @@ typedef struct layout {
     size_t seq;               /* batch_first false: the largest input, or the output (floats) */
     size_t dplan;             /* a session's append: its step's plan */
     size_t ts, tm, tw;        /* trace: scores, masked scores, weights (N*H*L*S each) */
+    /* A model of layers: the kept layers' indices (Ls) uint32, the logits (N*L*V), the
+     * predictions' ids, probabilities and logits (N*L*K each), the trace's residual and
+     * attn_output (Ls*N*L*E each); its weights, indices and trace hold Ls layers. */
+    size_t sj, keep, logits, pid, pprob, plogit, tres, tadd;
 } layout;
 
 /* Appends count items of size bytes at the next 64-byte boundary; returns their offset. */
@@ -215,8 +262,10 @@ static size_t take(layout *a, size_t count, size_t size) {
 
 /* Lays out the arena of a job of r: the job record, then what r decodes (inputs, params or room
  * for params init, masks, the head subset, the words' ids), then libattn's workspace and
- * outputs (output, weights, top-k indices) as the job's plan p sizes them. */
-static void lay_out(const apip_req *r, const attn_plan *p, layout *a) {
+ * outputs (output, weights, top-k indices) as the job's plan p sizes them; a model of layers'
+ * as its stack's plan sp does, with Ls layers kept. */
+static void lay_out(const apip_req *r, const attn_plan *p, const attn_stack_plan *sp, layout *a) {
+    const size_t ls = r->stack ? r->n_keep : 1; /* the layers whose weights and trace are kept */
     take(a, 1, sizeof(api_job));
     if (r->given && r->given->session)
         a->dplan = take(a, 1, sizeof(attn_decode_plan));
@@ -242,28 +291,41 @@ static void lay_out(const apip_req *r, const attn_plan *p, layout *a) {
     if (r->n_heads)
         a->heads = take(a, r->n_heads, sizeof(uint32_t));
     a->ids = r->words ? take(a, r->l, sizeof(uint32_t)) : 0;
-    a->ws = take(a, p->workspace_bytes, 1);
+    a->ws = take(a, r->stack ? sp->workspace_bytes : p->workspace_bytes, 1);
     a->out = take(a, p->out_elems, sizeof(float));
-    a->w = r->weights ? take(a, p->weights_elems, sizeof(float)) : 0;
-    a->ix = r->top_k ? take(a, p->index_elems, sizeof(int32_t)) : 0;
+    a->w = r->weights ? take(a, ls * p->weights_elems, sizeof(float)) : 0;
+    a->ix = r->top_k ? take(a, ls * p->index_elems, sizeof(int32_t)) : 0;
+    if (r->stack) { /* ls <= APIP_MAX_LAYERS, and each layer's sizes were checked by the plan */
+        size_t nl = r->n * r->l;
+        a->sj = take(a, 1, sizeof(apip_stack_job));
+        a->keep = take(a, r->n_keep ? r->n_keep : 1, sizeof(uint32_t));
+        a->logits = take(a, sp->logits_elems, sizeof(float));
+        a->pid = take(a, nl * r->pred_k, sizeof(int32_t));
+        a->pprob = take(a, nl * r->pred_k, sizeof(float));
+        a->plogit = take(a, nl * r->pred_k, sizeof(float));
+    }
     if (r->seq_first) { /* inputs are read here, then moved; the output is moved here */
         size_t most = p->out_elems;
         for (int i = 0; i < 3; i++)
             most = r->x[i].count > most ? r->x[i].count : most;
         a->seq = take(a, most, sizeof(float));
     }
-    if (r->trace) { /* trace_field bounded each of these */
+    if (r->trace) { /* trace_field (and apip_fields_stack, with ls) bounded each of these */
         const size_t sx = r->s + r->kv_extra;
-        size_t maps = r->n * r->h * r->l * sx;
+        size_t maps = ls * r->n * r->h * r->l * sx;
         if (r->op == API_OP_ATTENTION) {
-            a->tq = take(a, r->n * r->l * r->e, sizeof(float));
-            a->tk = take(a, r->n * sx * r->e, sizeof(float));
-            a->tv = take(a, r->n * sx * r->e, sizeof(float));
-            a->th = take(a, r->n * r->l * r->e, sizeof(float));
+            a->tq = take(a, ls * r->n * r->l * r->e, sizeof(float));
+            a->tk = take(a, ls * r->n * sx * r->e, sizeof(float));
+            a->tv = take(a, ls * r->n * sx * r->e, sizeof(float));
+            a->th = take(a, ls * r->n * r->l * r->e, sizeof(float));
         }
         a->ts = take(a, maps, sizeof(float));
         a->tm = take(a, maps, sizeof(float));
         a->tw = take(a, maps, sizeof(float));
+        if (r->stack) {
+            a->tres = take(a, ls * r->n * r->l * r->e, sizeof(float));
+            a->tadd = take(a, ls * r->n * r->l * r->e, sizeof(float));
+        }
     }
 }
 
@@ -446,6 +508,39 @@ static int decode_masks(apip_req *r, const layout *a, api_job *job, char *arena)
     return 0;
 }
 
+/* A job on a model of layers: the layers it keeps (the "layers" field's, or every one, in
+ * order), its logits, predictions and the trace's residual and attn_output in the arena, and
+ * their shapes as the response reports them (rs). */
+static void bind_stack(const apip_req *r, const apip_resp_shape *rs, const layout *a, api_job *job,
+                       char *arena) {
+    apip_stack_job *sj = job->sj;
+    uint32_t *keep = (uint32_t *)(void *)(arena + a->keep);
+    const char *it = r->f[APIP_F_LAYERS], *el = NULL;
+    for (size_t i = 0; i < r->n_keep; i++)
+        keep[i] = it && apip_jv_arr_next(&it, &el) ? (uint32_t)apip_req_int(el) : (uint32_t)i;
+    sj->keep = keep;
+    sj->nkeep = r->n_keep;
+    sj->logits = sj->plan.logits_elems ? (float *)(void *)(arena + a->logits) : NULL;
+    sj->top_k = r->pred_k;
+    if (r->pred_k) {
+        sj->pred_ids = (int32_t *)(void *)(arena + a->pid);
+        sj->pred_probs = (float *)(void *)(arena + a->pprob);
+        sj->pred_logits = (float *)(void *)(arena + a->plogit);
+        sj->pred_rank = rs->pred_rank;
+        memcpy(sj->pred_dims, rs->pred_dims, sizeof sj->pred_dims);
+    }
+    memcpy(sj->w_dims, rs->w_dims, sizeof sj->w_dims);
+    if (r->trace) {
+        sj->residual = (float *)(void *)(arena + a->tres);
+        sj->attn_out = (float *)(void *)(arena + a->tadd);
+        memcpy(sj->tr_q, rs->tr_q, sizeof sj->tr_q);
+        memcpy(sj->tr_kv, rs->tr_kv, sizeof sj->tr_kv);
+        memcpy(sj->tr_maps, rs->tr_maps, sizeof sj->tr_maps);
+        sj->tr_res_rank = rs->tr_res_rank;
+        memcpy(sj->tr_res, rs->tr_res, sizeof sj->tr_res);
+    }
+}
+
 /* The job's plan (job->plan, made by plan_shapes) bound to its decoded masks and head subset:
  * it checks their values and counts the FLOPs with them, and keeps the sizes the arena was laid
  * out with. Then the job's workspace and outputs in the arena, and the shapes its response
@@ -457,11 +552,17 @@ static int bind_job(const apip_req *r, const apip_resp_shape *rs, const layout *
     if (r->given && r->given->session) { /* the step planned again, with the subset's indices */
         attn_decode_dims d = job->dplan->d;
         rc = attn_mha_decode_plan(job->dplan, &d, &job->opts, r->lim->nslots, &ae);
+    } else if (job->sj) {
+        rc = attn_mha_stack_bind(&job->sj->plan, &job->opts, &job->masks, &ae);
     } else {
         rc = attn_plan_bind(&job->plan, &job->opts, &job->masks, &ae);
     }
     if (rc != ATTN_OK)
         return plan_failed(rc, &ae, r->err);
+    if (job->sj) {
+        job->plan = job->sj->plan.kept;
+        bind_stack(r, rs, a, job, arena);
+    }
     job->workspace = arena + a->ws;
     job->out = (float *)(void *)(arena + a->out);
     if (r->weights)
@@ -532,16 +633,17 @@ api_job *apip_job_parse_given(api_op op, const apip_json_root *root, apip_job_gi
      * bound, all of it checked against the limit before anything is allocated. A session's
      * append plans its step instead; its first append makes a params.init session's weights. */
     attn_plan plan;
+    attn_stack_plan splan = {0};
     attn_decode_plan dplan = {0};
     apip_session *session = given ? given->session : NULL;
-    if (session ? plan_append(r, &plan, &dplan) : plan_shapes(r, &plan))
+    if (session ? plan_append(r, &plan, &dplan) : plan_shapes(r, &plan, &splan))
         return NULL;
     double init_flops = apip_init_flops(r->init, r->e), seeded_flops = 0;
     if (session && !session->params_ready)
         init_flops = apip_init_flops(session->init, session->e);
     for (int i = 0; i < 3; i++)
         seeded_flops += r->x[i].seeded ? (double)r->x[i].count * APIP_SEEDED_FLOP : 0.0;
-    double flops = plan.flops + init_flops + seeded_flops;
+    double flops = (r->stack ? splan.flops : plan.flops) + init_flops + seeded_flops;
     if (lim->max_job_flops > 0 && flops > lim->max_job_flops) {
         api_fail(err, 413, "job_too_large", NULL,
                  "the job takes %.4g FLOP (usage.flops%s%s), over the max_job_flops limit of "
@@ -553,7 +655,7 @@ api_job *apip_job_parse_given(api_op op, const apip_json_root *root, apip_job_gi
     size_t maps = r->weights == ATTN_WEIGHTS_MEAN ? 1 : r->n_heads ? r->n_heads : r->h;
     size_t resp = 0;
     layout a = {.ok = true};
-    lay_out(r, &plan, &a);
+    lay_out(r, &plan, &splan, &a);
     apip_resp_shape rs;
     bool words_fit = out_shapes(r, maps, &rs);
     rs.session = session != NULL;
@@ -581,6 +683,10 @@ api_job *apip_job_parse_given(api_op op, const apip_json_root *root, apip_job_gi
     memset(job, 0, sizeof *job);
     job->op = op;
     job->plan = plan;
+    if (r->stack) {
+        job->sj = (apip_stack_job *)(void *)(arena + a.sj);
+        *job->sj = (apip_stack_job){.stack = r->stack, .plan = splan};
+    }
     job->init_flops = init_flops;
     job->seeded_flops = seeded_flops;
     job->inputs_ready = true; /* until decode_inputs places a seeded one */

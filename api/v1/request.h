@@ -42,6 +42,9 @@ enum {
     APIP_F_DROPOUT,          /* "dropout" (attention), "dropout_p" (SDPA): only 0, inference */
     APIP_F_ENABLE_GQA,       /* "enable_gqa" (SDPA): k and v with fewer heads than q */
     APIP_F_ADD_ZERO_ATTN,    /* "add_zero_attn" (attention): a zero key and value appended */
+    /* A model of layers (fields_stack.c): */
+    APIP_F_LAYERS,        /* "layers": the layers whose weights and trace the reply carries */
+    APIP_F_PREDICT_TOP_K, /* "predict_top_k": next-token predictions per row (an unembedding) */
     /* A decode session's (fields_session.c): */
     APIP_F_EXPECTED_LENGTH, /* an append's "expected_length": the session's rows before it */
     APIP_F_MAX_LENGTH,      /* an open's "max_length": the most rows the session holds */
@@ -66,8 +69,11 @@ typedef struct apip_req {
     bool zero_attn;  /* attention: add_zero_attn, a zero key and value after them */
     size_t kv_extra; /* the keys appended: the weights and the trace have S + kv_extra */
 
-    const api_model *model; /* attention with a registry model */
-    int init;               /* APIP_INIT_* for inline params */
+    const api_model *model;  /* attention with a registry model */
+    const apip_stack *stack; /* ... that is a model of layers (its stack); NULL otherwise */
+    size_t n_keep;           /* Ls: the layers the reply carries ("layers", or every one) */
+    size_t pred_k;           /* K of "predict_top_k": predictions per row; 0: none */
+    int init;                /* APIP_INIT_* for inline params */
     uint64_t seed;
     apip_tensor_in p[APIP_P_COUNT];
     bool has_p[APIP_P_COUNT];
@@ -149,6 +155,10 @@ int apip_fields_bool(apip_req *r, const char *v, const char *field, const char *
 int apip_fields_attention_inputs(apip_req *r);
 int apip_fields_attention_model(apip_req *r, const api_registry *models);
 int apip_fields_attention_params(apip_req *r);
+
+/* A model of layers' own fields, layers and predict_top_k, and its trace's size; "layers" and
+ * "predict_top_k" refused on other models (fields_stack.c). */
+int apip_fields_stack(apip_req *r);
 
 /* SDPA's q, k and v (fields_inputs.c). */
 int apip_fields_sdpa_inputs(apip_req *r);

@@ -6,7 +6,11 @@
  * {"dtype": "float32", "shape": [..], "data": "<base64 of little-endian float32>"} (top-k
  * indices as "int32"), which costs about what copying the bytes does.
  *
- * Legend: N batch, H heads, L query length, S key length, E embedding width, K top-k count. */
+ * A job on a model of layers adds its layers (num_layers, and the layers whose weights and trace
+ * it carries), the next-token predictions, and each kept layer's stream in the trace.
+ *
+ * Legend: N batch, H heads, L query length, S key length, E embedding width, K top-k count, Ls
+ * the layers kept. */
 #include <math.h>
 #include <string.h>
 
@@ -23,6 +27,14 @@
 #define T_HEAD_NAMES ",\"head_names\":"
 #define T_TOKENS     ",\"tokens\":["
 #define T_NUM_HEADS  ",\"num_heads\":"
+#define T_NUM_LAYERS ",\"num_layers\":"
+#define T_LAYERS     ",\"layers\":["
+#define T_PRED       ",\"predictions\":{\"ids\":"
+#define T_PRED_TOKS  ",\"tokens\":"
+#define T_PRED_PROBS ",\"probs\":"
+#define T_PRED_LOGIT ",\"logits\":"
+#define T_TR_RES     ",\"residual\":"
+#define T_TR_ADD     ",\"attn_output\":"
 #define T_SHAPE_N    ",\"shape\":{\"N\":"
 #define T_SHAPE_L    ",\"L\":"
 #define T_SHAPE_S    ",\"S\":"
@@ -186,17 +198,21 @@ static void put_floats(api_buf *b, bool base64, const float *data, const size_t 
 static void put_trace(api_buf *b, const api_job *job, bool *first) {
     const attn_trace *t = &job->trace;
     char num[32];
+    /* A model of layers' tensors have their Ls in front: their dims are in sj. */
+    const size_t *tq = job->sj ? job->sj->tr_q : job->tr_q,
+                 *tkv = job->sj ? job->sj->tr_kv : job->tr_kv,
+                 *tmaps = job->sj ? job->sj->tr_maps : job->tr_maps;
     put_member(b, T_TRACE, first);
     size_t n = api_float_write(num, t->scale);
     num[n] = 0;
     apip_buf_puts(b, num);
     if (job->op == API_OP_ATTENTION) {
         apip_buf_puts(b, T_TR_Q);
-        put_floats(b, job->base64, t->q, job->tr_q, job->tr_rank);
+        put_floats(b, job->base64, t->q, tq, job->tr_rank);
         apip_buf_puts(b, T_TR_K);
-        put_floats(b, job->base64, t->k, job->tr_kv, job->tr_rank);
+        put_floats(b, job->base64, t->k, tkv, job->tr_rank);
         apip_buf_puts(b, T_TR_V);
-        put_floats(b, job->base64, t->v, job->tr_kv, job->tr_rank);
+        put_floats(b, job->base64, t->v, tkv, job->tr_rank);
     }
     /* Scores past a causal limit or key length are still q.k, and may overflow: "inf". */
     const float *maps[3] = {t->scores, t->masked, t->weights};
@@ -204,14 +220,57 @@ static void put_trace(api_buf *b, const api_job *job, bool *first) {
     for (int i = 0; i < 3; i++) {
         apip_buf_puts(b, names[i]);
         if (job->base64)
-            b64_tensor(b, "float32", maps[i], job->tr_maps, job->tr_rank);
+            b64_tensor(b, "float32", maps[i], tmaps, job->tr_rank);
         else
-            json_floats(b, maps[i], job->tr_maps, job->tr_rank, i < 2);
+            json_floats(b, maps[i], tmaps, job->tr_rank, i < 2);
     }
     if (job->op == API_OP_ATTENTION) {
         apip_buf_puts(b, T_TR_HEADS);
-        put_floats(b, job->base64, t->heads, job->tr_q, job->tr_rank);
+        put_floats(b, job->base64, t->heads, tq, job->tr_rank);
     }
+    if (job->sj) { /* the stream entering each kept layer, and what the layer adds */
+        const apip_stack_job *sj = job->sj;
+        apip_buf_puts(b, T_TR_RES);
+        put_floats(b, job->base64, sj->residual, sj->tr_res, sj->tr_res_rank);
+        apip_buf_puts(b, T_TR_ADD);
+        put_floats(b, job->base64, sj->attn_out, sj->tr_res, sj->tr_res_rank);
+    }
+    apip_buf_puts(b, "}");
+}
+
+/* Nested arrays (dims) of the vocabulary v's tokens of ids, as JSON strings. */
+static void json_tokens(api_buf *b, const int32_t *ids, const size_t *dims, size_t rank,
+                        const apip_strlist *v) {
+    size_t inner = 1;
+    for (size_t i = 1; i < rank; i++)
+        inner *= dims[i];
+    apip_buf_puts(b, "[");
+    for (size_t i = 0; i < dims[0] && !b->failed; i++) {
+        if (i)
+            apip_buf_puts(b, ",");
+        if (rank == 1)
+            api_buf_json_string(b, v->s[ids[i]], v->len[ids[i]]);
+        else
+            json_tokens(b, ids + i * inner, dims + 1, rank - 1, v);
+    }
+    apip_buf_puts(b, "]");
+}
+
+/* The "predictions" member of a job on a model of layers: {"ids", "tokens", "probs",
+ * "logits"}, each (.., L, K). */
+static void put_predictions(api_buf *b, const api_job *job, bool *first) {
+    const apip_stack_job *sj = job->sj;
+    put_member(b, T_PRED, first);
+    if (job->base64)
+        b64_tensor(b, "int32", sj->pred_ids, sj->pred_dims, sj->pred_rank);
+    else
+        json_ints(b, sj->pred_ids, sj->pred_dims, sj->pred_rank);
+    apip_buf_puts(b, T_PRED_TOKS);
+    json_tokens(b, sj->pred_ids, sj->pred_dims, sj->pred_rank, apip_model_vocab(job->model));
+    apip_buf_puts(b, T_PRED_PROBS);
+    put_floats(b, job->base64, sj->pred_probs, sj->pred_dims, sj->pred_rank);
+    apip_buf_puts(b, T_PRED_LOGIT);
+    put_floats(b, job->base64, sj->pred_logits, sj->pred_dims, sj->pred_rank);
     apip_buf_puts(b, "}");
 }
 
@@ -261,6 +320,27 @@ static bool tensor_bound(const size_t *dims, size_t rank, bool base64, bool ints
     return nested_bound(dims, rank, ints ? I32_MAX_DIGITS : FLOAT_CHARS, bytes);
 }
 
+/* What a model of layers adds to a reply's bound *n: num_layers, the kept layers, the
+ * predictions and the trace's residual and attn_output. */
+static bool stack_bound(const apip_resp_shape *rs, size_t *n) {
+    size_t t = 0;
+    if (!acc_mad(n, rs->nkeep, U64_MAX_DIGITS + 1, LIT(T_NUM_LAYERS T_LAYERS "]") + U64_MAX_DIGITS))
+        return false;
+    if (rs->pred_rank && !(rs->omit & APIP_OMIT_PREDICTIONS)) {
+        if (!tensor_bound(rs->pred_dims, rs->pred_rank, rs->base64, true, &t) ||
+            !apip_add(*n, LIT(T_PRED T_PRED_TOKS T_PRED_PROBS T_PRED_LOGIT "}") + t, n) ||
+            !nested_bound(rs->pred_dims, rs->pred_rank, rs->pred_token, &t) ||
+            !apip_add(*n, t, n) ||
+            !tensor_bound(rs->pred_dims, rs->pred_rank, rs->base64, false, &t) ||
+            !acc_mad(n, t, 2, 0))
+            return false;
+    }
+    if (rs->trace && !(rs->omit & APIP_OMIT_TRACE))
+        return tensor_bound(rs->tr_res, rs->tr_res_rank, rs->base64, false, &t) &&
+               acc_mad(n, t, 2, LIT(T_TR_RES T_TR_ADD));
+    return true;
+}
+
 bool apip_response_bound(const apip_resp_shape *rs, size_t *bytes) {
     /* "{", then every member with its leading comma but the first, which has none: as many
      * bytes as the members with their commas (usage is always there). */
@@ -293,6 +373,8 @@ bool apip_response_bound(const apip_resp_shape *rs, size_t *bytes) {
                 return false;
         }
     }
+    if (rs->num_layers && !stack_bound(rs, &n))
+        return false;
     if (rs->op == API_OP_ATTENTION) {
         /* The name as a JSON string: at most 6 bytes per byte ("\ufffd", "\u001f"), quoted. */
         size_t name = rs->model_len ? 0 : LIT("null");
@@ -366,20 +448,23 @@ int api_job_respond(const api_job *job, double queue_ms, double compute_ms, api_
         put_floats(out, job->base64, output, job->out_dims, job->out_rank);
     }
     if (job->w_rank && !(job->omit & APIP_OMIT_WEIGHTS)) {
+        const size_t *w_dims = apip_job_w_dims(job);
         put_member(out, T_WEIGHTS, &first);
         if (job->wout.indices) {
             apip_buf_puts(out, T_INDICES);
             if (job->base64)
-                b64_tensor(out, "int32", job->wout.indices, job->w_dims, job->w_rank);
+                b64_tensor(out, "int32", job->wout.indices, w_dims, job->w_rank);
             else
-                json_ints(out, job->wout.indices, job->w_dims, job->w_rank);
+                json_ints(out, job->wout.indices, w_dims, job->w_rank);
             apip_buf_puts(out, T_VALUES);
-            put_floats(out, job->base64, job->wout.values, job->w_dims, job->w_rank);
+            put_floats(out, job->base64, job->wout.values, w_dims, job->w_rank);
             apip_buf_puts(out, "}");
         } else {
-            put_floats(out, job->base64, job->wout.values, job->w_dims, job->w_rank);
+            put_floats(out, job->base64, job->wout.values, w_dims, job->w_rank);
         }
     }
+    if (job->sj && job->sj->top_k && !(job->omit & APIP_OMIT_PREDICTIONS))
+        put_predictions(out, job, &first);
     if (job->op == API_OP_ATTENTION) {
         put_member(out, T_MODEL, &first);
         if (job->model_name)
@@ -402,6 +487,17 @@ int api_job_respond(const api_job *job, double queue_ms, double compute_ms, api_
         }
         apip_buf_puts(out, T_NUM_HEADS);
         apip_buf_put_u64(out, job->h);
+        if (job->sj) { /* its layers, and those whose weights and trace the reply holds */
+            apip_buf_puts(out, T_NUM_LAYERS);
+            apip_buf_put_u64(out, job->sj->stack->layers);
+            apip_buf_puts(out, T_LAYERS);
+            for (size_t i = 0; i < job->sj->nkeep; i++) {
+                if (i)
+                    apip_buf_puts(out, ",");
+                apip_buf_put_u64(out, job->sj->keep[i]);
+            }
+            apip_buf_puts(out, "]");
+        }
         apip_buf_puts(out, T_SHAPE_N);
         apip_buf_put_u64(out, job->n);
         apip_buf_puts(out, T_SHAPE_L);
@@ -425,7 +521,7 @@ int api_job_respond(const api_job *job, double queue_ms, double compute_ms, api_
     apip_buf_puts(out, T_COMPUTE_MS);
     apip_buf_put_ms(out, compute_ms);
     apip_buf_puts(out, T_WS_BYTES);
-    apip_buf_put_u64(out, job->plan.workspace_bytes);
+    apip_buf_put_u64(out, job->sj ? job->sj->plan.workspace_bytes : job->plan.workspace_bytes);
     apip_buf_puts(out, T_JOB_BYTES);
     apip_buf_put_u64(out, job->need_bytes + job->response_bytes);
     apip_buf_puts(out, "}}");

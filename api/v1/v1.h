@@ -1,19 +1,20 @@
 /* v1.h - api/v1/, API v1: the bodies of POST /v1/attention and /v1/sdpa turned into a validated
  * job (request.c, which plans it and lays out its arena, with fields.c reading and checking
  * every field into the request record of request.h: the inputs and parameters in
- * fields_inputs.c, the masks and options in fields_masks.c), their tensor fields decoded (tensor.c)
- * or seeded (seeded.c), the tensors the reply carries ("outputs", outputs.c), the 200 body of
- * a job that has run (response.c), and the decode sessions' opens and appends (session.c, with
- * fields_session.c reading their fields). Its contract is api/openapi.yaml.
+ * fields_inputs.c, the masks and options in fields_masks.c, a model of layers' own in
+ * fields_stack.c), their tensor fields decoded (tensor.c) or seeded (seeded.c), the tensors the
+ * reply carries ("outputs", outputs.c), the 200 body of a job that has run (response.c), and
+ * the decode sessions' opens and appends (session.c, with fields_session.c reading their
+ * fields). Its contract is api/openapi.yaml.
  *
  * Owns: request.c, request.h (private to request.c and the fields files), fields.c,
- * fields_inputs.c, fields_masks.c, fields_session.c, tensor.c, seeded.c, outputs.c,
- * response.c, session.c. May include: job.h (api/job/), session.h (api/session/), models.h
- * (api/models/), codec.h (api/codec/), base.h (api/base/), api.h and attention.h, nothing above.
- * Inside the room the calls go one way: tensor.c < seeded.c < fields_inputs.c, fields_masks.c,
- * fields_session.c < fields.c < request.c < session.c, outputs.c < fields.c, and response.c
- * beside them (the fields_*.c files call fields.c's helpers, and fields.c calls them). A
- * protocol above (v2)
+ * fields_inputs.c, fields_masks.c, fields_stack.c, fields_session.c, tensor.c, seeded.c,
+ * outputs.c, response.c, session.c. May include: job.h (api/job/), session.h (api/session/),
+ * models.h (api/models/), codec.h (api/codec/), base.h (api/base/), api.h and attention.h,
+ * nothing above. Inside the room the calls go one way: tensor.c < seeded.c < fields_inputs.c,
+ * fields_masks.c, fields_stack.c, fields_session.c < fields.c < request.c < session.c,
+ * outputs.c < fields.c, and response.c beside them (the fields_*.c files call fields.c's
+ * helpers, and fields.c calls them). A protocol above (v2)
  * enters at apip_job_parse_given and may include this header. Nothing here is part of api.h's
  * contract.
  *
@@ -109,13 +110,14 @@ int apip_seeded_probe(apip_tensor_in *t, const char *name, const char *val, size
 
 /* ---- The reply's tensors (outputs.c) -------------------------------------------------------- */
 
-/* Reads "outputs" (its value v, not null): an array of distinct names from "output", "weights"
- * and "trace", into *omit, the APIP_OMIT_* bits (job.h) of the tensors it leaves out ([] leaves
- * out all three). weights and trace say whether the job makes them (need_weights, "trace":
- * true): naming one it does not make is refused. 0, or -1 with err: 400 invalid_field naming
- * "outputs" (not an array, a name that is not one of the three or not a string, a name listed
- * twice, or a tensor the job does not make). */
-int apip_outputs_read(const char *v, bool weights, bool trace, unsigned *omit, api_error *err);
+/* Reads "outputs" (its value v, not null): an array of distinct names from "output", "weights",
+ * "trace" and "predictions", into *omit, the APIP_OMIT_* bits (job.h) of the tensors it leaves
+ * out ([] leaves out all of them). weights, trace and predictions say whether the job makes them
+ * (need_weights, "trace": true, a model of layers' predictions): naming one it does not make is
+ * refused. 0, or -1 with err: 400 invalid_field naming "outputs" (not an array, a name that is
+ * not one of the four or not a string, a name listed twice, or a tensor the job does not make). */
+int apip_outputs_read(const char *v, bool weights, bool trace, bool predictions, unsigned *omit,
+                      api_error *err);
 
 /* ---- Response size (response.c) -------------------------------------------------------------- */
 

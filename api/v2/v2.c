@@ -116,14 +116,15 @@ static void meta_tensor(api_buf *out, bool comma, const char *name, const char *
  * key (N, S, kdim), value (N, S, vdim), SDPA's q, k, v (N, H, L|S, D) (also (H, ..) and
  * (L|S, D)), key_lengths (N), key_mask (N, S) (also (S)), attn_mask and attn_bias
  * (N, H, L, S) (lower ranks broadcast); output as the query, weights (N, H, L, S) or
- * (N, L, S), indices with top-k (.., K). Returns the rank. */
+ * (N, L, S), a model of layers' (Ls, N, H, L, S), indices with top-k (.., K). Returns the
+ * rank. */
 size_t apip_v2_tensor_dims(const api_model *m, bool out, size_t i, const char **dt,
-                           long long dims[4]) {
+                           long long dims[APIP_MAX_OUT_RANK]) {
     bool sdpa = m == NULL;
     api_model_info mi = api_model_describe(m);
     long long e = sdpa ? -1 : (long long)mi.embed_dim;
     const long long widths[3] = {e, sdpa ? -1 : (long long)mi.kdim, sdpa ? -1 : (long long)mi.vdim};
-    for (size_t k = 0; k < 4; k++)
+    for (size_t k = 0; k < APIP_MAX_OUT_RANK; k++)
         dims[k] = -1;
     if (out) {
         *dt = i == APIP_V2_INDICES ? "INT32" : "FP32";
@@ -131,7 +132,7 @@ size_t apip_v2_tensor_dims(const api_model *m, bool out, size_t i, const char **
             dims[2] = e;
             return 3;
         }
-        return 4;
+        return mi.num_layers ? 5 : 4; /* a model of layers': (Ls, N, H, L, S) */
     }
     const apip_v2_input *in = sdpa ? apip_v2_sdpa_inputs : apip_v2_mha_inputs;
     *dt = in[i].dtypes & APIP_V2_DT(APIP_DT_FP32)   ? "FP32"
@@ -159,7 +160,7 @@ int api_v2_model_json(const api_registry *r, const char *name, const char *versi
     apip_buf_puts(out,
                   ",\"versions\":[\"" API_V2_VERSION "\"],\"platform\":\"attnd\",\"inputs\":[");
     const char *dt;
-    long long d[4];
+    long long d[APIP_MAX_OUT_RANK];
     for (size_t i = 0; i < APIP_V2_IN_COUNT; i++) {
         size_t rank = apip_v2_tensor_dims(m, false, i, &dt, d);
         meta_tensor(out, i > 0, in[i].name, dt, d, rank);

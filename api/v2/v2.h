@@ -92,9 +92,10 @@ void apip_v2_put_dims(api_buf *out, const long long *dims, size_t rank);
  * key (N, S, kdim), value (N, S, vdim), SDPA's q, k, v (N, H, L|S, D) (also (H, ..) and
  * (L|S, D)), key_lengths (N), key_mask (N, S) (also (S)), attn_mask and attn_bias
  * (N, H, L, S) (lower ranks broadcast); output as the query, weights (N, H, L, S) or
- * (N, L, S), indices with top-k (.., K). Returns the rank. */
+ * (N, L, S), a model of layers' (Ls, N, H, L, S), indices with top-k (.., K). Returns the
+ * rank. */
 size_t apip_v2_tensor_dims(const api_model *m, bool out, size_t i, const char **dt,
-                           long long dims[4]);
+                           long long dims[APIP_MAX_OUT_RANK]);
 
 /* ---- Triton's sequence parameters (v2_seq.c) ------------------------------------------------ */
 

@@ -50,7 +50,7 @@ int api_v2_model_config_json(const api_registry *r, const char *name, const char
                        "\"latest\":{\"num_versions\":1}},\"max_batch_size\":0,"
                        "\"input\":[");
     const char *dt;
-    long long d[4];
+    long long d[APIP_MAX_OUT_RANK];
     for (size_t i = 0; i < APIP_V2_IN_COUNT; i++) {
         size_t rank = apip_v2_tensor_dims(m, false, i, &dt, d);
         config_tensor(out, i > 0, in[i].name, dt, d, rank, i > 0);

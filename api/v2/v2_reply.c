@@ -153,7 +153,7 @@ int apip_v2_respond(const api_job *job, double queue_ms, double compute_ms, api_
     apip_buf_puts(out, T_OUTPUTS);
     for (size_t i = 0; i < rp->nout; i++) {
         int o = rp->out[i];
-        const size_t *d = o == APIP_V2_OUTPUT ? job->out_dims : job->w_dims;
+        const size_t *d = o == APIP_V2_OUTPUT ? job->out_dims : apip_job_w_dims(job);
         size_t rank = o == APIP_V2_OUTPUT ? job->out_rank : job->w_rank, count = 1;
         apip_buf_puts(out, i ? "," T_NAME : T_NAME);
         apip_buf_puts(out, apip_v2_out_names[o]);
@@ -197,7 +197,7 @@ int apip_v2_respond(const api_job *job, double queue_ms, double compute_ms, api_
         if (!rp->binary[o])
             continue;
         size_t count = 1;
-        const size_t *d = o == APIP_V2_OUTPUT ? job->out_dims : job->w_dims;
+        const size_t *d = o == APIP_V2_OUTPUT ? job->out_dims : apip_job_w_dims(job);
         size_t rank = o == APIP_V2_OUTPUT ? job->out_rank : job->w_rank;
         for (size_t k = 0; k < rank; k++)
             count *= d[k];

@@ -137,6 +137,8 @@ void test_v2(void);
 void test_seeded_inputs(void);
 /* v1_outputs.c */
 void test_outputs(void);
+/* v1_stack.c */
+void test_stack_cases(void);
 
 /* sessions.c */
 void test_siphash(void);

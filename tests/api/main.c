@@ -2,8 +2,8 @@
  * (api/README.md), sharing api_test.h. This file holds main, which runs every group in a fixed
  * order: codec (codec_fmt.c, codec_numbers.c, codec_base64.c, codec_json.c, codec_buf.c),
  * models (models.c, models_safetensors.c), API v1 (v1_cases.c, v1_responses.c, v1_limits.c,
- * v1_seeded.c, v1_outputs.c), the job and its memory (job.c) and the Open Inference Protocol
- * (v2.c); util.c holds the helpers.
+ * v1_seeded.c, v1_outputs.c, v1_stack.c), the job and its memory (job.c) and the Open Inference
+ * Protocol (v2.c); util.c holds the helpers.
  *
  * What they cover: float formatting (against printf and strtod, and the previous writer
  * tests/float_ref.c, on millions of floats), float reading (against strtod on a million decimals:
@@ -67,6 +67,7 @@ int main(int argc, char **argv) {
     test_v2();
     test_seeded_inputs();
     test_outputs();
+    test_stack_cases();
     test_siphash();
     test_session_cases();
     test_sessions_exact();

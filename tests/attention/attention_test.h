@@ -73,6 +73,9 @@ void test_trace(attn_pool *pool);
 /* fused.c */
 void test_fused_kernels(void);
 void test_fused_equals_direct(attn_pool *pool);
+/* stack.c */
+void test_stack(attn_pool *pool);
+void test_stack_errors(void);
 /* plan.c */
 void test_plan_bind(void);
 void test_limits_and_errors(void);

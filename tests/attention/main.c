@@ -4,8 +4,9 @@
  * (plan.c: binding, limits and errors, FLOP count), kernels, the pool and the BLAS kernel
  * choice (runtime.c), batches across jobs (batch.c), the fused tiled path against the direct
  * one (fused.c), PyTorch's grouped-query heads, float key bias and appended keys
- * (torch_options.c), and decode sessions on a key/value cache against the whole-sequence
- * call (decode.c); util.c holds the helpers. This file
+ * (torch_options.c), decode sessions on a key/value cache against the whole-sequence
+ * call (decode.c), and stacks of layers against a reference in double (stack.c); util.c holds
+ * the helpers. This file
  * holds main, which runs them in a fixed order, and the --blas-probe that test_blas_reexec runs
  * this program with. Exits non-zero when any check fails.
  *
@@ -68,8 +69,10 @@ int main(int argc, char **argv) {
         test_mha_appended(p);
         test_decode(p);
         test_decode_errors(p);
+        test_stack(p);
         test_decode_topk_trace(p);
     }
+    test_stack_errors();
     test_flops_closed_form();
     test_limits_and_errors();
     test_plan_bind();

@@ -1,8 +1,8 @@
 // responses.mjs - the 200 answers of a live attnd against api/openapi.yaml's response schemas,
 // validated by ajv (JSON Schema 2020-12, which OpenAPI 3.1 uses), not by attnd's own tests.
 //
-// Sends every 200 case of tests/api_cases/requests/{attention,sdpa} to POST /v1/attention or
-// /v1/sdpa, each once as written and once with "trace": true added where the case allows one
+// Sends every 200 case of tests/api_cases/requests/{attention,sdpa,stack} to POST /v1/attention
+// (stack: on the built-in model of layers, induction) or /v1/sdpa, each once as written and once with "trace": true added where the case allows one
 // (the trace's members are the schema's hardest: "-inf" strings among numbers), and validates
 // each answer against AttentionResponse or SdpaResponse; every 200 case of
 // tests/api_cases/requests/session_{open,append} through POST /v1/sessions (and
@@ -52,8 +52,9 @@ const timeout = setTimeout(() => { console.error('FAIL: responses.mjs took over 
 let answers = 0, traced = 0, sessions = 0;
 const kept = {};
 try {
-  for (const ep of ['attention', 'sdpa']) {
-    const dir = join(casesDir, ep);
+  for (const sub of ['attention', 'sdpa', 'stack']) {
+    const ep = sub === 'sdpa' ? 'sdpa' : 'attention';
+    const dir = join(casesDir, sub);
     for (const f of readdirSync(dir).filter((n) => n.endsWith('.case')).sort()) {
       const raw = readFileSync(join(dir, f));
       const nl = raw.indexOf(10);
@@ -72,11 +73,11 @@ try {
         const r = await fetch(`${base}/v1/${ep}`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: b });
         const text = await r.text();
         if (i === 1 && r.status === 400 && /"field":"trace"/.test(text)) continue; // past the bound
-        check(r.status === 200, `${ep}/${f}${i ? ' with trace' : ''}: HTTP ${r.status} ${text.slice(0, 200)}`);
+        check(r.status === 200, `${sub}/${f}${i ? ' with trace' : ''}: HTTP ${r.status} ${text.slice(0, 200)}`);
         if (r.status !== 200) continue;
         const doc = JSON.parse(text);
         const v = schemas[ep];
-        check(v(doc), `${ep}/${f}${i ? ' with trace' : ''}: the answer does not match ${ep === 'sdpa' ? 'SdpaResponse' : 'AttentionResponse'}: ${errorsOf(v)}`);
+        check(v(doc), `${sub}/${f}${i ? ' with trace' : ''}: the answer does not match ${ep === 'sdpa' ? 'SdpaResponse' : 'AttentionResponse'}: ${errorsOf(v)}`);
         answers++;
         if (doc.trace) { traced++; kept[ep] = doc; }
       }

@@ -70,6 +70,16 @@ async function main() {
       const panel = document.getElementById('path').getBoundingClientRect();
       return r.top >= panel.bottom - 2 && r.top < window.innerHeight * 0.6;
     }, id);
+    // What a step does after the page is ready (the row it picks, a smooth scroll) can take a
+    // moment more on a loaded machine: a check of it waits up to ms for it to hold.
+    const until = async (f, ms = 8000) => {
+      const t0 = Date.now();
+      for (;;) {
+        const v = await f();
+        if (v || Date.now() - t0 > ms) return v;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    };
     const ready = (p) => p.evaluate(() => document.body.dataset.ready || '');
     const waitNext = (p, mark) => p.waitForFunction((m) => document.body.dataset.ready !== m, mark, { timeout: 20000 });
 
@@ -108,8 +118,12 @@ async function main() {
         check(w0 === '0.40 0.20 0.20 0.20', `step 1 shows the chapter's row 0.40 0.20 0.20 0.20 (${w0})`);
       }
       if (n === 2) { // in English, the English twin's "it" (word 11)
-        const row = await page.inputValue('[data-testid=row-pick]');
-        const title = await page.textContent('[data-testid=large-title]');
+        let row, title;
+        await until(async () => {
+          row = await page.inputValue('[data-testid=row-pick]');
+          title = await page.textContent('[data-testid=large-title]');
+          return row === String(10 + S0) && title.includes('coreference');
+        });
         check(row === String(10 + S0) && title.includes('coreference'), `step 2 shows the row of "it" (${row}) in the coreference head (${title})`);
       }
       if (n === 6) {
@@ -161,8 +175,10 @@ async function main() {
     page = await newPage();
     await open(page, '?step=4&lang=zh');
     const pressed = () => page.$$eval('[data-testid=exp1-keys] button', (bs) => bs.filter((b) => b.getAttribute('aria-pressed') === 'true').map((b) => Number(b.dataset.j)));
-    check((await page.textContent('[data-testid=path-title]')) === tr('zh', 'path.exp1.title') && (await page.inputValue('[data-testid=text]')) === C4
-      && await inView(page, 'exp1') && (await pressed()).join() === [0, 2, 4, 9].map((j) => j + S0).join(),
+    const linked = async () => (await page.textContent('[data-testid=path-title]')) === tr('zh', 'path.exp1.title')
+      && (await page.inputValue('[data-testid=text]')) === C4 && await inView(page, 'exp1')
+      && (await pressed()).join() === [0, 2, 4, 9].map((j) => j + S0).join();
+    check(await until(linked),
     `a link to step=4 opens 实验一 on ${C4} in Chinese, with the chapter's four candidates (${(await pressed()).join()})`);
     mark = await ready(page);
     await page.click('[data-testid=path-next]');
