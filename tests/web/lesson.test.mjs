@@ -74,7 +74,10 @@ async function main() {
     check((await tiles(page)).map((x) => x.name + x.gloss).join('|') === headNames.concat(['mean']).join('|'),
       `in English the tiles carry the head names alone (${(await tiles(page)).map((x) => x.name).join(' ')})`);
     const paramsChoices = () => page.$$eval('[data-testid=params-kind] option', (os) => os.map((o) => o.value).join(' '));
-    check((await paramsChoices()) === 'model:lesson', `a sentence offers only the models with a vocabulary (${await paramsChoices()})`);
+    const withVocab = (await (await fetch(new URL('v1/models', base))).json()).models
+      .filter((m) => m.vocab_size > 0).map((m) => `model:${m.name}`).join(' ');
+    check(withVocab.includes('model:lesson') && (await paramsChoices()) === withVocab,
+      `a sentence offers only the models with a vocabulary, as GET /v1/models lists them (${await paramsChoices()}; ${withVocab})`);
     mark = await readyMark(page);
     await page.selectOption('[data-testid=preset]', 'random');
     await waitReady(page, mark);
