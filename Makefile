@@ -161,7 +161,8 @@ check-layers:
 
 # The visualizer in Debian's chromium, driven by playwright-core (never a downloaded browser);
 # screens.test.mjs: the exports, the call run as curl, Python and JavaScript, the page offline,
-# and every screen size; path.test.mjs: the guided path and its experiments; layout.test.mjs: the
+# and every screen size; path.test.mjs: the guided path and its experiments; learned.test.mjs: the
+# step on a model that learned (the induction model's heads and predictions); layout.test.mjs: the
 # projector and the phone measured, and the root font following the browser's default;
 # class.test.mjs: every request of the path within 64 KiB up and 256 KiB down, and a busy
 # server's 503 retried (a proxy in the test); cache.test.mjs: a second load sends no file again,
@@ -176,6 +177,7 @@ test-web: $(BUILD)/attnd tests/web/node_modules/playwright-core
 	timeout 300 node tests/web/screens.test.mjs $(BUILD)/attnd $(BUILD)/web-test
 	timeout 300 node tests/web/path.test.mjs $(BUILD)/attnd $(BUILD)/web-path
 	timeout 300 node tests/web/gen.test.mjs $(BUILD)/attnd $(BUILD)/web-gen
+	timeout 300 node tests/web/learned.test.mjs $(BUILD)/attnd $(BUILD)/web-learned
 	timeout 300 node tests/web/layout.test.mjs $(BUILD)/attnd $(BUILD)/web-layout
 	timeout 300 node tests/web/class.test.mjs $(BUILD)/attnd $(BUILD)/web-class
 	timeout 120 node tests/web/cache.test.mjs $(BUILD)/attnd $(BUILD)/web-cache

@@ -11,9 +11,10 @@
 //                merges them)
 //   strings-chapter.js  √d_k, concat → W^O, the ending, the gloss, the experiments' calls
 //                (i18n.js merges them)
+//   strings-learned.js  the path's step on a model that learned (i18n.js merges them)
 //   strings-gen.js  generation on a decode session (i18n.js merges them)
 //   i18n.js      every string a person reads, in Chinese and English [i18n-screens
-//                strings-lesson strings-class strings-chapter strings-gen]
+//                strings-lesson strings-class strings-chapter strings-learned strings-gen]
 //   twins.js     the lesson's sentences in Chinese and English, the experiments' words, the
 //                chapter's table of 它's row (data)
 //   numbers.js   deterministic numbers (splitmix64) for the random presets
@@ -67,21 +68,27 @@
 //   gen.js       generation one token at a time on a decode session (POST, DELETE
 //                /v1/sessions[/{id}]) [state dom api tensors errors heatmap heads tables
 //                genchart]
+//   headscores.js  previous-token and induction scores of a head on a sequence (no imports)
+//   modelview.js every layer × head of a model of layers as small maps with their scores, one
+//                open large [state dom minimap headscores]
+//   learned.js   a model that learned: the induction model on a seeded sequence that repeats,
+//                or the student's, its heads and next-token predictions
+//                [state dom api tensors errors numbers headscores modelview callbox]
 //   views.js     a result in every view, the grid of heads, and a head's click (the heatmap
 //                first, the rest after that frame)
 //                [state dom heatmap maps heads large lines steps exp1 exp2 exp3 think concat
-//                recap gen]
+//                recap learned gen]
 //   controls.js  the controls, presets, the models' list and the language
 //                [i18n state dom api status vocab fold]
 //   svg.js       the current view as an SVG document, and an SVG as a PNG
 //                [state dom maps heatmap heads large]
 //   export.js    the exports and the call, a failed run's greyed-out result, the colour scale's
 //                switch [state dom svg calls]
-//   path.js      the guided path: eleven steps, the URL's step, the first visit's offer, Finish
+//   path.js      the guided path: twelve steps, the URL's step, the first visit's offer, Finish
 //                [state dom controls fold]
 //   app.js       this module: a run, the sentence box, the language switch and the listeners
 //                [state dom api busy errors fold compute status vocab large lines exp1 exp3
-//                views steps controls export path think concat recap callbox gen]
+//                views steps controls export path think concat recap callbox learned gen]
 //
 // Legend: L query tokens, S key tokens, E embedding width, H heads, Dh = E / H the head width.
 // Weight maps are kept per head as Float32Array(L * S) (dense) or as the top-k of every row
@@ -115,6 +122,7 @@ import { drawConcat } from './concat.js';
 import { initRecap } from './recap.js';
 import { redrawCalls } from './callbox.js';
 import { endGen, initGen } from './gen.js';
+import { initLearned } from './learned.js';
 
 // ---- Running ------------------------------------------------------------------------------
 
@@ -219,6 +227,7 @@ async function main() {
   initPath(run, (key) => { if (key === 'gen') endGen(true); });
   initThink();
   initGen();
+  initLearned();
   initRecap(goStep, (n) => t(`path.${STEPS[n - 1].key}.title`));
   $('preset').addEventListener('change', () => { readControls(); applyPreset($('preset').value); syncControls(); run(); });
   for (const id of ['causal', 'key-length', 'weights-mode', 'params-kind', 'num-heads', 'init-seed', 'rand-l', 'rand-e', 'rand-seed']) {

@@ -103,13 +103,14 @@ export async function loadModels() {
 }
 
 // The choices of projection weights: the server's models, then the two inits; for a sentence,
-// only the models with a vocabulary.
+// only the models with a vocabulary. A model of layers (num_layers), whose weights lead with the
+// layer axis, is not among them: its own view is the path's step on it (learned.js).
 function renderModelOptions() {
   const sel = $('params-kind');
   sel.textContent = '';
   const words = isSentence(state.preset);
   for (const m of models ? models.models : []) {
-    if (words && !(m.vocab_size > 0)) continue;
+    if ((words && !(m.vocab_size > 0)) || m.num_layers) continue;
     const o = document.createElement('option');
     o.value = `model:${m.name}`;
     o.textContent = t('params.model', { name: m.name, e: m.embed_dim, h: m.num_heads });

@@ -2,7 +2,7 @@
 // appended to a decode session one token per request, the weights of each new row drawn under
 // the rows before it, the rows above checked against what the page showed at the step before,
 // and the cache's bytes beside what recomputing the prefix would cost (genchart.js). The guided
-// path's step 7 starts it (path.js), and leaving that step deletes the session.
+// path's step 8 starts it (path.js), and leaving that step deletes the session.
 //
 // Requests: POST /v1/sessions {model, max_length: the sentence's tokens}; then per step t (1 …
 // n) POST /v1/sessions/{id} {tokens: [token t], add_special_tokens: false, expected_length:

@@ -5,6 +5,8 @@
 import { canvasFont, rootPx, setupCanvas } from './dom.js';
 import { colour, rgb } from './heatmap.js';
 
+const MASKED = 'rgb(222,222,222)'; // a causal mask's cells: a light grey, apart from weight 0
+
 // A score as a colour: white at 0, red (#b2182b) at +max, blue (#2166ac) at −max.
 function diverging(x, max) {
   const f = Math.max(-1, Math.min(1, x / (max || 1)));
@@ -14,7 +16,9 @@ function diverging(x, max) {
 
 // Draws m, an n × n matrix (flat, row-major), into cv with cells of cell CSS px. opts.mode is
 // 'weights' (0 to 1) or 'scores' (diverging); opts.labels the n words, drawn at the left and the
-// top (rotated). Returns the largest |value| (the scale of 'scores').
+// top (rotated); opts.masked(i, j) whether a cell is masked (drawn in the mask's grey);
+// opts.marks [{cells: [[i, j], …], colour, dash}] cells outlined on top. Returns the largest
+// |value| (the scale of 'scores').
 export function drawMatrix(cv, m, n, cell, opts = {}) {
   const labels = opts.labels || null;
   const font = 0.75 * rootPx();
@@ -30,7 +34,8 @@ export function drawMatrix(cv, m, n, cell, opts = {}) {
   for (let i = 0; i < n; i++) {
     for (let j = 0; j < n; j++) {
       const x = m[i * n + j];
-      ctx.fillStyle = rgb(opts.mode === 'scores' ? diverging(x, max) : colour(x));
+      const masked = opts.masked && opts.masked(i, j);
+      ctx.fillStyle = masked ? MASKED : rgb(opts.mode === 'scores' ? diverging(x, max) : colour(x));
       ctx.fillRect(labW + j * cell, labW + i * cell, cell, cell);
     }
   }
@@ -41,6 +46,15 @@ export function drawMatrix(cv, m, n, cell, opts = {}) {
     ctx.lineWidth = 1;
     for (let i = 0; i < n; i++) ctx.strokeRect(labW + i * cell + 0.5, labW + i * cell + 0.5, cell - 1, cell - 1);
   }
+  for (const mk of opts.marks || []) {
+    ctx.save();
+    ctx.strokeStyle = mk.colour;
+    ctx.lineWidth = Math.max(1, Math.min(2, cell / 8));
+    ctx.setLineDash(mk.dash ? [Math.max(2, cell / 5), Math.max(2, cell / 5)] : []);
+    for (const [i, j] of mk.cells) ctx.strokeRect(labW + j * cell + 1, labW + i * cell + 1, cell - 2, cell - 2);
+    ctx.restore();
+  }
+  cv.dataset.geom = JSON.stringify({ labW, cell, n });
   if (labels) {
     ctx.font = canvasFont(font);
     ctx.fillStyle = '#1d2330';

@@ -39,3 +39,14 @@ export function gaussianMatrix(rows, cols, seed) {
     return Math.round(r * Math.cos(a) * 100) / 100;
   }));
 }
+
+// The indices 0 … count − 1 in an order shuffled (Fisher–Yates) by the splitmix64 stream of
+// seed: the learned model's random words (learned.js), which a test makes again from its seed.
+export function shuffled(count, seed) {
+  const next = splitmix64(BigInt(seed)), out = Array.from({ length: count }, (_, i) => i);
+  for (let i = count - 1; i > 0; i--) {
+    const j = Number(next() % BigInt(i + 1));
+    [out[i], out[j]] = [out[j], out[i]];
+  }
+  return out;
+}

@@ -1,4 +1,4 @@
-// The guided path: the lesson as eleven ordered steps, each setting the page (preset, head, row,
+// The guided path: the lesson as twelve ordered steps, each setting the page (preset, head, row,
 // masks, experiment) and saying in one or two sentences what to look at and why, in the
 // chapters' terms; the last is the ending (recap.js), whose Finish leaves the path. The URL holds the step (step=4), so that a link opens that step for a class;
 // the path can be left at any step, and a first visitor is offered it once (the choice is kept
@@ -16,6 +16,7 @@ export const STEPS = [
   { key: 'row', set: { preset: 'c1', head: 3 }, target: 'steps' },
   { key: 'heads', set: { preset: 'c3', head: 1 }, target: 'heads-section' },
   { key: 'exp1', set: { preset: 'c4', head: 3 }, target: 'exp1' },
+  { key: 'learned', set: { preset: 'c3', head: 1, lm: true }, target: 'learned' },
   { key: 'exp2', set: { preset: 'c1', head: 3 }, target: 'exp2' },
   { key: 'exp3', set: { preset: 'c5', head: 0, e3: 2 }, target: 'exp3' },
   { key: 'gen', set: { preset: 'c1', head: 3 }, target: 'gen', auto: 'gen-start' },

@@ -10,7 +10,7 @@ import { $ } from './dom.js';
 // (实验二), the row of 它 through × V, softmax in the formula, four heads and concat → W^O, the
 // causal mask in 实验三, and the note that one head's map is not the model's reasoning (step 3).
 export const QUIZ = [
-  { n: 1, step: 5 }, { n: 2, step: 2 }, { n: 3, step: 1 }, { n: 4, step: 3 }, { n: 5, step: 6 }, { n: 6, step: 3 },
+  { n: 1, step: 6 }, { n: 2, step: 2 }, { n: 3, step: 1 }, { n: 4, step: 3 }, { n: 5, step: 7 }, { n: 6, step: 3 },
 ];
 const TRIED = 2; // characters written before the answer may be opened
 
@@ -66,7 +66,7 @@ function question(q) {
   return li;
 }
 
-// The section, under a sentence (the path's step 11 scrolls to it); built again only in a new
+// The section, under a sentence (the path's step 12 scrolls to it); built again only in a new
 // language, so that a box being written in keeps its text and its focus when the view redraws.
 export function drawRecap(v) {
   $('recap').hidden = !v.words;

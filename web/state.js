@@ -35,8 +35,9 @@ export function selectedRow(v) {
 // The experiments' settings (a sentence's only): e1q the query word of 实验一 (-1: the default,
 // its pronoun), e1g its guess as "key:weight,…" over the candidate keys, e1 whether it is
 // compared; e3t the position t of 实验三 (-1: the default), e3w the replacement word, e3 what has
-// been run (0 nothing, 1 causal on, 2 on and off).
-export const EXP_DEFAULTS = { e1q: -1, e1g: '', e1: false, e3t: -1, e3w: '', e3: 0 };
+// been run (0 nothing, 1 causal on, 2 on and off); lm whether the model that learned is shown
+// (learned.js, the path's step on it).
+export const EXP_DEFAULTS = { e1q: -1, e1g: '', e1: false, e3t: -1, e3w: '', e3: 0, lm: false };
 
 export const state = {
   preset: 'a', causal: 'off', keyLength: '', weights: 'per_head', filter: 'none', filterValue: 0.1,
@@ -57,7 +58,7 @@ const URL_KEYS = {
   params: 'params', heads: 'h', seed: 'seed', randL: 'L', randE: 'E', randSeed: 'rseed', custom: 'json',
   head: 'head', large: 'large', lang: 'lang', text: 'text', row: 'row', nostart: 'ns', cs: 'cs', gloss: 'gl',
   nosqrt: 'nosqrt',
-  e1q: 'e1q', e1g: 'e1g', e1: 'e1', e3t: 'e3t', e3w: 'e3w', e3: 'e3',
+  e1q: 'e1q', e1g: 'e1g', e1: 'e1', e3t: 'e3t', e3w: 'e3w', e3: 'e3', lm: 'lm',
 };
 const SENTENCE_KEYS = ['text', ...Object.keys(EXP_DEFAULTS)];
 
@@ -125,9 +126,10 @@ export function isSdpa() {
 }
 
 // The name of the model a sentence goes to: the chosen one when it has a vocabulary, else the
-// lesson model, else the first model with a vocabulary (null when there is none).
+// lesson model, else the first model with a vocabulary (null when there is none); never a model
+// of layers, which learned.js shows apart.
 export function vocabModel() {
-  const list = models ? models.models.filter((m) => m.vocab_size > 0) : [];
+  const list = models ? models.models.filter((m) => m.vocab_size > 0 && !m.num_layers) : [];
   const chosen = state.params.startsWith('model:') ? state.params.slice(6) : null;
   if (list.some((m) => m.name === chosen)) return chosen;
   if (list.some((m) => m.name === LESSON_MODEL)) return LESSON_MODEL;

@@ -1,5 +1,6 @@
 // A result drawn in every view: the grid of heads (a click selects one), the large heatmap, the
-// lines, the lesson's note, experiments, generation and 思考题, and the tables.
+// lines, the lesson's note, experiments, the model that learned, generation and 思考题, and the
+// tables.
 
 import { LESSON_MODEL, state, t, view, writeUrl } from './state.js';
 import { $, setupCanvas } from './dom.js';
@@ -16,6 +17,7 @@ import { drawThink } from './think.js';
 import { drawConcat } from './concat.js';
 import { drawRecap } from './recap.js';
 import { drawGen } from './gen.js';
+import { drawLearned } from './learned.js';
 
 function drawGrid(run) {
   const v = shownView(run);
@@ -57,6 +59,7 @@ export function drawViews(v) {
   drawLines(v);
   drawNote(v);
   drawExp1(v);
+  drawLearned();
   drawExp2(v);
   drawExp3(v);
   drawGen(v);

@@ -7,7 +7,7 @@
    matched against attnd's access log (each request carries X-Request-Id rec-<step>): a request
    the browser answered from its cache never reached attnd and is not replayed; one attnd saw
    that the browser did not report (the favicon) is added. A request the lone walk got a 4xx for
-   is part of the lesson (step 8 asks for the weights at n = 8k and shows the 413): it is marked
+   is part of the lesson (step 9 asks for the weights at n = 8k and shows the 413): it is marked
    on_purpose with its status, and the same status in the replay is not an error. A 5xx or a
    failed request in the walk stops the benchmark. Saved as build/bench/classroom/recording.json.
 2. Replay. For each class size and mode, a fresh attnd starts as the container starts it (the

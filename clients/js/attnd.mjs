@@ -19,8 +19,8 @@
 // base64 for API v1 and raw after the JSON for the Open Inference Protocol (its binary tensor
 // data extension). A 503 is sent again after its Retry-After (`retries` times, plus a random
 // part of up to half of it); other errors throw AttndError at once. Every field of the API
-// (api/openapi.yaml) is a member of the options. Sessions will be offered here when the server
-// offers them.
+// (api/openapi.yaml) is a member of the options. `client.openSession({ model: 'demo' })` opens
+// a decode session whose `append({ query })` answers the new rows alone (Session).
 
 // The fields of API v1 requests that hold float32 tensors (masks as 0 and 1): sent as binary
 // tensors. Other fields (key_lengths, heads, ...) are sent as JSON.
@@ -236,6 +236,53 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
  * `fetch` (default the global one). Every call rejects with AttndError for an error answer,
  * and with fetch's TypeError or an AbortError (the timeout) when the server cannot be
  * reached. */
+/** A decode session (POST /v1/sessions), made by Client.openSession: keys and values kept on
+ * the server, rows appended and answered alone. `id`, `info` (the session's JSON as last seen)
+ * and `length` (its rows, as this client knows them). Every append sends `expected_length`
+ * (default: `length`), so a 503 retried after a lost answer never appends twice (the server
+ * answers 409 instead). A session lives on the server that opened it and ends when that server
+ * stops or after its idle TTL: then AttndError 404 `session_unknown`, and the client opens a
+ * new one and appends the prefix again. */
+export class Session {
+  #compute;
+  #request;
+  #path;
+
+  constructor(info, compute, request) {
+    this.info = info;
+    this.id = info.id;
+    this.length = info.length ?? 0;
+    this.#compute = compute;
+    this.#request = request;
+    this.#path = `/v1/sessions/${encodeURIComponent(this.id)}`;
+  }
+
+  /** POST /v1/sessions/{id}: appends `query` (L, E) rows (or `text`/`tokens` of a model with a
+   * vocabulary), with `need_weights`, `heads`, `weights_top_k`, `trace`, `outputs`,
+   * `expected_length`; resolves as Client.attention does, with `length` after the append. */
+  async append(options) {
+    const r = await this.#compute(this.#path, { expected_length: this.length, ...options });
+    if (typeof r.length === 'number') this.length = r.length;
+    return r;
+  }
+
+  /** GET /v1/sessions/{id}: the session's JSON (also kept in `info`). */
+  async get() {
+    this.info = JSON.parse(new TextDecoder().decode((await this.#request('GET', this.#path)).bytes));
+    this.length = this.info.length ?? this.length;
+    return this.info;
+  }
+
+  /** DELETE /v1/sessions/{id}: ends it and frees its memory; one already gone is not an error. */
+  async close() {
+    try {
+      await this.#request('DELETE', this.#path);
+    } catch (e) {
+      if (!(e instanceof AttndError) || e.status !== 404) throw e;
+    }
+  }
+}
+
 export class Client {
   constructor(url = 'http://127.0.0.1:8080', { apiKey = null, timeout = 60000, retries = 3,
     fetch: fetchFn = globalThis.fetch } = {}) {
@@ -263,6 +310,16 @@ export class Client {
    * `need_weights`, `weights_top_k`, `trace`. Resolves as attention does. */
   sdpa(options) {
     return this.#compute('/v1/sdpa', options);
+  }
+
+  /** POST /v1/sessions: opens a decode session on `model` or inline `params`, with
+   * `max_length` and the other fields of api/openapi.yaml's SessionOpenRequest; resolves with
+   * a Session of length 0. */
+  async openSession(options) {
+    const r = await this.#request('POST', '/v1/sessions', JSON.stringify(v1Body(options)),
+      { 'Content-Type': 'application/json' });
+    return new Session(JSON.parse(new TextDecoder().decode(r.bytes)),
+      (path, o) => this.#compute(path, o), (method, path) => this.#request(method, path));
   }
 
   /** GET /v1/models: {default, models: [{name, embed_dim, num_heads, vocab_size, ...}]}. */

@@ -192,6 +192,33 @@ async function run(base) {
   check(m.default === 'demo' && m.models.some((d) => d.name === 'lesson'), 'models(): demo, lesson');
   check((await c.model('lesson')).vocab.includes('它'), "model('lesson') lists its vocabulary");
 
+  // Decode sessions: six rows appended (four alone, then two) against the whole causal call.
+  {
+    const T = 6;
+    const E = 64;
+    const xs = { shape: [T, E], data: Float32Array.from({ length: T * E }, (_, i) => Math.sin(i * 0.37)) };
+    const whole = await c.attention({ query: xs, causal: true });  // output (T, E)
+    const rowsOf = (a, b) => ({ shape: [b - a, E], data: xs.data.slice(a * E, b * E) });
+    const s = await c.openSession({ model: 'demo', max_length: 8 });
+    let err = 0;
+    for (const [a, b] of [[0, 1], [1, 2], [2, 3], [3, 4], [4, 6]]) {
+      const r = await s.append({ query: rowsOf(a, b) });  // output (b - a, E)
+      for (let i = 0; i < (b - a) * E; i++) err = Math.max(err, Math.abs(r.output.data[i] - whole.output.data[a * E + i]));
+    }
+    check(s.id.length === 32 && s.length === T && err <= 1e-5,
+      `openSession and append: six rows equal the whole causal call's within ${err.toExponential(1)}, length ${s.length}`);
+    check((await s.get()).length === T && s.info.bytes > 0, `session get(): length ${s.info.length}`);
+    s.length = 3;
+    const e409 = await s.append({ query: rowsOf(0, 1) }).then(() => null, (e) => e);
+    check(e409 instanceof AttndError && e409.status === 409 && (await s.get()).length === T,
+      `an append expecting another length: AttndError 409, nothing appended (${e409})`);
+    await s.close();
+    const e404 = await s.append({ query: rowsOf(0, 1) }).then(() => null, (e) => e);
+    check(e404 instanceof AttndError && e404.status === 404 && e404.code === 'session_unknown',
+      `after close(): AttndError 404 session_unknown (${e404})`);
+    await s.close(); // gone already: not an error
+  }
+
   // v2 infer against v1.
   const i1 = await c.infer('demo', { query: x }, { parameters: { causal: true, need_weights: 'per_head' } });
   check(sameTensor(i1.output, r.output) && sameTensor(i1.weights, r.weights) &&

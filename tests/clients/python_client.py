@@ -124,6 +124,8 @@ class Relay(http.server.BaseHTTPRequestHandler):
     body), then passes requests on to attnd; counts them."""
     protocol_version = "HTTP/1.1"
     target, fail, status, count = "", 0, 503, 0
+    swallow = 0  # the first `swallow` requests are passed on to attnd, then answered 503
+
 
     def log_message(self, *args):
         pass
@@ -132,7 +134,14 @@ class Relay(http.server.BaseHTTPRequestHandler):
         cls = type(self)
         cls.count += 1
         body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        if cls.count <= cls.fail:
+        if cls.count <= cls.swallow:  # attnd does the work; its answer is lost on the way
+            req = urllib.request.Request(cls.target + self.path, body, {
+                "Content-Type": self.headers.get("Content-Type", "application/json")})
+            try:
+                urllib.request.urlopen(req, timeout=60).read()
+            except urllib.error.HTTPError:
+                pass
+        if cls.count <= cls.fail or cls.count <= cls.swallow:
             reply = json.dumps({"error": {"code": "queue_full" if cls.status == 503 else
                                           "invalid_field", "message": "test", "field": None}})
             self.send_response(cls.status)
@@ -158,11 +167,79 @@ class Relay(http.server.BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
-def relay(target, fail, status=503):
+def relay(target, fail, status=503, swallow=0):
     Relay.target, Relay.fail, Relay.status, Relay.count = target, fail, status, 0
+    Relay.swallow = swallow
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Relay)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def session_checks(c, url, np, AttndError, Client):
+    """Decode sessions: appends against the whole causal call, the length kept, GET, a retry
+    after a lost answer that does not append twice, DELETE and the 404 after it, words."""
+    x = np.random.default_rng(37).standard_normal((6, 64), dtype=np.float32)  # (T, E) on demo
+    whole = c.attention(x, causal=True, need_weights="per_head")  # (T, E), (H, T, T)
+    scale = max(1.0, float(np.abs(whole.output).max()))
+    with c.open_session(model="demo", max_length=8) as s:
+        check(len(s.id) == 32 and s.length == 0 and s.info["max_length"] == 8,
+              f"open_session: a 32-digit id, length 0, max_length 8: {s.info}")
+        rows, err, werr = [], 0.0, 0.0
+        for t in range(4):
+            r = s.append(x[t:t + 1], need_weights="per_head")  # (1, E), (H, 1, t + 1)
+            rows.append(r.output)
+            err = max(err, float(np.abs(r.output[0] - whole.output[t]).max()))
+            werr = max(werr, float(np.abs(r.weights[:, 0, :] - whole.weights[:, t, :t + 1]).max()))
+        r = s.append(x[4:6])  # two rows at once
+        err = max(err, float(np.abs(r.output - whole.output[4:6]).max()))
+        check(s.length == 6 and r.length == 6 and err <= 1e-6 * scale and werr <= 1e-6,
+              f"six rows appended (one at a time, then two) give the whole causal call's rows: "
+              f"outputs within {err:.1e}, weights within {werr:.1e}; length {s.length}")
+        check(s.get()["length"] == 6 and s.info["bytes"] > 0, f"get(): length 6: {s.info}")
+        s.length = 3
+        e = None
+        try:
+            s.append(x[:1])
+        except AttndError as ex:
+            e = ex
+        check(e is not None and e.status == 409 and s.get()["length"] == 6,
+              f"an append that expects another length: AttndError 409, nothing appended: {e!r}")
+    e = None
+    try:
+        s.append(x[:1])
+    except AttndError as ex:
+        e = ex
+    check(e is not None and e.status == 404 and e.code == "session_unknown",
+          f"after the with block the session is gone: AttndError 404 session_unknown: {e!r}")
+    # A retry after a lost answer: the relay passes the first append on to attnd and answers
+    # 503; the client's retry carries the same expected_length, so attnd refuses it (409).
+    s = c.open_session(model="demo", max_length=8)
+    server, relay_url = relay(url, 0, swallow=1)
+    try:
+        from attnd_client import Session
+        rs = Session(Client(relay_url, retries=2), s.info)  # the session opened on attnd
+        e = None
+        try:
+            rs.append(x[:1])
+        except AttndError as ex:
+            e = ex
+        check(e is not None and e.status == 409 and Relay.count == 2 and s.get()["length"] == 1,
+              f"an append whose answer was lost, retried: 409, the row appended once "
+              f"(length {s.info['length']}, {Relay.count} requests): {e!r}")
+    finally:
+        server.shutdown()
+        server.server_close()
+        s.close()
+    with c.open_session(model="lesson", max_length=32) as s:
+        a = s.append(text="程序员把服务器日志发给同事，", need_weights="per_head")
+        b = s.append(text="因为它记录了错误原因。", need_weights="per_head")
+        one = c.attention(model="lesson", text="程序员把服务器日志发给同事，因为它记录了错误原因。",
+                          causal=True, need_weights="per_head")
+        n = len(a.tokens)
+        check(a.tokens + b.tokens == one.tokens and s.length == len(one.tokens) and
+              float(np.abs(b.output - one.output[n:]).max()) <= 1e-5,
+              f"the lesson model by text in two appends: {len(a.tokens)} + {len(b.tokens)} "
+              f"tokens, the whole sentence's rows")
 
 
 def client_checks(url, attnd, tmp):
@@ -302,6 +379,8 @@ def client_checks(url, attnd, tmp):
     check(m["default"] == "demo" and {"demo", "lesson"} <= {x["name"] for x in m["models"]},
           f"models(): demo by default, and lesson: {m.get('default')}")
     check("它" in c.model("lesson")["vocab"], "model('lesson') lists its vocabulary")
+
+    session_checks(c, url, np, AttndError, Client)
 
     # v2 infer, against v1 bit for bit.
     one = c.attention(x, causal=True, need_weights="per_head")

@@ -1,5 +1,5 @@
 // Browser tests of generation on a key/value cache (issue 37, section 5): the guided path's step
-// 7 and its control outside the path, in English and in Chinese. playwright-core drives Debian's
+// 8 and its control outside the path, in English and in Chinese. playwright-core drives Debian's
 // chromium against a live attnd on an ephemeral loopback port. For each language: the step
 // opens a decode session of the lesson model and appends the start token; Next token appends
 // one token a request, each with expected_length; after every step the test reads the map's
@@ -55,12 +55,12 @@ async function main() {
         if (c.status !== 204) c.received = (await res.body().catch(() => Buffer.alloc(0))).length;
       });
 
-      // ---- The path's step 7: a session opened, the start token appended --------------------
-      await openAt(page, base, `?lang=${lang}&step=7`);
+      // ---- The path's step 8: a session opened, the start token appended --------------------
+      await openAt(page, base, `?lang=${lang}&step=8`);
       await page.waitForSelector('[data-testid=gen][data-t="1"]', { timeout: 20000 });
       check((await page.textContent('[data-testid=path-title]')) === tr('path.gen.title')
-        && (await page.textContent('[data-testid=path-count]')) === tr('path.count', { n: 7, m: 11 }),
-      `${lang}: step 7 of 11 is generation (${await page.textContent('[data-testid=path-title]')})`);
+        && (await page.textContent('[data-testid=path-count]')) === tr('path.count', { n: 8, m: 12 }),
+      `${lang}: step 8 of 12 is generation (${await page.textContent('[data-testid=path-title]')})`);
       // The tokens sent, and their labels (the start token as the page writes it).
       const [tokens, labels] = await page.evaluate(async () => {
         const v = (await import(new URL('state.js', location.href).href)).view;
@@ -168,11 +168,11 @@ async function main() {
       await page.waitForTimeout(100);
       const id3 = calls.filter((c) => c.method === 'POST' && c.path.startsWith('/v1/sessions/')).pop().path.split('/').pop();
       await page.click('[data-testid=path-next]');
-      await page.waitForFunction(() => document.body.dataset.pathStep === '8', null, { timeout: 20000 });
+      await page.waitForFunction(() => document.body.dataset.pathStep === '9', null, { timeout: 20000 });
       await page.waitForTimeout(300);
       const left = (await fetch(new URL(`v1/sessions/${id3}`, base))).status;
       check(left === 404 && calls.some((c) => c.method === 'DELETE' && c.path.endsWith(id3) && c.status === 204),
-        `${lang}: leaving step 7 deletes its session (DELETE 204; GET then ${left})`);
+        `${lang}: leaving step 8 deletes its session (DELETE 204; GET then ${left})`);
 
       // ---- The control outside the path: any sentence of the lesson model -------------------
       await openAt(page, base, `?lang=${lang}&p=c5`);

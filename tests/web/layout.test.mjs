@@ -2,8 +2,8 @@
 // sees them: playwright-core drives Debian's chromium against a live attnd on an ephemeral
 // loopback port, and every number is read with getBoundingClientRect.
 //
-// - 1024x768 in large font, every step of the guided path (eleven) in Chinese and English: the controls
-//   folded away behind the header's button (which opens and closes them), the main column at
+// - 1024x768 in large font, every step of the guided path (twelve) in Chinese and English: the
+//   controls folded away behind the header's button (which opens and closes them), the main column at
 //   least 90% of the window's width, the document no wider than the window, no table in a card
 //   wider than its card, the path's panel compact (its buttons and dots on one line), and step
 //   3's heatmap of the 小王 sentence below the panel and within the first screen.
@@ -12,7 +12,7 @@
 //   protocol): 14 and 21 px, 20 and 30 px in large font; at 24 px a projector still does not
 //   scroll sideways.
 // - 390x844, every step in both languages: every control of the path's panel at least 44 x 44
-//   CSS px, on one line, the document no wider than the window, and at step 5 实验二's weights
+//   CSS px, on one line, the document no wider than the window, and at step 6 实验二's weights
 //   column on the screen.
 //
 // Usage: node tests/web/layout.test.mjs ATTND_BINARY OUTPUT_DIR
@@ -38,11 +38,12 @@ function check(ok, what) {
 // What each step waits for before it is measured: its demo done.
 const STEP_DONE = {
   2: '[data-testid=recv-nearest][data-word]',
-  5: '[data-testid=exp2-result]:not([hidden])',
-  6: '[data-testid=exp3-verdict-off]:not([hidden])',
-  7: '[data-testid=gen][data-t="1"]',
-  9: '[data-testid=cost-result][data-done], [data-testid=cost-error]:not([hidden])',
-  10: '[data-testid=multi-result]:not([hidden])',
+  5: '[data-testid=learned-result]:not([hidden])',
+  6: '[data-testid=exp2-result]:not([hidden])',
+  7: '[data-testid=exp3-verdict-off]:not([hidden])',
+  8: '[data-testid=gen][data-t="1"]',
+  10: '[data-testid=cost-result][data-done], [data-testid=cost-error]:not([hidden])',
+  11: '[data-testid=multi-result]:not([hidden])',
 };
 
 // The page's layout, measured: the window, the document, the main column, the controls and their
@@ -103,7 +104,7 @@ async function main() {
     for (const lang of ['zh', 'en']) {
       const p = await newPage({ width: 1024, height: 768 });
       await open(p, `?lang=${lang}&large=1&step=1`);
-      for (let n = 1; n <= 11; n++) {
+      for (let n = 1; n <= 12; n++) {
         await next(p, n);
         const l = await p.evaluate(measure);
         const tag = `1024x768 large, ${lang}, step ${n}`;
@@ -186,7 +187,7 @@ async function main() {
     for (const lang of ['zh', 'en']) {
       const p = await newPage({ width: 390, height: 844 }, { hasTouch: true, isMobile: true });
       await open(p, `?lang=${lang}&step=1`);
-      for (let n = 1; n <= 11; n++) {
+      for (let n = 1; n <= 12; n++) {
         await next(p, n);
         const l = await p.evaluate(measure);
         const tag = `390x844, ${lang}, step ${n}`;
@@ -196,7 +197,7 @@ async function main() {
         check(oneLine(l.controls), `${tag}: the path's buttons and dots are on one line`);
         check(l.docW <= l.vw, `${tag}: the document is no wider than the window (${l.docW} <= ${l.vw})`);
         if (n === 1) phone[lang] = { smallest: [Math.min(...l.controls.map((c) => c.width)), Math.min(...l.controls.map((c) => c.height))], panel: l.panel.height };
-        if (n === 5) {
+        if (n === 6) {
           const w = await p.evaluate(() => [...document.querySelectorAll('[data-testid^=exp2-w-]')].map((td) => {
             const r = td.getBoundingClientRect(), clip = td.closest('.canvas-wrap').getBoundingClientRect();
             return { l: r.left, r: r.right, t: r.top, b: r.bottom, cl: clip.left, cr: clip.right, text: td.textContent };
@@ -214,7 +215,7 @@ async function main() {
     console.log(`layout: projector ${JSON.stringify(projector)}`);
     console.log(`layout: phone ${JSON.stringify(phone)}`);
     console.log(`layout: fonts ${fonts.join(', ')}`);
-    // Step 8 asks for the weights at n = 8k on purpose, and attnd refuses (413): the browser logs
+    // Step 10 asks for the weights at n = 8k on purpose, and attnd refuses (413): the browser logs
     // that as a failed load. Nothing else may be.
     const unexpected = consoleErrors.filter((m) => !/status of 413 .*\/v1\/sdpa\)$/.test(m));
     check(unexpected.length === 0, `no console errors but the deliberate 413 (${unexpected.join('; ') || 'none'})`);

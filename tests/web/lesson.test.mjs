@@ -74,10 +74,12 @@ async function main() {
     check((await tiles(page)).map((x) => x.name + x.gloss).join('|') === headNames.concat(['mean']).join('|'),
       `in English the tiles carry the head names alone (${(await tiles(page)).map((x) => x.name).join(' ')})`);
     const paramsChoices = () => page.$$eval('[data-testid=params-kind] option', (os) => os.map((o) => o.value).join(' '));
+    // A model of layers (the built-in induction model has a vocabulary too) has its own step on
+    // the path (learned.js): the main view, whose weights have no layer axis, does not offer it.
     const withVocab = (await (await fetch(new URL('v1/models', base))).json()).models
-      .filter((m) => m.vocab_size > 0).map((m) => `model:${m.name}`).join(' ');
+      .filter((m) => m.vocab_size > 0 && !m.num_layers).map((m) => `model:${m.name}`).join(' ');
     check(withVocab.includes('model:lesson') && (await paramsChoices()) === withVocab,
-      `a sentence offers only the models with a vocabulary, as GET /v1/models lists them (${await paramsChoices()}; ${withVocab})`);
+      `a sentence offers only the models with a vocabulary and no layers, as GET /v1/models lists them (${await paramsChoices()}; ${withVocab})`);
     mark = await readyMark(page);
     await page.selectOption('[data-testid=preset]', 'random');
     await waitReady(page, mark);

@@ -19,12 +19,13 @@
 Tensors go out as little-endian float32 in base64 (v1) or raw bytes (v2), whatever the array's
 dtype and byte order, and come back as numpy arrays in the host's order; every field of the API
 (api/openapi.yaml) is a keyword argument. A 503 is retried after its Retry-After (``retries``
-times), other errors are raised at once as AttndError. Sessions will be offered here when the
-server offers them. The standard library and numpy are all it needs.
+times), other errors are raised at once as AttndError. ``client.open_session(model="demo")``
+opens a decode session whose ``append(rows)`` answers the new rows alone (Session). The
+standard library and numpy are all it needs.
 """
 
-from .client import Client, InferResult, Result
+from .client import Client, InferResult, Result, Session
 from .errors import AttndError
 
-__all__ = ["Client", "AttndError", "Result", "InferResult"]
+__all__ = ["Client", "AttndError", "Result", "InferResult", "Session"]
 __version__ = "1.0.0"

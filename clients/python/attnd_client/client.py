@@ -25,6 +25,70 @@ class Result(dict):
             raise AttributeError(name) from None
 
 
+class Session:
+    """A decode session (``POST /v1/sessions``): keys and values kept on the server, rows
+    appended one or a few at a time, each answered alone. Made by ``Client.open_session``; a
+    context manager that ends the session (``DELETE``) on leaving.
+
+    ``id``, ``info`` (the session's JSON as last seen: ``length``, ``max_length``, ``bytes``,
+    ``expires_in_s``, ...) and ``length`` (the rows the session holds, as this client knows it).
+    Every append sends ``expected_length`` (the length it expects the session to have), so a
+    503 retried after a lost answer never appends twice: the server answers 409
+    ``length_mismatch`` instead. A session lives on the server that opened it and ends when that
+    server stops or the session is idle past its TTL: then AttndError 404 ``session_unknown``,
+    and the client opens a new session and appends the prefix again.
+    """
+
+    def __init__(self, client, info):
+        self.client, self.info, self.id = client, info, info["id"]
+        self.length = info.get("length", 0)
+        self._path = "/v1/sessions/" + urllib.parse.quote(self.id, safe="")
+
+    def append(self, query=None, key=None, value=None, **options):
+        """``POST /v1/sessions/{id}``: appends rows and returns their outputs.
+
+        Args:
+            query: (L, E) new rows (or (1, L, E)); leave it out to send ``tokens=`` or
+                ``text=`` to a model with a vocabulary (words after those already appended).
+            key, value: (L, kdim), (L, vdim) when the session's model has other key or value
+                widths.
+            **options: ``need_weights``, ``heads``, ``weights_top_k``, ``trace``, ``outputs``,
+                ``encoding``, ``expected_length`` (default: ``self.length``), as
+                api/openapi.yaml names them.
+
+        Returns:
+            Result: ``output`` (L, E), ``weights`` over every key so far when asked, ``length``
+            (the session's rows after this append), ``usage``.
+        """
+        fields = {"query": query, "key": key, "value": value, **options}
+        fields.setdefault("expected_length", self.length)
+        r = self.client._compute(self._path, fields)
+        self.length = r.get("length", self.length)
+        return r
+
+    def get(self):
+        """``GET /v1/sessions/{id}``: the session's JSON (also kept in ``info``)."""
+        self.info = json.loads(self.client._request("GET", self._path)[2])
+        self.length = self.info.get("length", self.length)
+        return self.info
+
+    def close(self):
+        """``DELETE /v1/sessions/{id}``: ends the session and frees its memory at once; a
+        session already gone (404) is not an error."""
+        try:
+            self.client._request("DELETE", self._path)
+        except AttndError as e:
+            if e.status != 404:
+                raise
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
 class InferResult(dict):
     """A reply of the Open Inference Protocol's infer: {output name: numpy array}
     (``output``, ``weights`` float32; ``weights_indices`` int32), and ``response``, the reply's
@@ -64,8 +128,8 @@ class Client:
 
     Every call raises AttndError for an error answer, OSError (``urllib.error.URLError``,
     ``TimeoutError``) when the server cannot be reached, and ValueError for what cannot be
-    sent (NaN in a JSON field; a mask of 2 in an inference input). Sessions will be offered
-    here when the server offers them.
+    sent (NaN in a JSON field; a mask of 2 in an inference input). ``open_session`` opens a
+    decode session (Session).
     """
 
     def __init__(self, url="http://127.0.0.1:8080", api_key=None, timeout=60.0, retries=3):
@@ -120,6 +184,30 @@ class Client:
             Result: ``output`` (..., L, Dv), ``weights`` (..., L, S) when asked, ``usage``.
         """
         return self._compute("/v1/sdpa", {"q": q, "k": k, "v": v, **options})
+
+    def open_session(self, model=None, params=None, **options):
+        """``POST /v1/sessions``: opens a decode session.
+
+        Args:
+            model: a registry model (``demo``, ``lesson``, a ``--models`` file), or None with
+                ``params``.
+            params: inline weights as for ``attention`` (with ``num_heads``; ``init`` with
+                ``embed_dim=``).
+            **options: ``max_length``, ``embed_dim``, and the other fields of
+                api/openapi.yaml's SessionOpenRequest.
+
+        Returns:
+            Session, empty (``length`` 0). Example::
+
+                with client.open_session(model="demo", max_length=64) as s:
+                    for row in x:                      # x (T, E)
+                        out = s.append(row[None, :]).output   # (1, E): row t of the causal call
+        """
+        fields = {"model": model, "params": params, **options}
+        body = tensors.dumps(tensors.v1_body(fields))
+        reply = self._request("POST", "/v1/sessions", body,
+                              {"Content-Type": "application/json"})[2]
+        return Session(self, json.loads(reply))
 
     def models(self):
         """``GET /v1/models``: ``{"default": name, "models": [{"name", "embed_dim",
