@@ -166,7 +166,8 @@ check-layers:
 # projector and the phone measured, and the root font following the browser's default;
 # class.test.mjs: every request of the path within 64 KiB up and 256 KiB down, and a busy
 # server's 503 retried (a proxy in the test); cache.test.mjs: a second load sends no file again,
-# the icon comes once.
+# the icon comes once; gen.test.mjs: generation on a decode session, token by token, the rows
+# above unchanged, the labels, the chart, a lost answer, a 404 and the session deleted.
 test-web: $(BUILD)/attnd tests/web/node_modules/playwright-core
 	timeout 300 node tests/web/visualizer.test.mjs $(BUILD)/attnd $(BUILD)/web-test
 	timeout 300 node tests/web/lesson.test.mjs $(BUILD)/attnd $(BUILD)/web-lesson
@@ -175,6 +176,7 @@ test-web: $(BUILD)/attnd tests/web/node_modules/playwright-core
 	timeout 600 node tests/web/contrast.test.mjs $(BUILD)/attnd $(BUILD)/web-contrast
 	timeout 300 node tests/web/screens.test.mjs $(BUILD)/attnd $(BUILD)/web-test
 	timeout 300 node tests/web/path.test.mjs $(BUILD)/attnd $(BUILD)/web-path
+	timeout 300 node tests/web/gen.test.mjs $(BUILD)/attnd $(BUILD)/web-gen
 	timeout 300 node tests/web/learned.test.mjs $(BUILD)/attnd $(BUILD)/web-learned
 	timeout 300 node tests/web/layout.test.mjs $(BUILD)/attnd $(BUILD)/web-layout
 	timeout 300 node tests/web/class.test.mjs $(BUILD)/attnd $(BUILD)/web-class

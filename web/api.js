@@ -1,6 +1,7 @@
 // The API client: requests to attnd's public API v1 (POST /v1/attention and /v1/sdpa, GET
-// /v1/models and /v1/models/{name}), a busy server's 503 retried after its Retry-After, and the
-// errors a request can end in.
+// /v1/models and /v1/models/{name}, a decode session's POST, GET and DELETE
+// /v1/sessions[/{id}]), a busy server's 503 retried after its Retry-After, and the errors a
+// request can end in.
 
 import { apiBase } from './state.js';
 import { waitBusy } from './busy.js';
@@ -92,10 +93,16 @@ export async function post(path, body) {
   return res.json();
 }
 
-async function get(path) {
+export async function get(path) {
   const res = await send(new URL(path, apiBase()));
   if (!res.ok) throw await failed(res);
   return res.json();
+}
+
+// DELETE path; an answer that is not ok (204) is an ApiError.
+export async function del(path) {
+  const res = await send(new URL(path, apiBase()), { method: 'DELETE' });
+  if (!res.ok) throw await failed(res);
 }
 
 // GET /v1/models.

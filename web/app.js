@@ -1,6 +1,7 @@
 // attnd visualizer, its entry module: it wires the controls to a run, and a run to the views.
 // The page talks only to the public API v1 (POST /v1/attention, POST /v1/sdpa, GET /v1/models,
-// GET /v1/models/{name}), so anything it shows another client could compute too.
+// GET /v1/models/{name}, POST and DELETE /v1/sessions[/{id}]), so anything it shows another
+// client could compute too.
 //
 // Its modules, from the bottom up; each imports only modules above it in this list (named in
 // brackets), so that there is no import cycle:
@@ -11,8 +12,9 @@
 //   strings-chapter.js  √d_k, concat → W^O, the ending, the gloss, the experiments' calls
 //                (i18n.js merges them)
 //   strings-learned.js  the path's step on a model that learned (i18n.js merges them)
+//   strings-gen.js  generation on a decode session (i18n.js merges them)
 //   i18n.js      every string a person reads, in Chinese and English [i18n-screens
-//                strings-lesson strings-class strings-chapter strings-learned]
+//                strings-lesson strings-class strings-chapter strings-learned strings-gen]
 //   twins.js     the lesson's sentences in Chinese and English, the experiments' words, the
 //                chapter's table of 它's row (data)
 //   numbers.js   deterministic numbers (splitmix64) for the random presets
@@ -62,6 +64,10 @@
 //   cost.js      思考题 3, the cost of n², measured, on seeded inputs
 //                [state dom api errors callbox]
 //   think.js     the 思考题's section [dom tied multihead cost]
+//   genchart.js  generation's chart: the cache's bytes, recomputing's operations, in SVG [state]
+//   gen.js       generation one token at a time on a decode session (POST, DELETE
+//                /v1/sessions[/{id}]) [state dom api tensors errors heatmap heads tables
+//                genchart]
 //   headscores.js  previous-token and induction scores of a head on a sequence (no imports)
 //   modelview.js every layer × head of a model of layers as small maps with their scores, one
 //                open large [state dom minimap headscores]
@@ -71,18 +77,18 @@
 //   views.js     a result in every view, the grid of heads, and a head's click (the heatmap
 //                first, the rest after that frame)
 //                [state dom heatmap maps heads large lines steps exp1 exp2 exp3 think concat
-//                recap learned]
+//                recap learned gen]
 //   controls.js  the controls, presets, the models' list and the language
 //                [i18n state dom api status vocab fold]
 //   svg.js       the current view as an SVG document, and an SVG as a PNG
 //                [state dom maps heatmap heads large]
 //   export.js    the exports and the call, a failed run's greyed-out result, the colour scale's
 //                switch [state dom svg calls]
-//   path.js      the guided path: eleven steps, the URL's step, the first visit's offer, Finish
+//   path.js      the guided path: twelve steps, the URL's step, the first visit's offer, Finish
 //                [state dom controls fold]
 //   app.js       this module: a run, the sentence box, the language switch and the listeners
 //                [state dom api busy errors fold compute status vocab large lines exp1 exp3
-//                views steps controls export path think concat recap callbox learned]
+//                views steps controls export path think concat recap callbox learned gen]
 //
 // Legend: L query tokens, S key tokens, E embedding width, H heads, Dh = E / H the head width.
 // Weight maps are kept per head as Float32Array(L * S) (dense) or as the top-k of every row
@@ -115,6 +121,7 @@ import { initFold } from './fold.js';
 import { drawConcat } from './concat.js';
 import { initRecap } from './recap.js';
 import { redrawCalls } from './callbox.js';
+import { endGen, initGen } from './gen.js';
 import { initLearned } from './learned.js';
 
 // ---- Running ------------------------------------------------------------------------------
@@ -215,8 +222,11 @@ async function main() {
   if (!fromUrl) applyPreset(state.preset);
   syncControls();
   initFold();
-  initPath(run); // a step in the URL sets the page before the first run
+  // A step in the URL sets the page before the first run; leaving generation's step deletes its
+  // session.
+  initPath(run, (key) => { if (key === 'gen') endGen(true); });
   initThink();
+  initGen();
   initLearned();
   initRecap(goStep, (n) => t(`path.${STEPS[n - 1].key}.title`));
   $('preset').addEventListener('change', () => { readControls(); applyPreset($('preset').value); syncControls(); run(); });

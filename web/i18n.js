@@ -18,7 +18,8 @@
 // error lines and the controls' fold theirs under busy.*, err.* and controls.*, in
 // strings-class.js; the chapters' last pieces (√d_k, concat → W^O, the ending, the gloss, the
 // experiments' calls) theirs in strings-chapter.js; the path's step on a model that learned
-// theirs under path.learned.* and learned.*, in strings-learned.js.
+// theirs under path.learned.* and learned.*, in strings-learned.js; generation on a decode
+// session theirs under gen.*, in strings-gen.js.
 
 import { LESSON_STRINGS } from './strings-lesson.js';
 
@@ -26,6 +27,7 @@ import { SCREEN_STRINGS } from './i18n-screens.js';
 import { CLASS_STRINGS } from './strings-class.js';
 import { CHAPTER_STRINGS } from './strings-chapter.js';
 import { LEARNED_STRINGS } from './strings-learned.js';
+import { GEN_STRINGS } from './strings-gen.js';
 
 export const LANGS = ['zh', 'en'];
 
@@ -447,6 +449,9 @@ for (const lang of LANGS) Object.assign(STRINGS[lang], CHAPTER_STRINGS[lang]);
 
 // A model that learned: the induction model's heads (strings-learned.js).
 for (const lang of LANGS) Object.assign(STRINGS[lang], LEARNED_STRINGS[lang]);
+
+// Generation on a decode session, one token at a time (strings-gen.js).
+for (const lang of LANGS) Object.assign(STRINGS[lang], GEN_STRINGS[lang]);
 
 // The language to show: the URL's lang when it names one, else the first of the browser's
 // languages (navigator.languages) that the table has, else English.

@@ -1,4 +1,4 @@
-// The guided path: the lesson as eleven ordered steps, each setting the page (preset, head, row,
+// The guided path: the lesson as twelve ordered steps, each setting the page (preset, head, row,
 // masks, experiment) and saying in one or two sentences what to look at and why, in the
 // chapters' terms; the last is the ending (recap.js), whose Finish leaves the path. The URL holds the step (step=4), so that a link opens that step for a class;
 // the path can be left at any step, and a first visitor is offered it once (the choice is kept
@@ -19,6 +19,7 @@ export const STEPS = [
   { key: 'learned', set: { preset: 'c3', head: 1, lm: true }, target: 'learned' },
   { key: 'exp2', set: { preset: 'c1', head: 3 }, target: 'exp2' },
   { key: 'exp3', set: { preset: 'c5', head: 0, e3: 2 }, target: 'exp3' },
+  { key: 'gen', set: { preset: 'c1', head: 3 }, target: 'gen', auto: 'gen-start' },
   { key: 'padding', set: { preset: 'b' }, target: 'steps' },
   { key: 'cost', set: { preset: 'c1', head: 3 }, target: 'cost', auto: 'cost-run' },
   { key: 'think', set: { preset: 'c1', head: 3 }, target: 'think', auto: ['tied-run', 'multi-run'] },
@@ -30,6 +31,7 @@ let step = 0;               // the step shown, 1 … STEPS.length; 0 when not on
 let offer = false;          // whether the first visit's offer is shown
 let runPage = null;         // app.js's run(), which the path calls after setting the state
 let pending = null;         // the step whose scroll and auto waits for the next drawn run
+let onLeave = null;         // called with a step's key when the path leaves that step
 
 
 function remembered() {
@@ -58,7 +60,9 @@ function applyStep(n) {
 
 // Goes to step n and runs the page; its section is scrolled to once the run is drawn.
 export async function goStep(n) {
+  const was = step;
   step = Math.max(1, Math.min(STEPS.length, n));
+  if (was && was !== step) left(was);
   offer = false;
   remember('started');
   applyStep(step);
@@ -69,6 +73,7 @@ export async function goStep(n) {
 }
 
 export function leavePath() {
+  if (step) left(step);
   step = 0;
   offer = false;
   pending = null;
@@ -76,10 +81,17 @@ export function leavePath() {
   drawPath();
 }
 
+// Step n left (another step, or the path): what it started ends (generation's session).
+function left(n) {
+  if (onLeave) onLeave(STEPS[n - 1].key);
+}
+
 // Reads the URL before the first run: a step sets the page unless the URL holds a state of its
-// own (p=…, a link made on that step); a first visit to the bare page shows the offer.
-export function initPath(run) {
+// own (p=…, a link made on that step); a first visit to the bare page shows the offer. leave(key)
+// is called when the path leaves the step of key.
+export function initPath(run, leave = null) {
   runPage = run;
+  onLeave = leave;
   const q = new URLSearchParams(location.search);
   const n = Math.floor(Number(q.get('step')));
   if (n >= 1) {

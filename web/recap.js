@@ -66,7 +66,7 @@ function question(q) {
   return li;
 }
 
-// The section, under a sentence (the path's step 11 scrolls to it); built again only in a new
+// The section, under a sentence (the path's step 12 scrolls to it); built again only in a new
 // language, so that a box being written in keeps its text and its focus when the view redraws.
 export function drawRecap(v) {
   $('recap').hidden = !v.words;

@@ -5,9 +5,9 @@
 
 export const LESSON_STRINGS = {
   en: {
-    // The guided path (path.js): eleven steps through 第 5 章 and 第 6 章.
-    'path.open': 'Guided path: the lesson in 11 steps',
-    'path.offer': 'New here? Follow the lesson in 11 short steps, from the formula to 思考题 (questions to think about) and 自测题 (self-test).',
+    // The guided path (path.js): twelve steps through 第 5 章 and 第 6 章.
+    'path.open': 'Guided path: the lesson in 12 steps',
+    'path.offer': 'New here? Follow the lesson in 12 short steps, from the formula to 思考题 (questions to think about) and 自测题 (self-test).',
     'path.yes': 'Start the lesson',
     'path.no': 'No thanks, let me explore',
     'path.prev': '← Previous',
@@ -102,8 +102,8 @@ export const LESSON_STRINGS = {
   },
 
   zh: {
-    'path.open': '学习路线：11 步走完这一课',
-    'path.offer': '第一次来？跟着学习路线走 11 小步，从公式一直到思考题和自测题。',
+    'path.open': '学习路线：12 步走完这一课',
+    'path.offer': '第一次来？跟着学习路线走 12 小步，从公式一直到思考题和自测题。',
     'path.yes': '开始学习',
     'path.no': '不用了，我自己看看',
     'path.prev': '← 上一步',

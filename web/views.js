@@ -1,5 +1,6 @@
 // A result drawn in every view: the grid of heads (a click selects one), the large heatmap, the
-// lines, the lesson's note, experiments, the model that learned and 思考题, and the tables.
+// lines, the lesson's note, experiments, the model that learned, generation and 思考题, and the
+// tables.
 
 import { LESSON_MODEL, state, t, view, writeUrl } from './state.js';
 import { $, setupCanvas } from './dom.js';
@@ -15,6 +16,7 @@ import { drawExp2 } from './exp2.js';
 import { drawThink } from './think.js';
 import { drawConcat } from './concat.js';
 import { drawRecap } from './recap.js';
+import { drawGen } from './gen.js';
 import { drawLearned } from './learned.js';
 
 function drawGrid(run) {
@@ -60,6 +62,7 @@ export function drawViews(v) {
   drawLearned();
   drawExp2(v);
   drawExp3(v);
+  drawGen(v);
   drawThink(v);
   drawSteps(v);
   drawOutput(v);
@@ -82,6 +85,7 @@ function selectHead(run, key) {
     if (mine !== headSeq || view !== run) return;
     drawLines(run);
     drawExp3(run);
+    drawGen(run);
     drawSteps(run);
   }, 0));
 }

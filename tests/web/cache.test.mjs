@@ -70,7 +70,7 @@ async function main() {
       await page.waitForTimeout(50);
     }
     await load('?lang=en&path=1&step=3');
-    await load('?lang=zh&path=1&step=9');
+    await load('?lang=zh&path=1&step=10');
     const icons = log.split('\n').filter((l) => / access /.test(l) && / path=\/favicon\.(svg|ico) /.test(l));
     check(icons.length === 1, `the favicon is fetched once over four loads and nine steps of the path (${icons.length} requests reached attnd)`);
     const notModified = log.split('\n').filter((l) => / access /.test(l) && / status=304 /.test(l));

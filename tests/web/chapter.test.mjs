@@ -138,14 +138,14 @@ async function main() {
     check(await page.isVisible('[data-testid=concat]') && (await page.textContent('[data-testid=path-text]')).includes('concat'),
       'step 3 of the path shows concat → W^O after the four heads');
 
-    // ---- 3. Step 8: the mask after the softmax breaks the row's sum ------------------------------
-    await openAt(page, base, '?lang=en&step=8');
+    // ---- 3. Step 9: the mask after the softmax breaks the row's sum ------------------------------
+    await openAt(page, base, '?lang=en&step=9');
     const av = await verdictData(page, 'after-verdict');
     const first = softmax([3.0, 0.5, -1.0, 2.0]), wantAfter = first[0] + first[1];
     const after = await col(page, 'after'), sumAfter = Number(await page.getAttribute('[data-testid=row-steps] td[data-sum=after]', 'data-x'));
     check(Math.abs(Number(av.before) - 1) < 1e-6 && Math.abs(Number(av.after) - wantAfter) < 1e-6 && Math.abs(sumAfter - wantAfter) < 1e-6
       && after.every((x, j) => Math.abs(x - (j < 2 ? first[j] : 0)) < 1e-6) && av.text.includes(wantAfter.toFixed(2)),
-    `step 8: masked before the softmax the row sums to 1; zeroed after it, to ${wantAfter.toFixed(4)} (${av.text})`);
+    `step 9: masked before the softmax the row sums to 1; zeroed after it, to ${wantAfter.toFixed(4)} (${av.text})`);
 
     // ---- 4. Step 2: the chapter's table beside the model's row -----------------------------------
     for (const lang of ['zh', 'en']) {

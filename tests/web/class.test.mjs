@@ -101,11 +101,17 @@ async function main() {
       });
       p.on('response', async (r) => {
         const req = r.request();
+        if (r.status() === 204) { // no body (a session's DELETE), which body() would wait for in vain
+          Object.assign(req.__call, { received: 0, status: 204 });
+          pending.delete(req);
+          return;
+        }
         try { req.__call.received = (await r.body()).length; } catch { req.__call.received = Number(r.headers()['content-length'] || 0); }
         req.__call.status = r.status();
         pending.delete(req);
       });
-      p.on('requestfailed', (r) => { pending.delete(r); r.__call.failed = true; });
+      // chromium reports a 204 as failed once its (empty) body is cancelled: it was answered.
+      p.on('requestfailed', (r) => { pending.delete(r); if (r.__call.status !== 204) r.__call.failed = true; });
       const settle = async () => { for (let i = 0; i < 200 && pending.size; i++) await p.waitForTimeout(50); };
       await p.goto(new URL(`?lang=${lang}`, base).href);
       await p.waitForFunction(() => document.body.dataset.ready, null, { timeout: 20000 });
@@ -113,7 +119,7 @@ async function main() {
       step = 1; // from here on, a request counts for the step the page goes to
       await p.click('[data-testid=path-yes]');
       await waitNext(p, m);
-      for (let n = 1; n <= 10; n++) {
+      for (let n = 1; n <= 11; n++) {
         step = n;
         await p.waitForFunction((k) => document.body.dataset.pathStep === String(k), n, { timeout: 30000 });
         if (n === 2) await p.waitForSelector('[data-testid=recv-nearest][data-word]', { timeout: 30000 });
@@ -136,8 +142,15 @@ async function main() {
           await p.waitForFunction((x) => { const r = document.querySelector('[data-testid=exp2-result]'); return r.dataset.n !== x && !r.dataset.busy; }, before);
         }
         if (n === 7) await p.waitForSelector('[data-testid=exp3-verdict-off]:not([hidden])', { timeout: 30000 });
-        if (n === 9) await p.waitForSelector('[data-testid=cost-result][data-done]', { timeout: 60000 });
-        if (n === 10) {
+        if (n === 8) { // generation: three more tokens on the session, one request each
+          await p.waitForSelector('[data-testid=gen][data-t="1"]', { timeout: 30000 });
+          for (const k of [2, 3, 4]) {
+            await p.click('[data-testid=gen-next]');
+            await p.waitForSelector(`[data-testid=gen][data-t="${k}"]`, { timeout: 30000 });
+          }
+        }
+        if (n === 10) await p.waitForSelector('[data-testid=cost-result][data-done]', { timeout: 60000 });
+        if (n === 11) {
           await p.waitForSelector('[data-testid=tied-result]:not([hidden])', { timeout: 30000 });
           await p.waitForSelector('[data-testid=multi-result]:not([hidden])', { timeout: 30000 });
           const before = await p.getAttribute('[data-testid=tied-result]', 'data-n');
@@ -145,14 +158,14 @@ async function main() {
           await p.waitForFunction((x) => document.querySelector('[data-testid=tied-result]').dataset.n !== x, before);
           await settle();
           m = await ready(p);
-          step = 11; // the ending: 本章小结 and the 自测题
+          step = 12; // the ending: 本章小结 and the 自测题
           await p.click('[data-testid=path-next]');
           await waitNext(p, m);
-          await p.waitForFunction(() => document.body.dataset.pathStep === '11', null, { timeout: 30000 });
+          await p.waitForFunction(() => document.body.dataset.pathStep === '12', null, { timeout: 30000 });
           await settle();
           m = await ready(p);
-          step = 9;
-          await p.click('[data-testid=path-dots] button:nth-child(9)'); // back to step 9: the n² jobs again
+          step = 10;
+          await p.click('[data-testid=path-dots] button:nth-child(10)'); // back to step 10: the n² jobs again
           await waitNext(p, m);
           await p.waitForFunction(() => !document.querySelector('[data-testid=cost-result]').dataset.busy, null, { timeout: 60000 });
           // The vocabulary, from a sentence's box (the controls open).
@@ -180,16 +193,19 @@ async function main() {
     console.log(`requests: ${calls.length} (${api.length} to the API), ${calls.reduce((s, c) => s + c.sent, 0)} B sent, ${calls.reduce((s, c) => s + c.received, 0)} B received`);
     console.log(`largest sent:     ${line(bySent[0])}`);
     console.log(`largest received: ${line(byReceived[0])}`);
-    for (let n = 1; n <= 11; n++) {
+    for (let n = 1; n <= 12; n++) {
       const s = api.filter((c) => c.step === n);
       console.log(`  step ${n}: ${s.length} API requests, largest sent ${Math.max(0, ...s.map((c) => c.sent))} B, received ${Math.max(0, ...s.map((c) => c.received))} B`);
     }
     const overSent = calls.filter((c) => c.sent > SEND_MAX), overReceived = calls.filter((c) => c.received > RECEIVE_MAX);
     check(overSent.length === 0, `no request sends more than 64 KiB (largest ${bySent[0].sent} B: ${line(bySent[0])}${overSent.length ? `; over: ${overSent.map(line).join('; ')}` : ''})`);
     check(overReceived.length === 0, `no request receives more than 256 KiB (largest ${byReceived[0].received} B: ${line(byReceived[0])}${overReceived.length ? `; over: ${overReceived.map(line).join('; ')}` : ''})`);
-    const cost = api.filter((c) => c.step === 9 && c.path === '/v1/sdpa');
+    const cost = api.filter((c) => c.step === 10 && c.path === '/v1/sdpa');
     check(cost.length >= 4 && cost.every((c) => c.sent < 1024 && c.received < 4096),
-      `step 9's n² jobs are small: ${cost.length} requests, at most ${Math.max(...cost.map((c) => c.sent))} B sent and ${Math.max(...cost.map((c) => c.received))} B received`);
+      `step 10's n² jobs are small: ${cost.length} requests, at most ${Math.max(...cost.map((c) => c.sent))} B sent and ${Math.max(...cost.map((c) => c.received))} B received`);
+    const gen = api.filter((c) => c.step === 8 && c.path.startsWith('/v1/sessions'));
+    check(gen.length >= 2 * 5 && gen.every((c) => c.sent < 1024 && c.received < 4096),
+      `step 8's session requests are small: ${gen.length} requests (an open and four appends in each language), at most ${Math.max(...gen.map((c) => c.sent))} B sent and ${Math.max(...gen.map((c) => c.received))} B received`);
     writeFileSync(join(outDir, 'class-requests.json'), `${JSON.stringify(calls, null, 1)}\n`);
 
     // Off the path, preset (d), 512 tokens and 12 heads: its embeddings go as the seeded tensor
@@ -304,7 +320,7 @@ async function main() {
       await p.context().close();
     }
 
-    // The failures above are deliberate (503s, and step 9's 413): nothing else may be logged.
+    // The failures above are deliberate (503s, and step 10's 413): nothing else may be logged.
     const unexpected = consoleErrors.filter((m) => !/status of 503/.test(m) && !/status of 413 .*\/v1\/sdpa\)$/.test(m));
     check(unexpected.length === 0, `no console errors but the deliberate 503s and 413 (${unexpected.join('; ') || 'none'})`);
   } finally {

@@ -1,5 +1,5 @@
 // WCAG AA contrast of every number and label on the rendered page (issue 35, part 4): the
-// guided path's eleven steps in English and in Chinese at 1280x800, and on a projector (1024x768,
+// guided path's twelve steps in English and in Chinese at 1280x800, and on a projector (1024x768,
 // large font), with the experiments run. playwright-core drives Debian's chromium against a
 // live attnd on an ephemeral loopback port. Exits non-zero on any failed check.
 //
@@ -26,9 +26,10 @@ const STEP_DONE = {
   5: '[data-testid=learned-result]:not([hidden])',
   6: '[data-testid=exp2-result]:not([hidden])',
   7: '[data-testid=exp3-verdict-off]:not([hidden])',
-  9: '[data-testid=cost-result][data-done]',
-  10: '[data-testid=multi-result]:not([hidden])',
-  11: '[data-testid=quiz] li',
+  8: '[data-testid=gen][data-t="1"]',
+  10: '[data-testid=cost-result][data-done]',
+  11: '[data-testid=multi-result]:not([hidden])',
+  12: '[data-testid=quiz] li',
 };
 
 // Records the text drawn on canvases with its colour, size and box, before the page's scripts.
@@ -191,7 +192,7 @@ async function main() {
       // bypassCSP: attnd's policy refuses inline styles, and the test adds one (every text transparent).
       const ctx = await newContext({ viewport: vp, locale: 'en-US', deviceScaleFactor: 1, bypassCSP: true });
       await ctx.addInitScript(recordCanvasInk);
-      for (let n = 1; n <= 11; n++) {
+      for (let n = 1; n <= 12; n++) {
         const page = await ctx.newPage();
         await openAt(page, base, `?lang=${lang}&step=${n}${large ? '&large=1' : ''}`);
         await page.waitForFunction((k) => document.body.dataset.pathStep === String(k), n, { timeout: 30000 });
@@ -202,14 +203,14 @@ async function main() {
           await page.click('[data-testid=exp1-compare]');
           await page.waitForSelector('[data-testid=exp1-pics] figure');
         }
-        if (n === 2 || n === 8) await page.check('[data-testid=nosqrt]'); // the switch's columns too
-        if (n === 11) { // an answer written and opened
+        if (n === 2 || n === 9) await page.check('[data-testid=nosqrt]'); // the switch's columns too
+        if (n === 12) { // an answer written and opened
           await page.fill('[data-testid=quiz-answer-1]', 'Q is what a word looks for');
           await page.click('[data-testid=quiz-show-1]');
         }
         await page.waitForTimeout(300);
         const tag = `${lang}${large ? ', 1024x768 large font' : ''}, step ${n}`;
-        const r = await measure(page, n === 4 || n === 5 || n === 7 ? `contrast-${lang}${large ? '-large' : ''}-step${n}.png` : null);
+        const r = await measure(page, n === 4 || n === 5 || n === 7 || n === 8 ? `contrast-${lang}${large ? '-large' : ''}-step${n}.png` : null);
         check(r.bad.length === 0 && r.n > 50, `${tag}: every one of ${r.n} texts and ${r.canvas} canvas labels meets WCAG AA (${r.bad.slice(0, 8).join('; ') || 'all do'})`);
         await page.close();
       }

@@ -12,8 +12,8 @@
 // - The sentences of the page are the twins of api/lesson/twins.json; the gloss line shows the
 //   other language's; the word list in English offers the English words; 实验一's candidates
 //   and 实验三's twin in English, with the leak measured against the API's outputs.
-// - The eleventh step: 本章小结 and the six 自测题, each linking to its step, the answer opening
-//   only once something is written; Next is not greyed out at step 10.
+// - The twelfth step: 本章小结 and the six 自测题, each linking to its step, the answer opening
+//   only once something is written; Next is not greyed out at step 11.
 //
 // Usage: node tests/web/english.test.mjs ATTND_BINARY OUTPUT_DIR
 
@@ -33,7 +33,7 @@ const CJK = /[\u3000-\u303f\u3400-\u9fff\uf900-\ufaff\uff00-\uffef]/;
 const TITLE = /(实验[一二三]|思考题|自测题|本章小结) \([A-Za-z][^()]*\)/g;
 const HAN = /\p{Script=Han}/u;
 
-const STEP_PRESETS = ['a', 'c1', 'c3', 'c4', 'c3', 'c1', 'c5', 'b', 'c1', 'c1', 'c1'];
+const STEP_PRESETS = ['a', 'c1', 'c3', 'c4', 'c3', 'c1', 'c5', 'c1', 'b', 'c1', 'c1', 'c1'];
 // What each step waits for before it is read: its demo done.
 const STEP_DONE = {
   2: '[data-testid=recv-nearest][data-word]',
@@ -41,9 +41,10 @@ const STEP_DONE = {
   5: '[data-testid=learned-result]:not([hidden])',
   6: '[data-testid=exp2-result]:not([hidden])',
   7: '[data-testid=exp3-verdict-off]:not([hidden])',
-  9: '[data-testid=cost-result][data-done]',
-  10: '[data-testid=multi-result]:not([hidden])',
-  11: '[data-testid=quiz] li',
+  8: '[data-testid=gen][data-t="1"]',
+  10: '[data-testid=cost-result][data-done]',
+  11: '[data-testid=multi-result]:not([hidden])',
+  12: '[data-testid=quiz] li',
 };
 
 // Every text a student can see, data included: visible text nodes, every option of every
@@ -119,7 +120,7 @@ async function main() {
     const walk = async (lang) => {
       page = await newPage();
       await openAt(page, base, `?lang=${lang}&step=1`);
-      for (let n = 1; n <= 11; n++) {
+      for (let n = 1; n <= 12; n++) {
         if (n > 1) {
           await page.evaluate(() => { window.__text = []; });
           const m = await readyMark(page);
@@ -130,7 +131,7 @@ async function main() {
         }
         await page.waitForFunction((k) => document.body.dataset.pathStep === String(k), n, { timeout: 30000 });
         if (STEP_DONE[n]) await page.waitForSelector(STEP_DONE[n], { timeout: 60000 });
-        if (n === 10) await page.waitForSelector('[data-testid=tied-result]:not([hidden])', { timeout: 30000 });
+        if (n === 11) await page.waitForSelector('[data-testid=tied-result]:not([hidden])', { timeout: 30000 });
         await page.waitForTimeout(200); // a head's or a row's views drawn after the frame
         const req = JSON.parse((await page.textContent('[data-testid=request-json]')).split('\n').slice(1).join('\n'));
         const p = STEP_PRESETS[n - 1];
@@ -151,15 +152,15 @@ async function main() {
       return page;
     };
     await walk('en');
-    // The eleventh step, in English: its title and the offer say 自测题 / 思考题 with a translation.
-    const title11 = await page.textContent('[data-testid=path-title]');
-    check(title11 === table.STRINGS.en['path.recap.title'] && /\(summary\)/.test(title11) && /\(self-test\)/.test(title11),
-      `step 11's title gives each chapter title with its translation (${title11})`);
+    // The twelfth step, in English: its title and the offer say 自测题 / 思考题 with a translation.
+    const title12 = await page.textContent('[data-testid=path-title]');
+    check(title12 === table.STRINGS.en['path.recap.title'] && /\(summary\)/.test(title12) && /\(self-test\)/.test(title12),
+      `step 12's title gives each chapter title with its translation (${title12})`);
     await page.context().close();
     await walk('zh');
     await page.context().close();
 
-    // The first visit's offer and step 10's title in English: the titles translated beside them.
+    // The first visit's offer and step 11's title in English: the titles translated beside them.
     page = await newPage();
     await openAt(page, base, '?lang=en');
     const offer = await page.textContent('[data-testid=path-offer]');
@@ -229,9 +230,9 @@ async function main() {
     `实验三's twin: with the mask the ${t5} rows before "database" are the same bit for bit; without it "in-memory" moves by ${(want * 100).toFixed(1)}% (${verdict})`);
     await page.context().close();
 
-    // ---- 4. The eleventh step: 本章小结 and the six 自测题 -------------------------------------
+    // ---- 4. The twelfth step: 本章小结 and the six 自测题 --------------------------------------
     page = await newPage();
-    await openAt(page, base, '?lang=zh&step=11');
+    await openAt(page, base, '?lang=zh&step=12');
     await page.waitForSelector('[data-testid=quiz] li');
     const items = await page.$$eval('[data-testid=quiz] li', (ls) => ls.map((l) => ({
       q: l.querySelector('.quiz-q').textContent, step: Number(l.querySelector('.quiz-go').dataset.step),
@@ -240,7 +241,7 @@ async function main() {
     const STEPS_OF = [6, 2, 1, 3, 7, 3];
     check(items.length === 6 && items.every((x, k) => x.q === table.STRINGS.zh[`quiz.q${k + 1}`] && x.step === STEPS_OF[k] && x.locked && x.hidden)
       && (await page.textContent('[data-testid=recap-summary]')) === table.STRINGS.zh['recap.summary'],
-    `step 11: 本章小结 and the six 自测题, each linking to its step (${items.map((x) => x.step).join(' ')}), the answers closed and locked`);
+    `step 12: 本章小结 and the six 自测题, each linking to its step (${items.map((x) => x.step).join(' ')}), the answers closed and locked`);
     check(items[1].q === '为什么 Attention 的输出是 Value 的加权和，而不是 Key 的加权和？' && items[1].step === 2,
       'the question on Value and Key links to the step tables (step 2)');
     // The answer opens only once something is written.
@@ -251,16 +252,16 @@ async function main() {
     check(await page.isVisible('[data-testid=quiz-a-2]') && (await page.textContent('[data-testid=quiz-a-2]')) === table.STRINGS.zh['quiz.a2']
       && !(await page.isVisible('[data-testid=quiz-a-3]')),
     'once written, its answer opens (and only its own)');
-    // Each link goes to its step, and back at step 11 the answer written is still there.
+    // Each link goes to its step, and back at step 12 the answer written is still there.
     for (const [k, s] of STEPS_OF.entries()) {
       m = await readyMark(page);
       await page.click(`[data-testid=quiz-go-${k + 1}]`);
       await waitReady(page, m, 30000);
       const at = Number(new URL(page.url()).searchParams.get('step'));
-      check(at === s && (await page.textContent('[data-testid=path-title]')) === table.STRINGS.zh[`path.${['formula', 'row', 'heads', 'exp1', 'learned', 'exp2', 'exp3', 'padding', 'cost', 'think', 'recap'][s - 1]}.title`],
+      check(at === s && (await page.textContent('[data-testid=path-title]')) === table.STRINGS.zh[`path.${['formula', 'row', 'heads', 'exp1', 'learned', 'exp2', 'exp3', 'gen', 'padding', 'cost', 'think', 'recap'][s - 1]}.title`],
         `自测题 ${k + 1} links to step ${s} (${at})`);
       m = await readyMark(page);
-      await page.click('[data-testid=path-dots] button:nth-child(11)');
+      await page.click('[data-testid=path-dots] button:nth-child(12)');
       await waitReady(page, m, 30000);
       await page.waitForSelector('[data-testid=quiz] li');
     }
@@ -269,7 +270,7 @@ async function main() {
     await page.context().close();
 
     check(foreign.length === 0, `the page fetched nothing but attnd (${foreign.join(', ') || 'none'})`);
-    // Step 9 asks for the weights at n = 8k on purpose, and attnd refuses with a 413.
+    // Step 10 asks for the weights at n = 8k on purpose, and attnd refuses with a 413.
     const unexpected = consoleErrors.filter((x) => !/status of 413/.test(x));
     check(unexpected.length === 0, `no console errors (${unexpected.join('; ') || 'none'})`);
   } finally {

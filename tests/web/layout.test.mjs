@@ -2,7 +2,7 @@
 // sees them: playwright-core drives Debian's chromium against a live attnd on an ephemeral
 // loopback port, and every number is read with getBoundingClientRect.
 //
-// - 1024x768 in large font, every step of the guided path (eleven) in Chinese and English: the
+// - 1024x768 in large font, every step of the guided path (twelve) in Chinese and English: the
 //   controls folded away behind the header's button (which opens and closes them), the main column at
 //   least 90% of the window's width, the document no wider than the window, no table in a card
 //   wider than its card, the path's panel compact (its buttons and dots on one line), and step
@@ -41,8 +41,9 @@ const STEP_DONE = {
   5: '[data-testid=learned-result]:not([hidden])',
   6: '[data-testid=exp2-result]:not([hidden])',
   7: '[data-testid=exp3-verdict-off]:not([hidden])',
-  9: '[data-testid=cost-result][data-done], [data-testid=cost-error]:not([hidden])',
-  10: '[data-testid=multi-result]:not([hidden])',
+  8: '[data-testid=gen][data-t="1"]',
+  10: '[data-testid=cost-result][data-done], [data-testid=cost-error]:not([hidden])',
+  11: '[data-testid=multi-result]:not([hidden])',
 };
 
 // The page's layout, measured: the window, the document, the main column, the controls and their
@@ -103,7 +104,7 @@ async function main() {
     for (const lang of ['zh', 'en']) {
       const p = await newPage({ width: 1024, height: 768 });
       await open(p, `?lang=${lang}&large=1&step=1`);
-      for (let n = 1; n <= 11; n++) {
+      for (let n = 1; n <= 12; n++) {
         await next(p, n);
         const l = await p.evaluate(measure);
         const tag = `1024x768 large, ${lang}, step ${n}`;
@@ -186,7 +187,7 @@ async function main() {
     for (const lang of ['zh', 'en']) {
       const p = await newPage({ width: 390, height: 844 }, { hasTouch: true, isMobile: true });
       await open(p, `?lang=${lang}&step=1`);
-      for (let n = 1; n <= 11; n++) {
+      for (let n = 1; n <= 12; n++) {
         await next(p, n);
         const l = await p.evaluate(measure);
         const tag = `390x844, ${lang}, step ${n}`;
@@ -214,7 +215,7 @@ async function main() {
     console.log(`layout: projector ${JSON.stringify(projector)}`);
     console.log(`layout: phone ${JSON.stringify(phone)}`);
     console.log(`layout: fonts ${fonts.join(', ')}`);
-    // Step 9 asks for the weights at n = 8k on purpose, and attnd refuses (413): the browser logs
+    // Step 10 asks for the weights at n = 8k on purpose, and attnd refuses (413): the browser logs
     // that as a failed load. Nothing else may be.
     const unexpected = consoleErrors.filter((m) => !/status of 413 .*\/v1\/sdpa\)$/.test(m));
     check(unexpected.length === 0, `no console errors but the deliberate 413 (${unexpected.join('; ') || 'none'})`);

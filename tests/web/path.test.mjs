@@ -26,9 +26,9 @@ function check(ok, what) {
 }
 
 const C4 = '张工把配置文件发给测试同学，因为它包含新的开关。';
-const STEP_PRESETS = ['a', 'c1', 'c3', 'c4', 'c3', 'c1', 'c5', 'b', 'c1', 'c1', 'c1'];
-const STEP_KEYS = ['formula', 'row', 'heads', 'exp1', 'learned', 'exp2', 'exp3', 'padding', 'cost', 'think', 'recap'];
-const STEP_TARGETS = ['steps', 'steps', 'heads-section', 'exp1', 'learned', 'exp2', 'exp3', 'steps', 'cost', 'think', 'recap'];
+const STEP_PRESETS = ['a', 'c1', 'c3', 'c4', 'c3', 'c1', 'c5', 'c1', 'b', 'c1', 'c1', 'c1'];
+const STEP_KEYS = ['formula', 'row', 'heads', 'exp1', 'learned', 'exp2', 'exp3', 'gen', 'padding', 'cost', 'think', 'recap'];
+const STEP_TARGETS = ['steps', 'steps', 'heads-section', 'exp1', 'learned', 'exp2', 'exp3', 'gen', 'steps', 'cost', 'think', 'recap'];
 const N = STEP_KEYS.length;
 const key = (x) => JSON.stringify(x);
 // The bodies of an experiment's "call as code" (callbox.js) as curl shows them: each request's
@@ -135,17 +135,21 @@ async function main() {
         check(true, 'step 7 runs 实验三 with the causal mask on and off');
       }
       if (n === 8) {
-        const w = await page.$$eval('[data-testid=table-softmax] td[data-i="0"]', (tds) => tds.map((td) => td.textContent).join(' '));
-        check(w.startsWith('0.92 0.08'), `step 8 shows the chapter's padding row 0.92 0.08 0 0 (${w})`);
+        await page.waitForSelector('[data-testid=gen][data-t="1"]', { timeout: 20000 });
+        check(true, 'step 8 opens a decode session and appends the start token by itself');
       }
       if (n === 9) {
-        await page.waitForSelector('[data-testid=cost-result][data-done]', { timeout: 60000 });
-        check(true, 'step 9 sends the n² jobs by itself');
+        const w = await page.$$eval('[data-testid=table-softmax] td[data-i="0"]', (tds) => tds.map((td) => td.textContent).join(' '));
+        check(w.startsWith('0.92 0.08'), `step 9 shows the chapter's padding row 0.92 0.08 0 0 (${w})`);
       }
       if (n === 10) {
+        await page.waitForSelector('[data-testid=cost-result][data-done]', { timeout: 60000 });
+        check(true, 'step 10 sends the n² jobs by itself');
+      }
+      if (n === 11) {
         await page.waitForSelector('[data-testid=tied-result]:not([hidden])', { timeout: 20000 });
         await page.waitForSelector('[data-testid=multi-result]:not([hidden])', { timeout: 20000 });
-        check(true, 'step 10 computes the W^Q = W^K and H demos by itself');
+        check(true, 'step 11 computes the W^Q = W^K and H demos by itself');
       }
       if (n === N) {
         const quiz = await page.$$eval('[data-testid=quiz] li', (ls) => ls.length);

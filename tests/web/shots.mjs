@@ -22,8 +22,8 @@ export const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-backgr
   '--disable-component-update', '--disable-sync', '--no-first-run'];
 
 // The README's pictures. Each is the page at url (which holds the whole state), in a browser
-// window of viewport, after its first run (and, when given, once waitFor is on the page), with
-// scrollTo at the top of the window when given.
+// window of viewport, after its first run (and, when given, once waitFor is on the page, and
+// after clicks, each {click, waitFor}), with scrollTo at the top of the window when given.
 export const SHOTS = [
   {
     file: 'visualizer-seed.png',
@@ -68,7 +68,7 @@ export const SHOTS = [
   // under the path's panel, which the page does itself (no scrollTo).
   {
     file: 'path-step2.png',
-    what: 'the guided path, step 2 of 11, in Chinese at 1024x768: the row of 它 in the coreference head of 程序员把服务器日志发给同事，因为它记录了错误原因。, step by step, under the panel that says what to look at and why',
+    what: 'the guided path, step 2 of 12, in Chinese at 1024x768: the row of 它 in the coreference head of 程序员把服务器日志发给同事，因为它记录了错误原因。, step by step, under the panel that says what to look at and why',
     url: '?lang=zh&step=2',
     viewport: { width: 1024, height: 768 },
     fullPage: false,
@@ -76,7 +76,7 @@ export const SHOTS = [
   },
   {
     file: 'path-step2-en.png',
-    what: 'the guided path, step 2 of 11, in English at 1024x768: the row of "it" in the coreference head of the English twin, The programmer sent the server log to a colleague, because it recorded the cause of the error., step by step, no Chinese on the page',
+    what: 'the guided path, step 2 of 12, in English at 1024x768: the row of "it" in the coreference head of the English twin, The programmer sent the server log to a colleague, because it recorded the cause of the error., step by step, no Chinese on the page',
     url: '?lang=en&step=2',
     viewport: { width: 1024, height: 768 },
     fullPage: false,
@@ -84,7 +84,7 @@ export const SHOTS = [
   },
   {
     file: 'path-step2-projector.png',
-    what: 'the guided path, step 2 of 11, on a projector (1024x768, large font) in Chinese: the controls folded behind 设置, the compact panel (its buttons and dots on one line, the text under them), and the row of 它 in the coreference head across the width',
+    what: 'the guided path, step 2 of 12, on a projector (1024x768, large font) in Chinese: the controls folded behind 设置, the compact panel (its buttons and dots on one line, the text under them), and the row of 它 in the coreference head across the width',
     url: '?lang=zh&step=2&large=1',
     viewport: { width: 1024, height: 768 },
     fullPage: false,
@@ -92,7 +92,7 @@ export const SHOTS = [
   },
   {
     file: 'path-step4.png',
-    what: 'the guided path, step 4 of 11 (实验一), in Chinese at 1024x768: 张工把配置文件发给测试同学，因为它包含新的开关。 with the chapter\'s four candidates, a typed guess (1, 6, 1, 0), 新的开关 marked not yet read, and the guess beside each head\'s weights, one picture per head',
+    what: 'the guided path, step 4 of 12 (实验一), in Chinese at 1024x768: 张工把配置文件发给测试同学，因为它包含新的开关。 with the chapter\'s four candidates, a typed guess (1, 6, 1, 0), 新的开关 marked not yet read, and the guess beside each head\'s weights, one picture per head',
     url: '?lang=zh&step=4&p=c4&head=3&e1g=1:1,3:6,5:1,10:0&e1=1',
     viewport: { width: 1024, height: 768 },
     fullPage: false,
@@ -100,25 +100,36 @@ export const SHOTS = [
   },
   {
     file: 'path-step7.png',
-    what: 'the guided path, step 7 of 11 (实验三), in Chinese at 1024x768: Redis 是一个内存数据库。 with 数据库 replaced by 缓存, run with the causal mask on and off',
+    what: 'the guided path, step 7 of 12 (实验三), in Chinese at 1024x768: Redis 是一个内存数据库。 with 数据库 replaced by 缓存, run with the causal mask on and off',
     url: '?lang=zh&step=7',
     viewport: { width: 1024, height: 768 },
     fullPage: false,
     waitFor: 'body[data-path-step="7"] [data-testid=exp3-map-off]',
   },
   {
-    file: 'path-step11.png',
-    what: 'the guided path, step 11 of 11, the ending, in Chinese at 1024x768: 本章小结 in a few lines and the six 自测题 of 第 6 章, each with its link to the step that shows its answer and a box to answer in before the answer opens; Next reads 学完了',
-    url: '?lang=zh&step=11',
+    file: 'path-step8.png',
+    what: 'the guided path, step 8 of 12 (generation), in Chinese at 1024x768: 程序员把服务器日志发给同事，因为它记录了错误原因。 appended to a decode session token by token up to 它 (decode step 9): the query q_9 · 它 under the rows above, the same bit for bit as at decode step 8, nine keys and values, and the chart of the cache\'s bytes (linear) beside recomputing the prefix (quadratic)',
+    url: '?lang=zh&step=8',
     viewport: { width: 1024, height: 768 },
     fullPage: false,
-    waitFor: 'body[data-path-step="11"] [data-testid=quiz] li',
+    waitFor: 'body[data-path-step="8"] [data-testid=gen][data-t="1"]',
+    // Next token, eight times: each waits for its row.
+    clicks: Array.from({ length: 8 }, (_, k) => ({ click: '[data-testid=gen-next]', waitFor: `[data-testid=gen][data-t="${k + 2}"][data-busy="0"]` })),
+    scrollTo: '[data-testid=gen-now]',
+  },
+  {
+    file: 'path-step12.png',
+    what: 'the guided path, step 12 of 12, the ending, in Chinese at 1024x768: 本章小结 in a few lines and the six 自测题 of 第 6 章, each with its link to the step that shows its answer and a box to answer in before the answer opens; Next reads 学完了',
+    url: '?lang=zh&step=12',
+    viewport: { width: 1024, height: 768 },
+    fullPage: false,
+    waitFor: 'body[data-path-step="12"] [data-testid=quiz] li',
   },
   // The built-in induction model's heads (web/learned.js): the shot depends on the model's file
   // too, which INPUTS hashes.
   {
     file: 'learned-induction.png',
-    what: 'the guided path, step 5 of 11, a model that learned, in English at 1024x1250: the built-in induction model on a seeded random sequence of its English words that repeats, its 2 layers × 4 heads as small maps with their scores, and the layer-1 head with the highest induction score open large: the dotted cells where the same word stood before, the solid cells one step to their right where an induction head looks, and the sentence that says whether this head does',
+    what: 'the guided path, step 5 of 12, a model that learned, in English at 1024x1250: the built-in induction model on a seeded random sequence of its English words that repeats, its 2 layers × 4 heads as small maps with their scores, and the layer-1 head with the highest induction score open large: the dotted cells where the same word stood before, the solid cells one step to their right where an induction head looks, and the sentence that says whether this head does',
     url: '?lang=en&step=5',
     viewport: { width: 1024, height: 1250 },
     fullPage: false,
@@ -208,6 +219,10 @@ export async function renderShot(browser, base, shot) {
     await page.goto(new URL(shot.url, base).href);
     await page.waitForFunction(() => document.body.dataset.ready, null, { timeout: 20000 });
     if (shot.waitFor) await page.waitForSelector(shot.waitFor, { timeout: 20000 });
+    for (const c of shot.clicks || []) { // what a student clicks first, each waiting for its result
+      await page.click(c.click);
+      await page.waitForSelector(c.waitFor, { timeout: 20000 });
+    }
     await page.evaluate(async (to) => {
       await document.fonts.ready;
       document.querySelector('[data-testid=status-time]').hidden = true;
