@@ -195,7 +195,7 @@ tests/web/node_modules/playwright-core:
 check-readme-deps: $(BUILD)/attnd
 	@printf '%s\n' "PKG_BUILD $(PKG_BUILD)" "PKG_TEST $(PKG_TEST)" "PKG_CONTAINER $(PKG_CONTAINER)" \
 	  "PKG_BENCH_HTTP $(PKG_BENCH_HTTP)" "PKG_BENCH_ORT $(PKG_BENCH_ORT)" \
-	  "PKG_BENCH_CLASSROOM $(PKG_BENCH_CLASSROOM)" > $(BUILD)/packages.txt
+	  "PKG_BENCH_CLASSROOM $(PKG_BENCH_CLASSROOM)" "PKG_TRAIN $(PKG_TRAIN)" > $(BUILD)/packages.txt
 	$(PY) tests/readme_deps.py --readme README.md --packages $(BUILD)/packages.txt --ci .ci/run \
 	  --attnd $(BUILD)/attnd
 

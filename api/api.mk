@@ -75,8 +75,12 @@ test-induction:
 	$(PY) api/induction/train_induction.py --check-losses $(BUILD)/induction/a.losses
 
 # Retrains the built-in model induction whole, into api/induction/induction.safetensors, and
-# prints its SHA-256 (api/induction/README.md gives the time it takes, and the scores).
+# prints its SHA-256 (api/induction/README.md gives the time it takes, and the scores). torch
+# multiplies through libblas.so.3: libopenblas-dev (in PKG_BUILD) makes it OpenBLAS, the library
+# the committed file was trained with.
+PKG_TRAIN := $(PKG_BUILD) python3 python3-torch python3-numpy
 train-induction:
+	$(call install_missing,$(PKG_TRAIN))
 	$(PY) api/induction/train_induction.py
 	sha256sum $(INDUCTION)
 
