@@ -4,8 +4,8 @@
 //
 // The walk is a student's, in one language: the page opened bare, the path's offer accepted,
 // then Next through every step, doing on each what the step asks (实验一: a typed guess and
-// Compare; 实验二: three numbers edited; the 思考题: W^Q = W^K switched on after the step's own
-// runs), waiting on each until the page has drawn the step and no request to attnd has been in
+// Compare; 实验二: three numbers edited; generation: every token of the sentence; the 思考题:
+// W^Q = W^K switched on after the step's own runs), waiting on each until the page has drawn the step and no request to attnd has been in
 // flight for a while. The steps, their keys and titles are read from the page itself
 // (web/path.js's STEPS, web/i18n.js's strings), so the recording follows the page as it changes.
 //
@@ -167,6 +167,12 @@ async function main() {
         if (await k.count() >= 3) {
           await k.nth(2).fill('3');
           await quiet('实验二, an edit');
+        }
+      } else if (m.key === 'gen') {
+        // The step opens a session and appends the start token; the student generates the rest.
+        if (await visible(page, '[data-testid=gen-all]')) {
+          await page.click('[data-testid=gen-all]');
+          await quiet('generation, every token');
         }
       } else if (m.key === 'cost') {
         await page.waitForSelector('[data-testid=cost-result][data-done]', { timeout: STEP_MS }).catch(() => {});

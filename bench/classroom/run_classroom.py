@@ -18,7 +18,10 @@
    students (Python threads, http.client, keep-alive, up to 6 connections each as a browser
    keeps) replay the recorded requests: within a step in waves, as the page sent them (requests
    the page started while others of the step were in flight go together), without the page's
-   own pauses between waves. Modes:
+   own pauses between waves. The generation step's decode session is each student's own: the
+   id attnd gives a student's POST /v1/sessions replaces the recording's in that student's
+   appends and DELETE (a student who reaches the DELETE before opening one sends nothing, as the
+   page would). Modes:
      together  every student on the same step at once: a barrier before each step;
      spread    each student loads the page at a random moment in the first 2 s, then starts at
                its own step (spread evenly over the path) and walks every step once, wrapping
@@ -56,6 +59,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from attnd_proc import (HERE, MEMORY_LIMIT, PERIOD_US, QUOTA_US, ROOT, Cgroups,  # noqa: E402
@@ -65,6 +69,8 @@ from classroom_report import counts, render, summarise  # noqa: E402
 
 CONNS = 6          # connections a browser keeps to one host
 RETRIES = 3        # tries again after a 503
+# A decode session's own path: the recording's id there is replaced with the student's own.
+SESSION_PATH = re.compile(r"/v1/sessions/[^/?]+")
 
 
 # ---- 1. Record ---------------------------------------------------------------------------------
@@ -190,6 +196,7 @@ class Student:
         self.port, self.timeout, self.deadline, self.rng = port, timeout, deadline, rng
         self.conns = [None] * CONNS
         self.steps = {}   # step -> {"wait": s, "calls": [results]}
+        self.session = None  # the id of the decode session this student opened, until deleted
 
     def conn(self, i):
         if self.conns[i] is None:
@@ -230,6 +237,7 @@ class Student:
                 if r.status >= 400:
                     m = re.search(rb'"code"\s*:\s*"([^"]{1,64})"', head)
                     code = m.group(1).decode() if m else None
+                self.track_session(c, r.status, head)
                 return r.status, code, r.getheader("Retry-After"), len(body), down
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
                 self.drop(i)
@@ -240,9 +248,25 @@ class Student:
                 raise
         raise OSError("unreachable")
 
+    def track_session(self, c, status, head):
+        """Notes the id of the session a POST /v1/sessions opened, and forgets it once deleted."""
+        path = c["path"].split("?", 1)[0]
+        if c["method"] == "POST" and path == "/v1/sessions" and 200 <= status < 300:
+            m = re.search(rb'"id"\s*:\s*"([^"]{1,128})"', head)
+            self.session = m.group(1).decode() if m else None
+        elif c["method"] == "DELETE" and SESSION_PATH.match(path) and status < 500:
+            self.session = None
+
     def call(self, i, c):
         """The call with the page's retries: a dict of status (or an error name), wait, tries,
-        retried 503s, bytes up and down."""
+        retried 503s, bytes up and down. A call on a decode session goes to the student's own
+        session; with none open (a student who starts the path after the generation step, and
+        reaches the request that deletes it first) the page would send nothing: None."""
+        if SESSION_PATH.match(c["path"]):
+            if self.session is None:
+                return None
+            own = "/v1/sessions/" + urllib.parse.quote(self.session, safe="")
+            c = dict(c, path=SESSION_PATH.sub(own, c["path"], count=1))
         body = c["body"]
         res = {"step": c["step"], "status": None, "code": None, "error": None, "tries": 0,
                "retried": 0, "retried_codes": {}, "up": 0, "down": 0,
@@ -311,7 +335,7 @@ class Student:
         t0 = time.monotonic()
         calls = []
         for w in step_waves:
-            calls += self.wave(w)
+            calls += [r for r in self.wave(w) if r is not None]
         self.steps[n] = {"wait": time.monotonic() - t0, "calls": calls}
 
     def close(self):
