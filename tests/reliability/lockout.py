@@ -30,8 +30,9 @@ p = subprocess.Popen([attnd, "--listen", "127.0.0.1:0"], stderr=open(log_path, "
 port = None
 t_start = time.time()
 while port is None and time.time() - t_start < 20:
-    m = re.search(r"listening .*port=(\d+)", open(log_path).read())
-    port = int(m.group(1)) if m else None
+    text = open(log_path).read()
+    m = re.search(r"listening .*port=(\d+)", text)
+    port = int(m.group(1)) if m and re.search(r"^\S+ info ready$", text, re.M) else None
     time.sleep(0.05)
 if port is None:
     p.kill()

@@ -152,8 +152,9 @@ class Daemon:
         self.port = None
         t0 = time.time()
         while time.time() - t0 < 20 and self.port is None:
-            m = re.search(r"listening .*port=(\d+)", open(log, errors="replace").read())
-            if m:
+            text = open(log, errors="replace").read()
+            m = re.search(r"listening .*port=(\d+)", text)
+            if m and re.search(r"^\S+ info ready$", text, re.M):  # before it, 503 not_ready
                 self.port = int(m.group(1))
             elif self.p.poll() is not None:
                 raise SystemExit(f"attnd exited at start; see {log}")

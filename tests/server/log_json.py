@@ -39,8 +39,10 @@ def main():
                                      "--log-format", "json"], stdout=log, stderr=log, env=env)
         port, t0 = None, time.time()
         while port is None and time.time() - t0 < 20 and proc.poll() is None:
-            m = re.search(r'"msg":"listening".*"port":(\d+)', open(path).read())
-            port = int(m.group(1)) if m else None
+            text = open(path).read()
+            m = re.search(r'"msg":"listening".*"port":(\d+)', text)
+            # the port, once attnd is ready too (before, a job gets 503 not_ready)
+            port = int(m.group(1)) if m and '"msg":"ready"' in text else None
             time.sleep(0.02)
         if port is None:
             proc.kill()

@@ -159,17 +159,21 @@ export function inputsHash(root = ROOT) {
 
 export const sha256 = (buf) => createHash('sha256').update(buf).digest('hex');
 
-// Starts attnd on 127.0.0.1:0 and resolves with {proc, base} once its start-up log names the
-// port.
+// Starts attnd on 127.0.0.1:0 and resolves with {proc, base} once its start-up log has named
+// the port and said ready (it listens before it loads its models, and answers 503 not_ready
+// until then: a test that asked at once got that, not the models).
 export function startAttnd(bin) {
   return new Promise((resolve, reject) => {
     const p = spawn(bin, ['--listen', '127.0.0.1:0', '--log-format', 'text'], { stdio: ['ignore', 'pipe', 'pipe'] });
     let log = '';
-    const timer = setTimeout(() => reject(new Error(`attnd did not report its port:\n${log}`)), 15000);
+    const timer = setTimeout(() => reject(new Error(`attnd did not report its port and ready:\n${log}`)), 15000);
     const onData = (d) => {
       log += d.toString();
       const m = log.match(/listening address=127\.0\.0\.1:(\d+)/);
-      if (m) { clearTimeout(timer); resolve({ proc: p, base: `http://127.0.0.1:${m[1]}/` }); }
+      if (m && /^\S+ info ready$/m.test(log)) {
+        clearTimeout(timer);
+        resolve({ proc: p, base: `http://127.0.0.1:${m[1]}/` });
+      }
     };
     p.stdout.on('data', onData);
     p.stderr.on('data', onData);
