@@ -8,13 +8,13 @@
 // animation or caret, and the status's timing (the only text that changes between runs)
 // hidden.
 
-import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
+import { startAttnd as startOpenapiAttnd } from '../openapi/attnd.mjs';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
@@ -159,26 +159,11 @@ export function inputsHash(root = ROOT) {
 
 export const sha256 = (buf) => createHash('sha256').update(buf).digest('hex');
 
-// Starts attnd on 127.0.0.1:0 and resolves with {proc, base} once its start-up log has named
-// the port and said ready (it listens before it loads its models, and answers 503 not_ready
-// until then: a test that asked at once got that, not the models).
-export function startAttnd(bin) {
-  return new Promise((resolve, reject) => {
-    const p = spawn(bin, ['--listen', '127.0.0.1:0', '--log-format', 'text'], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let log = '';
-    const timer = setTimeout(() => reject(new Error(`attnd did not report its port and ready:\n${log}`)), 15000);
-    const onData = (d) => {
-      log += d.toString();
-      const m = log.match(/listening address=127\.0\.0\.1:(\d+)/);
-      if (m && /^\S+ info ready$/m.test(log)) {
-        clearTimeout(timer);
-        resolve({ proc: p, base: `http://127.0.0.1:${m[1]}/` });
-      }
-    };
-    p.stdout.on('data', onData);
-    p.stderr.on('data', onData);
-    p.on('exit', (code) => { clearTimeout(timer); reject(new Error(`attnd exited ${code}:\n${log}`)); });
-  });
+// Starts attnd on 127.0.0.1:0 (tests/openapi/attnd.mjs: once its log has said ready) and
+// resolves with {proc, base}, base ending in a slash for new URL(path, base).
+export async function startAttnd(bin) {
+  const { proc, base } = await startOpenapiAttnd(bin);
+  return { proc, base: `${base}/` };
 }
 
 const WQY_DIR = '/usr/share/fonts/truetype/wqy';
