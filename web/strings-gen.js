@@ -21,7 +21,7 @@ export const GEN_STRINGS = {
     'gen.map': 'Weights of head {head}: row t is the query of step t, column j the key and value of token j',
     'gen.row': 'q_{t} · {w}',
     'gen.check.first': 'Step 1: the first row; there is no row above it yet.',
-    'gen.check.same': 'The {r} rows above are the same as at step {p}, bit for bit, in all {h} heads, and the new key is masked for each of them.',
+    'gen.check.same': 'The rows above (up to row {r}) are the same as at step {p}, bit for bit, in all {h} heads, and the new key is masked for each of them.',
     'gen.check.why': 'The session sent only row {t}; the rows above are the numbers received at their own steps, compared with what the page showed at step {p}. They never see a later token (the causal mask), which is why a cache of their keys and values is exact.',
     'gen.check.bad': '{c} of the {r} rows above differ from what the page showed at step {p}: the page drew them wrong.',
     'gen.session': 'The session holds {len} of its {max} rows: {used} of the {bytes} it reserved when it opened ({row} a row, a key and a value of {e} float32 numbers each).',
